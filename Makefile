@@ -1,0 +1,53 @@
+# Every target documents itself: `make help` lists them.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ARGS ?=
+INSTANCE ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): requirements-dev.txt package.json package-lock.json
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(STAMP)
+
+.PHONY: install
+install: $(STAMP) ## Create/reuse .venv and install the pinned Python and npm dependencies
+
+.PHONY: check
+check: $(STAMP) ## ruff (lint + format check) and mypy strict on infra/ and app/
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+.PHONY: synth
+synth: $(STAMP) ## Synthesize every instance with the real CDK CLI, offline
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk synth --quiet >/dev/null
+	@echo "synth ok: $$(ls cdk.out/*.template.json | wc -l) templates in cdk.out/"
+
+.PHONY: test
+test: $(STAMP) check synth ## Install, run every check, then every test (unit, synth, e2e)
+	$(VENV)/bin/pytest
+
+.PHONY: run
+run: $(STAMP) ## Run the local pipeline end to end on the embedded emulators (ARGS="--instances a,b")
+	$(PY) -m app.local $(ARGS)
+
+.PHONY: bench
+bench: $(STAMP) ## Benchmarks: ratios against a baseline measured in the same run
+	$(PY) -m bench $(ARGS)
+
+.PHONY: redeploy
+redeploy: $(STAMP) ## Stop the running job version gracefully and submit the current one (INSTANCE=domain-region)
+	$(PY) -m scripts.redeploy --instance "$(INSTANCE)" $(ARGS)
+
+.PHONY: clean
+clean: ## Remove run outputs (cdk.out, .work); keeps .venv
+	rm -rf cdk.out .work

@@ -1,0 +1,1 @@
+"""The PySpark streaming job shipped to EMR (and run unchanged locally)."""

@@ -1,0 +1,69 @@
+"""The contract between the job and the infrastructure that watches it.
+
+Metric names, the namespace, the dimension and the resource names are read by
+the PySpark job (which publishes) and by the CDK alarms (which watch). Keeping
+them in one import-light module means a rename cannot leave an alarm watching
+a metric nobody publishes. No heavy imports here: ``infra/`` imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+METRIC_NAMESPACE: Final = "StreamingPipeline"
+INSTANCE_DIMENSION: Final = "Instance"
+
+# Per-batch metrics published by app.monitoring and alarmed on by infra.
+BATCH_DURATION_MS: Final = "BatchDurationMs"
+INPUT_ROWS: Final = "InputRows"
+INPUT_ROWS_PER_SECOND: Final = "InputRowsPerSecond"
+PROCESSED_ROWS_PER_SECOND: Final = "ProcessedRowsPerSecond"
+FAILURE_RECORDS: Final = "FailureRecords"
+END_TO_END_LATENCY_MS: Final = "EndToEndLatencyMs"
+SOURCE_LAG_MS: Final = "SourceLagMs"
+SCHEDULING_DELAY_RATIO: Final = "SchedulingDelayRatio"
+HEARTBEAT: Final = "Heartbeat"
+
+ALL_METRICS: Final = (
+    BATCH_DURATION_MS,
+    INPUT_ROWS,
+    INPUT_ROWS_PER_SECOND,
+    PROCESSED_ROWS_PER_SECOND,
+    FAILURE_RECORDS,
+    END_TO_END_LATENCY_MS,
+    SOURCE_LAG_MS,
+    SCHEDULING_DELAY_RATIO,
+    HEARTBEAT,
+)
+
+# Resource naming: one function each, used by CDK and by the local run.
+EVENTS_TABLE: Final = "events"
+STACK_PREFIX: Final = "Streaming"
+
+
+def instance_id(domain: str, region: str) -> str:
+    """The instance's identity everywhere: metric dimension, lease owner, logs."""
+    return f"{domain}-{region}"
+
+
+def stack_name(domain: str, region: str) -> str:
+    """``cdk deploy Streaming-<domain>-<region>`` deploys one instance."""
+    return f"{STACK_PREFIX}-{domain}-{region}"
+
+
+def stream_name(domain: str, region: str) -> str:
+    return f"{STACK_PREFIX.lower()}-{domain}-{region}"
+
+
+def failure_topic_name(domain: str, region: str) -> str:
+    return f"{STACK_PREFIX.lower()}.{domain}.{region}.failures"
+
+
+def database_name(domain: str, region: str) -> str:
+    """Glue/Hive database names allow only lowercase letters, digits and ``_``."""
+    return f"{STACK_PREFIX.lower()}_{domain}_{region.replace('-', '_')}"
+
+
+def dimensions(instance: str) -> list[dict[str, str]]:
+    """CloudWatch dimensions in the shape ``put_metric_data`` takes."""
+    return [{"Name": INSTANCE_DIMENSION, "Value": instance}]

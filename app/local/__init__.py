@@ -1,0 +1,1 @@
+"""Everything that makes the job run on one laptop: emulators, producer, run."""
