@@ -36,8 +36,13 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class KafkaOptions:
-    bootstrap_servers: str
+    """Where failure records go. On MSK the job resolves the IAM bootstrap
+    brokers from ``cluster_arn`` at start (they are not known at synth time);
+    locally ``bootstrap_servers`` points at the tansu broker."""
+
     topic: str
+    bootstrap_servers: str | None = None
+    cluster_arn: str | None = None
     security: KafkaSecurity = "PLAINTEXT"
     delivery_timeout_ms: int = 30_000
     request_timeout_ms: int = 10_000
@@ -78,7 +83,12 @@ class JobConfig:
 
     @classmethod
     def from_dict(cls, raw: object) -> JobConfig:
-        return _build(cls, raw, "")
+        config = _build(cls, raw, "")
+        if (config.kafka.bootstrap_servers is None) == (config.kafka.cluster_arn is None):
+            raise ConfigError(
+                "kafka: set exactly one of bootstrap_servers (local) or cluster_arn (MSK)"
+            )
+        return config
 
     @classmethod
     def from_file(cls, path: str | Path) -> JobConfig:
