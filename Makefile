@@ -13,6 +13,7 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 $(STAMP): requirements-dev.txt package.json package-lock.json
+	command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck; }
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	npm ci --no-audit --no-fund --loglevel=error
