@@ -1,0 +1,48 @@
+"""The job's Kinesis source: one call, one normalized streaming frame.
+
+``read_stream`` returns the columns of :data:`app.sources.schema.SOURCE_SCHEMA`
+(``data, streamName, partitionKey, sequenceNumber,
+approximateArrivalTimestamp, shardId``) whichever reader ``config.source.format``
+selects, so the transforms never branch on where records came from:
+
+* ``aws-kinesis``: the awslabs JVM connector shipped in the EMR image; it has
+  no shard column, so ``shardId`` is null;
+* ``python-kinesis``: the Python Data Source in :mod:`app.sources.kinesis_python`
+  (boto3, same option names), the default locally and against moto.
+
+``kinesis.startingPosition`` applies only when the checkpoint is empty: once a
+checkpoint exists, both readers resume from the offsets stored in it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.sources.aws_kinesis import connector_options
+from app.sources.schema import SHARD_ID, SOURCE_COLUMNS, SOURCE_SCHEMA
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from app.config import JobConfig
+
+__all__ = ["SOURCE_COLUMNS", "SOURCE_SCHEMA", "read_stream"]
+
+
+def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
+    """A streaming DataFrame of raw Kinesis records in the normalized schema."""
+    from pyspark.sql import functions as sf
+
+    options = connector_options(config)
+    fmt = config.source.format
+    if fmt == "aws-kinesis":
+        frame = spark.readStream.format("aws-kinesis").options(**options).load()
+        frame = frame.withColumn(SHARD_ID, sf.lit(None).cast("string"))
+    elif fmt == "python-kinesis":
+        from app.sources.kinesis_python import FORMAT_NAME, register
+
+        register(spark)
+        frame = spark.readStream.format(FORMAT_NAME).options(**options).load()
+    else:
+        raise ValueError(f"source.format: {fmt!r} is not one of aws-kinesis, python-kinesis")
+    return frame.select(*SOURCE_COLUMNS)

@@ -1,0 +1,85 @@
+"""Options for the awslabs ``aws-kinesis`` connector, built from the job config.
+
+Pure: ``connector_options`` turns a :class:`JobConfig` into the string options
+``spark.readStream.format("aws-kinesis")`` takes. The Python source accepts the
+same names, so one dict feeds either reader. Names and value formats follow the
+connector's ``KinesisOptions``:
+
+* ``kinesis.endpointUrl`` is required by the connector (no default), so the
+  public regional endpoint is filled in when the config has none;
+* ``kinesis.describeShardInterval`` is a Spark time string (``"30s"``);
+* ``kinesis.maxFetchTimePerShardSec`` is whole seconds and must be >= 10;
+* ``kinesis.startingPosition`` defaults to ``LATEST`` in the connector, which
+  silently skips the backlog on a first start: we always pass it (our default
+  ``TRIM_HORIZON``). It applies only while the checkpoint is empty;
+* ``kinesis.failOnDataLoss`` defaults to false in the connector: we pass it
+  (our default true) so an expired or missing shard stops the query.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from app.config import ConfigError, JobConfig
+
+# Option names, shared with app.sources.kinesis_python.
+STREAM_NAME: Final = "kinesis.streamName"
+REGION: Final = "kinesis.region"
+KINESIS_REGION: Final = "kinesis.kinesisRegion"
+ENDPOINT_URL: Final = "kinesis.endpointUrl"
+STARTING_POSITION: Final = "kinesis.startingPosition"
+DESCRIBE_SHARD_INTERVAL: Final = "kinesis.describeShardInterval"
+MAX_FETCH_RECORDS_PER_SHARD: Final = "kinesis.maxFetchRecordsPerShard"
+MAX_FETCH_TIME_PER_SHARD_SEC: Final = "kinesis.maxFetchTimePerShardSec"
+FAIL_ON_DATA_LOSS: Final = "kinesis.failOnDataLoss"
+CONSUMER_TYPE: Final = "kinesis.consumerType"
+CONSUMER_NAME: Final = "kinesis.consumerName"
+RECORDS_PER_FETCH: Final = "kinesis.getRecords.numberOfRecordsPerFetch"
+CLIENT_NUM_RETRIES: Final = "kinesis.clientNumRetries"
+CLIENT_RETRY_INTERVALS_MS: Final = "kinesis.clientRetryIntervalsMs"
+CLIENT_MAX_RETRY_INTERVAL_MS: Final = "kinesis.clientMaxRetryIntervalMs"
+
+# The connector rejects a shorter fetch time: Kinesis may take >5 s to answer.
+MIN_FETCH_TIME_SEC: Final = 10
+
+
+def default_endpoint(region: str) -> str:
+    """The public Kinesis endpoint of ``region`` (China regions use ``.com.cn``)."""
+    suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    return f"https://kinesis.{region}.{suffix}"
+
+
+def connector_options(config: JobConfig) -> dict[str, str]:
+    """The reader options for ``config``; raises ConfigError naming the field."""
+    source = config.source
+    if source.max_fetch_time_per_shard_sec < MIN_FETCH_TIME_SEC:
+        raise ConfigError(
+            "source.max_fetch_time_per_shard_sec: "
+            f"{source.max_fetch_time_per_shard_sec} is below the connector's minimum "
+            f"of {MIN_FETCH_TIME_SEC} seconds"
+        )
+    if source.describe_shard_interval_sec <= 0:
+        raise ConfigError(
+            f"source.describe_shard_interval_sec: must be > 0, got "
+            f"{source.describe_shard_interval_sec}"
+        )
+    options = {
+        STREAM_NAME: config.stream_name,
+        REGION: config.region,
+        KINESIS_REGION: config.region,
+        ENDPOINT_URL: config.kinesis_endpoint_url or default_endpoint(config.region),
+        STARTING_POSITION: source.starting_position,
+        DESCRIBE_SHARD_INTERVAL: f"{source.describe_shard_interval_sec}s",
+        MAX_FETCH_RECORDS_PER_SHARD: str(source.max_fetch_records_per_shard),
+        MAX_FETCH_TIME_PER_SHARD_SEC: str(source.max_fetch_time_per_shard_sec),
+        FAIL_ON_DATA_LOSS: "true" if source.fail_on_data_loss else "false",
+        CONSUMER_TYPE: source.consumer_type,
+    }
+    if source.consumer_type == "SubscribeToShard":
+        if not source.consumer_name:
+            raise ConfigError(
+                "source.consumer_name: required when source.consumer_type is "
+                "SubscribeToShard (the enhanced fan-out consumer to register)"
+            )
+        options[CONSUMER_NAME] = source.consumer_name
+    return options
