@@ -106,11 +106,39 @@ def start_moto(port: int | None = None, log_dir: Path | None = None) -> ChildSer
     return server
 
 
-def start_tansu(port: int | None = None, log_dir: Path | None = None) -> ChildServer:
-    """Start tansu with in-memory storage: topics live as long as the process."""
+MEMORY_STORAGE = "memory://tansu/"
+TANSU_BUCKET = "tansu"
+
+
+def start_tansu(
+    port: int | None = None,
+    log_dir: Path | None = None,
+    *,
+    s3_endpoint: str | None = None,
+) -> ChildServer:
+    """Start tansu on ``port``.
+
+    Without ``s3_endpoint`` storage is in memory: topics live as long as the
+    process. With it, tansu keeps its log in the ``tansu`` bucket of that S3
+    endpoint (moto), so a broker stopped and started again on the same port
+    still has every topic and record: the "Kafka down, Kafka back" case.
+    """
     port = port or free_port()
     url = f"tcp://{LOOPBACK}:{port}"
     log = _log_file(log_dir, f"tansu-{port}")
+    env = dict(os.environ)
+    storage = MEMORY_STORAGE
+    if s3_endpoint is not None:
+        storage = f"s3://{TANSU_BUCKET}/"
+        env.update(FAKE_CREDENTIALS)
+        env.update(
+            {
+                "AWS_ENDPOINT": s3_endpoint,
+                "AWS_ALLOW_HTTP": "true",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_REGION": "us-east-1",
+            }
+        )
     process = subprocess.Popen(
         [
             str(tansu_binary()),
@@ -120,10 +148,11 @@ def start_tansu(port: int | None = None, log_dir: Path | None = None) -> ChildSe
             "--advertised-listener-url",
             url,
             "--storage-engine",
-            "memory://tansu/",
+            storage,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
+        env=env,
     )
     server = ChildServer("tansu", port, process)
     try:
@@ -147,15 +176,76 @@ class Endpoints:
     kafka_bootstrap: str
 
 
+@dataclass
+class Emulators:
+    """Both servers, with the broker stoppable and restartable on its port."""
+
+    moto: ChildServer
+    tansu: ChildServer
+    log_dir: Path | None
+    kafka_on_s3: bool
+
+    @property
+    def endpoints(self) -> Endpoints:
+        return Endpoints(f"http://{LOOPBACK}:{self.moto.port}", f"{LOOPBACK}:{self.tansu.port}")
+
+    def stop_kafka(self) -> None:
+        self.tansu.stop()
+
+    def start_kafka(self) -> None:
+        """Start the broker again on the same port (same bootstrap address)."""
+        if self.tansu.running:
+            return
+        self.tansu = start_tansu(
+            self.tansu.port,
+            self.log_dir,
+            s3_endpoint=self.endpoints.aws_url if self.kafka_on_s3 else None,
+        )
+
+    def stop(self) -> None:
+        try:
+            self.tansu.stop()
+        finally:
+            self.moto.stop()
+
+
+def _create_bucket(aws_url: str, bucket: str) -> None:
+    import boto3
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=aws_url,
+        region_name="us-east-1",
+        aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+    s3.create_bucket(Bucket=bucket)
+
+
+@contextlib.contextmanager
+def running_emulators(
+    log_dir: Path | None = None, *, kafka_on_s3: bool = False
+) -> Iterator[Emulators]:
+    """moto and tansu for the ``with`` block; ``kafka_on_s3`` makes the broker's
+    topics survive a broker restart (stored in moto's S3)."""
+    moto = start_moto(log_dir=log_dir)
+    try:
+        aws_url = f"http://{LOOPBACK}:{moto.port}"
+        if kafka_on_s3:
+            _create_bucket(aws_url, TANSU_BUCKET)
+        tansu = start_tansu(log_dir=log_dir, s3_endpoint=aws_url if kafka_on_s3 else None)
+    except BaseException:
+        moto.stop()
+        raise
+    running = Emulators(moto, tansu, log_dir, kafka_on_s3)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
 @contextlib.contextmanager
 def emulators(log_dir: Path | None = None) -> Iterator[Endpoints]:
     """moto server and a tansu broker for the duration of the ``with`` block."""
-    moto = start_moto(log_dir=log_dir)
-    try:
-        tansu = start_tansu(log_dir=log_dir)
-        try:
-            yield Endpoints(f"http://{LOOPBACK}:{moto.port}", f"{LOOPBACK}:{tansu.port}")
-        finally:
-            tansu.stop()
-    finally:
-        moto.stop()
+    with running_emulators(log_dir) as running:
+        yield running.endpoints
