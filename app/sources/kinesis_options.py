@@ -1,0 +1,158 @@
+"""Options of the ``python-kinesis`` source, parsed once from Spark's strings.
+
+The names are the awslabs connector's (``app.sources.aws_kinesis``), so one
+options dict feeds either reader. Differences, on purpose:
+
+* ``kinesis.startingPosition`` defaults to ``TRIM_HORIZON`` (the connector
+  says ``LATEST``, which silently skips the backlog on a first start);
+* ``kinesis.endpointUrl`` is optional (boto3 resolves the public endpoint);
+* only the ``GetRecords`` consumer type exists: enhanced fan-out needs HTTP/2
+  push, which boto3 does not do; use ``format("aws-kinesis")`` for it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from app.sources import aws_kinesis as names
+
+RECORDS_PER_FETCH_MAX: Final = 10_000  # GetRecords' own Limit ceiling
+FETCH_INTERVAL_MS: Final = "kinesis.getRecords.fetchIntervalMs"
+CONNECT_TIMEOUT_SEC: Final = "kinesis.python.connectTimeoutSec"
+READ_TIMEOUT_SEC: Final = "kinesis.python.readTimeoutSec"
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$")
+_UNIT_MS: Final = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+
+
+@dataclass(frozen=True)
+class StartingPosition:
+    """Where a shard with no stored offset starts: ``kind`` is TRIM_HORIZON,
+    LATEST or AT_TIMESTAMP (then ``timestamp`` is epoch seconds)."""
+
+    kind: str
+    timestamp: float | None = None
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    stream_name: str
+    region: str
+    endpoint_url: str | None = None
+    starting_position: StartingPosition = StartingPosition("TRIM_HORIZON")
+    describe_shard_interval_ms: int = 1_000
+    max_fetch_records_per_shard: int = 100_000
+    max_fetch_time_per_shard_sec: int = 10
+    fail_on_data_loss: bool = False
+    records_per_fetch: int = RECORDS_PER_FETCH_MAX
+    fetch_interval_ms: int = 200
+    client_num_retries: int = 5
+    client_retry_interval_ms: int = 1_000
+    client_max_retry_interval_ms: int = 10_000
+    connect_timeout_sec: int = 5
+    read_timeout_sec: int = 15
+
+
+def parse_duration_ms(option: str, value: str) -> int:
+    """A Spark time string (``"30s"``, ``"100ms"``, ``"1m"``; bare = ms) in ms."""
+    match = _DURATION.match(value)
+    if match is None:
+        raise ValueError(f"{option}: {value!r} is not a duration such as 500ms, 30s or 1m")
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+def parse_starting_position(value: str) -> StartingPosition:
+    """``TRIM_HORIZON``, ``EARLIEST`` (its alias), ``LATEST`` or
+    ``AT_TIMESTAMP <ISO-8601 with offset>``, as the connector spells them."""
+    text = value.strip()
+    upper = text.upper()
+    if upper in ("TRIM_HORIZON", "EARLIEST"):
+        return StartingPosition("TRIM_HORIZON")
+    if upper == "LATEST":
+        return StartingPosition("LATEST")
+    if upper.startswith("AT_TIMESTAMP"):
+        stamp = text[len("AT_TIMESTAMP") :].strip()
+        try:
+            moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise ValueError(
+                f"{names.STARTING_POSITION}: {value!r} needs an ISO-8601 time with an "
+                "offset, e.g. AT_TIMESTAMP 2023-08-30T19:00:05Z"
+            )
+        return StartingPosition("AT_TIMESTAMP", moment.timestamp())
+    raise ValueError(
+        f"{names.STARTING_POSITION}: {value!r} is not one of TRIM_HORIZON, EARLIEST, "
+        "LATEST, AT_TIMESTAMP <time>"
+    )
+
+
+def _int(raw: Mapping[str, str], option: str, default: int, minimum: int = 1) -> int:
+    value = raw.get(option.lower())
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = minimum - 1
+    if number < minimum:
+        raise ValueError(f"{option}: {value!r} must be an integer >= {minimum}")
+    return number
+
+
+def _bool(raw: Mapping[str, str], option: str, default: bool) -> bool:
+    value = raw.get(option.lower())
+    if value is None:
+        return default
+    if value.strip().lower() not in ("true", "false"):
+        raise ValueError(f"{option}: {value!r} must be true or false")
+    return value.strip().lower() == "true"
+
+
+def parse_options(options: Mapping[str, str]) -> ReaderOptions:
+    """Validated reader options; a bad one raises ValueError naming it."""
+    raw = {key.lower(): str(value) for key, value in options.items()}
+    stream = raw.get(names.STREAM_NAME.lower())
+    if not stream:
+        raise ValueError(f"{names.STREAM_NAME}: required (the Kinesis stream to read)")
+    region = raw.get(names.REGION.lower()) or raw.get(names.KINESIS_REGION.lower())
+    if not region:
+        raise ValueError(f"{names.REGION}: required (e.g. us-east-1)")
+    consumer = raw.get(names.CONSUMER_TYPE.lower(), "GetRecords")
+    if consumer.lower() != "getrecords":
+        raise ValueError(
+            f"{names.CONSUMER_TYPE}: {consumer!r} is not supported by python-kinesis "
+            "(only GetRecords); use format aws-kinesis for SubscribeToShard"
+        )
+    fetch_time = _int(raw, names.MAX_FETCH_TIME_PER_SHARD_SEC, 10, minimum=names.MIN_FETCH_TIME_SEC)
+    per_fetch = _int(raw, names.RECORDS_PER_FETCH, RECORDS_PER_FETCH_MAX)
+    if per_fetch > RECORDS_PER_FETCH_MAX:
+        raise ValueError(f"{names.RECORDS_PER_FETCH}: {per_fetch} exceeds {RECORDS_PER_FETCH_MAX}")
+    return ReaderOptions(
+        stream_name=stream,
+        region=region,
+        endpoint_url=raw.get(names.ENDPOINT_URL.lower()) or None,
+        starting_position=parse_starting_position(
+            raw.get(names.STARTING_POSITION.lower(), "TRIM_HORIZON")
+        ),
+        describe_shard_interval_ms=parse_duration_ms(
+            names.DESCRIBE_SHARD_INTERVAL, raw.get(names.DESCRIBE_SHARD_INTERVAL.lower(), "1s")
+        ),
+        max_fetch_records_per_shard=_int(raw, names.MAX_FETCH_RECORDS_PER_SHARD, 100_000),
+        max_fetch_time_per_shard_sec=fetch_time,
+        fail_on_data_loss=_bool(raw, names.FAIL_ON_DATA_LOSS, False),
+        records_per_fetch=per_fetch,
+        fetch_interval_ms=_int(raw, FETCH_INTERVAL_MS, 200, minimum=0),
+        client_num_retries=_int(raw, names.CLIENT_NUM_RETRIES, 5, minimum=0),
+        client_retry_interval_ms=_int(raw, names.CLIENT_RETRY_INTERVALS_MS, 1_000, minimum=0),
+        client_max_retry_interval_ms=_int(
+            raw, names.CLIENT_MAX_RETRY_INTERVAL_MS, 10_000, minimum=0
+        ),
+        connect_timeout_sec=_int(raw, CONNECT_TIMEOUT_SEC, 5),
+        read_timeout_sec=_int(raw, READ_TIMEOUT_SEC, 15),
+    )
