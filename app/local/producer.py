@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from app.local.events import FAILURE_KINDS, TOO_LARGE, MixSpec, SampleRecord, generate, now_utc
+from app.local.events import (
+    DEFAULT_FAILURE_KINDS,
+    FAILURE_KINDS,
+    TOO_LARGE,
+    MixSpec,
+    SampleRecord,
+    generate,
+    now_utc,
+)
 
 MAX_RECORDS_PER_CALL: Final = 500
 MAX_BYTES_PER_CALL: Final = 5 * 1024 * 1024
@@ -241,7 +249,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--failure-kinds",
-        default=",".join(k for k in FAILURE_KINDS if k != TOO_LARGE),
+        default=",".join(DEFAULT_FAILURE_KINDS),
         help=f"comma-separated malformed kinds to cycle through (of {', '.join(FAILURE_KINDS)})",
     )
     parser.add_argument(

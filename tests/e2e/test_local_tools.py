@@ -1,0 +1,227 @@
+"""The local run's own tools: event mix, producer, topic reader, summary.
+
+Fast (no Spark): these run in every ``pytest`` and guard the figures the
+end-to-end cases assert on; a producer that miscounts would make every e2e
+verdict meaningless.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from app.local import events, producer
+from app.local.emulators import Endpoints
+from app.local.failures import ensure_topic, read_topic
+from app.local.summary import RunFigures, percentile, summarize
+
+START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def test_mix_has_exact_counts_and_every_failure_kind() -> None:
+    spec = events.MixSpec(
+        count=1000,
+        malformed_share=0.03,
+        duplicate_share=0.05,
+        failure_kinds=events.FAILURE_KINDS,
+        too_large_bytes=64,
+    )
+    records = events.generate(spec, START)
+    kinds = [r.kind for r in records]
+    assert len(records) == 1000
+    assert kinds.count(events.DUPLICATE) == 50
+    assert sum(r.is_failure for r in records) == 30
+    assert {k for k in kinds if k not in (events.VALID, events.DUPLICATE)} == set(
+        events.FAILURE_KINDS
+    )
+    assert len(events.expected_ids(records)) == 1000 - 50 - 30
+
+
+def test_mix_is_seeded_and_duplicates_resend_an_earlier_event() -> None:
+    spec = events.MixSpec(count=500, duplicate_share=0.2, seed=3)
+    first, again = events.generate(spec, START), events.generate(spec, START)
+    assert first == again
+    assert first != events.generate(events.MixSpec(count=500, duplicate_share=0.2, seed=4), START)
+    seen: dict[str, bytes] = {}
+    for record in first:
+        if record.kind == events.VALID:
+            assert record.event_id not in seen
+            seen[record.event_id or ""] = record.data
+        elif record.kind == events.DUPLICATE:
+            assert seen[record.event_id or ""] == record.data
+            assert record.partition_key == record.event_id
+
+
+def test_valid_events_carry_nanoseconds_and_offsets() -> None:
+    records = events.generate(events.MixSpec(count=200, malformed_share=0, seed=1), START)
+    stamps = [json.loads(r.data)["occurredAt"] for r in records if r.kind == events.VALID]
+    pattern = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}(Z|[+-]\d\d:\d\d)$")
+    assert all(pattern.match(s) for s in stamps)
+    assert {s[-6:] for s in stamps if not s.endswith("Z")} == {"+00:00", "+09:00", "-05:30"}
+
+
+@pytest.mark.parametrize("offset", ["Z", "+09:00", "-05:30"])
+def test_format_timestamp_keeps_the_instant(offset: str) -> None:
+    instant = datetime(2026, 1, 2, 23, 59, 59, tzinfo=UTC)
+    text = events.format_timestamp(instant, 123_456_789, offset)
+    parsed = datetime.fromisoformat(text.replace("123456789", "123456").replace("Z", "+00:00"))
+    assert parsed == instant + timedelta(microseconds=123_456)
+
+
+def test_mix_rejects_bad_shares_and_kinds() -> None:
+    with pytest.raises(ValueError, match="malformed_share"):
+        events.MixSpec(count=10, malformed_share=1.5)
+    with pytest.raises(ValueError, match="failure_kinds"):
+        events.MixSpec(count=10, failure_kinds=("nope",))
+    with pytest.raises(ValueError, match="too_large_bytes"):
+        events.MixSpec(count=10, failure_kinds=(events.TOO_LARGE,))
+
+
+def test_too_large_record_has_the_requested_size() -> None:
+    record = events.malformed_record(events.TOO_LARGE, "k", too_large_bytes=5000)
+    assert len(record.data) == 5000
+    assert json.loads(record.data)["id"] == "k"
+
+
+def test_chunks_respect_record_and_byte_limits() -> None:
+    small = [events.SampleRecord("valid", b"x", "k")] * 1201
+    assert [len(c) for c in producer.chunks(small)] == [500, 500, 201]
+    big = [events.SampleRecord("valid", b"x" * 1_000_000, "k")] * 12
+    assert [len(c) for c in producer.chunks(big)] == [5, 5, 2]
+
+
+class FlakyKinesis:
+    """Rejects the first ``rejections`` entries of each call, like throttling."""
+
+    def __init__(self, rejections: int, forever: bool = False) -> None:
+        self.rejections = rejections
+        self.forever = forever
+        self.calls = 0
+        self.sequence = 0
+
+    def put_records(self, StreamName: str, Records: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+        self.calls += 1
+        out: list[dict[str, Any]] = []
+        for i, _ in enumerate(Records):
+            if i < self.rejections and (self.forever or self.calls == 1):
+                out.append({"ErrorCode": "ProvisionedThroughputExceededException"})
+            else:
+                self.sequence += 1
+                out.append({"ShardId": "shardId-0", "SequenceNumber": str(self.sequence)})
+        return {"Records": out, "FailedRecordCount": 0}
+
+
+def test_put_all_resends_rejected_entries_with_backoff() -> None:
+    records = events.generate(events.MixSpec(count=20, malformed_share=0.1), START)
+    client = FlakyKinesis(rejections=3)
+    sleeps: list[float] = []
+    report = producer.put_all(client, "s", records, sleep=sleeps.append)
+    assert len(report.placed) == 20
+    assert report.retried_entries == 3
+    assert sleeps == [0.1]
+    assert sorted(p.record.data for p in report.placed) == sorted(r.data for r in records)
+    assert len(report.expected_failures()) == 2
+    assert all(k.startswith("s/shardId-0/") for k in report.expected_failures())
+
+
+def test_put_all_gives_up_after_bounded_attempts() -> None:
+    records = events.generate(events.MixSpec(count=5, malformed_share=0), START)
+    sleeps: list[float] = []
+    with pytest.raises(producer.ProduceError, match="after 4 attempts"):
+        producer.put_all(
+            FlakyKinesis(1, forever=True), "s", records, max_attempts=4, sleep=sleeps.append
+        )
+    assert sleeps == [0.1, 0.2, 0.4]
+
+
+def test_producer_cli_against_moto(endpoints: Endpoints, tmp_path: Path) -> None:
+    report_path = tmp_path / "report.json"
+    code = producer.main(
+        [
+            "--stream", "producer-cli", "--region", "us-east-1",
+            "--endpoint-url", endpoints.aws_url, "--create", "--shards", "2",
+            "--count", "1000", "--report", str(report_path),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    report = json.loads(report_path.read_text())
+    assert report["records"] == 1000
+    assert report["counts"]["duplicate"] == 50
+    assert len(report["ids"]) == report["unique_valid_ids"] == 930
+    assert len(report["failures"]) == 20
+    assert set(report["last_sequence_by_shard"]) == {
+        "shardId-000000000000",
+        "shardId-000000000001",
+    }
+
+
+def test_read_topic_sees_every_record_and_dedupes_by_key(endpoints: Endpoints) -> None:
+    topic = "reader.test.failures"
+    ensure_topic(endpoints.kafka_bootstrap, topic, partitions=2)
+    ensure_topic(endpoints.kafka_bootstrap, topic, partitions=2)  # idempotent
+    kafka = Producer({"bootstrap.servers": endpoints.kafka_bootstrap, "enable.idempotence": True})
+    for round_ in range(2):  # a replayed batch sends its failures again
+        for i in range(150):
+            reason = "not_utf8" if i % 3 == 0 else "malformed_json"
+            kafka.produce(topic, key=f"k{i}", value=b"v", headers=[("reason", reason.encode())])
+        assert kafka.flush(30) == 0, f"round {round_} not delivered"
+    contents = read_topic(endpoints.kafka_bootstrap, topic)
+    assert contents.records == 300
+    assert len(contents.keys) == 150
+    assert contents.counts_by_reason() == {"malformed_json": 100, "not_utf8": 50}
+
+
+def _figures(**overrides: Any) -> RunFigures:
+    base: dict[str, Any] = {
+        "instance": "orders-test",
+        "produced_records": 6,
+        "produced_by_kind": {"valid": 3, "duplicate": 1, "malformed_json": 2},
+        "expected_ids": frozenset({"a", "b", "c"}),
+        "expected_failures": {"s/0/5": "malformed_json", "s/0/6": "malformed_json"},
+        "table_ids": ["a", "b", "c"],
+        "topic_reasons_by_key": {"s/0/5": ["malformed_json"], "s/0/6": ["malformed_json"] * 2},
+        "topic_records": 3,
+        "batch_durations_ms": [100.0, 300.0, 200.0],
+        "batches": 3,
+    }
+    base.update(overrides)
+    return RunFigures(**base)
+
+
+def test_summary_accepts_a_complete_run() -> None:
+    summary = summarize(_figures())
+    assert summary.ok, summary.problems
+    assert (summary.unique_events, summary.rows, summary.failure_records) == (5, 3, 2)
+    assert summary.failures_by_reason == {"malformed_json": 2}
+    assert summary.p50_batch_ms == 200.0
+    assert any("5 = 3 + 2 -> OK" in line for line in summary.lines())
+
+
+def test_summary_flags_duplicates_missing_and_wrong_reasons() -> None:
+    summary = summarize(
+        _figures(
+            table_ids=["a", "a", "b"],
+            topic_reasons_by_key={"s/0/5": ["not_utf8"], "s/9/9": ["too_large"]},
+        )
+    )
+    assert not summary.ok
+    assert summary.duplicate_ids == 1
+    assert summary.missing_ids == ("c",)
+    assert summary.missing_failures == ("s/0/6",)
+    assert summary.unexpected_failures == ("s/9/9",)
+    assert summary.wrong_reasons == {"s/0/5": ("malformed_json", "not_utf8")}
+    assert any("FAILED" in line for line in summary.lines())
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 99) == 99.0
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([], 50) is None
