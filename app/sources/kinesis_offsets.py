@@ -138,6 +138,13 @@ def missing_shards(offsets: Offsets, shards: Iterable[ShardInfo]) -> list[str]:
     )
 
 
+def forget_finished(offsets: Offsets, shards: Iterable[ShardInfo]) -> Offsets:
+    """Drop finished shards Kinesis no longer lists (expired parents), so the
+    offset does not grow with every reshard."""
+    listed = {info.shard_id for info in shards}
+    return {shard: state for shard, state in offsets.items() if not state.done or shard in listed}
+
+
 def sequence_key(sequence: str | None) -> int:
     """Sequence numbers are decimal strings of up to 128 bits: compare as ints."""
     return -1 if sequence is None else int(sequence)

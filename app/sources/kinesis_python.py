@@ -37,6 +37,7 @@ from app.sources.kinesis_offsets import (
     Offsets,
     ShardInfo,
     ShardState,
+    forget_finished,
     initial_offsets,
     missing_shards,
     offsets_from_json,
@@ -130,7 +131,7 @@ class KinesisStreamReader(DataSourceStreamReader):
                 f"kinesis.failOnDataLoss: shards {', '.join(gone)} of stream "
                 f"{self.options.stream_name} are no longer listed; unread records expired"
             )
-        current = with_new_shards(start, shards)
+        current = with_new_shards(forget_finished(start, shards), shards)
         for shard in gone:
             current[shard] = ShardState(current[shard].after, current[shard].ts, done=True)
         readable = readable_shards(current, shards)

@@ -1,11 +1,16 @@
 """Helpers for the Kinesis source tests: a moto client, producers, a collector."""
 
+# FakeKinesis mirrors boto3's keyword names (StreamName, ShardId, ...).
+# ruff: noqa: N803
+
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -93,3 +98,121 @@ def running(frame: Any, checkpoint: str) -> Iterator[Callable[[], Collected]]:
         yield drain
     finally:
         query.stop()
+
+
+class FakeKinesis:
+    """An in-memory Kinesis with real-service semantics where moto differs:
+    sequence numbers unique across the stream, a split keeps the parent's
+    records, a closed shard's last page has no NextShardIterator. Failures
+    can be scripted per call; iterators can be expired."""
+
+    def __init__(self, shards: int = 1, page_size: int = 100) -> None:
+        self.shards: dict[str, dict[str, Any]] = {}
+        self.next_sequence = 49_000_000_000
+        self.generation = 0
+        self.page_size = page_size
+        self.failures: list[Exception] = []
+        self.calls: Counter[str] = Counter()
+        for _ in range(shards):
+            self.add_shard()
+
+    def add_shard(self, parents: tuple[str, ...] = ()) -> str:
+        shard_id = f"shardId-{len(self.shards):012d}"
+        self.shards[shard_id] = {"records": [], "closed": False, "parents": parents}
+        return shard_id
+
+    def put(self, shard_id: str, *values: str) -> None:
+        shard = self.shards[shard_id]
+        if shard["closed"]:
+            raise ValueError(f"{shard_id} is closed")
+        for value in values:
+            self.next_sequence += 7
+            shard["records"].append(
+                {
+                    "SequenceNumber": str(self.next_sequence),
+                    "Data": value.encode(),
+                    "PartitionKey": value,
+                    "ApproximateArrivalTimestamp": datetime.now(UTC),
+                }
+            )
+
+    def split(self, shard_id: str) -> tuple[str, str]:
+        self.shards[shard_id]["closed"] = True
+        return self.add_shard((shard_id,)), self.add_shard((shard_id,))
+
+    def merge(self, left: str, right: str) -> str:
+        self.shards[left]["closed"] = True
+        self.shards[right]["closed"] = True
+        return self.add_shard((left, right))
+
+    def expire_iterators(self) -> None:
+        self.generation += 1
+
+    def _maybe_fail(self, call: str) -> None:
+        self.calls[call] += 1
+        if self.failures:
+            raise self.failures.pop(0)
+
+    def list_shards(self, StreamName: str | None = None, NextToken: str | None = None) -> Any:
+        self._maybe_fail("list_shards")
+        ids = sorted(self.shards)
+        begin = int(NextToken) if NextToken else 0
+        page = ids[begin : begin + 2]
+        shards = []
+        for shard_id in page:
+            shard = self.shards[shard_id]
+            raw: dict[str, Any] = {"ShardId": shard_id, "SequenceNumberRange": {}}
+            parents = shard["parents"]
+            if parents:
+                raw["ParentShardId"] = parents[0]
+            if len(parents) > 1:
+                raw["AdjacentParentShardId"] = parents[1]
+            if shard["closed"]:
+                raw["SequenceNumberRange"]["EndingSequenceNumber"] = "9" * 30
+            shards.append(raw)
+        response: dict[str, Any] = {"Shards": shards}
+        if begin + 2 < len(ids):
+            response["NextToken"] = str(begin + 2)
+        return response
+
+    def get_shard_iterator(
+        self, StreamName: str, ShardId: str, ShardIteratorType: str, **kw: Any
+    ) -> Any:
+        self._maybe_fail("get_shard_iterator")
+        records = self.shards[ShardId]["records"]
+        if ShardIteratorType == "TRIM_HORIZON":
+            position = 0
+        elif ShardIteratorType == "LATEST":
+            position = len(records)
+        elif ShardIteratorType == "AFTER_SEQUENCE_NUMBER":
+            after = int(kw["StartingSequenceNumber"])
+            position = sum(1 for r in records if int(r["SequenceNumber"]) <= after)
+        elif ShardIteratorType == "AT_TIMESTAMP":
+            position = sum(1 for r in records if r["ApproximateArrivalTimestamp"] < kw["Timestamp"])
+        else:
+            raise ValueError(ShardIteratorType)
+        return {"ShardIterator": f"{ShardId}|{position}|{self.generation}"}
+
+    def get_records(self, ShardIterator: str, Limit: int) -> Any:
+        self._maybe_fail("get_records")
+        shard_id, position_text, generation = ShardIterator.split("|")
+        if int(generation) != self.generation:
+            raise client_error("ExpiredIteratorException")
+        shard = self.shards[shard_id]
+        position = int(position_text)
+        records = shard["records"][position : position + min(Limit, self.page_size)]
+        position += len(records)
+        at_end = position >= len(shard["records"])
+        response: dict[str, Any] = {
+            "Records": records,
+            "MillisBehindLatest": 0 if at_end else 1000,
+        }
+        if not (shard["closed"] and at_end):
+            response["NextShardIterator"] = f"{shard_id}|{position}|{self.generation}"
+        return response
+
+
+def client_error(code: str) -> Exception:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": code}}, "GetRecords")

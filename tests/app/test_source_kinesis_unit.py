@@ -1,0 +1,329 @@
+"""The Kinesis source's logic without Spark: options, retries, offsets, resharding.
+
+The reader is driven the way Spark drives it (initialOffset, latestOffset,
+partitions, read) against FakeKinesis, which behaves like the real service
+where moto does not (see source_helpers.FakeKinesis).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from app.config import ConfigError
+from app.sources.aws_kinesis import connector_options
+from app.sources.kinesis_fetch import Backoff, ShardReader, call_with_backoff
+from app.sources.kinesis_offsets import (
+    ShardInfo,
+    ShardState,
+    offsets_from_json,
+    readable_shards,
+)
+from app.sources.kinesis_options import parse_duration_ms, parse_options
+from app.sources.kinesis_python import KinesisStreamReader, ShardRange
+from tests.app.source_helpers import FakeKinesis, client_error, job_config
+
+# ---------------------------------------------------------------- options
+
+
+def test_connector_options_names_and_value_formats() -> None:
+    config = job_config("orders", "http://127.0.0.1:4566", "/tmp/cp")
+    assert connector_options(config) == {
+        "kinesis.streamName": "orders",
+        "kinesis.region": "us-east-1",
+        "kinesis.kinesisRegion": "us-east-1",
+        "kinesis.endpointUrl": "http://127.0.0.1:4566",
+        "kinesis.startingPosition": "TRIM_HORIZON",
+        "kinesis.describeShardInterval": "30s",
+        "kinesis.maxFetchRecordsPerShard": "10000",
+        "kinesis.maxFetchTimePerShardSec": "10",
+        "kinesis.failOnDataLoss": "true",
+        "kinesis.consumerType": "GetRecords",
+    }
+
+
+def test_connector_options_fill_public_endpoint_and_efo_consumer() -> None:
+    config = dataclasses.replace(
+        job_config("orders", "x", "/tmp/cp", consumer_type="SubscribeToShard", consumer_name="c1"),
+        kinesis_endpoint_url=None,
+        region="cn-north-1",
+    )
+    options = connector_options(config)
+    assert options["kinesis.endpointUrl"] == "https://kinesis.cn-north-1.amazonaws.com.cn"
+    assert options["kinesis.consumerType"] == "SubscribeToShard"
+    assert options["kinesis.consumerName"] == "c1"
+
+
+@pytest.mark.parametrize(
+    ("source", "field"),
+    [
+        ({"consumer_type": "SubscribeToShard"}, "source.consumer_name"),
+        ({"max_fetch_time_per_shard_sec": 5}, "source.max_fetch_time_per_shard_sec"),
+    ],
+)
+def test_connector_options_reject_what_the_connector_rejects(
+    source: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ConfigError, match=field):
+        connector_options(job_config("orders", "http://e", "/tmp/cp", **source))
+
+
+def test_python_source_accepts_the_connector_options() -> None:
+    config = job_config(
+        "orders", "http://e", "/tmp/cp", starting_position="LATEST", max_fetch_records_per_shard=7
+    )
+    options = parse_options(connector_options(config))
+    assert (options.stream_name, options.region, options.endpoint_url) == (
+        "orders",
+        "us-east-1",
+        "http://e",
+    )
+    assert options.starting_position.kind == "LATEST"
+    assert options.describe_shard_interval_ms == 30_000
+    assert options.max_fetch_records_per_shard == 7
+    assert options.fail_on_data_loss is True
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"kinesis.streamName": ""}, "kinesis.streamName"),
+        ({"kinesis.consumerType": "SubscribeToShard"}, "aws-kinesis"),
+        ({"kinesis.startingPosition": "OLDEST"}, "kinesis.startingPosition"),
+        ({"kinesis.startingPosition": "AT_TIMESTAMP 2024-01-01T00:00:00"}, "offset"),
+        ({"kinesis.describeShardInterval": "soon"}, "kinesis.describeShardInterval"),
+        ({"kinesis.maxFetchRecordsPerShard": "0"}, "kinesis.maxFetchRecordsPerShard"),
+        ({"kinesis.maxFetchTimePerShardSec": "9"}, "kinesis.maxFetchTimePerShardSec"),
+        ({"kinesis.failOnDataLoss": "yes"}, "kinesis.failOnDataLoss"),
+    ],
+)
+def test_python_source_rejects_bad_options(override: dict[str, str], message: str) -> None:
+    options = {"kinesis.streamName": "s", "kinesis.region": "us-east-1", **override}
+    with pytest.raises(ValueError, match=message):
+        parse_options(options)
+
+
+def test_starting_position_at_timestamp_and_durations() -> None:
+    options = parse_options(
+        {
+            "KINESIS.STREAMNAME": "s",
+            "kinesis.region": "eu-west-1",
+            "kinesis.startingPosition": "AT_TIMESTAMP 2023-08-30T19:00:05-08:00",
+        }
+    )
+    assert options.starting_position.kind == "AT_TIMESTAMP"
+    assert (
+        options.starting_position.timestamp
+        == datetime(2023, 8, 31, 3, 0, 5, tzinfo=UTC).timestamp()
+    )
+    assert [parse_duration_ms("x", v) for v in ("250", "100ms", "30s", "2m")] == [
+        250,
+        100,
+        30_000,
+        120_000,
+    ]
+
+
+# ---------------------------------------------------------------- retries
+
+
+def test_backoff_retries_throttling_with_bounded_full_jitter() -> None:
+    sleeps: list[float] = []
+    outcomes: list[Any] = [
+        client_error("ProvisionedThroughputExceededException"),
+        client_error("LimitExceededException"),
+        client_error("ProvisionedThroughputExceededException"),
+        "ok",
+    ]
+
+    def call() -> str:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return str(outcome)
+
+    result = call_with_backoff(call, Backoff(5, 100, 250), sleeps.append, lambda: 1.0)
+    assert result == "ok"
+    assert sleeps == [0.1, 0.2, 0.25]  # doubled, then capped at the maximum
+
+
+def test_backoff_gives_up_after_the_retry_budget_and_skips_other_errors() -> None:
+    calls = []
+
+    def throttled() -> None:
+        calls.append(1)
+        raise client_error("ProvisionedThroughputExceededException")
+
+    with pytest.raises(Exception, match="ProvisionedThroughputExceeded"):
+        call_with_backoff(throttled, Backoff(2, 1, 1), lambda _s: None, lambda: 0.5)
+    assert len(calls) == 3
+
+    sleeps: list[float] = []
+
+    def denied() -> None:
+        raise client_error("AccessDeniedException")
+
+    with pytest.raises(Exception, match="AccessDenied"):
+        call_with_backoff(denied, Backoff(5, 1, 1), sleeps.append, lambda: 0.5)
+    assert sleeps == []
+
+
+def _options(**override: str) -> Any:
+    return parse_options(
+        {
+            "kinesis.streamName": "s",
+            "kinesis.region": "us-east-1",
+            "kinesis.describeShardInterval": "0ms",
+            "kinesis.getRecords.fetchIntervalMs": "0",
+            "kinesis.clientRetryIntervalsMs": "1",
+            **override,
+        }
+    )
+
+
+def test_read_survives_throttling_and_expired_iterators_without_loss_or_repeat() -> None:
+    fake = FakeKinesis(shards=1, page_size=10)
+    fake.put("shardId-000000000000", *[f"r{i}" for i in range(35)])
+    sleeps: list[float] = []
+    reader = ShardReader(fake, _options(), sleep=sleeps.append)
+    end = fake.shards["shardId-000000000000"]["records"][-1]["SequenceNumber"]
+    fake.failures = [client_error("ProvisionedThroughputExceededException")]
+    seen = []
+    for record in reader.read_range("shardId-000000000000", ShardState(), end):
+        seen.append(record["PartitionKey"])
+        if len(seen) in (10, 25):  # iterators age out between pages
+            fake.expire_iterators()
+    assert seen == [f"r{i}" for i in range(35)]
+    assert len(sleeps) == 1  # the throttled call (the first GetShardIterator)
+    assert fake.calls["get_shard_iterator"] == 4  # throttled, first, one per expiry
+
+
+# ---------------------------------------------------------------- offsets
+
+
+def test_child_waits_until_every_listed_parent_is_done() -> None:
+    shards = [
+        ShardInfo("p1", closed=True),
+        ShardInfo("p2", closed=True),
+        ShardInfo("c", parents=("p1", "p2")),
+        ShardInfo("orphan", parents=("expired",)),
+    ]
+    states = {"p1": ShardState(done=True), "p2": ShardState(after="5")}
+    assert [s.shard_id for s in readable_shards(states, shards)] == ["orphan", "p2"]
+    states["p2"] = ShardState(after="9", done=True)
+    assert [s.shard_id for s in readable_shards(states, shards)] == ["c", "orphan"]
+
+
+def _reader(fake: FakeKinesis, **options: str) -> KinesisStreamReader:
+    parsed = _options(**options)
+    reader = KinesisStreamReader(parsed)
+    reader._reader = ShardReader(fake, parsed, sleep=lambda _s: None)
+    return reader
+
+
+def _run(
+    reader: KinesisStreamReader, start: dict[str, Any]
+) -> tuple[list[list[tuple[Any, ...]]], dict[str, Any]]:
+    """Batches as Spark would plan them until no new offset appears."""
+    batches = []
+    for _ in range(100):
+        end = reader.latestOffset()
+        if end == start:
+            return batches, start
+        batches.append([row for part in reader.partitions(start, end) for row in reader.read(part)])
+        start = end
+    raise AssertionError("the source never caught up")
+
+
+def test_split_and_merge_read_every_record_once_parents_before_children() -> None:
+    fake = FakeKinesis(shards=2, page_size=4)
+    a, b = "shardId-000000000000", "shardId-000000000001"
+    fake.put(a, *[f"a{i}" for i in range(12)])
+    fake.put(b, *[f"b{i}" for i in range(3)])
+    reader = _reader(fake, **{"kinesis.maxFetchRecordsPerShard": "5"})
+    start = reader.initialOffset()
+    batches, start = _run(reader, start)
+    assert all(len([r for r in rows if r[5] == a]) <= 5 for rows in batches)
+
+    fake.put(a, *[f"a-late{i}" for i in range(7)])  # unread when the shard splits
+    left, right = fake.split(a)
+    fake.put(left, *[f"l{i}" for i in range(6)])
+    fake.put(right, *[f"r{i}" for i in range(2)])
+    merged = fake.merge(left, b)
+    fake.put(merged, *[f"m{i}" for i in range(4)])
+    more, start = _run(reader, start)
+    batches += more
+
+    keys = [row[2] for rows in batches for row in rows]
+    expected = (
+        [f"a{i}" for i in range(12)]
+        + [f"b{i}" for i in range(3)]
+        + [f"a-late{i}" for i in range(7)]
+        + [f"l{i}" for i in range(6)]
+        + [f"r{i}" for i in range(2)]
+        + [f"m{i}" for i in range(4)]
+    )
+    assert sorted(keys) == sorted(expected)  # nothing lost, nothing twice
+
+    def batch_span(shard: str) -> tuple[int, int]:
+        found = [n for n, rows in enumerate(batches) if any(row[5] == shard for row in rows)]
+        return min(found), max(found)
+
+    assert batch_span(a)[1] < batch_span(left)[0]
+    assert batch_span(a)[1] < batch_span(right)[0]
+    assert max(batch_span(left)[1], batch_span(b)[1]) < batch_span(merged)[0]
+    assert offsets_from_json(start)[a].done
+
+
+def test_replayed_batch_returns_the_same_records_and_restart_resumes() -> None:
+    fake = FakeKinesis(shards=1, page_size=3)
+    shard = "shardId-000000000000"
+    fake.put(shard, *[f"x{i}" for i in range(8)])
+    reader = _reader(fake, **{"kinesis.maxFetchRecordsPerShard": "5"})
+    start = reader.initialOffset()
+    end = reader.latestOffset()
+    first = [row for part in reader.partitions(start, end) for row in reader.read(part)]
+    fake.put(shard, *[f"y{i}" for i in range(4)])  # arrives before the replay
+
+    replica = pickle.loads(pickle.dumps(reader))  # what an executor gets
+    assert replica._reader is None and replica._position is None
+    replica._reader = ShardReader(fake, replica.options, sleep=lambda _s: None)
+    parts = replica.partitions(start, end)
+    assert [type(p) for p in parts] == [ShardRange]
+    assert [row for part in parts for row in replica.read(part)] == first
+    assert [row[2] for row in first] == [f"x{i}" for i in range(5)]
+
+    # After a restart Spark calls partitions(latest, latest) before latestOffset.
+    replica.partitions(end, end)
+    batches, _ = _run(replica, end)
+    assert [row[2] for rows in batches for row in rows] == [f"x{i}" for i in range(5, 8)] + [
+        f"y{i}" for i in range(4)
+    ]
+
+
+def test_latest_starts_after_existing_records_and_is_pinned_for_replays() -> None:
+    fake = FakeKinesis(shards=1)
+    shard = "shardId-000000000000"
+    fake.put(shard, "old1", "old2")
+    reader = _reader(fake, **{"kinesis.startingPosition": "LATEST"})
+    start = reader.initialOffset()
+    assert reader.initialOffset() == start  # the same pin when asked twice
+    fake.put(shard, "new1", "new2")
+    batches, _ = _run(reader, start)
+    assert [row[2] for rows in batches for row in rows] == ["new1", "new2"]
+
+
+def test_vanished_shard_fails_the_query_only_with_fail_on_data_loss() -> None:
+    fake = FakeKinesis(shards=2)
+    strict = _reader(fake, **{"kinesis.failOnDataLoss": "true"})
+    lenient = _reader(fake)
+    strict.latestOffset()
+    lenient.latestOffset()
+    del fake.shards["shardId-000000000001"]
+    with pytest.raises(RuntimeError, match="shardId-000000000001"):
+        strict.latestOffset()
+    assert offsets_from_json(lenient.latestOffset())["shardId-000000000001"].done
