@@ -1,0 +1,353 @@
+"""One instance of the pipeline on this machine: its resources, its job, its figures.
+
+Shared by ``make run`` (:mod:`app.local.__main__`) and the end-to-end suite:
+both create the instance's stream and failure topic from the same instance
+configuration the CDK app reads (``cdk.json``), build the job's config with
+the same function the stack uses, run the job as a child process, and read
+back what it made. Each instance gets its own directory (checkpoint,
+warehouse, Derby metastore, stop marker, logs), so two instances side by side
+share nothing but the emulators, as two stacks share nothing but the account.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from app.config import JobConfig
+from app.local.emulators import Endpoints
+from app.local.failures import TopicContents, ensure_topic, read_topic
+from app.local.job_process import JobProcess, clear_stop_marker, job_environment
+from app.local.metrics import PublishedMetrics, cloudwatch_client, read_published
+from app.local.producer import ProduceReport, ensure_stream, kinesis_client, put_all
+from app.local.summary import RunFigures, Summary, summarize
+from app.local.table import ID_COLUMN, ids_in_files, read_table_with_spark
+
+# An on-demand stream has no shard count in the config; moto creates 4 shards
+# for ON_DEMAND, as Kinesis does.
+CDK_JSON: Final = Path(__file__).resolve().parents[2] / "cdk.json"
+
+
+def load_example_instances(cdk_json: Path = CDK_JSON) -> list[Any]:
+    """The instances ``cdk synth`` would build, from the same file."""
+    from infra.config import load_instances, read_cdk_context
+
+    return list(load_instances(read_cdk_context(cdk_json)))
+
+
+def select_instances(declared: Sequence[Any], wanted: Sequence[str]) -> list[Any]:
+    """``orders-ap-northeast-2`` picks that instance; a bare domain (``orders``)
+    picks the first declared instance of that domain. Empty: the first one."""
+    if not wanted:
+        return [declared[0]]
+    chosen: list[Any] = []
+    for name in wanted:
+        match = next((i for i in declared if i.instance_id == name), None)
+        if match is None:
+            match = next((i for i in declared if i.domain == name), None)
+        if match is None:
+            allowed = ", ".join(i.instance_id for i in declared)
+            raise ValueError(
+                f"--instances: {name!r} is not a declared instance; allowed: {allowed}"
+            )
+        if match in chosen:
+            raise ValueError(f"--instances: {name!r} selects {match.instance_id} twice")
+        chosen.append(match)
+    return chosen
+
+
+def build_job_config(
+    instance: Any,
+    root: Path,
+    endpoints: Endpoints,
+    overrides: Mapping[str, Any] | None = None,
+) -> JobConfig:
+    """The instance's job config as the stack builds it, pointed at the emulators
+    and at ``root``; ``overrides`` replaces top-level fields (e.g. a short
+    trigger interval or lease for tests)."""
+    from infra.job_config import job_config_for
+
+    config: JobConfig = job_config_for(
+        instance,
+        checkpoint_location=str(root / "checkpoint"),
+        kafka_bootstrap_servers=endpoints.kafka_bootstrap,
+        kafka_security="PLAINTEXT",
+        database_location=str(root / "warehouse" / f"{instance.database_name}.db"),
+        stop_marker_path=str(root / "stop"),
+        aws_endpoint_url=endpoints.aws_url,
+        source_format="python-kinesis",
+    )
+    if overrides:
+        config = replace_fields(config, overrides)
+    return config
+
+
+def replace_fields(config: JobConfig, overrides: Mapping[str, Any]) -> JobConfig:
+    """``dataclasses.replace`` that also takes nested ``{"source": {...}}`` dicts,
+    re-validated through ``JobConfig.from_dict``."""
+    raw = config.to_dict()
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(raw.get(key), dict):
+            raw[key] = {**raw[key], **value}
+        else:
+            raw[key] = value
+    return JobConfig.from_dict(raw)
+
+
+@dataclass
+class Observation:
+    """A progress snapshot: what the job has made so far of what was produced."""
+
+    seconds: float
+    batches: int
+    rows: int
+    failures: int
+    expected_rows: int
+    expected_failures: int
+    job_running: bool
+
+    @property
+    def accounted(self) -> bool:
+        return self.rows >= self.expected_rows and self.failures >= self.expected_failures
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.expected_rows - self.rows) + max(
+            0, self.expected_failures - self.failures
+        )
+
+    def line(self, name: str) -> str:
+        state = "running" if self.job_running else "stopped"
+        return (
+            f"[{name}] {self.seconds:5.0f}s  {state:7}  batches {self.batches:4d}  "
+            f"rows {self.rows:,}/{self.expected_rows:,}  "
+            f"failures {self.failures:,}/{self.expected_failures:,}  lag {self.lag:,}"
+        )
+
+
+@dataclass
+class LocalInstance:
+    """One instance's resources and job on the emulators."""
+
+    instance: Any
+    root: Path
+    endpoints: Endpoints
+    config: JobConfig
+    shard_count: int | None
+    reports: list[ProduceReport] = field(default_factory=list)
+    job: JobProcess | None = None
+    runs: int = 0
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @classmethod
+    def create(
+        cls,
+        instance: Any,
+        root: Path,
+        endpoints: Endpoints,
+        *,
+        overrides: Mapping[str, Any] | None = None,
+        shard_count: int | None = None,
+    ) -> LocalInstance:
+        """Build the config and create the stream and the topic (idempotent)."""
+        root.mkdir(parents=True, exist_ok=True)
+        config = build_job_config(instance, root, endpoints, overrides)
+        shards = shard_count if shard_count is not None else instance.stream.shard_count
+        local = cls(instance, root, endpoints, config, shards)
+        ensure_stream(local.kinesis, config.stream_name, shards)
+        ensure_topic(endpoints.kafka_bootstrap, config.kafka.topic, instance.kafka.topic_partitions)
+        return local
+
+    # ------------------------------------------------------------------ paths
+
+    @property
+    def name(self) -> str:
+        return self.config.instance_id
+
+    @property
+    def table_location(self) -> Path:
+        return Path(self.config.database_location or self.root / "warehouse") / self.config.table
+
+    @property
+    def checkpoint(self) -> Path:
+        return Path(self.config.checkpoint_location)
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "job.log"
+
+    @property
+    def kinesis(self) -> Any:
+        return kinesis_client(self.config.region, self.endpoints.aws_url)
+
+    # ------------------------------------------------------------- producing
+
+    def produce(self, records: Sequence[Any], *, rate: float = 0.0) -> ProduceReport:
+        report = put_all(self.kinesis, self.config.stream_name, records, rate=rate)
+        self.reports.append(report)
+        return report
+
+    @property
+    def produced(self) -> list[Any]:
+        return [p for r in self.reports for p in r.placed]
+
+    def expected_ids(self) -> set[str]:
+        return {i for r in self.reports for i in r.expected_ids()}
+
+    def expected_failures(self) -> dict[str, str]:
+        return {k: v for r in self.reports for k, v in r.expected_failures().items()}
+
+    # ------------------------------------------------------------------ job
+
+    def start_job(self) -> JobProcess:
+        if self.job is not None and self.job.running:
+            raise RuntimeError(f"{self.name}: job already running (pid {self.job.pid})")
+        clear_stop_marker(self.config)
+        self.runs += 1
+        self.job = JobProcess.start(self.config, self.root / "job.json", self.log_path)
+        return self.job
+
+    def start_second_copy(self) -> JobProcess:
+        """Another job process on the same config, while the first runs."""
+        return JobProcess.start(self.config, self.root / "job.json", self.root / "job-copy.log")
+
+    def stop_job(self, timeout: float = 120.0) -> int:
+        if self.job is None:
+            raise RuntimeError(f"{self.name}: no job started")
+        return self.job.stop(timeout)
+
+    def kill_job(self) -> int:
+        if self.job is None:
+            raise RuntimeError(f"{self.name}: no job started")
+        return self.job.kill()
+
+    # ------------------------------------------------------------- progress
+
+    def batches(self) -> int:
+        commits = self.checkpoint / "commits"
+        if not commits.exists():
+            return 0
+        return sum(1 for p in commits.iterdir() if p.name.isdigit())
+
+    def observe(self) -> Observation:
+        expected = self.expected_ids()
+        failures = self.expected_failures()
+        seen_ids = set(ids_in_files(self.table_location)) & expected
+        try:
+            topic = read_topic(self.endpoints.kafka_bootstrap, self.config.kafka.topic, timeout=15)
+            seen_failures = len(topic.keys & set(failures))
+        except Exception:  # the broker may be down on purpose; progress is best effort
+            seen_failures = 0
+        return Observation(
+            seconds=(datetime.now(UTC) - self.started_at).total_seconds(),
+            batches=self.batches(),
+            rows=len(seen_ids),
+            failures=seen_failures,
+            expected_rows=len(expected),
+            expected_failures=len(failures),
+            job_running=self.job is not None and self.job.running,
+        )
+
+    def wait_until_accounted(
+        self,
+        timeout: float,
+        *,
+        interval: float = 2.0,
+        on_progress: Callable[[Observation], None] | None = None,
+        require_running: bool = True,
+    ) -> Observation:
+        """Poll until every produced record is in the table or on the topic."""
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = self.observe()
+            if on_progress is not None:
+                on_progress(seen)
+            if seen.accounted:
+                return seen
+            if require_running and self.job is not None and not self.job.running:
+                raise JobExitedError(self, seen)
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{self.name}: not all records accounted for after {timeout:.0f}s: "
+                    f"{seen.line(self.name)}\n--- job log tail ---\n{self.log_tail()}"
+                )
+            time.sleep(interval)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return self.job.log_tail(lines) if self.job is not None else ""
+
+    # ---------------------------------------------------------- final figures
+
+    def read_table(self, columns: Sequence[str] = (ID_COLUMN,)) -> list[dict[str, Any]]:
+        """The table through the Hive catalog; the job must be stopped."""
+        if self.job is not None and self.job.running:
+            raise RuntimeError(f"{self.name}: stop the job before reading its metastore")
+        env = job_environment(dict(os.environ), self.config.region)
+        return read_table_with_spark(
+            work_dir=self.work_dir,
+            table=f"{self.config.database}.{self.config.table}",
+            columns=columns,
+            env=env,
+            out=self.root / "table.json",
+        )
+
+    @property
+    def work_dir(self) -> Path:
+        """Where the job's local Spark conf puts Derby and the warehouse."""
+        return self.root
+
+    def read_topic(self) -> TopicContents:
+        return read_topic(self.endpoints.kafka_bootstrap, self.config.kafka.topic, timeout=60)
+
+    def read_metrics(self) -> PublishedMetrics:
+        client = cloudwatch_client(self.config.region, self.endpoints.aws_url)
+        return read_published(client, self.name, self.started_at, datetime.now(UTC))
+
+    def summary(self, table_ids: Sequence[str] | None = None) -> Summary:
+        ids = table_ids if table_ids is not None else [r[ID_COLUMN] for r in self.read_table()]
+        topic = self.read_topic()
+        try:
+            metrics = self.read_metrics()
+        except Exception:  # metrics are reported, never a reason to lose the verdict
+            metrics = PublishedMetrics()
+        by_kind: dict[str, int] = {}
+        for report in self.reports:
+            for kind, n in report.counts().items():
+                by_kind[kind] = by_kind.get(kind, 0) + n
+        figures = RunFigures(
+            instance=self.name,
+            produced_records=len(self.produced),
+            produced_by_kind=by_kind,
+            expected_ids=frozenset(self.expected_ids()),
+            expected_failures=self.expected_failures(),
+            table_ids=ids,
+            topic_reasons_by_key=topic.reasons_by_key,
+            topic_records=topic.records,
+            batch_durations_ms=metrics.batch_durations_ms,
+            batches=self.batches(),
+            metrics_published=metrics.datapoints,
+            seconds=(datetime.now(UTC) - self.started_at).total_seconds(),
+        )
+        return summarize(figures)
+
+    def write_summary(self, summary: Summary) -> Path:
+        path = self.root / "summary.json"
+        path.write_text(json.dumps(dataclasses.asdict(summary), indent=1), encoding="utf-8")
+        return path
+
+
+class JobExitedError(RuntimeError):
+    def __init__(self, local: LocalInstance, seen: Observation) -> None:
+        code = local.job.returncode if local.job is not None else None
+        super().__init__(
+            f"{local.name}: the job exited (code {code}) before all records were accounted "
+            f"for: {seen.line(local.name)}\n--- job log tail ---\n{local.log_tail()}"
+        )
+        self.returncode = code
