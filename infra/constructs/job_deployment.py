@@ -1,0 +1,379 @@
+"""Ships the job to the instance's cluster: packages, bootstrap actions, config, step.
+
+``cdk deploy`` alone leaves a cluster running the job: the job package, the
+locked dependency lists, the bootstrap scripts and the per-instance job config
+are built at synth time (offline, deterministic bytes) and uploaded to the
+instance's artifacts bucket; the cluster's bootstrap actions install the locked
+Python packages and the pinned jars on every node; the EMR step (built by
+:func:`infra.emr_step.build_step`, the same function ``make redeploy`` uses)
+starts the job.
+
+Two content-addressed prefixes, because the cluster and the job change at
+different speeds:
+
+* ``artifacts/bootstrap/<hash>/``: scripts and locks. The cluster's
+  ``BootstrapActions`` point here, and changing them replaces the cluster in
+  CloudFormation, so only a change of the scripts or locks moves this prefix.
+* ``artifacts/job/<hash>/``: ``app.zip``, ``main.py``, ``job-config.json``. A
+  new job version gets a new prefix and a new step; the running version keeps
+  its files (YARN refuses to localize a file that changed under it).
+
+Wiring (the cluster needs the bootstrap actions, the step needs the cluster)::
+
+    job = JobDeployment(self, "Job", props=JobDeploymentProps(...))
+    job.attach(emr.cluster)   # sets BootstrapActions, orders uploads, adds the step
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from aws_cdk import Acknowledgment, CfnOutput, Stack, Stage, Token, Validations
+from aws_cdk import aws_emr as emr
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from constructs import Construct
+
+from app.config import JobConfig
+from infra.emr_step import (
+    ENTRY_POINT,
+    JARS_DIR,
+    JOB_CONFIG_FILE,
+    PACKAGE_ZIP,
+    LockedJar,
+    StepSpec,
+    build_step,
+    read_jar_lock,
+)
+
+REPO_ROOT: Final = Path(__file__).resolve().parents[2]
+MAVEN_CENTRAL: Final = "https://repo1.maven.org/maven2"
+# The Jackson jars whose checksums are verified (pyspark wheel). The CBOR
+# dataformat jar is locked too but only selected by an instance whose Kinesis
+# client needs it (and then needs a verified checksum or an explicit opt-in).
+DEFAULT_JARS: Final = (
+    "jackson-core",
+    "jackson-databind",
+    "jackson-annotations",
+    "jackson-datatype-jsr310",
+)
+BOOTSTRAP_FILES: Final = (
+    "bootstrap/install_python_deps.sh",
+    "bootstrap/install_jars.sh",
+    "bootstrap/streaming-spark-submit.sh",
+    "bootstrap/jars.lock",
+    "app/requirements.lock",
+)
+BOOTSTRAP_PREFIX: Final = "artifacts/bootstrap"
+JOB_PREFIX: Final = "artifacts/job"
+STEP_SPEC_OUTPUT: Final = "JobStepSpec"
+CLUSTER_ID_OUTPUT: Final = "JobClusterId"
+_ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class JobDeploymentProps:
+    """``job_config`` is the instance's JobConfig (``infra.job_config``); its
+    string fields may hold CDK tokens (bucket names) and are resolved at deploy.
+    ``jar_repository`` is where nodes download the pinned jars: Maven Central,
+    or ``s3://bucket/prefix`` / an internal mirror for private subnets."""
+
+    instance_id: str
+    artifacts_bucket: s3.IBucket
+    job_config: JobConfig
+    python: str = "/usr/bin/python3.11"
+    jar_artifacts: tuple[str, ...] = DEFAULT_JARS
+    jar_repository: str = MAVEN_CENTRAL
+    allow_unverified_jars: bool = False
+    disable_cbor: bool = False
+    stop_timeout_sec: int = 600
+    pip_index_url: str | None = None
+    source_root: Path = REPO_ROOT
+
+
+class JobDeployment(Construct):
+    """Exposes ``bootstrap_actions``, ``step_spec``, ``step`` (after :meth:`attach`),
+    ``bootstrap_upload``, ``package_upload``, ``package_version``, ``jars``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, props: JobDeploymentProps) -> None:
+        super().__init__(scope, construct_id)
+        self._props = props
+        root = props.source_root
+        self.jars = select_jars(
+            read_jar_lock(root / "bootstrap" / "jars.lock"),
+            props.jar_artifacts,
+            allow_unverified=props.allow_unverified_jars,
+        )
+        stop_marker = props.job_config.stop_marker_path
+        if stop_marker is None:
+            raise ValueError(
+                "job_config.stop_marker_path: None; allowed: an s3:// URI the job polls, "
+                "so a new version can stop the running one gracefully"
+            )
+        stage_dir = Path(Stage.of(self).outdir)  # type: ignore[union-attr]
+        bucket = props.artifacts_bucket
+
+        bootstrap_dir, bootstrap_hash = _stage_bootstrap(root, stage_dir)
+        bootstrap_uri = f"s3://{bucket.bucket_name}/{BOOTSTRAP_PREFIX}/{bootstrap_hash}"
+        self.bootstrap_upload = s3deploy.BucketDeployment(
+            self,
+            "BootstrapUpload",
+            sources=[s3deploy.Source.asset(str(bootstrap_dir))],
+            destination_bucket=bucket,
+            destination_key_prefix=f"{BOOTSTRAP_PREFIX}/{bootstrap_hash}/",
+            prune=False,
+        )
+
+        # JSON round trip: tuples become lists, which jsii can pass to CDK.
+        config_dict = json.loads(json.dumps(props.job_config.to_dict()))
+        config_json = Stack.of(self).resolve(config_dict)
+        package_dir, self.package_version = _stage_package(
+            root, stage_dir, json.dumps(config_json, sort_keys=True)
+        )
+        self.package_upload = s3deploy.BucketDeployment(
+            self,
+            "PackageUpload",
+            sources=[
+                s3deploy.Source.asset(str(package_dir)),
+                s3deploy.Source.json_data(JOB_CONFIG_FILE, config_dict),
+            ],
+            destination_bucket=bucket,
+            destination_key_prefix=f"{JOB_PREFIX}/{self.package_version}/",
+            prune=False,
+        )
+        _acknowledge_deployment_handler(bucket)
+
+        self.bootstrap_actions = bootstrap_actions(
+            bootstrap_uri=bootstrap_uri,
+            python=props.python,
+            jars=self.jars,
+            jar_repository=props.jar_repository,
+            allow_unverified=props.allow_unverified_jars,
+            pip_index_url=props.pip_index_url,
+        )
+        self.step_spec = StepSpec(
+            step_name=f"streaming-{props.instance_id}-{self.package_version}",
+            app_name=f"streaming-{props.instance_id}",
+            package_uri=f"s3://{bucket.bucket_name}/{JOB_PREFIX}/{self.package_version}",
+            stop_marker_uri=stop_marker,
+            jar_files=tuple(jar.file_name for jar in self.jars),
+            python=props.python,
+            jars_dir=JARS_DIR,
+            disable_cbor=props.disable_cbor,
+            stop_timeout_sec=props.stop_timeout_sec,
+        )
+        self.step: emr.CfnStep | None = None
+
+    def attach(self, cluster: emr.CfnCluster) -> emr.CfnStep:
+        """Give ``cluster`` the bootstrap actions and submit the job step to it.
+
+        The cluster waits for the bootstrap upload (its nodes run the scripts at
+        boot); the step waits for the package upload (spark-submit reads it).
+        """
+        if self.step is not None:
+            raise ValueError("attach: already attached; allowed: one cluster per deployment")
+        cluster.bootstrap_actions = list(self.bootstrap_actions)
+        cluster.node.add_dependency(self.bootstrap_upload)
+        definition = build_step(self.step_spec)
+        jar_step = definition["HadoopJarStep"]
+        self.step = emr.CfnStep(
+            self,
+            "Step",
+            job_flow_id=cluster.ref,
+            name=definition["Name"],
+            action_on_failure=definition["ActionOnFailure"],
+            hadoop_jar_step=emr.CfnStep.HadoopJarStepConfigProperty(
+                jar=jar_step["Jar"], args=list(jar_step["Args"])
+            ),
+        )
+        self.step.node.add_dependency(self.package_upload)
+        # What `make redeploy` reads back to submit exactly this step again.
+        spec_output = CfnOutput(
+            self,
+            STEP_SPEC_OUTPUT,
+            value=Stack.of(self).to_json_string(self.step_spec.to_dict()),
+            description="StepSpec of the job step (scripts/redeploy.py rebuilds the step from it)",
+        )
+        spec_output.override_logical_id(STEP_SPEC_OUTPUT)
+        cluster_output = CfnOutput(
+            self, CLUSTER_ID_OUTPUT, value=cluster.ref, description="EMR cluster running the job"
+        )
+        cluster_output.override_logical_id(CLUSTER_ID_OUTPUT)
+        return self.step
+
+
+def select_jars(
+    locked: tuple[LockedJar, ...], artifacts: tuple[str, ...], *, allow_unverified: bool
+) -> tuple[LockedJar, ...]:
+    """The lock entries to install, refusing at synth what the bootstrap would refuse."""
+    by_name = {jar.artifact: jar for jar in locked}
+    if not artifacts:
+        raise ValueError("jar_artifacts: empty; allowed: artifactIds from bootstrap/jars.lock")
+    chosen: list[LockedJar] = []
+    for name in artifacts:
+        if name not in by_name:
+            raise ValueError(
+                f"jar_artifacts: {name!r} is not in bootstrap/jars.lock; "
+                f"allowed: {', '.join(sorted(by_name))}"
+            )
+        jar = by_name[name]
+        if jar.sha256 is None and not allow_unverified:
+            raise ValueError(
+                f"jar_artifacts: {name!r} has an UNVERIFIED checksum in bootstrap/jars.lock; "
+                "pin its SHA-256 (docs/deploy.md) or set allow_unverified_jars=True"
+            )
+        chosen.append(jar)
+    return tuple(chosen)
+
+
+def bootstrap_actions(
+    *,
+    bootstrap_uri: str,
+    python: str,
+    jars: tuple[LockedJar, ...],
+    jar_repository: str,
+    allow_unverified: bool,
+    pip_index_url: str | None,
+) -> tuple[emr.CfnCluster.BootstrapActionConfigProperty, ...]:
+    python_args = ["--requirements", f"{bootstrap_uri}/requirements.lock", "--python", python]
+    if pip_index_url is not None:
+        python_args += ["--index-url", pip_index_url]
+    jar_args = [
+        "--lock",
+        f"{bootstrap_uri}/jars.lock",
+        "--repo",
+        jar_repository,
+        "--dest",
+        JARS_DIR,
+        "--only",
+        ",".join(jar.artifact for jar in jars),
+        "--launcher",
+        f"{bootstrap_uri}/streaming-spark-submit.sh",
+    ]
+    if allow_unverified:
+        jar_args.append("--allow-unverified")
+    return (
+        _action("install-python-deps", f"{bootstrap_uri}/install_python_deps.sh", python_args),
+        _action("install-pinned-jars", f"{bootstrap_uri}/install_jars.sh", jar_args),
+    )
+
+
+def _action(name: str, path: str, args: list[str]) -> emr.CfnCluster.BootstrapActionConfigProperty:
+    return emr.CfnCluster.BootstrapActionConfigProperty(
+        name=name,
+        script_bootstrap_action=emr.CfnCluster.ScriptBootstrapActionConfigProperty(
+            path=path, args=args
+        ),
+    )
+
+
+def _stage_bootstrap(root: Path, stage_dir: Path) -> tuple[Path, str]:
+    files = {Path(rel).name: (root / rel).read_bytes() for rel in BOOTSTRAP_FILES}
+    digest = _digest(files)
+    target = stage_dir / f"job-bootstrap.{digest}"
+    _write_once(target, files)
+    return target, digest
+
+
+def _stage_package(root: Path, stage_dir: Path, config_text: str) -> tuple[Path, str]:
+    """``app.zip`` for ``--py-files`` plus the ``main.py`` entry point; the
+    version hash also covers the (token-resolved) job config, so a config change
+    is a new version too."""
+    entry = root / "app" / "main.py"
+    if not entry.is_file():
+        raise ValueError(f"{entry}: missing; allowed: the job's spark-submit entry point")
+    files = {PACKAGE_ZIP: zip_package(root / "app"), ENTRY_POINT: entry.read_bytes()}
+    digest = _digest({**files, JOB_CONFIG_FILE: config_text.encode()})
+    target = stage_dir / f"job-package.{digest}"
+    _write_once(target, files)
+    return target, digest
+
+
+def zip_package(package: Path) -> bytes:
+    """The package as a zip with fixed timestamps and order: the same sources
+    always give the same bytes, so an unchanged job is not a new version."""
+    import io
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(package.rglob("*")):
+            if not path.is_file() or "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            if path.name == "requirements.lock":
+                continue  # installed by the bootstrap, not imported
+            info = zipfile.ZipInfo(str(path.relative_to(package.parent)), _ZIP_EPOCH)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, path.read_bytes())
+    return buffer.getvalue()
+
+
+def _digest(files: dict[str, bytes]) -> str:
+    sha = hashlib.sha256()
+    for name in sorted(files):
+        sha.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return sha.hexdigest()[:16]
+
+
+def _write_once(target: Path, files: dict[str, bytes]) -> None:
+    if target.is_dir():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for name, content in files.items():
+        (target / name).write_bytes(content)
+
+
+def _acknowledge_deployment_handler(bucket: s3.IBucket) -> None:
+    """The uploads' handler is CDK's singleton Lambda (one per stack); its
+    findings are about code and a role this product does not write. Each
+    acknowledgment names one finding; the resource ones name the two buckets
+    the handler is scoped to (the CDK asset staging bucket and ours)."""
+    stack = Stack.of(bucket)
+    handler = next(
+        (c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")),
+        None,
+    )
+    if handler is None:
+        raise ValueError("no BucketDeployment handler in the stack; allowed: call after uploads")
+    account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
+    region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+    findings = [
+        (
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AWSLambdaBasicExecutionRole]",
+            "CDK's BucketDeployment handler logs through the AWS basic execution policy; "
+            "it only writes its own log group.",
+        ),
+        ("AwsSolutions-L1", "The BucketDeployment handler runtime is chosen by aws-cdk-lib."),
+        (
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-"
+            f"{account}-{region}/*]",
+            "The handler reads the synthesized assets from the CDK staging bucket.",
+        ),
+    ]
+    cfn = bucket.node.default_child
+    if isinstance(cfn, s3.CfnBucket):
+        logical_id = stack.resolve(cfn.logical_id)
+        findings.append(
+            (
+                f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>/*]",
+                "The handler writes objects with generated names into this instance's "
+                "artifacts bucket only.",
+            )
+        )
+    for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "s3:DeleteObject*", "s3:Abort*"):
+        findings.append(
+            (
+                f"AwsSolutions-IAM5[Action::{action}]",
+                f"CDK's bucket grants to the BucketDeployment handler use {action}; "
+                "every statement is scoped to the staging bucket or the artifacts bucket.",
+            )
+        )
+    for finding, reason in findings:
+        Validations.of(handler).acknowledge(Acknowledgment(id=finding, reason=reason))
