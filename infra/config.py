@@ -51,6 +51,9 @@ EC2_INSTANCE_TYPE_PATTERN: Final = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 VPC_ID_PATTERN: Final = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 SUBNET_ID_PATTERN: Final = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 CIDR_PATTERN: Final = re.compile(r"^\d{1,3}(\.\d{1,3}){3}/(1[6-9]|2[0-8])$")
+TLS_ZIP_URI_PATTERN: Final = re.compile(
+    r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>.+\.zip)$"
+)
 EMAIL_PATTERN: Final = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 MIN_KAFKA_VERSION: Final = (3, 6)  # AWS::MSK::Topic needs Kafka >= 3.6
@@ -101,6 +104,19 @@ class EmrConfig:
     master_instance_count: int = 1
     core_instance_type: str = "m5.xlarge"
     core_instance_count: int = 2
+    # In-transit encryption needs a PEM zip (privateKey.pem, certificateChain.pem,
+    # trustedCertificates.pem) that exists before the cluster starts; see docs/infra.md.
+    tls_certificates_s3_uri: str = ""
+
+    @property
+    def tls_certificates_bucket(self) -> str:
+        found = TLS_ZIP_URI_PATTERN.fullmatch(self.tls_certificates_s3_uri)
+        return found["bucket"] if found else ""
+
+    @property
+    def tls_certificates_key(self) -> str:
+        found = TLS_ZIP_URI_PATTERN.fullmatch(self.tls_certificates_s3_uri)
+        return found["key"] if found else ""
 
 
 @dataclass(frozen=True)
@@ -421,6 +437,13 @@ def _validate_emr(emr: EmrConfig, name: str) -> None:
             emr.core_instance_type,
             ", ".join(sorted(INSTANCE_TYPES)),
         )
+    _match(
+        name,
+        "emr.tls_certificates_s3_uri",
+        emr.tls_certificates_s3_uri,
+        TLS_ZIP_URI_PATTERN,
+        "s3://<bucket>/<key>.zip holding the PEM certificates for in-transit encryption",
+    )
     if emr.core_instance_count < 1:
         raise _fail(name, "emr.core_instance_count", emr.core_instance_count, "an integer >= 1")
 

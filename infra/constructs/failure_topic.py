@@ -1,0 +1,139 @@
+"""The instance's failure topic (DESIGN.md §1: failures parked in Redis took
+Redis down), on a configured MSK provisioned cluster or on one created here.
+
+``AWS::MSK::Topic`` exists only for MSK provisioned clusters on Kafka >= 3.6,
+hence the version check in ``infra.config`` and no serverless option.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Final
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_msk as msk
+from constructs import Construct
+
+from infra.config import KafkaConfig
+
+TOPIC_LOGICAL_ID: Final = "FailureTopic"
+IAM_TLS_PORT: Final = 9098  # MSK brokers' listener for IAM auth over TLS
+HOUR_MS: Final = 3_600_000
+
+
+def topic_configs(config: KafkaConfig) -> dict[str, str]:
+    """Topic-level Kafka configs; ``min.insync.replicas`` follows the replication
+    factor so an ``acks=all`` producer survives one replica down."""
+    return {
+        "cleanup.policy": "delete",
+        "min.insync.replicas": str(config.min_insync_replicas),
+        "retention.ms": str(config.topic_retention_hours * HOUR_MS),
+    }
+
+
+def encode_configs(configs: dict[str, str]) -> str:
+    """``AWS::MSK::Topic.Configs`` is a base64 string of properties-file lines."""
+    text = "".join(f"{key}={value}\n" for key, value in sorted(configs.items()))
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+@dataclass(frozen=True)
+class FailureTopicProps:
+    topic_name: str
+    cluster_name: str
+    config: KafkaConfig
+    vpc: ec2.IVpc
+    subnets: tuple[ec2.ISubnet, ...]
+    removal_policy: RemovalPolicy
+
+
+class FailureTopic(Construct):
+    """Exposes ``topic``, ``topic_name``, ``topic_arn``, ``cluster_arn`` and, when it
+    created the cluster, ``cluster`` and ``security_group`` (clients are let in
+    with :meth:`allow_client`)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, props: FailureTopicProps) -> None:
+        super().__init__(scope, construct_id)
+        config = props.config
+        self.cluster: msk.CfnCluster | None = None
+        self.security_group: ec2.SecurityGroup | None = None
+        if config.cluster_arn is not None:
+            self.cluster_arn = config.cluster_arn
+        else:
+            self.cluster_arn = self._create_cluster(props)
+        self.topic_name = props.topic_name
+        self.topic = msk.CfnTopic(
+            self,
+            "Topic",
+            cluster_arn=self.cluster_arn,
+            topic_name=props.topic_name,
+            partition_count=config.topic_partitions,
+            replication_factor=config.topic_replication_factor,
+            configs=encode_configs(topic_configs(config)),
+        )
+        self.topic.override_logical_id(TOPIC_LOGICAL_ID)
+        self.topic.apply_removal_policy(props.removal_policy)
+        self.topic_arn = self.topic.attr_topic_arn
+
+    def _create_cluster(self, props: FailureTopicProps) -> str:
+        config = props.config
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "BrokerSecurityGroup",
+            vpc=props.vpc,
+            description=f"MSK brokers of {props.cluster_name}: IAM/TLS clients only",
+            allow_all_outbound=False,
+        )
+        self.broker_log_group = logs.LogGroup(
+            self,
+            "BrokerLogs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=props.removal_policy,
+        )
+        self.cluster = msk.CfnCluster(
+            self,
+            "Cluster",
+            cluster_name=props.cluster_name,
+            kafka_version=config.version,
+            number_of_broker_nodes=config.broker_count,
+            broker_node_group_info=msk.CfnCluster.BrokerNodeGroupInfoProperty(
+                client_subnets=[subnet.subnet_id for subnet in props.subnets],
+                instance_type=config.broker_instance_type,
+                security_groups=[self.security_group.security_group_id],
+                storage_info=msk.CfnCluster.StorageInfoProperty(
+                    ebs_storage_info=msk.CfnCluster.EBSStorageInfoProperty(
+                        volume_size=config.broker_volume_gib
+                    )
+                ),
+            ),
+            client_authentication=msk.CfnCluster.ClientAuthenticationProperty(
+                sasl=msk.CfnCluster.SaslProperty(iam=msk.CfnCluster.IamProperty(enabled=True)),
+                unauthenticated=msk.CfnCluster.UnauthenticatedProperty(enabled=False),
+            ),
+            encryption_info=msk.CfnCluster.EncryptionInfoProperty(
+                encryption_in_transit=msk.CfnCluster.EncryptionInTransitProperty(
+                    client_broker="TLS", in_cluster=True
+                )
+            ),
+            logging_info=msk.CfnCluster.LoggingInfoProperty(
+                broker_logs=msk.CfnCluster.BrokerLogsProperty(
+                    cloud_watch_logs=msk.CfnCluster.CloudWatchLogsProperty(
+                        enabled=True, log_group=self.broker_log_group.log_group_name
+                    )
+                )
+            ),
+            enhanced_monitoring="PER_BROKER",
+        )
+        self.cluster.apply_removal_policy(props.removal_policy)
+        return self.cluster.attr_arn
+
+    def allow_client(self, peer: ec2.ISecurityGroup) -> None:
+        """Let ``peer`` reach the brokers' IAM/TLS listener (created cluster only;
+        an existing cluster's security group is managed by its owner)."""
+        if self.security_group is not None:
+            self.security_group.add_ingress_rule(
+                peer, ec2.Port.tcp(IAM_TLS_PORT), "Kafka clients (IAM auth over TLS)"
+            )

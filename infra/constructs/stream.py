@@ -1,0 +1,47 @@
+"""The instance's Kinesis stream: named by the contract, encrypted, sized by config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_kinesis as kinesis
+from constructs import Construct
+
+from infra.config import StreamConfig
+
+# Pinned: a changed logical ID would replace the stream and lose its data.
+STREAM_LOGICAL_ID: Final = "EventsStream"
+
+
+@dataclass(frozen=True)
+class EventStreamProps:
+    stream_name: str
+    config: StreamConfig
+    removal_policy: RemovalPolicy
+
+
+class EventStream(Construct):
+    """Exposes ``stream``. Encrypted with the AWS managed ``aws/kinesis`` key:
+    access is decided by the role's Kinesis permissions alone, which are
+    per-instance, and the key costs nothing per stream."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, props: EventStreamProps) -> None:
+        super().__init__(scope, construct_id)
+        config = props.config
+        self.stream = kinesis.Stream(
+            self,
+            "Stream",
+            stream_name=props.stream_name,
+            stream_mode=(
+                kinesis.StreamMode.ON_DEMAND if config.on_demand else kinesis.StreamMode.PROVISIONED
+            ),
+            shard_count=config.shard_count,
+            retention_period=Duration.hours(config.retention_hours),
+            encryption=kinesis.StreamEncryption.MANAGED,
+            removal_policy=props.removal_policy,
+        )
+        cfn = self.stream.node.default_child
+        if isinstance(cfn, kinesis.CfnStream):
+            cfn.override_logical_id(STREAM_LOGICAL_ID)

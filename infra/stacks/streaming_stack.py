@@ -1,0 +1,204 @@
+"""One instance, one stack: it instantiates the constructs, wires them and
+grants. Everything an instance owns lives here and nowhere else, so deploying,
+breaking or deleting one instance cannot touch another (DESIGN.md §1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Aws, RemovalPolicy, Stack, Tags
+from constructs import Construct
+
+from app import contract
+from infra.config import InstanceConfig, msk_client_subnets
+from infra.constructs.alarms import Alarms, AlarmsProps
+from infra.constructs.buckets import (
+    ARTIFACTS_PREFIX,
+    CHECKPOINTS_PREFIX,
+    CONTROL_PREFIX,
+    EMR_LOGS_PREFIX,
+    WAREHOUSE_PREFIX,
+    Buckets,
+    BucketsProps,
+)
+from infra.constructs.catalog import CatalogDatabase, CatalogDatabaseProps
+from infra.constructs.emr_cluster import EmrCluster, EmrClusterProps
+from infra.constructs.failure_topic import FailureTopic, FailureTopicProps
+from infra.constructs.network import Network, NetworkProps
+from infra.constructs.roles import Roles, RolesProps
+from infra.constructs.stream import EventStream, EventStreamProps
+
+INSTANCE_TAG = "streaming:instance"
+
+
+class StreamingStack(Stack):
+    """Exposes what the job deployment needs: ``config``, ``cluster`` (``ref`` is
+    the job flow id), ``job_role``, ``instance_profile``, ``buckets`` (``data``,
+    ``artifacts``), ``stream``, ``topic_name``, ``topic_arn``, ``msk_cluster_arn``,
+    ``database_name``."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: InstanceConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            stack_name=config.stack_name,
+            description=f"Streaming instance {config.instance_id}: Kinesis to Spark on EMR",
+            termination_protection=config.termination_protection,
+            **kwargs,
+        )
+        self.config = config
+        Tags.of(self).add(INSTANCE_TAG, config.instance_id)
+        removal = (
+            RemovalPolicy.DESTROY if config.removal_policy == "DESTROY" else RemovalPolicy.RETAIN
+        )
+
+        network = Network(self, "Network", props=NetworkProps(config.network, removal))
+        events = EventStream(
+            self,
+            "Events",
+            props=EventStreamProps(config.stream_name, config.stream, removal),
+        )
+        self.stream = events.stream
+        self.buckets = Buckets(self, "Buckets", props=BucketsProps(removal))
+        catalog = CatalogDatabase(
+            self,
+            "Catalog",
+            props=CatalogDatabaseProps(
+                database_name=config.database_name,
+                location_uri=self.buckets.data.s3_url_for_object(
+                    f"{WAREHOUSE_PREFIX}{config.database_name}.db/"
+                ),
+                removal_policy=removal,
+            ),
+        )
+        self.database_name = catalog.database_name
+        failures = FailureTopic(
+            self,
+            "Failures",
+            props=FailureTopicProps(
+                topic_name=config.failure_topic_name,
+                cluster_name=config.stack_name,
+                config=config.kafka,
+                vpc=network.vpc,
+                subnets=tuple(network.private_subnets[: msk_client_subnets(config.network)]),
+                removal_policy=removal,
+            ),
+        )
+        self.failure_topic = failures
+        self.topic_name = failures.topic_name
+        self.topic_arn = failures.topic_arn
+        self.msk_cluster_arn = failures.cluster_arn
+
+        roles = Roles(self, "Roles", props=RolesProps(config.instance_id))
+        self.roles = roles
+        self.job_role = roles.job_role
+        self.instance_profile = roles.instance_profile
+
+        emr = EmrCluster(
+            self,
+            "Emr",
+            props=EmrClusterProps(
+                cluster_name=config.stack_name,
+                config=config.emr,
+                termination_protection=config.termination_protection,
+                vpc=network.vpc,
+                subnet=network.private_subnets[0],
+                log_uri=self.buckets.emr_log_uri,
+                service_role=roles.service_role,
+                job_role=roles.job_role,
+                instance_profile=roles.instance_profile,
+                removal_policy=removal,
+            ),
+        )
+        self.emr = emr
+        self.cluster = emr.cluster
+        failures.allow_client(emr.master_security_group)
+        failures.allow_client(emr.core_security_group)
+
+        self.alarms = Alarms(
+            self,
+            "Alarms",
+            props=AlarmsProps(
+                name_prefix=config.stack_name,
+                instance_id=config.instance_id,
+                trigger_interval_sec=config.job.trigger_interval_sec,
+                config=config.alarms,
+                stream=self.stream,
+                cluster_id=emr.cluster.ref,
+                removal_policy=removal,
+            ),
+        )
+
+        self._grant_job_role(catalog, failures)
+
+        # --- Job deployment (assets, job config upload, EMR step) is attached here
+        # by the lead, after the resources above exist; see docs/infra.md.
+
+    def _grant_job_role(self, catalog: CatalogDatabase, failures: FailureTopic) -> None:
+        """Everything the job may touch, each scoped to this instance."""
+        roles, role, buckets = self.roles, self.job_role, self.buckets
+        self.stream.grant_read(role)
+        if self.config.job.source.consumer_type == "SubscribeToShard":
+            roles.allow_stream_consumer(stream_arn=self.stream.stream_arn)
+            roles.acknowledge(
+                "AwsSolutions-IAM5[Resource::<EventsStream.Arn>/consumer/*]",
+                "Enhanced fan-out consumer ARNs end in a creation timestamp unknown at "
+                "synth time; the wildcard covers consumers of this instance's stream only.",
+            )
+        for prefix in (CHECKPOINTS_PREFIX, WAREHOUSE_PREFIX, CONTROL_PREFIX):
+            buckets.data.grant_read_write(role, f"{prefix}*")
+            roles.acknowledge(
+                f"AwsSolutions-IAM5[Resource::<DataBucket.Arn>/{prefix}*]",
+                f"Spark writes objects with generated names under {prefix} of this "
+                "instance's own data bucket; the wildcard is bounded by that prefix.",
+            )
+        buckets.artifacts.grant_read(role, f"{ARTIFACTS_PREFIX}*")
+        roles.acknowledge(
+            f"AwsSolutions-IAM5[Resource::<ArtifactsBucket.Arn>/{ARTIFACTS_PREFIX}*]",
+            "The job reads its code and config under artifacts/ of this instance's own "
+            "artifacts bucket; object names carry content hashes.",
+        )
+        buckets.artifacts.grant_put(role, f"{EMR_LOGS_PREFIX}*")
+        roles.acknowledge(
+            f"AwsSolutions-IAM5[Resource::<ArtifactsBucket.Arn>/{EMR_LOGS_PREFIX}*]",
+            "EMR nodes push container and step logs with generated names under emr-logs/.",
+        )
+        for action, why in (
+            ("s3:GetObject*", "GetObject, GetObjectVersion and their ACL/attribute reads"),
+            ("s3:GetBucket*", "bucket location and versioning lookups EMRFS makes"),
+            ("s3:List*", "listing the instance's prefixes (checkpoint and table scans)"),
+            ("s3:DeleteObject*", "checkpoint compaction and table overwrite cleanup"),
+            ("s3:Abort*", "aborting failed multipart uploads of large files"),
+        ):
+            roles.acknowledge(
+                f"AwsSolutions-IAM5[Action::{action}]",
+                f"CDK's bucket grant uses {action} for {why}; every such statement is "
+                "scoped to a prefix of this instance's own buckets.",
+            )
+        roles.allow_object_read(
+            bucket=self.config.emr.tls_certificates_bucket,
+            key=self.config.emr.tls_certificates_key,
+        )
+        roles.allow_glue_database(
+            catalog_arn=catalog.catalog_arn,
+            database_arn=catalog.database_arn,
+            tables_arn=catalog.tables_arn,
+            default_database_arn=(
+                f"arn:{Aws.PARTITION}:glue:{Aws.REGION}:{Aws.ACCOUNT_ID}:database/default"
+            ),
+        )
+        roles.acknowledge(
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:<AWS::Region>:"
+            f"<AWS::AccountId>:table/{catalog.database_name}/*]",
+            "Tables are created by the job at run time; the wildcard covers tables of "
+            "this instance's database only.",
+        )
+        roles.allow_failure_topic(cluster_arn=failures.cluster_arn, topic_arn=failures.topic_arn)
+        roles.allow_metrics(namespace=contract.METRIC_NAMESPACE)
+        roles.acknowledge(
+            "AwsSolutions-IAM5[Resource::*]",
+            "cloudwatch:PutMetricData has no resource-level permissions; the statement is "
+            "limited by a cloudwatch:namespace condition to the product's namespace.",
+        )
