@@ -58,13 +58,15 @@ class Buckets(Construct):
             abort_incomplete_multipart_upload_after=Duration.days(7),
         )
         # Server access logs cannot be delivered to an SSE-KMS bucket: SSE-S3 here.
+        # Delivery is granted by bucket policy (cdk.json feature flag
+        # serverAccessLogsUseBucketPolicy), not by the legacy log-delivery ACL.
         self.access_logs = s3.Bucket(
             self,
             "AccessLogs",
             lifecycle_rules=[
                 s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(ACCESS_LOG_DAYS))
             ],
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             encryption=s3.BucketEncryption.S3_MANAGED,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,

@@ -1,0 +1,80 @@
+"""Synthesize the shipped example (cdk.json) once per test session.
+
+Synthesis takes tens of seconds; every synth test reads the same templates,
+validation report and stack objects from the session fixture ``synthesized``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.config import InstanceConfig, read_cdk_context
+from infra.stacks.application import build_app
+from infra.stacks.streaming_stack import StreamingStack
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CDK_JSON = REPO_ROOT / "cdk.json"
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    stacks: dict[str, StreamingStack]
+    templates: dict[str, dict[str, Any]]
+    template_paths: dict[str, Path]
+    report: dict[str, Any] | None
+    error: str | None
+    seconds: float
+
+    def config(self, name: str) -> InstanceConfig:
+        return self.stacks[name].config
+
+    def resources(self, name: str, type_: str) -> dict[str, dict[str, Any]]:
+        found = {
+            logical_id: resource
+            for logical_id, resource in self.templates[name]["Resources"].items()
+            if resource["Type"] == type_
+        }
+        assert found, f"{name}: no {type_} in the template"
+        return found
+
+    def one(self, name: str, type_: str) -> tuple[str, dict[str, Any]]:
+        found = self.resources(name, type_)
+        assert len(found) == 1, f"{name}: expected one {type_}, got {sorted(found)}"
+        return next(iter(found.items()))
+
+
+@pytest.fixture(scope="session")
+def example_context() -> dict[str, Any]:
+    return dict(read_cdk_context(CDK_JSON))
+
+
+@pytest.fixture(scope="session")
+def synthesized(
+    example_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Synthesized]:
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    started = time.monotonic()
+    app, stacks = build_app(example_context, outdir=str(outdir))
+    error = None
+    try:
+        app.synth()
+    except RuntimeError as exc:  # policy validation (cdk-nag) failed; the test reports it
+        error = str(exc)
+    seconds = time.monotonic() - started
+    paths = {s.stack_name: outdir / f"{s.artifact_id}.template.json" for s in stacks}
+    report_path = outdir / "validation-report.json"
+    yield Synthesized(
+        stacks={s.stack_name: s for s in stacks},
+        templates={name: json.loads(p.read_text()) for name, p in paths.items()},
+        template_paths=paths,
+        report=json.loads(report_path.read_text()) if report_path.exists() else None,
+        error=error,
+        seconds=seconds,
+    )

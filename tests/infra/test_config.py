@@ -1,0 +1,215 @@
+"""Invalid instance declarations stop synth before anything is built, naming
+the instance, the field, the bad value and what is allowed."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from app import contract
+from infra.config import InstanceConfigError, load_instances, read_cdk_context
+from tests.infra.conftest import CDK_JSON
+
+
+def _context(*instances: dict[str, Any], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    base = read_cdk_context(CDK_JSON)["streaming"]["defaults"]
+    return {
+        "streaming": {
+            "defaults": copy.deepcopy(base if defaults is None else defaults),
+            "instances": list(instances),
+        }
+    }
+
+
+def _instance(**overrides: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"domain": "orders", "region": "eu-west-1"}
+    entry.update(overrides)
+    return entry
+
+
+def _error(context: dict[str, Any]) -> str:
+    with pytest.raises(InstanceConfigError) as caught:
+        load_instances(context)
+    return str(caught.value)
+
+
+def test_shipped_example_parses_into_two_domains_and_two_regions() -> None:
+    instances = load_instances(read_cdk_context(CDK_JSON))
+    assert len({i.domain for i in instances}) >= 2
+    assert len({i.region for i in instances}) >= 2
+    orders = instances[0]
+    assert orders.stack_name == contract.stack_name("orders", "ap-northeast-2")
+    assert orders.stream_name == contract.stream_name("orders", "ap-northeast-2")
+    assert orders.database_name == contract.database_name("orders", "ap-northeast-2")
+    assert orders.failure_topic_name == contract.failure_topic_name("orders", "ap-northeast-2")
+    assert orders.stream.shard_count == 4  # instance entry deep-merged over defaults
+    assert orders.emr.release_label == "emr-spark-8.0.0"  # from defaults
+    assert orders.job.source.starting_position == "TRIM_HORIZON"
+
+
+def test_defaults_apply_when_the_context_omits_them() -> None:
+    (config,) = load_instances(
+        _context(_instance(emr={"tls_certificates_s3_uri": "s3://certs-bucket/a.zip"}), defaults={})
+    )
+    assert config.emr.release_label == "emr-spark-8.0.0"
+    assert config.stream.on_demand
+    assert config.removal_policy == "RETAIN"
+    assert config.kafka.min_insync_replicas == config.kafka.topic_replication_factor - 1
+
+
+def test_unknown_field() -> None:
+    message = _error(_context(_instance(stream={"shards": 2})))
+    assert "instances[0] (orders/eu-west-1)" in message
+    assert "stream.shards" in message
+    assert "unknown field" in message
+    assert "retention_hours, shard_count" in message
+
+
+def test_unknown_top_level_field_in_defaults() -> None:
+    message = _error(_context(_instance(), defaults={"colour": "blue"}))
+    assert "field colour: unknown field" in message
+
+
+def test_missing_field() -> None:
+    message = _error(_context({"domain": "orders"}))
+    assert "instances[0] (orders/None)" in message
+    assert "field region: missing required field" in message
+
+
+def test_duplicate_domain_and_region() -> None:
+    message = _error(_context(_instance(), _instance(stream={"shard_count": 2})))
+    assert "instances[1]" in message
+    assert "duplicate value 'orders'/'eu-west-1'" in message
+    assert "instances[0]" in message
+
+
+@pytest.mark.parametrize("domain", ["Orders", "order_items", "order-items", "o", "1orders"])
+def test_domain_that_is_not_a_valid_name_fragment(domain: str) -> None:
+    message = _error(_context(_instance(domain=domain)))
+    assert "field domain" in message
+    assert repr(domain) in message
+    assert "lowercase letters/digits" in message
+
+
+def test_bad_region() -> None:
+    message = _error(_context(_instance(region="europe")))
+    assert "field region: bad value 'europe'" in message
+
+
+@pytest.mark.parametrize("shards", [0, -3])
+def test_shard_count_below_one(shards: int) -> None:
+    message = _error(_context(_instance(stream={"shard_count": shards})))
+    assert f"field stream.shard_count: bad value {shards}" in message
+    assert "an integer >= 1, or null" in message
+
+
+def test_shard_count_of_wrong_type() -> None:
+    message = _error(_context(_instance(stream={"shard_count": "4"})))
+    assert "stream.shard_count: bad value '4'; allowed: an integer" in message
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "value"),
+    [
+        ("alarms", "iterator_age_ms", 0),
+        ("alarms", "end_to_end_latency_ms", -1),
+        ("alarms", "scheduling_delay_ratio", 0),
+        ("alarms", "failure_records", 0),
+        ("alarms", "heartbeat_missing_periods", 0),
+        ("job", "trigger_interval_sec", 0),
+    ],
+)
+def test_non_positive_thresholds(section: str, field: str, value: int) -> None:
+    message = _error(_context(_instance(**{section: {field: value}})))
+    assert f"field {section}.{field}: bad value {value}" in message
+    assert "> 0" in message
+
+
+def test_scheduling_delay_ratio_above_one() -> None:
+    message = _error(_context(_instance(alarms={"scheduling_delay_ratio": 1.5})))
+    assert "alarms.scheduling_delay_ratio: bad value 1.5; allowed: 0 < ratio <= 1" in message
+
+
+@pytest.mark.parametrize(
+    "arn",
+    [
+        "arn:aws:kafka:eu-west-1:123:cluster/c/uuid-1",
+        "arn:aws:kinesis:eu-west-1:123456789012:cluster/c/uuid-1",
+        "cluster/c/uuid-1",
+        "arn:aws:kafka:eu-west-1:123456789012:topic/c/uuid-1/t",
+    ],
+)
+def test_malformed_msk_cluster_arn(arn: str) -> None:
+    message = _error(_context(_instance(kafka={"cluster_arn": arn})))
+    assert f"field kafka.cluster_arn: bad value {arn!r}" in message
+    assert "arn:aws:kafka:<region>" in message
+
+
+def test_msk_cluster_in_another_region() -> None:
+    arn = "arn:aws:kafka:us-east-1:123456789012:cluster/failures/0b1c2d3e-1111-2222"
+    message = _error(_context(_instance(kafka={"cluster_arn": arn})))
+    assert "a cluster in the instance's region eu-west-1" in message
+
+
+@pytest.mark.parametrize("label", ["emr-8", "spark-8.0.0", "EMR-7.9.0", "emr-7.9"])
+def test_malformed_release_label(label: str) -> None:
+    message = _error(_context(_instance(emr={"release_label": label})))
+    assert f"field emr.release_label: bad value {label!r}" in message
+    assert "emr-spark-8.0.0" in message
+
+
+def test_core_instance_type_must_be_sized() -> None:
+    message = _error(_context(_instance(emr={"core_instance_type": "t3.micro"})))
+    assert "field emr.core_instance_type: bad value 't3.micro'" in message
+    assert "m5.xlarge" in message
+
+
+def test_kafka_version_below_topic_support() -> None:
+    message = _error(_context(_instance(kafka={"version": "3.5.1"})))
+    assert "field kafka.version: bad value '3.5.1'" in message
+    assert ">= 3.6" in message
+
+
+def test_replication_factor_above_created_broker_count() -> None:
+    message = _error(_context(_instance(kafka={"topic_replication_factor": 3})))
+    assert "kafka.topic_replication_factor: bad value 3; allowed: <= kafka.broker_count (2)" in (
+        message
+    )
+
+
+def test_existing_vpc_needs_subnets_and_zones() -> None:
+    message = _error(_context(_instance(network={"vpc_id": "vpc-0123456789abcdef0"})))
+    assert "field network.private_subnet_ids" in message
+    assert "at least 2 private subnet ids" in message
+
+
+def test_existing_vpc_is_accepted_with_subnets() -> None:
+    network = {
+        "vpc_id": "vpc-0123456789abcdef0",
+        "availability_zones": ["eu-west-1a", "eu-west-1b"],
+        "private_subnet_ids": ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"],
+    }
+    (config,) = load_instances(_context(_instance(network=network)))
+    assert config.network.private_subnet_ids == tuple(network["private_subnet_ids"])
+
+
+def test_bad_email() -> None:
+    message = _error(_context(_instance(alarms={"emails": ["oncall"]})))
+    assert "field alarms.emails[0]: bad value 'oncall'" in message
+
+
+def test_bad_removal_policy() -> None:
+    message = _error(_context(_instance(removal_policy="SNAPSHOT")))
+    assert "field removal_policy: bad value 'SNAPSHOT'; allowed: RETAIN | DESTROY" in message
+
+
+def test_bad_tls_certificate_uri() -> None:
+    message = _error(_context(_instance(emr={"tls_certificates_s3_uri": "https://x/certs.zip"})))
+    assert "field emr.tls_certificates_s3_uri" in message
+
+
+def test_missing_streaming_section() -> None:
+    with pytest.raises(InstanceConfigError, match=r"context\.streaming: missing"):
+        load_instances({})
