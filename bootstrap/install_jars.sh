@@ -22,6 +22,7 @@ ONLY=""
 ALLOW_UNVERIFIED=0
 LAUNCHER=""
 LAUNCHER_DEST="/usr/local/bin/streaming-spark-submit"
+RETRIES=3
 
 log() { printf '%s install_jars: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
 fail() {
@@ -42,6 +43,7 @@ usage: install_jars.sh --lock URI [--repo BASE] [--dest DIR] [--only a,b,...]
   --only LIST         comma-separated artifactIds to install (default: every lock entry)
   --allow-unverified  install jars whose lock checksum is UNVERIFIED (logs their SHA-256)
   --launcher URI      also install streaming-spark-submit.sh to --launcher-dest
+  --retries N         download attempts per file (default 3, backoff 1s, 2s, ...)
 EOF
   exit 2
 }
@@ -55,11 +57,13 @@ while (($#)); do
     --allow-unverified) ALLOW_UNVERIFIED=1; shift ;;
     --launcher) LAUNCHER="${2:?--launcher needs a value}"; shift 2 ;;
     --launcher-dest) LAUNCHER_DEST="${2:?--launcher-dest needs a value}"; shift 2 ;;
+    --retries) RETRIES="${2:?--retries needs a value}"; shift 2 ;;
     -h | --help) usage ;;
     *) log "unknown argument: $1"; usage ;;
   esac
 done
 [[ -n "$LOCK" ]] || { log "--lock is required"; usage; }
+[[ "$RETRIES" =~ ^[1-9][0-9]*$ ]] || { log "--retries must be a positive integer"; usage; }
 REPO="${REPO%/}"
 
 WORK="$(mktemp -d)"
@@ -68,7 +72,7 @@ trap 'rm -rf "$WORK"' EXIT
 # Copy SRC (path, file://, s3://, http(s)://) to DST with bounded time and retries.
 fetch() {
   local src="$1" dst="$2" attempt
-  for attempt in 1 2 3; do
+  for ((attempt = 1; attempt <= RETRIES; attempt++)); do
     case "$src" in
       s3://*)
         if aws s3 cp --only-show-errors --cli-connect-timeout 10 --cli-read-timeout 60 \
@@ -81,8 +85,8 @@ fetch() {
       *)
         if cp -- "$src" "$dst"; then return 0; fi ;;
     esac
-    log "download attempt $attempt of 3 failed: $src"
-    sleep "$attempt"
+    log "download attempt $attempt of $RETRIES failed: $src"
+    if ((attempt < RETRIES)); then sleep "$attempt"; fi
   done
   return 1
 }

@@ -37,6 +37,9 @@ PACKAGE_ZIP: Final = "app.zip"
 ENTRY_POINT: Final = "main.py"
 JOB_CONFIG_FILE: Final = "job-config.json"
 UNVERIFIED: Final = "UNVERIFIED"
+# Stack outputs the construct publishes and scripts/redeploy.py reads back.
+STEP_SPEC_OUTPUT: Final = "JobStepSpec"
+CLUSTER_ID_OUTPUT: Final = "JobClusterId"
 
 # SDK v2 reads aws.cborEnabled, SDK v1 com.amazonaws.sdk.disableCbor: with CBOR
 # off the Kinesis client speaks JSON and never loads jackson-dataformat-cbor.

@@ -42,10 +42,12 @@ from constructs import Construct
 
 from app.config import JobConfig
 from infra.emr_step import (
+    CLUSTER_ID_OUTPUT,
     ENTRY_POINT,
     JARS_DIR,
     JOB_CONFIG_FILE,
     PACKAGE_ZIP,
+    STEP_SPEC_OUTPUT,
     LockedJar,
     StepSpec,
     build_step,
@@ -72,8 +74,6 @@ BOOTSTRAP_FILES: Final = (
 )
 BOOTSTRAP_PREFIX: Final = "artifacts/bootstrap"
 JOB_PREFIX: Final = "artifacts/job"
-STEP_SPEC_OUTPUT: Final = "JobStepSpec"
-CLUSTER_ID_OUTPUT: Final = "JobClusterId"
 _ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
 
 

@@ -1,0 +1,1 @@
+"""Operator commands run from the repository root (``python -m scripts.<name>``)."""
