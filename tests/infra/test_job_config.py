@@ -1,0 +1,59 @@
+"""The InstanceConfig → JobConfig mapping shared by the CDK app and the local run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.config import ConfigError, JobConfig
+from infra.config import InstanceConfig, load_instances, read_cdk_context
+from infra.job_config import job_config_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _instances() -> dict[str, InstanceConfig]:
+    found = load_instances(read_cdk_context(ROOT / "cdk.json"))
+    return {i.instance_id: i for i in found}
+
+
+def test_example_instance_maps_names_and_source_options() -> None:
+    payments = _instances()["payments-ap-northeast-2"]
+    config = job_config_for(
+        payments,
+        checkpoint_location="s3://bucket/checkpoints/payments",
+        kafka_cluster_arn="arn:aws:kafka:ap-northeast-2:111111111111:cluster/c/abc",
+    )
+    assert config.stream_name == "streaming-payments-ap-northeast-2"
+    assert config.database == "streaming_payments_ap_northeast_2"
+    assert config.kafka.topic == "streaming.payments.ap-northeast-2.failures"
+    assert config.kafka.security == "MSK_IAM"
+    assert config.trigger_interval_sec == 5
+    assert config.source.format == "aws-kinesis"
+    assert config.source.consumer_type == "SubscribeToShard"
+    assert config.source.consumer_name == "payments-ap-northeast-2-job"
+    assert config.source.fail_on_data_loss is True
+    assert JobConfig.from_dict(config.to_dict()) == config
+
+
+def test_local_mapping_points_every_client_at_the_emulator() -> None:
+    orders = _instances()["orders-eu-west-1"]
+    config = job_config_for(
+        orders,
+        checkpoint_location="/tmp/cp",
+        kafka_bootstrap_servers="127.0.0.1:9092",
+        kafka_security="PLAINTEXT",
+        aws_endpoint_url="http://127.0.0.1:5000",
+        source_format="python-kinesis",
+    )
+    assert config.kinesis_endpoint_url == "http://127.0.0.1:5000"
+    assert config.s3_endpoint_url == "http://127.0.0.1:5000"
+    assert config.metrics.endpoint_url == "http://127.0.0.1:5000"
+    assert config.source.consumer_name is None
+
+
+def test_kafka_needs_exactly_one_of_brokers_or_cluster() -> None:
+    orders = _instances()["orders-eu-west-1"]
+    with pytest.raises(ConfigError, match="exactly one of bootstrap_servers"):
+        job_config_for(orders, checkpoint_location="/tmp/cp")
