@@ -28,6 +28,7 @@ FAKE_CREDENTIALS = {
     "AWS_SESSION_TOKEN": "testing",
 }
 _START_TIMEOUT_SEC = 30.0
+_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -91,11 +92,13 @@ class ChildServer:
 def start_moto(port: int | None = None, log_dir: Path | None = None) -> ChildServer:
     port = port or free_port()
     log = _log_file(log_dir, "moto")
+    # app.local.moto_server: stock moto with Kinesis' SplitShard semantics.
     process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)],
+        [sys.executable, "-m", "app.local.moto_server", "-H", LOOPBACK, "-p", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, **FAKE_CREDENTIALS},
+        cwd=str(_REPO_ROOT),
     )
     server = ChildServer("moto", port, process)
     try:

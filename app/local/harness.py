@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from app.config import JobConfig
-from app.local.emulators import Endpoints
+from app.local.emulators import FAKE_CREDENTIALS, Endpoints
 from app.local.failures import TopicContents, ensure_topic, read_topic
 from app.local.job_process import JobProcess, clear_stop_marker, job_environment
 from app.local.metrics import PublishedMetrics, cloudwatch_client, read_published
@@ -143,6 +143,7 @@ class LocalInstance:
     shard_count: int | None
     reports: list[ProduceReport] = field(default_factory=list)
     job: JobProcess | None = None
+    all_jobs: list[JobProcess] = field(default_factory=list)
     runs: int = 0
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
@@ -185,7 +186,7 @@ class LocalInstance:
 
     @property
     def kinesis(self) -> Any:
-        return kinesis_client(self.config.region, self.endpoints.aws_url)
+        return kinesis_client(self.config.region, self.endpoints.aws_url, FAKE_CREDENTIALS)
 
     # ------------------------------------------------------------- producing
 
@@ -212,11 +213,14 @@ class LocalInstance:
         clear_stop_marker(self.config)
         self.runs += 1
         self.job = JobProcess.start(self.config, self.root / "job.json", self.log_path)
+        self.all_jobs.append(self.job)
         return self.job
 
     def start_second_copy(self) -> JobProcess:
         """Another job process on the same config, while the first runs."""
-        return JobProcess.start(self.config, self.root / "job.json", self.root / "job-copy.log")
+        copy = JobProcess.start(self.config, self.root / "job.json", self.root / "job-copy.log")
+        self.all_jobs.append(copy)
+        return copy
 
     def stop_job(self, timeout: float = 120.0) -> int:
         if self.job is None:
@@ -231,10 +235,28 @@ class LocalInstance:
     # ------------------------------------------------------------- progress
 
     def batches(self) -> int:
+        return len(self.committed_batches())
+
+    def checkpoint_offsets(self) -> dict[int, dict[str, Any]]:
+        """Batch id -> the source offset Spark recorded for it (``offsets/N``: a
+        version line, the batch metadata, then one line per source)."""
+        found: dict[int, dict[str, Any]] = {}
+        offsets = self.checkpoint / "offsets"
+        if not offsets.exists():
+            return found
+        for path in offsets.iterdir():
+            if not path.name.isdigit():
+                continue
+            lines = path.read_text(encoding="utf-8").splitlines()
+            if len(lines) >= 3:
+                found[int(path.name)] = json.loads(lines[2])
+        return dict(sorted(found.items()))
+
+    def committed_batches(self) -> set[int]:
         commits = self.checkpoint / "commits"
         if not commits.exists():
-            return 0
-        return sum(1 for p in commits.iterdir() if p.name.isdigit())
+            return set()
+        return {int(p.name) for p in commits.iterdir() if p.name.isdigit()}
 
     def observe(self) -> Observation:
         expected = self.expected_ids()

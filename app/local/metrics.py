@@ -26,11 +26,21 @@ class PublishedMetrics:
 
 
 def cloudwatch_client(region: str, endpoint_url: str) -> Any:
+    """A client for the emulator (fake credentials, bounded timeouts)."""
     import boto3
     from botocore.config import Config
 
+    from app.local.emulators import FAKE_CREDENTIALS
+    from app.local.producer import client_credentials
+
     config = Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 3})
-    return boto3.client("cloudwatch", region_name=region, endpoint_url=endpoint_url, config=config)
+    return boto3.client(
+        "cloudwatch",
+        region_name=region,
+        endpoint_url=endpoint_url,
+        config=config,
+        **client_credentials(FAKE_CREDENTIALS),
+    )
 
 
 def _query(metric: str, stat: str, instance: str, index: int) -> dict[str, Any]:

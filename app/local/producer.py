@@ -20,7 +20,7 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -196,8 +196,14 @@ def _split(batch: list[SampleRecord], size: int) -> list[list[SampleRecord]]:
     return [batch[i : i + size] for i in range(0, len(batch), size)]
 
 
-def kinesis_client(region: str, endpoint_url: str | None = None) -> Any:
-    """A client with bounded timeouts and retries (no call may hang a run)."""
+def kinesis_client(
+    region: str, endpoint_url: str | None = None, credentials: Mapping[str, str] | None = None
+) -> Any:
+    """A client with bounded timeouts and retries (no call may hang a run).
+
+    ``credentials`` (``AWS_ACCESS_KEY_ID``-style keys) pins them, e.g. the
+    emulators' fake ones; without, boto3's default chain applies (real AWS).
+    """
     import boto3
     from botocore.config import Config
 
@@ -206,7 +212,25 @@ def kinesis_client(region: str, endpoint_url: str | None = None) -> Any:
         read_timeout=30,
         retries={"max_attempts": 5, "mode": "standard"},
     )
-    return boto3.client("kinesis", region_name=region, endpoint_url=endpoint_url, config=config)
+    return boto3.client(
+        "kinesis",
+        region_name=region,
+        endpoint_url=endpoint_url,
+        config=config,
+        **client_credentials(credentials),
+    )
+
+
+def client_credentials(credentials: Mapping[str, str] | None) -> dict[str, str]:
+    """boto3.client keyword arguments from environment-style credential names."""
+    if not credentials:
+        return {}
+    names = {
+        "AWS_ACCESS_KEY_ID": "aws_access_key_id",
+        "AWS_SECRET_ACCESS_KEY": "aws_secret_access_key",
+        "AWS_SESSION_TOKEN": "aws_session_token",
+    }
+    return {names[k]: v for k, v in credentials.items() if k in names}
 
 
 def ensure_stream(client: Any, stream: str, shard_count: int | None, timeout: float = 60) -> None:

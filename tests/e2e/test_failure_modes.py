@@ -1,0 +1,112 @@
+"""Bad input and broken neighbours: poison pills, Kafka down, CloudWatch down."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.local.emulators import Emulators, free_port
+from app.local.events import (
+    DUPLICATE,
+    FAILURE_KINDS,
+    SampleRecord,
+    malformed_record,
+    valid_event,
+)
+from tests.e2e.conftest import MAX_RECORD_BYTES, MakeLocal, mix, poll
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+
+def test_poison_pills_reach_the_topic_once_and_valid_neighbours_land(
+    emulators: Emulators, make_local: MakeLocal
+) -> None:
+    local = make_local(emulators, shards=1)
+    now = datetime.now(UTC)
+    old = datetime(2019, 3, 4, 5, 6, 7, tzinfo=UTC)
+    records: list[SampleRecord] = [valid_event("pill-000", now, nanos=1, offset="+09:00")]
+    for index, kind in enumerate(FAILURE_KINDS, start=1):
+        records.append(
+            malformed_record(kind, f"pill-bad-{kind}", too_large_bytes=MAX_RECORD_BYTES + 512)
+        )
+        records.append(
+            valid_event(f"pill-{index:03d}", now - timedelta(seconds=index), nanos=index)
+        )
+    first = records[0]
+    records.append(SampleRecord(DUPLICATE, first.data, first.partition_key, first.event_id))
+    records.append(valid_event("pill-old", old, nanos=999_999_999, offset="-05:30"))
+    records.append(valid_event("pill-last", now, nanos=None))
+
+    local.start_job()
+    local.produce(records)
+    local.wait_until_accounted(timeout=240)
+    assert local.job is not None and local.job.running, "the query must keep running"
+    assert local.stop_job() == 0, local.log_tail()
+
+    rows = local.read_table(columns=("id", "event_date", "occurred_at_raw"))
+    summary = local.summary(table_ids=[r["id"] for r in rows])
+    topic = local.read_topic()
+    assert summary.ok, summary.problems
+    assert summary.failures_by_reason == dict.fromkeys(sorted(FAILURE_KINDS), 1)
+    assert topic.records == len(FAILURE_KINDS), "each bad record exactly once on the topic"
+    by_id = {r["id"]: r for r in rows}
+    assert sorted(by_id) == sorted(
+        ["pill-000", "pill-last", "pill-old", *(f"pill-{i:03d}" for i in range(1, 7))]
+    )
+    assert len(rows) == 9, "the re-sent id lands once"
+    assert by_id["pill-old"]["event_date"] == "2019-03-04"
+    assert by_id["pill-old"]["occurred_at_raw"] == "2019-03-04T00:36:07.999999999-05:30"
+    reasons = {topic.reason_of(k) for k in topic.keys}
+    assert reasons == set(FAILURE_KINDS)
+
+
+def test_kafka_down_fails_the_batch_and_a_restart_delivers_everything(
+    kafka_on_s3_emulators: Emulators, make_local: MakeLocal
+) -> None:
+    emulators = kafka_on_s3_emulators
+    local = make_local(emulators)
+    local.start_job()
+    local.produce(mix(500, seed=21, prefix="kd-a", malformed_share=0.02))
+    local.wait_until_accounted(timeout=240)
+    committed_before = local.committed_batches()
+
+    emulators.stop_kafka()
+    local.produce(mix(500, seed=22, prefix="kd-b", malformed_share=0.04))
+    assert local.job is not None
+    code = local.job.wait(timeout=180)
+    assert code != 0, "a batch whose failure records cannot be delivered must fail the job"
+    planned = set(local.checkpoint_offsets())
+    committed = local.committed_batches()
+    assert planned - committed, "the failed batch must not be committed"
+    assert committed >= committed_before
+
+    emulators.start_kafka()
+    local.start_job()
+    local.wait_until_accounted(timeout=240)
+    assert local.stop_job() == 0, local.log_tail()
+    summary = local.summary()
+    assert summary.ok, summary.problems
+    assert summary.failure_records == 10 + 20
+    assert summary.duplicate_ids == 0
+
+
+def test_cloudwatch_down_keeps_the_job_processing(
+    emulators: Emulators, make_local: MakeLocal
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    local = make_local(
+        emulators,
+        overrides={"metrics": {"endpoint_url": dead, "timeout_sec": 1, "max_attempts": 2}},
+    )
+    local.start_job()
+    local.produce(mix(1_000, seed=31, prefix="cw", malformed_share=0.02))
+    local.wait_until_accounted(timeout=240)
+    poll(lambda: local.batches() >= 2, "two batches committed", timeout=60)
+    assert local.job is not None and local.job.running
+    assert local.stop_job() == 0, local.log_tail()
+    log = local.log_path.read_text(encoding="utf-8", errors="replace").lower()
+    assert "cloudwatch" in log, "the metrics failure must be logged"
+    summary = local.summary()
+    assert summary.ok, summary.problems
+    assert summary.metrics_published == 0, "nothing reached the real (moto) CloudWatch"

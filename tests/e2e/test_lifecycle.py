@@ -1,0 +1,165 @@
+"""Lifecycle: graceful stop, a second copy, a restart after a pause, two
+instances side by side, a shard split while running."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from app.local.emulators import Emulators
+from app.local.harness import LocalInstance
+from tests.e2e.conftest import MakeLocal, mix, poll
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+
+def test_stop_marker_ends_the_job_with_exit_zero_after_the_current_batch(
+    emulators: Emulators, make_local: MakeLocal
+) -> None:
+    local = make_local(emulators)
+    local.start_job()
+    local.produce(mix(1_000, seed=41, prefix="gs"))
+    local.wait_until_accounted(timeout=240)
+    assert local.job is not None
+    local.job.request_stop()
+    assert local.job.wait(timeout=120) == 0, local.log_tail()
+    assert set(local.checkpoint_offsets()) == local.committed_batches(), (
+        "every planned batch was committed before the exit"
+    )
+    assert local.summary().ok
+
+
+def test_second_copy_refuses_to_start_and_the_first_carries_on(
+    emulators: Emulators, make_local: MakeLocal
+) -> None:
+    local = make_local(emulators)
+    first = local.start_job()
+    local.produce(mix(500, seed=51, prefix="sc-a"))
+    local.wait_until_accounted(timeout=240)
+
+    copy = local.start_second_copy()
+    code = copy.wait(timeout=180)
+    assert code != 0
+    message = copy.log_path.read_text(encoding="utf-8", errors="replace").lower()
+    assert "lease" in message or "already running" in message, copy.log_tail()
+
+    assert first.running, "the first copy must be unaffected"
+    local.produce(mix(500, seed=52, prefix="sc-b"))
+    local.wait_until_accounted(timeout=240)
+    assert local.stop_job() == 0, local.log_tail()
+    assert local.summary().ok
+
+
+def test_restart_after_a_pause_processes_the_backlog_in_bounded_batches(
+    emulators: Emulators, make_local: MakeLocal
+) -> None:
+    limit = 1_000
+    shards = 2
+    local = make_local(
+        emulators, shards=shards, overrides={"source": {"max_fetch_records_per_shard": limit}}
+    )
+    local.start_job()
+    local.produce(mix(1_000, seed=61, prefix="rp-a"))
+    local.wait_until_accounted(timeout=240)
+    assert local.stop_job() == 0, local.log_tail()
+    before = set(local.checkpoint_offsets())
+
+    local.produce(mix(10_000, seed=62, prefix="rp-b"))
+    local.start_job()
+    local.wait_until_accounted(timeout=400)
+    assert local.stop_job() == 0, local.log_tail()
+
+    offsets = local.checkpoint_offsets()
+    new_batches = sorted(set(offsets) - before)
+    per_batch = [_records_per_shard(offsets, b) for b in new_batches]
+    nonempty = [b for b in per_batch if sum(b.values())]
+    assert sum(sum(b.values()) for b in per_batch) == 10_000
+    assert all(n <= limit for b in per_batch for n in b.values()), per_batch
+    assert math.ceil(10_000 / (shards * limit)) <= len(nonempty) <= 10_000 // limit + 2
+    assert local.summary().ok
+
+
+def _records_per_shard(offsets: dict[int, dict], batch: int) -> dict[str, int]:
+    """Records a batch read per shard: moto numbers records 1, 2, 3... per shard."""
+    end = offsets[batch]["shards"]
+    start = offsets.get(batch - 1, {"shards": {}})["shards"]
+
+    def seq(state: dict | None) -> int:
+        return int(state["after"]) if state and state.get("after") is not None else 0
+
+    return {shard: seq(state) - seq(start.get(shard)) for shard, state in end.items()}
+
+
+def test_two_instances_run_side_by_side_in_isolation(
+    emulators: Emulators, make_local: MakeLocal
+) -> None:
+    orders = make_local(emulators, "orders-ap-northeast-2")
+    payments = make_local(emulators, "payments-ap-northeast-2")
+    orders.start_job()
+    payments.start_job()
+    orders.produce(mix(1_500, seed=71, prefix="orders"))
+    payments.produce(mix(2_500, seed=72, prefix="payments"))
+    for local in (orders, payments):
+        local.wait_until_accounted(timeout=300)
+    for local in (orders, payments):
+        assert local.stop_job() == 0, local.log_tail()
+
+    for local, other in ((orders, payments), (payments, orders)):
+        summary = local.summary()
+        assert summary.ok, summary.problems
+        assert summary.unexpected_ids == ()
+        assert summary.unexpected_failures == ()
+        assert local.config.database != other.config.database
+        assert local.config.kafka.topic != other.config.kafka.topic
+        assert local.checkpoint != other.checkpoint
+        last = local.checkpoint_offsets()[max(local.committed_batches())]["shards"]
+        produced_last = local.reports[0].last_sequence_by_shard()
+        assert {s: v["after"] for s, v in last.items()} == produced_last
+
+
+def test_shard_split_while_running_loses_and_duplicates_nothing(
+    emulators: Emulators, make_local: MakeLocal
+) -> None:
+    local = make_local(emulators, shards=2)
+    local.start_job()
+    local.produce(mix(2_000, seed=81, prefix="rs-a"))
+    poll(lambda: local.batches() >= 1, "first batch committed", timeout=240)
+
+    _split_first_shard(local)
+    local.produce(mix(2_000, seed=82, prefix="rs-b"))
+    local.wait_until_accounted(timeout=300)
+    assert local.stop_job() == 0, local.log_tail()
+    summary = local.summary()
+    assert summary.ok, summary.problems
+    assert summary.duplicate_ids == 0
+    shards = local.kinesis.list_shards(StreamName=local.config.stream_name)["Shards"]
+    assert len(shards) == 4, "parent + two children + the untouched shard"
+    children = {p.shard_id for r in local.reports[1:] for p in r.placed}
+    assert children - {"shardId-000000000000", "shardId-000000000001"}, (
+        "records after the split must have gone to the children"
+    )
+
+
+def _split_first_shard(local: LocalInstance) -> None:
+    client = local.kinesis
+    stream = local.config.stream_name
+    shard = client.list_shards(StreamName=stream)["Shards"][0]
+    low = int(shard["HashKeyRange"]["StartingHashKey"])
+    high = int(shard["HashKeyRange"]["EndingHashKey"])
+    client.split_shard(
+        StreamName=stream,
+        ShardToSplit=shard["ShardId"],
+        NewStartingHashKey=str((low + high) // 2),
+    )
+    deadline = time.monotonic() + 30
+    while (
+        client.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"][
+            "StreamStatus"
+        ]
+        != "ACTIVE"
+    ):
+        if time.monotonic() > deadline:
+            raise TimeoutError("stream not ACTIVE after the split")
+        time.sleep(0.2)
