@@ -62,8 +62,8 @@ def _shard_for_key(self: Any, partition_key: str, explicit_hash_key: str) -> Any
 def patch_kinesis() -> None:
     from moto.kinesis import models
 
-    models.Stream.split_shard = _split_shard
-    models.Stream.get_shard_for_key = _shard_for_key
+    models.Stream.split_shard = _split_shard  # type: ignore[method-assign]
+    models.Stream.get_shard_for_key = _shard_for_key  # type: ignore[method-assign]
 
 
 def main(argv: list[str] | None = None) -> None:
