@@ -16,6 +16,7 @@ StartingPosition = Literal["TRIM_HORIZON", "LATEST"]
 SourceFormat = Literal["python-kinesis", "aws-kinesis"]
 ConsumerType = Literal["GetRecords", "SubscribeToShard"]
 KafkaSecurity = Literal["PLAINTEXT", "MSK_IAM"]
+FieldType = Literal["string", "long", "double", "boolean", "timestamp", "object", "array"]
 
 
 class ConfigError(ValueError):
@@ -58,6 +59,25 @@ class MetricsOptions:
 
 
 @dataclass(frozen=True)
+class EventField:
+    """One top-level field of the JSON events. ``timestamp`` fields are ISO-8601
+    strings (up to 9 fractional digits, optional offset); ``object``/``array``
+    fields are kept as JSON text in the table."""
+
+    name: str
+    type: FieldType = "string"
+    required: bool = True
+
+
+DEFAULT_EVENT_FIELDS: tuple[EventField, ...] = (
+    EventField("id", "string"),
+    EventField("type", "string"),
+    EventField("occurredAt", "timestamp"),
+    EventField("payload", "object"),
+)
+
+
+@dataclass(frozen=True)
 class JobConfig:
     instance_id: str
     region: str
@@ -74,6 +94,18 @@ class JobConfig:
     max_record_bytes: int = 1_048_576
     source: SourceOptions = field(default_factory=SourceOptions)
     metrics: MetricsOptions = field(default_factory=MetricsOptions)
+    # The event schema; ``id_field`` (a required string) is the de-duplication
+    # key and ``event_time_field`` (a required timestamp) orders versions of an
+    # id and gives the table's date partition.
+    event_fields: tuple[EventField, ...] = DEFAULT_EVENT_FIELDS
+    id_field: str = "id"
+    event_time_field: str = "occurredAt"
+    # Single-writer lease beside the checkpoint: renewed every ttl/3; a new
+    # copy waits at most ``lease_wait_sec`` for a stale lease to expire.
+    lease_ttl_sec: int = 30
+    lease_wait_sec: int = 45
+    stop_poll_interval_sec: int = 2
+    graceful_stop_timeout_sec: int = 300
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,16 +120,43 @@ class JobConfig:
             raise ConfigError(
                 "kafka: set exactly one of bootstrap_servers (local) or cluster_arn (MSK)"
             )
+        _check_event_fields(config)
+        if config.lease_wait_sec < config.lease_ttl_sec:
+            raise ConfigError(
+                f"lease_wait_sec: {config.lease_wait_sec} must be >= lease_ttl_sec "
+                f"({config.lease_ttl_sec}), or a restart after a crash could never "
+                "outwait the dead copy's lease"
+            )
         return config
 
     @classmethod
     def from_file(cls, path: str | Path) -> JobConfig:
         text = Path(path).read_text(encoding="utf-8")
+        return cls.from_json(text, str(path))
+
+    @classmethod
+    def from_json(cls, text: str, origin: str = "config") -> JobConfig:
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON: {exc}") from exc
+            raise ConfigError(f"{origin}: not valid JSON: {exc}") from exc
         return cls.from_dict(raw)
+
+
+def _check_event_fields(config: JobConfig) -> None:
+    by_name: dict[str, EventField] = {}
+    for index, item in enumerate(config.event_fields):
+        if item.name in by_name:
+            raise ConfigError(f"event_fields[{index}].name: {item.name!r} appears twice")
+        by_name[item.name] = item
+    for attr, wanted in (("id_field", "string"), ("event_time_field", "timestamp")):
+        name = getattr(config, attr)
+        spec = by_name.get(name)
+        if spec is None or spec.type != wanted or not spec.required:
+            raise ConfigError(
+                f"{attr}: {name!r} must name a required {wanted} field of event_fields "
+                f"(have: {', '.join(by_name) or 'none'})"
+            )
 
 
 _NESTED: dict[str, type[Any]] = {
@@ -105,6 +164,8 @@ _NESTED: dict[str, type[Any]] = {
     "source": SourceOptions,
     "metrics": MetricsOptions,
 }
+# Fields holding a list of objects: the element type.
+_NESTED_LISTS: dict[str, type[Any]] = {"event_fields": EventField}
 
 _POSITIVE = {
     "trigger_interval_sec",
@@ -117,6 +178,10 @@ _POSITIVE = {
     "flush_timeout_sec",
     "timeout_sec",
     "max_attempts",
+    "lease_ttl_sec",
+    "lease_wait_sec",
+    "stop_poll_interval_sec",
+    "graceful_stop_timeout_sec",
 }
 
 T = TypeVar("T")
@@ -141,6 +206,12 @@ def _build(cls: type[T], raw: object, prefix: str) -> T:
         value = raw[name]
         if name in _NESTED:
             values[name] = _build(_NESTED[name], value, f"{path}.")
+        elif name in _NESTED_LISTS:
+            if not isinstance(value, list | tuple) or not value:
+                raise ConfigError(f"{path}: expected a non-empty list, got {value!r}")
+            values[name] = tuple(
+                _build(_NESTED_LISTS[name], item, f"{path}[{i}].") for i, item in enumerate(value)
+            )
         else:
             values[name] = _check(path, name, f.type, value)
     return cls(**values)
@@ -158,6 +229,7 @@ def _check(path: str, name: str, annotation: object, value: object) -> object:
         "SourceFormat": SourceFormat,
         "ConsumerType": ConsumerType,
         "KafkaSecurity": KafkaSecurity,
+        "FieldType": FieldType,
     }.get(text.split(" ", maxsplit=1)[0].strip("'"))
     if literal is not None:
         allowed = get_args(literal)

@@ -1,0 +1,264 @@
+"""``main()``: config -> lease -> session -> query -> exit code.
+
+One entry point for EMR (``spark-submit app/main.py --config s3://...``) and
+the local run (``python -m app --config cfg.json --work-dir .work/x``).
+
+Exit codes (the EMR step fails on anything but 0, which fires the alarm):
+
+0  stopped on request (SIGTERM/SIGINT or the stop marker), between batches
+1  the query failed (an exception in a batch; the cause is logged)
+2  the configuration is invalid or unreadable (the message names the field)
+3  another copy holds the instance's lease: refused to start
+4  the lease was lost while running (another copy took it, or it expired)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from app.config import ConfigError, JobConfig
+from app.lifecycle import (
+    LeaseHeldError,
+    LeaseKeeper,
+    StopMarker,
+    StopRequest,
+    is_s3,
+    make_lease,
+    parse_s3_uri,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger("app.job")
+
+EXIT_OK: Final = 0
+EXIT_QUERY_FAILED: Final = 1
+EXIT_BAD_CONFIG: Final = 2
+EXIT_LEASE_HELD: Final = 3
+EXIT_LEASE_LOST: Final = 4
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="app", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--config", required=True, help="job config JSON: a path or s3://bucket/key"
+    )
+    parser.add_argument(
+        "--work-dir",
+        help="local run only: Derby metastore and warehouse go here (app.spark_conf.local_conf); "
+        "omit on EMR, where spark-defaults hold the conf",
+    )
+    return parser.parse_args(argv)
+
+
+def _boto_config(timeout_sec: int = 10, attempts: int = 3) -> Any:
+    from botocore.config import Config
+
+    return Config(
+        connect_timeout=timeout_sec,
+        read_timeout=timeout_sec,
+        retries={"max_attempts": attempts, "mode": "standard"},
+    )
+
+
+def load_config(location: str, s3_client: Any = None) -> JobConfig:
+    """A path or an ``s3://`` URI (the CDK app uploads the config beside the code)."""
+    if not is_s3(location):
+        try:
+            return JobConfig.from_file(location)
+        except OSError as exc:
+            raise ConfigError(f"--config: cannot read {location}: {exc}") from exc
+    bucket, key = parse_s3_uri(location)
+    if s3_client is None:
+        import boto3
+
+        s3_client = boto3.client("s3", config=_boto_config())
+    try:
+        body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except Exception as exc:
+        raise ConfigError(f"--config: cannot read {location}: {exc}") from exc
+    return JobConfig.from_json(body.decode("utf-8"), location)
+
+
+def s3_client_for(config: JobConfig) -> Any:
+    import boto3
+
+    return boto3.client(
+        "s3", region_name=config.region, endpoint_url=config.s3_endpoint_url, config=_boto_config()
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in ("py4j", "botocore", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    args = parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        log.error("invalid job configuration: %s", exc)
+        return EXIT_BAD_CONFIG
+
+    stop = StopRequest()
+    stop.install()
+    s3 = s3_client_for(config)
+    lease = make_lease(config.checkpoint_location, config.instance_id, config.lease_ttl_sec, s3)
+    try:
+        lease.acquire(config.lease_wait_sec)
+    except LeaseHeldError as exc:
+        log.error("%s", exc)
+        return EXIT_LEASE_HELD
+    keeper = LeaseKeeper(lease)
+    keeper.start()
+    log.info("instance %s: lease acquired by %s", config.instance_id, lease.owner)
+    try:
+        spark = _session(config, args.work_dir)
+        try:
+            return run(spark, config, stop=stop, keeper=keeper, s3_client=s3)
+        finally:
+            spark.stop()
+    except Exception:
+        log.exception("job failed")
+        return EXIT_QUERY_FAILED
+    finally:
+        keeper.stop()
+        try:
+            lease.release()
+        except Exception as exc:  # the TTL frees it anyway
+            log.warning("could not release the lease: %s", exc)
+
+
+def _session(config: JobConfig, work_dir: str | None) -> SparkSession:
+    from app.session import build_session
+    from app.spark_conf import local_conf
+
+    conf = local_conf(work_dir) if work_dir else {}
+    return build_session(conf, f"streaming-{config.instance_id}")
+
+
+def run(
+    spark: SparkSession,
+    config: JobConfig,
+    *,
+    stop: StopRequest,
+    keeper: LeaseKeeper | None = None,
+    s3_client: Any = None,
+) -> int:
+    """Start the query and supervise it until it fails or is asked to stop."""
+    from app.monitoring import BatchResults, CloudWatchPublisher, make_listener
+    from app.sinks.batch import BatchProcessor
+    from app.sinks.kafka import KafkaSettings, resolve_bootstrap_servers
+    from app.sinks.table import ensure_table
+    from app.sources import read_stream
+
+    bootstrap = resolve_bootstrap_servers(config.kafka, region=config.region)
+    kafka = KafkaSettings.from_options(
+        config.kafka,
+        region=config.region,
+        instance_id=config.instance_id,
+        bootstrap_servers=bootstrap,
+    )
+    results = BatchResults()
+    publisher = None
+    listener = None
+    if config.metrics.enabled:
+        publisher = CloudWatchPublisher.for_config(
+            config.instance_id,
+            config.region,
+            config.metrics.endpoint_url,
+            config.metrics.timeout_sec,
+            config.metrics.max_attempts,
+        )
+        listener = make_listener(publisher, results, config.trigger_interval_sec)
+        spark.streams.addListener(listener)
+    ensure_table(
+        spark, config.database, config.table, config.event_fields, config.database_location
+    )
+    processor = BatchProcessor(config, kafka, on_result=results.put)
+    marker = StopMarker(config.stop_marker_path, s3_client) if config.stop_marker_path else None
+    query = (
+        read_stream(spark, config)
+        .writeStream.queryName(f"events_{config.instance_id}".replace("-", "_"))
+        .option("checkpointLocation", config.checkpoint_location)
+        .trigger(processingTime=f"{config.trigger_interval_sec} seconds")
+        .foreachBatch(processor)
+        .start()
+    )
+    log.info("query %s started (checkpoint %s)", query.id, config.checkpoint_location)
+    try:
+        return supervise(query, config, stop=stop, keeper=keeper, marker=marker)
+    finally:
+        if listener is not None:
+            spark.streams.removeListener(listener)
+        if publisher is not None:
+            publisher.close()
+            log.info(
+                "metrics: %d published, %d failed calls, %d dropped",
+                publisher.published,
+                publisher.failed_calls,
+                publisher.dropped,
+            )
+
+
+def supervise(
+    query: StreamingQuery,
+    config: JobConfig,
+    *,
+    stop: StopRequest,
+    keeper: LeaseKeeper | None = None,
+    marker: StopMarker | None = None,
+) -> int:
+    poll = config.stop_poll_interval_sec
+    while True:
+        try:
+            if query.awaitTermination(poll):
+                break
+        except Exception as exc:
+            log.error("query failed, stopping the job: %s", _cause(exc))
+            return EXIT_QUERY_FAILED
+        if keeper is not None and keeper.lost.is_set():
+            log.error("lease lost, stopping at once: %s", keeper.reason)
+            query.stop()
+            return EXIT_LEASE_LOST
+        if marker is not None and not stop.event.is_set() and marker.present():
+            stop.request(f"stop marker {marker.path}")
+        if stop.event.is_set():
+            log.info("stop requested (%s): stopping between batches", stop.reason)
+            _stop_between_batches(query, config.graceful_stop_timeout_sec)
+            if marker is not None and stop.reason.startswith("stop marker"):
+                marker.consume()
+            failure = query.exception()
+            if failure is not None:
+                log.error("query failed while stopping: %s", _cause(failure))
+                return EXIT_QUERY_FAILED
+            log.info("stopped gracefully")
+            return EXIT_OK
+    failure = query.exception()
+    if failure is not None:
+        log.error("query failed, stopping the job: %s", _cause(failure))
+        return EXIT_QUERY_FAILED
+    log.error("query terminated without a stop request or an error")
+    return EXIT_QUERY_FAILED
+
+
+def _stop_between_batches(query: StreamingQuery, timeout_sec: int) -> None:
+    """Wait (bounded) for the running batch to finish, then stop. A batch still
+    running at the deadline is interrupted; it was not committed and is
+    replayed, idempotently, by the next start."""
+    deadline = time.monotonic() + timeout_sec
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    query.stop()
+
+
+def _cause(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) <= 4000 else text[:4000] + " ..."

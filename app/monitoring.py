@@ -1,0 +1,300 @@
+"""Per-batch delay metrics to CloudWatch, from a ``StreamingQueryListener``.
+
+The incident this answers: a 10-second micro-batch ran minutes late for hours
+and the only alarm watched "0 records". So every batch publishes how long it
+took against its trigger, how old its oldest record was, the source lag when
+the source reports one, and a heartbeat whose absence is itself an alarm.
+
+Publishing never stops the query: the listener only enqueues into a bounded
+buffer (oldest data points are dropped, and counted, when CloudWatch is away
+for long), and one background thread sends batches of data points with a
+bounded timeout and bounded retries. Failures are logged and counted.
+Metric names and the dimension come from :mod:`app.contract`, shared with the
+alarms.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from app import contract
+from app.sinks.batch import BatchResult
+
+log = logging.getLogger(__name__)
+
+# Source metrics that mean "how far behind the newest record we are", in ms
+# (the awslabs connector reports the first two per query progress).
+SOURCE_LAG_KEYS: Final = ("maxMsBehindLatest", "avgMsBehindLatest", "millisBehindLatest", "lagMs")
+MAX_DATUMS_PER_CALL: Final = 500
+BUFFER_LIMIT: Final = 10_000
+
+
+@dataclass(frozen=True)
+class Datum:
+    name: str
+    value: float
+    unit: str
+    timestamp: datetime
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def source_lag_ms(progress: Mapping[str, Any]) -> float | None:
+    """The largest lag any source reports, or None when none reports one."""
+    lags: list[float] = []
+    for source in progress.get("sources") or ():
+        metrics = source.get("metrics") or {}
+        for key in SOURCE_LAG_KEYS:
+            value = _number(metrics.get(key))
+            if value is not None:
+                lags.append(value)
+    return max(lags) if lags else None
+
+
+def progress_datums(
+    progress: Mapping[str, Any],
+    *,
+    trigger_interval_sec: int,
+    result: BatchResult | None,
+    now: datetime,
+) -> list[Datum]:
+    """The data points for one ``QueryProgressEvent`` (progress as parsed JSON).
+
+    ``SchedulingDelayRatio`` is the batch's trigger execution time over the
+    trigger interval: above 1 the next batch starts late, and keeps drifting.
+    ``EndToEndLatencyMs`` is ``now`` minus the oldest Kinesis arrival time in
+    the batch (only for batches that had records).
+    """
+    duration = _number((progress.get("durationMs") or {}).get("triggerExecution")) or 0.0
+    datums = [
+        Datum(contract.BATCH_DURATION_MS, duration, "Milliseconds", now),
+        Datum(contract.INPUT_ROWS, _number(progress.get("numInputRows")) or 0.0, "Count", now),
+        Datum(
+            contract.INPUT_ROWS_PER_SECOND,
+            _number(progress.get("inputRowsPerSecond")) or 0.0,
+            "Count/Second",
+            now,
+        ),
+        Datum(
+            contract.PROCESSED_ROWS_PER_SECOND,
+            _number(progress.get("processedRowsPerSecond")) or 0.0,
+            "Count/Second",
+            now,
+        ),
+        Datum(
+            contract.SCHEDULING_DELAY_RATIO,
+            duration / (trigger_interval_sec * 1000.0),
+            "None",
+            now,
+        ),
+        Datum(
+            contract.FAILURE_RECORDS,
+            float(result.failure_records if result else 0),
+            "Count",
+            now,
+        ),
+        Datum(contract.HEARTBEAT, 1.0, "Count", now),
+    ]
+    if result is not None and result.oldest_arrival is not None:
+        latency = (now - result.oldest_arrival).total_seconds() * 1000.0
+        datums.append(Datum(contract.END_TO_END_LATENCY_MS, max(0.0, latency), "Milliseconds", now))
+    lag = source_lag_ms(progress)
+    if lag is not None:
+        datums.append(Datum(contract.SOURCE_LAG_MS, lag, "Milliseconds", now))
+    return datums
+
+
+def metric_data(datums: list[Datum], instance: str) -> list[dict[str, Any]]:
+    """``put_metric_data`` payload entries, with the instance dimension."""
+    return [
+        {
+            "MetricName": d.name,
+            "Dimensions": contract.dimensions(instance),
+            "Timestamp": d.timestamp,
+            "Value": d.value,
+            "Unit": d.unit,
+        }
+        for d in datums
+    ]
+
+
+class CloudWatchPublisher:
+    """Bounded buffer + one sender thread. ``publish`` never blocks or raises."""
+
+    def __init__(
+        self,
+        instance: str,
+        put_metric_data: Callable[..., Any],
+        *,
+        flush_interval_sec: float = 5.0,
+        buffer_limit: int = BUFFER_LIMIT,
+    ) -> None:
+        self.instance = instance
+        self._put = put_metric_data
+        self._interval = flush_interval_sec
+        self._buffer: deque[Datum] = deque()
+        self._limit = buffer_limit
+        self._wake = threading.Condition()
+        self._closed = False
+        self.published = 0
+        self.failed_calls = 0
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="cloudwatch-publisher", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def for_config(
+        cls,
+        instance: str,
+        region: str,
+        endpoint_url: str | None,
+        timeout_sec: int,
+        max_attempts: int,
+    ) -> CloudWatchPublisher:
+        import boto3
+        from botocore.config import Config
+
+        client = boto3.client(
+            "cloudwatch",
+            region_name=region,
+            endpoint_url=endpoint_url,
+            config=Config(
+                connect_timeout=timeout_sec,
+                read_timeout=timeout_sec,
+                retries={"max_attempts": max_attempts, "mode": "standard"},
+            ),
+        )
+        return cls(instance, client.put_metric_data)
+
+    def publish(self, datums: list[Datum]) -> None:
+        with self._wake:
+            self._buffer.extend(datums)
+            overflow = len(self._buffer) - self._limit
+            for _ in range(max(0, overflow)):
+                self._buffer.popleft()
+            if overflow > 0:
+                self.dropped += overflow
+            self._wake.notify()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Send what is buffered now (tests, shutdown). True when the buffer emptied."""
+        return self._send_all(timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join(timeout)
+        self._send_all(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                if not self._closed and not self._buffer:
+                    self._wake.wait(self._interval)
+                if self._closed:
+                    return
+            self._send_all(self._interval)
+
+    def _take(self) -> list[Datum]:
+        with self._wake:
+            count = min(MAX_DATUMS_PER_CALL, len(self._buffer))
+            return [self._buffer.popleft() for _ in range(count)]
+
+    def _send_all(self, _timeout: float) -> bool:
+        while True:
+            chunk = self._take()
+            if not chunk:
+                return True
+            try:
+                self._put(
+                    Namespace=contract.METRIC_NAMESPACE,
+                    MetricData=metric_data(chunk, self.instance),
+                )
+                self.published += len(chunk)
+            except Exception as exc:  # an outage must never reach the query
+                self.failed_calls += 1
+                self.dropped += len(chunk)
+                log.warning(
+                    "CloudWatch put_metric_data failed (%d data points dropped, %d failed calls "
+                    "so far): %s: %s",
+                    len(chunk),
+                    self.failed_calls,
+                    type(exc).__name__,
+                    exc,
+                )
+                return False
+
+
+class BatchResults:
+    """Hand-off from ``foreachBatch`` (query thread) to the listener (listener bus)."""
+
+    def __init__(self, limit: int = 100) -> None:
+        self._lock = threading.Lock()
+        self._results: dict[int, BatchResult] = {}
+        self._limit = limit
+
+    def put(self, result: BatchResult) -> None:
+        with self._lock:
+            self._results[result.batch_id] = result
+            while len(self._results) > self._limit:
+                self._results.pop(next(iter(self._results)))
+
+    def pop(self, batch_id: int) -> BatchResult | None:
+        with self._lock:
+            return self._results.pop(batch_id, None)
+
+
+def make_listener(
+    publisher: CloudWatchPublisher,
+    results: BatchResults,
+    trigger_interval_sec: int,
+    clock: Callable[[], datetime] | None = None,
+) -> Any:
+    """A ``StreamingQueryListener`` (built lazily: importing pyspark is heavy)."""
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    now = clock or (lambda: datetime.now(UTC))
+
+    class MetricsListener(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802
+            publisher.publish([Datum(contract.HEARTBEAT, 1.0, "Count", now())])
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+            try:
+                progress = json.loads(event.progress.json)
+                result = results.pop(int(progress.get("batchId", -1)))
+                publisher.publish(
+                    progress_datums(
+                        progress,
+                        trigger_interval_sec=trigger_interval_sec,
+                        result=result,
+                        now=now(),
+                    )
+                )
+            except Exception:  # a metrics bug must not take the listener bus down
+                log.exception("could not turn query progress into metrics")
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+            publisher.publish([Datum(contract.HEARTBEAT, 1.0, "Count", now())])
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            publisher.flush()
+
+    return MetricsListener()

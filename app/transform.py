@@ -1,0 +1,351 @@
+"""Pure DataFrame functions: classify raw Kinesis records, split, de-duplicate.
+
+Everything here is ``DataFrame -> DataFrame`` with no I/O, so each step is
+unit-tested on small static frames and the sink only wires them together.
+
+Parsing goes through Spark's VARIANT (``try_parse_json``) instead of
+``from_json``: ``from_json`` silently turns ``"id": 42`` into the string
+``"42"`` and a nested object into its text, so a wrong type would pass as
+valid. A variant keeps the JSON type of each value, which gives a precise
+failure taxonomy without a Python UDF (the whole classification stays in the
+JVM, narrow, no shuffle).
+
+Failure reasons, in precedence order (the first that applies wins):
+
+``too_large``      the record is larger than ``max_record_bytes`` (not parsed)
+``not_utf8``       the bytes are not valid UTF-8
+``malformed_json`` not JSON, or JSON but not an object (``[1]``, ``"x"``, ``null``)
+``missing_field``  a required field is absent or ``null``
+``wrong_type``     a field has another JSON type than the schema says
+``bad_timestamp``  a timestamp field is a string but not ISO-8601 / not a real instant
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+from app.config import DEFAULT_EVENT_FIELDS, EventField
+from app.sources.schema import (
+    ARRIVAL_TIMESTAMP,
+    DATA,
+    PARTITION_KEY,
+    SEQUENCE_NUMBER,
+    SHARD_ID,
+    STREAM_NAME,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+TOO_LARGE: Final = "too_large"
+NOT_UTF8: Final = "not_utf8"
+MALFORMED_JSON: Final = "malformed_json"
+MISSING_FIELD: Final = "missing_field"
+WRONG_TYPE: Final = "wrong_type"
+BAD_TIMESTAMP: Final = "bad_timestamp"
+REASONS: Final = (TOO_LARGE, NOT_UTF8, MALFORMED_JSON, MISSING_FIELD, WRONG_TYPE, BAD_TIMESTAMP)
+
+# The name a consumer of the failure topic sees in the ``exception`` header:
+# the class of error a hand-written parser would have raised for the reason.
+ERROR_CLASSES: Final = {
+    TOO_LARGE: "RecordTooLargeError",
+    NOT_UTF8: "UnicodeDecodeError",
+    MALFORMED_JSON: "JSONDecodeError",
+    MISSING_FIELD: "MissingFieldError",
+    WRONG_TYPE: "TypeError",
+    BAD_TIMESTAMP: "DateTimeParseError",
+}
+
+# Columns the classification adds to the source columns.
+REASON: Final = "failure_reason"
+MESSAGE: Final = "failure_message"
+ERROR_CLASS: Final = "failure_class"
+EVENT_DATE: Final = "event_date"
+BATCH_ID: Final = "batch_id"
+
+# Source coordinates as table columns (Hive lower-cases names: use snake_case).
+SOURCE_TABLE_COLUMNS: Final = (
+    (STREAM_NAME, "stream_name"),
+    (SHARD_ID, "shard_id"),
+    (SEQUENCE_NUMBER, "sequence_number"),
+    (PARTITION_KEY, "partition_key"),
+    (ARRIVAL_TIMESTAMP, "arrival_time"),
+)
+
+# ISO-8601 extended form: date, 'T', time with 1-9 fractional digits, optional
+# offset ('Z' or +hh:mm). Spark's cast alone is laxer (it takes a bare date or
+# 10+ fractional digits), so the shape is checked first.
+ISO_TIMESTAMP: Final = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+    r"(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})?$"
+)
+_OFFSET_SUFFIX: Final = r"(Z|[+-][0-9]{2}:[0-9]{2})$"
+_MICROS_PER_DAY: Final = 86_400_000_000
+
+_SPARK_TYPES: Final = {
+    "string": "string",
+    "long": "bigint",
+    "double": "double",
+    "boolean": "boolean",
+    "timestamp": "timestamp",
+    "object": "string",
+    "array": "string",
+}
+
+
+def column_name(field_name: str) -> str:
+    """The table column of a JSON field: ``occurredAt`` -> ``occurred_at``."""
+    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", field_name).lower()
+    return re.sub(r"[^a-z0-9_]", "_", snake)
+
+
+def raw_column_name(field_name: str) -> str:
+    """Timestamp fields also keep the string as sent (nanoseconds, offset)."""
+    return f"{column_name(field_name)}_raw"
+
+
+def event_columns(fields: Sequence[EventField]) -> list[tuple[str, str]]:
+    """``(column, spark type)`` of the parsed event, in schema order."""
+    out: list[tuple[str, str]] = []
+    for spec in fields:
+        out.append((column_name(spec.name), _SPARK_TYPES[spec.type]))
+        if spec.type == "timestamp":
+            out.append((raw_column_name(spec.name), "string"))
+    return out
+
+
+def table_columns(fields: Sequence[EventField]) -> list[tuple[str, str]]:
+    """Every column of the events table; the partition column comes last."""
+    return [
+        *event_columns(fields),
+        *(
+            (name, "timestamp" if src == ARRIVAL_TIMESTAMP else "string")
+            for src, name in SOURCE_TABLE_COLUMNS
+        ),
+        (BATCH_ID, "bigint"),
+        (EVENT_DATE, "date"),
+    ]
+
+
+def parse_timestamp(text: Column) -> Column:
+    """ISO-8601 string -> timestamp (UTC instant, microseconds; extra digits are
+    truncated, never rounded). Null when the shape or the calendar is wrong.
+    A value without offset is read as UTC, independent of the session zone."""
+    from pyspark.sql import functions as sf
+
+    with_offset = sf.when(text.rlike(_OFFSET_SUFFIX), text).otherwise(sf.concat(text, sf.lit("Z")))
+    return sf.when(text.rlike(ISO_TIMESTAMP), sf.try_to_timestamp(with_offset))
+
+
+def utc_date(ts: Column) -> Column:
+    """The UTC calendar date of an instant, whatever ``spark.sql.session.timeZone`` is."""
+    from pyspark.sql import functions as sf
+
+    days = sf.floor(sf.unix_micros(ts) / sf.lit(_MICROS_PER_DAY)).cast("int")
+    return sf.date_from_unix_date(days)
+
+
+def _json_path(name: str) -> str:
+    return "$['" + name.replace("'", "\\'") + "']"
+
+
+def _kind_ok(spec: EventField, json_text: Column, sub: Column) -> Column:
+    """True when the JSON value has the schema's type (``json_text`` is the
+    value re-serialized: its first character tells the JSON type)."""
+    from pyspark.sql import functions as sf
+
+    first = sf.substring(json_text, 1, 1)
+    if spec.type in ("string", "timestamp"):
+        return first == sf.lit('"')
+    if spec.type == "object":
+        return first == sf.lit("{")
+    if spec.type == "array":
+        return first == sf.lit("[")
+    if spec.type == "boolean":
+        return json_text.isin("true", "false")
+    if spec.type == "long":
+        return sf.schema_of_variant(sub).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
+    return first.rlike("[-0-9]")  # double: any JSON number
+
+
+def _value(spec: EventField, doc: Column, json_text: Column) -> Column:
+    from pyspark.sql import functions as sf
+
+    path = _json_path(spec.name)
+    if spec.type in ("object", "array"):
+        return json_text
+    if spec.type == "timestamp":
+        return parse_timestamp(sf.try_variant_get(doc, path, "string"))
+    return sf.try_variant_get(doc, path, _SPARK_TYPES[spec.type])
+
+
+def classify(
+    raw: DataFrame,
+    *,
+    fields: Sequence[EventField] = DEFAULT_EVENT_FIELDS,
+    max_record_bytes: int,
+) -> DataFrame:
+    """Source rows + parsed event columns + ``failure_reason/message/class``
+    (null on valid rows) + ``event_date``. One output row per input row, always:
+    this is what makes "nothing is dropped" hold. Narrow (no shuffle)."""
+    from pyspark.sql import functions as sf
+
+    data = sf.col(DATA)
+    size = sf.length(data)
+    too_large = size > sf.lit(max_record_bytes)
+    decoded = sf.when(~too_large, data.cast("string"))
+    utf8_ok = sf.is_valid_utf8(decoded)
+    text = sf.when(utf8_ok, decoded)
+    doc = sf.try_parse_json(text)
+    is_object = doc.isNotNull() & sf.ltrim(text).startswith("{")
+
+    frame = raw.withColumn("_doc", sf.when(is_object, doc))
+    doc_col = sf.col("_doc")
+    subs: dict[str, Column] = {}
+    for i, spec in enumerate(fields):
+        sub = sf.try_variant_get(doc_col, _json_path(spec.name), "variant")
+        frame = frame.withColumn(f"_j{i}", sf.to_json(sub))
+        subs[spec.name] = sub
+    missing_checks: list[tuple[Column, str]] = []
+    type_checks: list[tuple[Column, str]] = []
+    time_checks: list[tuple[Column, str]] = []
+    values: list[Column] = []
+    for i, spec in enumerate(fields):
+        json_text = sf.col(f"_j{i}")
+        present = json_text.isNotNull() & (json_text != sf.lit("null"))
+        if spec.required:
+            missing_checks.append((~present, f"required field {spec.name!r} is absent or null"))
+        type_checks.append(
+            (
+                present & ~_kind_ok(spec, json_text, subs[spec.name]),
+                f"field {spec.name!r} must be a JSON {spec.type}",
+            )
+        )
+        value = sf.when(present, _value(spec, doc_col, json_text))
+        if spec.type == "timestamp":
+            time_checks.append(
+                (
+                    present & value.isNull(),
+                    f"field {spec.name!r} is not an ISO-8601 timestamp "
+                    "(yyyy-MM-ddTHH:mm:ss[.fffffffff][Z|+hh:mm])",
+                )
+            )
+            raw_text = sf.when(
+                present, sf.try_variant_get(doc_col, _json_path(spec.name), "string")
+            )
+            values += [
+                value.alias(column_name(spec.name)),
+                raw_text.alias(raw_column_name(spec.name)),
+            ]
+        else:
+            values.append(value.alias(column_name(spec.name)))
+
+    ordered: list[tuple[Column, str, Column]] = [
+        (data.isNull(), MALFORMED_JSON, sf.lit("record has no data")),
+        (
+            too_large,
+            TOO_LARGE,
+            sf.format_string(
+                f"record is %d bytes, more than max_record_bytes={max_record_bytes}", size
+            ),
+        ),
+        (~utf8_ok, NOT_UTF8, sf.lit("record bytes are not valid UTF-8")),
+        (doc.isNull(), MALFORMED_JSON, sf.lit("record is not valid JSON")),
+        (~is_object, MALFORMED_JSON, sf.lit("record is JSON but not an object")),
+        *((cond, MISSING_FIELD, sf.lit(msg)) for cond, msg in missing_checks),
+        *((cond, WRONG_TYPE, sf.lit(msg)) for cond, msg in type_checks),
+        *((cond, BAD_TIMESTAMP, sf.lit(msg)) for cond, msg in time_checks),
+    ]
+    verdict: Column = sf.lit(None).cast("struct<reason:string,message:string>")
+    for cond, reason, message in reversed(ordered):
+        verdict = sf.when(
+            cond, sf.struct(sf.lit(reason).alias("reason"), message.alias("message"))
+        ).otherwise(verdict)
+    classes = sf.create_map(*(sf.lit(x) for pair in ERROR_CLASSES.items() for x in pair))
+
+    frame = frame.select(*raw.columns, *values, verdict.alias("_verdict"))
+    return frame.select(
+        *raw.columns,
+        *(name for name, _ in event_columns(fields)),
+        sf.col("_verdict.reason").alias(REASON),
+        sf.col("_verdict.message").alias(MESSAGE),
+        classes[sf.col("_verdict.reason")].alias(ERROR_CLASS),
+    )
+
+
+def failures(classified: DataFrame) -> DataFrame:
+    """Failure records: original bytes, source coordinates, reason, message."""
+    from pyspark.sql import functions as sf
+
+    return classified.where(sf.col(REASON).isNotNull()).select(
+        DATA, STREAM_NAME, SHARD_ID, SEQUENCE_NUMBER, PARTITION_KEY, ARRIVAL_TIMESTAMP,
+        REASON, MESSAGE, ERROR_CLASS,
+    )  # fmt: skip
+
+
+def valid_rows(
+    classified: DataFrame, *, fields: Sequence[EventField], event_time_field: str, batch_id: int
+) -> DataFrame:
+    """Valid events in the table's column order (``event_date`` derived from the
+    event time in UTC, ``batch_id`` recording which micro-batch wrote the row)."""
+    from pyspark.sql import functions as sf
+
+    return classified.where(sf.col(REASON).isNull()).select(
+        *(name for name, _ in event_columns(fields)),
+        *(sf.col(src).alias(name) for src, name in SOURCE_TABLE_COLUMNS),
+        sf.lit(batch_id).cast("bigint").alias(BATCH_ID),
+        utc_date(sf.col(column_name(event_time_field))).alias(EVENT_DATE),
+    )
+
+
+def _sequence_order(seq: Column) -> Column:
+    """Kinesis sequence numbers are decimal strings of up to 128 bits (too wide
+    for a long): compare by length, then lexically, which is numeric order."""
+    from pyspark.sql import functions as sf
+
+    return sf.struct(sf.length(seq).alias("len"), seq.alias("digits"))
+
+
+def latest_per_id(
+    rows: DataFrame,
+    *,
+    id_column: str,
+    time_column: str,
+    existing_ids: DataFrame | None = None,
+) -> DataFrame:
+    """One row per id: the latest by event time, then by sequence number.
+
+    With ``existing_ids`` (a one-column frame of ids already in the table), ids
+    found there are dropped, which makes the table append-only and first-wins
+    across batches and a replayed batch write nothing twice. Both inputs go
+    through ONE aggregation keyed by id, so the plan has exactly one shuffle:
+    the union is aggregated, not joined (a join would shuffle both sides).
+    """
+    from pyspark.sql import functions as sf
+
+    columns = rows.columns
+    candidate = sf.struct(
+        sf.col(time_column).alias("_t"),
+        _sequence_order(sf.col("sequence_number")).alias("_s"),
+        *(sf.col(c) for c in columns if c != id_column),
+    )
+    batch = rows.select(
+        sf.col(id_column).alias("_id"), candidate.alias("_row"), sf.lit(0).alias("_seen")
+    )
+    if existing_ids is not None:
+        seen = existing_ids.select(
+            sf.col(existing_ids.columns[0]).alias("_id"),
+            sf.lit(None).cast(batch.schema["_row"].dataType).alias("_row"),
+            sf.lit(1).alias("_seen"),
+        )
+        batch = batch.unionByName(seen)
+    reduced = batch.groupBy("_id").agg(sf.max("_row").alias("_row"), sf.max("_seen").alias("_seen"))
+    kept = reduced.where((sf.col("_seen") == 0) & sf.col("_row").isNotNull())
+    return kept.select(
+        *(
+            sf.col("_id").alias(c) if c == id_column else sf.col(f"_row.{c}").alias(c)
+            for c in columns
+        )
+    )
