@@ -75,6 +75,10 @@ BOOTSTRAP_FILES: Final = (
 BOOTSTRAP_PREFIX: Final = "artifacts/bootstrap"
 JOB_PREFIX: Final = "artifacts/job"
 _ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
+# After the job's driver exits, YARN still releases containers and marks the
+# application finished: the launcher's wait allows for that on top of the job's
+# own graceful stop bound.
+YARN_TEARDOWN_SEC: Final = 120
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,9 @@ class JobDeploymentProps:
     """``job_config`` is the instance's JobConfig (``infra.job_config``); its
     string fields may hold CDK tokens (bucket names) and are resolved at deploy.
     ``jar_repository`` is where nodes download the pinned jars: Maven Central,
-    or ``s3://bucket/prefix`` / an internal mirror for private subnets."""
+    or ``s3://bucket/prefix`` / an internal mirror for private subnets.
+    ``stop_timeout_sec`` bounds the handover wait; by default the job's own
+    ``graceful_stop_timeout_sec`` plus :data:`YARN_TEARDOWN_SEC`."""
 
     instance_id: str
     artifacts_bucket: s3.IBucket
@@ -92,7 +98,7 @@ class JobDeploymentProps:
     jar_repository: str = MAVEN_CENTRAL
     allow_unverified_jars: bool = False
     disable_cbor: bool = False
-    stop_timeout_sec: int = 600
+    stop_timeout_sec: int | None = None
     pip_index_url: str | None = None
     source_root: Path = REPO_ROOT
 
@@ -166,7 +172,10 @@ class JobDeployment(Construct):
             python=props.python,
             jars_dir=JARS_DIR,
             disable_cbor=props.disable_cbor,
-            stop_timeout_sec=props.stop_timeout_sec,
+            stop_timeout_sec=(
+                props.stop_timeout_sec
+                or props.job_config.graceful_stop_timeout_sec + YARN_TEARDOWN_SEC
+            ),
         )
         self.step: emr.CfnStep | None = None
 
@@ -276,7 +285,7 @@ def _action(name: str, path: str, args: list[str]) -> emr.CfnCluster.BootstrapAc
 def _stage_bootstrap(root: Path, stage_dir: Path) -> tuple[Path, str]:
     files = {Path(rel).name: (root / rel).read_bytes() for rel in BOOTSTRAP_FILES}
     digest = _digest(files)
-    target = stage_dir / f"job-bootstrap.{digest}"
+    target = stage_dir / f"job-bootstrap-{digest}"
     _write_once(target, files)
     return target, digest
 
@@ -290,7 +299,7 @@ def _stage_package(root: Path, stage_dir: Path, config_text: str) -> tuple[Path,
         raise ValueError(f"{entry}: missing; allowed: the job's spark-submit entry point")
     files = {PACKAGE_ZIP: zip_package(root / "app"), ENTRY_POINT: entry.read_bytes()}
     digest = _digest({**files, JOB_CONFIG_FILE: config_text.encode()})
-    target = stage_dir / f"job-package.{digest}"
+    target = stage_dir / f"job-package-{digest}"
     _write_once(target, files)
     return target, digest
 
