@@ -168,7 +168,8 @@ class EmrCluster(Construct):
             visible_to_all_users=True,
             tags=[{"key": EMR_MANAGED_TAG[0], "value": EMR_MANAGED_TAG[1]}],
         )
-        self.cluster.apply_removal_policy(props.removal_policy)
+        # No removal policy on the cluster: it holds no data (checkpoints and
+        # tables are in S3), and a retained cluster would keep running and billing.
         for rule, what in (("EMR4", "local disk"), ("EMR5", "in-transit")):
             Validations.of(self.cluster).acknowledge(
                 Acknowledgment(
