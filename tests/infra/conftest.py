@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,22 +54,19 @@ def example_context() -> dict[str, Any]:
     return dict(read_cdk_context(CDK_JSON))
 
 
-@pytest.fixture(scope="session")
-def synthesized(
-    example_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Synthesized]:
-    outdir = tmp_path_factory.mktemp("cdk.out")
+def synthesize(context: dict[str, Any], outdir: Path) -> Synthesized:
+    """Build and synthesize; a cdk-nag failure is kept for the tests to report."""
     started = time.monotonic()
-    app, stacks = build_app(example_context, outdir=str(outdir))
+    app, stacks = build_app(context, outdir=str(outdir))
     error = None
     try:
         app.synth()
-    except RuntimeError as exc:  # policy validation (cdk-nag) failed; the test reports it
+    except RuntimeError as exc:  # policy validation (cdk-nag) failed
         error = str(exc)
     seconds = time.monotonic() - started
     paths = {s.stack_name: outdir / f"{s.artifact_id}.template.json" for s in stacks}
     report_path = outdir / "validation-report.json"
-    yield Synthesized(
+    return Synthesized(
         stacks={s.stack_name: s for s in stacks},
         templates={name: json.loads(p.read_text()) for name, p in paths.items()},
         template_paths=paths,
@@ -78,3 +74,39 @@ def synthesized(
         error=error,
         seconds=seconds,
     )
+
+
+@pytest.fixture(scope="session")
+def synthesized(
+    example_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Synthesized:
+    return synthesize(example_context, tmp_path_factory.mktemp("cdk.out"))
+
+
+EXISTING_MSK_ARN = (
+    "arn:aws:kafka:eu-west-1:123456789012:cluster/shared-failures/0b1c2d3e-1111-2222-3333-4444"
+)
+EXISTING_NETWORK = {
+    "vpc_id": "vpc-0123456789abcdef0",
+    "availability_zones": ["eu-west-1a", "eu-west-1b"],
+    "private_subnet_ids": ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"],
+}
+
+
+@pytest.fixture(scope="session")
+def synthesized_existing(
+    example_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Synthesized:
+    """One instance on an existing VPC and an existing MSK cluster (imported
+    from ids, no lookups)."""
+    context = json.loads(json.dumps(example_context))
+    context["streaming"]["instances"] = [
+        {
+            "domain": "refunds",
+            "region": "eu-west-1",
+            "account": "123456789012",
+            "network": EXISTING_NETWORK,
+            "kafka": {"cluster_arn": EXISTING_MSK_ARN, "topic_replication_factor": 3},
+        }
+    ]
+    return synthesize(context, tmp_path_factory.mktemp("cdk.out.existing"))
