@@ -1,0 +1,89 @@
+"""bootstrap/install_python_deps.sh with a fake interpreter that records pip's argv.
+
+What matters on the cluster: pip runs with --require-hashes on the locked file
+(so no unpinned or re-uploaded package can land), for the job's interpreter,
+and a missing interpreter or pip fails with a message saying what to fix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bootstrap" / "install_python_deps.sh"
+LOCK = REPO / "app" / "requirements.lock"
+
+
+@pytest.fixture
+def fake_python(tmp_path: Path) -> Path:
+    path = tmp_path / "python3.11"
+    path.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [ "$*" = "-m pip --version" ]; then exit 0; fi\n'
+        'printf "%s\\0" "$@" > "$(dirname "$0")/pip.argv"\n'
+        'prev=; for a in "$@"; do\n'
+        '  if [ "$prev" = --requirement ]; then cp "$a" "$(dirname "$0")/seen.lock"; fi\n'
+        '  prev="$a"\n'
+        "done\n",
+        encoding="utf-8",
+    )
+    path.chmod(0o755)
+    # Unprivileged runs go through sudo -n: a pass-through stand-in.
+    sudo = tmp_path / "sudo"
+    sudo.write_text('#!/usr/bin/env bash\n[ "$1" = -n ] && shift\nexec "$@"\n', encoding="utf-8")
+    sudo.chmod(0o755)
+    return path
+
+
+def run(*args: str | Path, bin_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    return subprocess.run(
+        ["bash", str(SCRIPT), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PATH": f"{bin_dir}:{path}" if bin_dir else path},
+    )
+
+
+def test_pip_installs_the_lock_with_required_hashes(fake_python: Path) -> None:
+    result = run(
+        "--requirements", f"file://{LOCK}", "--python", fake_python,
+        "--index-url", "https://mirror/simple", bin_dir=fake_python.parent,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    argv = (fake_python.parent / "pip.argv").read_text(encoding="utf-8").split("\0")[:-1]
+    assert argv[:3] == ["-m", "pip", "install"]
+    assert "--require-hashes" in argv
+    assert argv[argv.index("--index-url") + 1] == "https://mirror/simple"
+    assert (fake_python.parent / "seen.lock").read_bytes() == LOCK.read_bytes()
+
+
+def test_missing_interpreter_fails_naming_the_fix(tmp_path: Path) -> None:
+    result = run("--requirements", LOCK, "--python", tmp_path / "nope")
+    assert result.returncode == 6
+    assert "set --python to the job's PYSPARK_PYTHON" in result.stderr
+
+
+def test_lock_pins_every_package_with_hashes() -> None:
+    """--require-hashes refuses an entry without a hash; catch it here, not at boot."""
+    hashes: dict[str, int] = {}
+    current = None
+    for line in LOCK.read_text(encoding="utf-8").splitlines():
+        pinned = re.match(r"^([A-Za-z0-9_.-]+)==\S+", line)
+        if pinned:
+            current = pinned[1].lower()
+            hashes[current] = 0
+        elif current and "--hash=sha256:" in line:
+            hashes[current] += 1
+    assert {"boto3", "confluent-kafka", "aws-msk-iam-sasl-signer-python"} <= set(hashes)
+    assert "pyspark" not in hashes  # the EMR release provides it
+    assert all(count >= 1 for count in hashes.values()), hashes
+    # Native wheels for both x86_64 (m5) and Graviton (m6g/m7g) nodes.
+    assert hashes["confluent-kafka"] >= 2
