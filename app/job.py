@@ -18,6 +18,7 @@ import argparse
 import logging
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from app.config import ConfigError, JobConfig
@@ -51,8 +52,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--work-dir",
-        help="local run only: Derby metastore and warehouse go here (app.spark_conf.local_conf); "
-        "omit on EMR, where spark-defaults hold the conf",
+        help="local run: Derby metastore and warehouse go here (app.spark_conf.local_conf); "
+        "default: the parent of a local checkpoint_location; unused on EMR (s3:// checkpoint)",
     )
     return parser.parse_args(argv)
 
@@ -120,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     keeper.start()
     log.info("instance %s: lease acquired by %s", config.instance_id, lease.owner)
     try:
-        spark = _session(config, args.work_dir)
+        spark = _session(config, local_work_dir(config, args.work_dir))
         try:
             return run(spark, config, stop=stop, keeper=keeper, s3_client=s3)
         finally:
@@ -134,6 +135,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             lease.release()
         except Exception as exc:  # the TTL frees it anyway
             log.warning("could not release the lease: %s", exc)
+
+
+def local_work_dir(config: JobConfig, explicit: str | None) -> str | None:
+    """Where a local run keeps Derby and the warehouse, or None on a cluster.
+
+    ``--work-dir`` wins; otherwise a checkpoint on the local file system means a
+    local run, and its parent directory is the work directory (the layout of
+    ``app.local``: ``<root>/checkpoint`` beside ``<root>/metastore_db``). A
+    checkpoint on ``s3://`` or ``hdfs://`` means EMR, where ``spark-defaults``
+    already hold :func:`app.spark_conf.streaming_conf`.
+    """
+    if explicit:
+        return explicit
+    location = config.checkpoint_location
+    scheme = location.split("://", 1)[0] if "://" in location else "file"
+    if scheme != "file":
+        return None
+    return str(Path(location.removeprefix("file://")).resolve().parent)
 
 
 def _session(config: JobConfig, work_dir: str | None) -> SparkSession:

@@ -1,0 +1,243 @@
+"""Classification, failure taxonomy, timestamps and the one-shuffle reduction."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from app.config import DEFAULT_EVENT_FIELDS, EventField
+from app.transform import (
+    ERROR_CLASS,
+    MESSAGE,
+    REASON,
+    REASONS,
+    classify,
+    column_name,
+    failures,
+    latest_per_id,
+    parse_timestamp,
+    table_columns,
+    utc_date,
+    valid_rows,
+)
+from tests.app.job_helpers import event, exchanges_in_plan, raw_frame
+
+MAX = 2_048
+
+
+def _reasons(spark: Any, records: list[bytes], **kw: Any) -> list[str | None]:
+    frame = classify(raw_frame(spark, records), max_record_bytes=MAX, **kw)
+    ordered = frame.orderBy(frame["sequenceNumber"].cast("int"))
+    return [r[REASON] for r in ordered.collect()]
+
+
+def test_column_names_are_snake_case_for_hive() -> None:
+    assert column_name("occurredAt") == "occurred_at"
+    assert column_name("id") == "id"
+    names = [n for n, _ in table_columns(DEFAULT_EVENT_FIELDS)]
+    assert names[:5] == ["id", "type", "occurred_at", "occurred_at_raw", "payload"]
+    assert names[-1] == "event_date", "the partition column comes last"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # 9 fractional digits and an offset: the instant, truncated to microseconds.
+        ("2026-01-02T03:04:05.123456789+09:00", dt.datetime(2026, 1, 1, 18, 4, 5, 123456)),
+        ("2026-01-02T03:04:05.999999999-05:30", dt.datetime(2026, 1, 2, 8, 34, 5, 999999)),
+        ("2026-01-02T03:04:05.1Z", dt.datetime(2026, 1, 2, 3, 4, 5, 100000)),
+        ("2026-01-02T03:04:05Z", dt.datetime(2026, 1, 2, 3, 4, 5)),
+        ("2026-01-02T03:04:05.123456", dt.datetime(2026, 1, 2, 3, 4, 5, 123456)),
+        ("2026-01-02T03:04:05.1234567891Z", None),  # 10 digits: not ISO-8601
+        ("2026-02-30T00:00:00Z", None),
+        ("2026-01-02", None),
+        ("yesterday at noon", None),
+    ],
+)
+def test_parse_timestamp(spark: Any, text: str, expected: dt.datetime | None) -> None:
+    from pyspark.sql import functions as sf
+
+    row = spark.createDataFrame([(text,)], "t string").select(
+        parse_timestamp(sf.col("t")).alias("ts")
+    )
+    # The session zone is UTC (spark_conf); naive datetimes here are UTC.
+    assert row.first()["ts"] == expected
+
+
+def test_event_date_is_the_utc_date_whatever_the_session_zone(spark: Any) -> None:
+    from pyspark.sql import functions as sf
+
+    frame = spark.createDataFrame([("2026-01-01T23:30:00-05:00",)], "t string")
+    previous = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Seoul")
+    try:
+        day = frame.select(utc_date(parse_timestamp(sf.col("t"))).alias("d")).first()["d"]
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", previous)
+    assert day == dt.date(2026, 1, 2)
+
+
+def test_failure_taxonomy_one_reason_per_record(spark: Any) -> None:
+    records = [
+        event("ok-1"),
+        b"x" * (MAX + 1),  # too_large wins over everything
+        b'{"id":"k","type":"\xff\xfe\xfd"}',  # not_utf8 wins over missing fields
+        b'{"id":"k","type":"created","occurredAt":',  # truncated
+        b"[1,2,3]",  # JSON, not an object
+        b"null",
+        b"",
+        event("ok-2", payload=None),  # payload null: missing
+        b'{"type":"created","occurredAt":"2026-01-02T03:04:05Z","payload":{}}',
+        event("wt-1", payload=42),
+        b'{"id":42,"type":"created","occurredAt":"2026-01-02T03:04:05Z","payload":{}}',
+        event("wt-3", occurredAt=1735689600),  # epoch number: wrong type, not bad timestamp
+        event("bt-1", occurredAt="yesterday at noon"),
+        b'{"id":"dup","id":"dup2"}',  # duplicate keys: not accepted as JSON
+    ]
+    assert _reasons(spark, records) == [
+        None,
+        "too_large",
+        "not_utf8",
+        "malformed_json",
+        "malformed_json",
+        "malformed_json",
+        "malformed_json",
+        "missing_field",
+        "missing_field",
+        "wrong_type",
+        "wrong_type",
+        "wrong_type",
+        "bad_timestamp",
+        "malformed_json",
+    ]
+
+
+def test_failure_records_keep_bytes_coordinates_reason_message_and_class(spark: Any) -> None:
+    bad = b'{"id":"k","type":"\xff"}'
+    frame = classify(raw_frame(spark, [event("ok"), bad]), max_record_bytes=MAX)
+    out = failures(frame).collect()
+    assert len(out) == 1
+    row = out[0].asDict()
+    assert row["data"] == bytearray(bad)
+    assert (row["streamName"], row["shardId"], row["sequenceNumber"]) == (
+        "stream-a",
+        "shardId-000000000000",
+        "2",
+    )
+    assert row[REASON] == "not_utf8"
+    assert row[ERROR_CLASS] == "UnicodeDecodeError"
+    assert "UTF-8" in row[MESSAGE]
+
+
+def test_nothing_is_dropped_every_record_is_valid_or_a_failure(spark: Any) -> None:
+    records = [event(f"e{i}") for i in range(5)] + [b"bad", b"[]", event("x", payload=1)]
+    frame = classify(raw_frame(spark, records), max_record_bytes=MAX).cache()
+    try:
+        valid = valid_rows(
+            frame, fields=DEFAULT_EVENT_FIELDS, event_time_field="occurredAt", batch_id=0
+        )
+        assert valid.count() + failures(frame).count() == len(records)
+        assert valid.count() == 5
+    finally:
+        frame.unpersist()
+
+
+def test_valid_row_values_raw_string_kept_and_payload_as_json(spark: Any) -> None:
+    records = [event("a", "2026-01-02T03:04:05.123456789+09:00", payload={"k": [1, 2]})]
+    frame = classify(raw_frame(spark, records), max_record_bytes=MAX)
+    valid = valid_rows(
+        frame, fields=DEFAULT_EVENT_FIELDS, event_time_field="occurredAt", batch_id=7
+    )
+    expected = spark.createDataFrame(
+        [
+            (
+                "a",
+                "created",
+                dt.datetime(2026, 1, 1, 18, 4, 5, 123456),
+                "2026-01-02T03:04:05.123456789+09:00",
+                '{"k":[1,2]}',
+                7,
+                dt.date(2026, 1, 1),
+            )
+        ],
+        "id string, type string, occurred_at timestamp, occurred_at_raw string, "
+        "payload string, batch_id bigint, event_date date",
+    )
+    assertDataFrameEqual(valid.select(*expected.columns), expected)
+
+
+def test_configurable_schema_types_and_optional_fields(spark: Any) -> None:
+    fields = (
+        EventField("id", "string"),
+        EventField("at", "timestamp"),
+        EventField("n", "long"),
+        EventField("ok", "boolean", required=False),
+        EventField("tags", "array", required=False),
+    )
+    records = [
+        b'{"id":"a","at":"2026-01-02T03:04:05Z","n":5,"ok":true,"tags":["x"]}',
+        b'{"id":"b","at":"2026-01-02T03:04:05Z","n":5}',
+        b'{"id":"c","at":"2026-01-02T03:04:05Z","n":5.5}',
+        b'{"id":"d","at":"2026-01-02T03:04:05Z","n":"5"}',
+        b'{"id":"e","at":"2026-01-02T03:04:05Z","n":5,"ok":"yes"}',
+    ]
+    assert _reasons(spark, records, fields=fields) == [
+        None,
+        None,
+        "wrong_type",
+        "wrong_type",
+        "wrong_type",
+    ]
+    frame = classify(raw_frame(spark, records[:2]), max_record_bytes=MAX, fields=fields)
+    got = frame.select("id", "n", "ok", "tags").orderBy("id").collect()
+    assert [tuple(r) for r in got] == [("a", 5, True, '["x"]'), ("b", 5, None, None)]
+
+
+def test_every_reason_has_an_error_class() -> None:
+    from app.transform import ERROR_CLASSES
+
+    assert set(ERROR_CLASSES) == set(REASONS)
+
+
+def _valid(spark: Any, records: list[bytes], batch_id: int = 0, **kw: Any) -> Any:
+    frame = classify(raw_frame(spark, records, **kw), max_record_bytes=MAX)
+    return valid_rows(
+        frame, fields=DEFAULT_EVENT_FIELDS, event_time_field="occurredAt", batch_id=batch_id
+    )
+
+
+def test_duplicates_within_a_batch_keep_latest_time_then_highest_sequence(spark: Any) -> None:
+    records = [
+        event("a", "2026-01-02T03:04:05.000000001Z", payload={"v": 1}),
+        event("a", "2026-01-02T03:04:06Z", payload={"v": 2}),  # latest time wins
+        event("a", "2026-01-02T03:04:05.5Z", payload={"v": 3}),
+        event("b", "2026-01-02T03:04:05Z", payload={"v": 1}),
+        event("b", "2026-01-02T03:04:05Z", payload={"v": 2}),  # same time: higher sequence
+    ]
+    # Sequence numbers 9 and 10 differ in length: numeric, not lexical, order.
+    rows = _valid(spark, records, first_seq=6)
+    out = latest_per_id(rows, id_column="id", time_column="occurred_at")
+    got = {r["id"]: (r["payload"], r["sequence_number"]) for r in out.collect()}
+    assert got == {"a": ('{"v":2}', "7"), "b": ('{"v":2}', "10")}
+
+
+def test_ids_already_stored_are_dropped(spark: Any) -> None:
+    rows = _valid(spark, [event("a"), event("b"), event("c")])
+    stored = spark.createDataFrame([("b",), ("zzz",)], "id string")
+    out = latest_per_id(rows, id_column="id", time_column="occurred_at", existing_ids=stored)
+    assert sorted(r["id"] for r in out.collect()) == ["a", "c"]
+    assert out.columns == rows.columns
+
+
+def test_reduction_plan_has_exactly_one_exchange(spark: Any) -> None:
+    rows = _valid(spark, [event("a"), event("a"), event("b")])
+    stored = spark.createDataFrame([("b",)], "id string")
+    out = latest_per_id(rows, id_column="id", time_column="occurred_at", existing_ids=stored)
+    before = out._jdf.queryExecution().executedPlan().toString()
+    assert len(exchanges_in_plan(before)) == 1, before
+    out.collect()
+    after = out._jdf.queryExecution().executedPlan().toString()
+    assert len(exchanges_in_plan(after)) == 1, after
