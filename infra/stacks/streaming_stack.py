@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws, RemovalPolicy, Stack, Tags
+from aws_cdk import Aws, CfnOutput, RemovalPolicy, Stack, Tags
 from constructs import Construct
 
 from app import contract
@@ -132,9 +132,27 @@ class StreamingStack(Stack):
         )
 
         self._grant_job_role(catalog, failures)
+        self._outputs()
 
         # --- Job deployment (assets, job config upload, EMR step) is attached here
         # by the lead, after the resources above exist; see docs/infra.md.
+
+    def _outputs(self) -> None:
+        """What operators look up after a deploy (an existing MSK cluster's owner
+        needs the EMR security groups to open port 9098 to them)."""
+        for output_id, value in (
+            ("StreamName", self.stream.stream_name),
+            ("DataBucketName", self.buckets.data.bucket_name),
+            ("ArtifactsBucketName", self.buckets.artifacts.bucket_name),
+            ("GlueDatabaseName", self.database_name),
+            ("FailureTopicArn", self.topic_arn),
+            ("MskClusterArn", self.msk_cluster_arn),
+            ("EmrClusterId", self.cluster.ref),
+            ("EmrMasterSecurityGroupId", self.emr.master_security_group.security_group_id),
+            ("EmrCoreSecurityGroupId", self.emr.core_security_group.security_group_id),
+            ("AlarmTopicArn", self.alarms.topic.topic_arn),
+        ):
+            CfnOutput(self, output_id, value=value)
 
     def _grant_job_role(self, catalog: CatalogDatabase, failures: FailureTopic) -> None:
         """Everything the job may touch, each scoped to this instance."""

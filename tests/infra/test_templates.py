@@ -531,3 +531,14 @@ def test_dashboard_shows_the_delay_metrics(synthesized: Synthesized, name: str) 
         "GetRecords.IteratorAgeMilliseconds",
     ):
         assert metric in body, metric
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_outputs_point_at_the_instance_resources(synthesized: Synthesized, name: str) -> None:
+    outputs = synthesized.templates[name]["Outputs"]
+    cluster_id, _ = synthesized.one(name, "AWS::EMR::Cluster")
+    assert outputs["StreamName"]["Value"] == {"Ref": STREAM_LOGICAL_ID}
+    assert outputs["DataBucketName"]["Value"] == {"Ref": DATA_BUCKET_LOGICAL_ID}
+    assert outputs["FailureTopicArn"]["Value"] == {"Fn::GetAtt": ["FailureTopic", "TopicArn"]}
+    assert outputs["EmrClusterId"]["Value"] == {"Ref": cluster_id}
+    assert outputs["GlueDatabaseName"]["Value"] == synthesized.config(name).database_name
