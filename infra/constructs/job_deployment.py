@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from aws_cdk import Acknowledgment, CfnOutput, Stack, Stage, Token, Validations
+from aws_cdk import Acknowledgment, CfnOutput, CfnResource, Stack, Stage, Token, Validations
 from aws_cdk import aws_emr as emr
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
@@ -359,7 +359,11 @@ def _acknowledge_deployment_handler(bucket: s3.IBucket) -> None:
             "CDK's BucketDeployment handler logs through the AWS basic execution policy; "
             "it only writes its own log group.",
         ),
-        ("AwsSolutions-L1", "The BucketDeployment handler runtime is chosen by aws-cdk-lib."),
+        (
+            "AwsSolutions-L1",
+            "The BucketDeployment handler's runtime is chosen and kept current by aws-cdk-lib, "
+            "not by this product; upgrading aws-cdk-lib upgrades it.",
+        ),
         (
             f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-"
             f"{account}-{region}/*]",
@@ -386,3 +390,8 @@ def _acknowledge_deployment_handler(bucket: s3.IBucket) -> None:
         )
     for finding, reason in findings:
         Validations.of(handler).acknowledge(Acknowledgment(id=finding, reason=reason))
+    # cfn-lint W3005: CDK renders both DependsOn and GetAtt on the handler's role.
+    # Harmless (GetAtt already orders them) and not ours to change.
+    function = handler.node.default_child
+    if isinstance(function, CfnResource):
+        function.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
