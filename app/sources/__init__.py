@@ -26,18 +26,15 @@ if TYPE_CHECKING:
 
     from app.config import JobConfig
 
-__all__ = ["SOURCE_COLUMNS", "SOURCE_SCHEMA", "read_stream"]
+__all__ = ["SOURCE_COLUMNS", "SOURCE_SCHEMA", "normalized", "read_stream"]
 
 
 def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
     """A streaming DataFrame of raw Kinesis records in the normalized schema."""
-    from pyspark.sql import functions as sf
-
     options = connector_options(config)
     fmt = config.source.format
     if fmt == "aws-kinesis":
         frame = spark.readStream.format("aws-kinesis").options(**options).load()
-        frame = frame.withColumn(SHARD_ID, sf.lit(None).cast("string"))
     elif fmt == "python-kinesis":
         from app.sources.kinesis_python import FORMAT_NAME, register
 
@@ -45,4 +42,14 @@ def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
         frame = spark.readStream.format(FORMAT_NAME).options(**options).load()
     else:
         raise ValueError(f"source.format: {fmt!r} is not one of aws-kinesis, python-kinesis")
+    return normalized(frame)
+
+
+def normalized(frame: DataFrame) -> DataFrame:
+    """``frame`` with exactly the SOURCE_SCHEMA columns, in order: the JVM
+    connector has no ``shardId``, so it is added as a null string."""
+    from pyspark.sql import functions as sf
+
+    if SHARD_ID not in frame.columns:
+        frame = frame.withColumn(SHARD_ID, sf.lit(None).cast("string"))
     return frame.select(*SOURCE_COLUMNS)
