@@ -237,6 +237,8 @@ def test_emr_cluster_shape(synthesized: Synthesized, name: str) -> None:
 
 
 def test_termination_protection_follows_config(synthesized: Synthesized) -> None:
+    stacks = {name: synthesized.stacks[name].termination_protection for name in ALL}
+    assert stacks == {ORDERS_AP: True, PAYMENTS_AP: False, ORDERS_EU: False}
     protected = {
         name: _props(synthesized, name, "AWS::EMR::Cluster")["Instances"]["TerminationProtected"]
         for name in ALL
