@@ -437,6 +437,11 @@ def _validate_emr(emr: EmrConfig, name: str) -> None:
             emr.core_instance_type,
             ", ".join(sorted(INSTANCE_TYPES)),
         )
+    if not emr.tls_certificates_s3_uri:
+        raise InstanceConfigError(
+            f"instance {name}: field emr.tls_certificates_s3_uri: missing required field; "
+            "allowed: s3://<bucket>/<key>.zip holding the PEM certificates (docs/infra.md)"
+        )
     _match(
         name,
         "emr.tls_certificates_s3_uri",

@@ -210,6 +210,11 @@ def test_bad_tls_certificate_uri() -> None:
     assert "field emr.tls_certificates_s3_uri" in message
 
 
+def test_missing_tls_certificates() -> None:
+    message = _error(_context(_instance(), defaults={}))
+    assert "field emr.tls_certificates_s3_uri: missing required field" in message
+
+
 def test_missing_streaming_section() -> None:
     with pytest.raises(InstanceConfigError, match=r"context\.streaming: missing"):
         load_instances({})
