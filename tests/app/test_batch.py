@@ -143,8 +143,6 @@ def test_undeliverable_failure_records_fail_the_batch_and_write_nothing(
     with pytest.raises(Exception, match="not delivered") as caught:
         processor.process_batch(batch, 0)
     assert time.monotonic() - started < 60, "bounded by delivery.timeout.ms"
-    assert "KafkaDeliveryError" in str(caught.value) or isinstance(
-        caught.value, KafkaDeliveryError
-    )
+    assert "KafkaDeliveryError" in str(caught.value) or isinstance(caught.value, KafkaDeliveryError)
     assert results == []
     assert _table_ids(spark, processor) == [], "the valid row waits for the replay"

@@ -1,0 +1,129 @@
+"""Failure producer: config, keys, headers, delivery checks (fake producers),
+and MSK bootstrap resolution (fake kafka client)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from app.config import KafkaOptions
+from app.sinks.kafka import (
+    KafkaDeliveryError,
+    KafkaSettings,
+    deliver,
+    producer_config,
+    record_headers,
+    record_key,
+    resolve_bootstrap_servers,
+)
+
+SETTINGS = KafkaSettings("b:9092", "topic", "PLAINTEXT", "us-east-1", "inst", 5_000, 3_000, 5)
+ROW = {
+    "data": b"raw",
+    "streamName": "s",
+    "shardId": "shardId-1",
+    "sequenceNumber": "42",
+    "partitionKey": "pk",
+    "approximateArrivalTimestamp": datetime(2026, 1, 2, 3, 4, 5),
+    "failure_reason": "malformed_json",
+    "failure_message": "record is not valid JSON",
+    "failure_class": "JSONDecodeError",
+}
+
+
+def test_producer_is_idempotent_acks_all_and_bounded() -> None:
+    conf = producer_config(SETTINGS)
+    assert conf["enable.idempotence"] is True
+    assert conf["acks"] == "all"
+    assert conf["delivery.timeout.ms"] == 5_000
+    assert conf["request.timeout.ms"] == 3_000
+    assert conf["security.protocol"] == "PLAINTEXT"
+
+
+def test_msk_iam_uses_sasl_ssl_oauthbearer_with_a_token_callback() -> None:
+    conf = producer_config(
+        KafkaSettings("b:9098", "t", "MSK_IAM", "eu-west-1", "i", 30_000, 10_000, 45)
+    )
+    assert (conf["security.protocol"], conf["sasl.mechanism"]) == ("SASL_SSL", "OAUTHBEARER")
+    assert callable(conf["oauth_cb"])
+
+
+def test_key_and_headers_carry_the_source_coordinates() -> None:
+    assert record_key("s", "shardId-1", "42") == "s/shardId-1/42"
+    assert record_key("s", None, "42") == "s/-/42", "the JVM connector has no shard column"
+    headers = dict(record_headers(ROW, "inst"))
+    assert headers["reason"] == b"malformed_json"
+    assert headers["exception"] == b"JSONDecodeError"
+    assert headers["stream"] == b"s"
+    assert headers["sequence_number"] == b"42"
+    assert headers["arrival_time"] == b"2026-01-02T03:04:05+00:00"
+
+
+class FakeProducer:
+    def __init__(self, fail: set[int] | None = None, full_once: bool = False) -> None:
+        self.fail = fail or set()
+        self.full_once = full_once
+        self.pending: list[tuple[Any, Any]] = []
+        self.sent: list[dict[str, Any]] = []
+
+    def produce(self, topic: str, **kw: Any) -> None:
+        if self.full_once:
+            self.full_once = False
+            raise BufferError("queue full")
+        index = len(self.sent)
+        self.sent.append({"topic": topic, **kw})
+        self.pending.append((kw["on_delivery"], "broker down" if index in self.fail else None))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+    def flush(self, _timeout: float) -> int:
+        for callback, error in self.pending:
+            callback(error, None)
+        self.pending.clear()
+        return 0
+
+
+def test_every_delivery_report_is_checked() -> None:
+    fake = FakeProducer(fail={1})
+    with pytest.raises(KafkaDeliveryError, match="1 of 3 failure records not delivered"):
+        deliver(iter([ROW, ROW, ROW]), SETTINGS, producer_factory=lambda _c: fake)
+
+
+def test_full_local_queue_is_retried_and_all_delivered() -> None:
+    fake = FakeProducer(full_once=True)
+    assert deliver(iter([ROW, ROW]), SETTINGS, producer_factory=lambda _c: fake) == 2
+    assert [m["key"] for m in fake.sent] == [b"s/shardId-1/42"] * 2
+
+
+class FakeKafkaClient:
+    def __init__(self, brokers: dict[str, str]) -> None:
+        self.brokers = brokers
+        self.asked: list[str] = []
+
+    def get_bootstrap_brokers(self, ClusterArn: str) -> dict[str, str]:  # noqa: N803
+        self.asked.append(ClusterArn)
+        return self.brokers
+
+
+def test_msk_brokers_are_resolved_from_the_cluster_arn() -> None:
+    client = FakeKafkaClient({"BootstrapBrokerStringSaslIam": "b-1:9098,b-2:9098"})
+    options = KafkaOptions(
+        topic="t", cluster_arn="arn:aws:kafka:eu-west-1:1:cluster/c/x", security="MSK_IAM"
+    )
+    servers = resolve_bootstrap_servers(
+        options, region="eu-west-1", client_factory=lambda **_: client
+    )
+    assert servers == "b-1:9098,b-2:9098"
+    assert client.asked == [options.cluster_arn]
+    with pytest.raises(ValueError, match="BootstrapBrokerStringSaslIam"):
+        resolve_bootstrap_servers(
+            options, region="eu-west-1", client_factory=lambda **_: FakeKafkaClient({})
+        )
+
+
+def test_bootstrap_servers_given_are_used_as_is() -> None:
+    options = KafkaOptions(topic="t", bootstrap_servers="127.0.0.1:9092")
+    assert resolve_bootstrap_servers(options, region="x") == "127.0.0.1:9092"

@@ -1,0 +1,128 @@
+"""Per-batch metrics: names from the contract, values from progress, and a
+CloudWatch outage that is logged and counted but never raised."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from app import contract
+from app.local.emulators import Endpoints, free_port
+from app.monitoring import (
+    BatchResults,
+    CloudWatchPublisher,
+    Datum,
+    metric_data,
+    progress_datums,
+    source_lag_ms,
+)
+from app.sinks.batch import BatchResult
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+PROGRESS: dict[str, Any] = {
+    "batchId": 7,
+    "numInputRows": 1200,
+    "inputRowsPerSecond": 100.0,
+    "processedRowsPerSecond": 400.0,
+    "durationMs": {"triggerExecution": 25_000, "addBatch": 24_000},
+    "sources": [{"metrics": {"avgMsBehindLatest": "1500.0", "maxMsBehindLatest": "4000"}}],
+}
+
+
+def _by_name(datums: list[Datum]) -> dict[str, float]:
+    return {d.name: d.value for d in datums}
+
+
+def test_progress_becomes_every_contract_metric() -> None:
+    result = BatchResult(7, 1200, 12, NOW - timedelta(seconds=42), (date(2026, 1, 2),))
+    values = _by_name(progress_datums(PROGRESS, trigger_interval_sec=10, result=result, now=NOW))
+    assert set(values) == set(contract.ALL_METRICS)
+    assert values[contract.BATCH_DURATION_MS] == 25_000
+    assert values[contract.SCHEDULING_DELAY_RATIO] == 2.5, "25 s batch on a 10 s trigger"
+    assert values[contract.END_TO_END_LATENCY_MS] == 42_000
+    assert values[contract.FAILURE_RECORDS] == 12
+    assert values[contract.SOURCE_LAG_MS] == 4_000
+    assert values[contract.INPUT_ROWS] == 1200
+    assert values[contract.HEARTBEAT] == 1
+
+
+def test_no_latency_without_records_and_no_lag_when_the_source_reports_none() -> None:
+    progress = {**PROGRESS, "sources": [{"metrics": {}}], "inputRowsPerSecond": "NaN"}
+    values = _by_name(progress_datums(progress, trigger_interval_sec=10, result=None, now=NOW))
+    assert contract.END_TO_END_LATENCY_MS not in values
+    assert contract.SOURCE_LAG_MS not in values
+    assert values[contract.INPUT_ROWS_PER_SECOND] == 0.0
+    assert source_lag_ms({"sources": []}) is None
+
+
+def test_metric_data_carries_the_instance_dimension() -> None:
+    data = metric_data([Datum(contract.HEARTBEAT, 1.0, "Count", NOW)], "orders-eu-west-1")
+    assert data[0]["Dimensions"] == [{"Name": "Instance", "Value": "orders-eu-west-1"}]
+
+
+def test_publisher_batches_and_bounds_the_buffer() -> None:
+    calls: list[int] = []
+    publisher = CloudWatchPublisher(
+        "i",
+        lambda **kw: calls.append(len(kw["MetricData"])),
+        flush_interval_sec=60,
+        buffer_limit=700,
+    )
+    try:
+        publisher.publish([Datum(contract.HEARTBEAT, 1.0, "Count", NOW)] * 1000)
+        assert publisher.flush()
+    finally:
+        publisher.close()
+    assert publisher.dropped == 300
+    assert sum(calls) == 700 and max(calls) <= 500
+
+
+def test_cloudwatch_outage_is_logged_and_counted_never_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    publisher = CloudWatchPublisher.for_config(
+        "i", "us-east-1", dead, timeout_sec=1, max_attempts=2
+    )
+    with caplog.at_level(logging.WARNING, logger="app.monitoring"):
+        publisher.publish([Datum(contract.HEARTBEAT, 1.0, "Count", NOW)])
+        assert publisher.flush() is False
+        publisher.close(timeout=5)
+    assert publisher.failed_calls >= 1
+    assert publisher.published == 0
+    assert "CloudWatch put_metric_data failed" in caplog.text
+
+
+def test_published_metrics_reach_moto_cloudwatch(endpoints: Endpoints) -> None:
+    instance = f"monitoring-{free_port()}"
+    publisher = CloudWatchPublisher.for_config(
+        instance, "us-east-1", endpoints.aws_url, timeout_sec=5, max_attempts=2
+    )
+    stamp = datetime.now(UTC)
+    try:
+        publisher.publish(
+            progress_datums(PROGRESS, trigger_interval_sec=10, result=None, now=stamp)
+        )
+        assert publisher.flush()
+    finally:
+        publisher.close()
+    client = boto3.client("cloudwatch", endpoint_url=endpoints.aws_url, region_name="us-east-1")
+    listed = client.list_metrics(
+        Namespace=contract.METRIC_NAMESPACE,
+        Dimensions=[{"Name": contract.INSTANCE_DIMENSION, "Value": instance}],
+    )["Metrics"]
+    assert contract.BATCH_DURATION_MS in {m["MetricName"] for m in listed}
+    assert publisher.published >= 8
+
+
+def test_batch_results_hand_off_is_bounded() -> None:
+    results = BatchResults(limit=2)
+    for batch in range(3):
+        results.put(BatchResult(batch, 0, 0, None, ()))
+    assert results.pop(0) is None
+    assert results.pop(2) is not None
+    assert results.pop(2) is None
