@@ -70,8 +70,18 @@ fetch() {
 }
 
 [[ -x "$PYTHON" ]] || fail 6 "interpreter $PYTHON not found; set --python to the job's PYSPARK_PYTHON"
-"$PYTHON" -m pip --version >/dev/null 2>&1 ||
-  fail 6 "$PYTHON has no pip; install the python3.11-pip package in an earlier bootstrap action"
+if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
+  # Distribution interpreters may ship without pip; ensurepip uses the wheel
+  # bundled with the interpreter (no download).
+  log "$PYTHON has no pip; trying ensurepip"
+  if [[ "$(id -u)" -eq 0 ]]; then
+    "$PYTHON" -m ensurepip >/dev/null 2>&1 || true
+  else
+    sudo -n "$PYTHON" -m ensurepip >/dev/null 2>&1 || true
+  fi
+  "$PYTHON" -m pip --version >/dev/null 2>&1 ||
+    fail 6 "$PYTHON has no pip and ensurepip failed; install its pip package first"
+fi
 
 fetch "$REQUIREMENTS" "$WORK/requirements.lock" || fail 5 "cannot read $REQUIREMENTS"
 log "installing $(grep -cE '^[A-Za-z0-9]' "$WORK/requirements.lock") locked packages for $PYTHON"
