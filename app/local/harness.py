@@ -332,8 +332,23 @@ class LocalInstance:
         client = cloudwatch_client(self.config.region, self.endpoints.aws_url)
         return read_published(client, self.name, self.started_at, datetime.now(UTC))
 
-    def summary(self, table_ids: Sequence[str] | None = None) -> Summary:
-        ids = table_ids if table_ids is not None else [r[ID_COLUMN] for r in self.read_table()]
+    def table_ids(self, via: str = "spark") -> list[str]:
+        """Every id in the table, duplicates included.
+
+        ``spark``: through the Hive catalog (a fresh JVM on the run's metastore;
+        the job must be stopped). ``files``: the Parquet files under the table
+        location, no JVM. They agree because the job registers a partition
+        before it writes into it (``app.sinks.table``), and both skip the
+        ``_``/``.`` staging paths; the crash-loop case checks that they do.
+        """
+        if via == "spark":
+            return [str(r[ID_COLUMN]) for r in self.read_table()]
+        if via == "files":
+            return ids_in_files(self.table_location)
+        raise ValueError(f"via={via!r}: not one of spark, files")
+
+    def summary(self, table_ids: Sequence[str] | None = None, *, via: str = "spark") -> Summary:
+        ids = table_ids if table_ids is not None else self.table_ids(via)
         topic = self.read_topic()
         try:
             metrics = self.read_metrics()

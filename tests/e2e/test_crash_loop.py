@@ -74,7 +74,11 @@ def test_crash_loop_loses_and_duplicates_nothing(
     local.start_job()
     local.wait_until_accounted(timeout=600)
     assert local.stop_job(timeout=120) == 0, local.log_tail()
-    summary = local.summary()
+    spark_ids = local.table_ids(via="spark")
+    assert sorted(spark_ids) == sorted(local.table_ids(via="files")), (
+        "the metastore view and the table's files disagree"
+    )
+    summary = local.summary(table_ids=spark_ids)
 
     produced = len(local.produced)
     print(

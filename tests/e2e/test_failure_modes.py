@@ -85,7 +85,7 @@ def test_kafka_down_fails_the_batch_and_a_restart_delivers_everything(
     local.start_job()
     local.wait_until_accounted(timeout=240)
     assert local.stop_job() == 0, local.log_tail()
-    summary = local.summary()
+    summary = local.summary(via="files")
     assert summary.ok, summary.problems
     assert summary.failure_records == 10 + 20
     assert summary.duplicate_ids == 0
@@ -107,6 +107,6 @@ def test_cloudwatch_down_keeps_the_job_processing(
     assert local.stop_job() == 0, local.log_tail()
     log = local.log_path.read_text(encoding="utf-8", errors="replace").lower()
     assert "cloudwatch" in log, "the metrics failure must be logged"
-    summary = local.summary()
+    summary = local.summary(via="files")
     assert summary.ok, summary.problems
     assert summary.metrics_published == 0, "nothing reached the real (moto) CloudWatch"
