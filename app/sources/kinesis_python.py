@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from app.sources.kinesis_fetch import ShardReader, make_client
+from app.sources.kinesis_fetch import DataLossError, ShardReader, make_client
 from app.sources.kinesis_offsets import (
     Offsets,
     ShardInfo,
@@ -110,24 +110,24 @@ class KinesisStreamReader(DataSourceStreamReader):
             self._shards_at = now
         return self._shards
 
-    def initialOffset(self) -> dict[str, Any]:  # noqa: N802 (Spark's API)
+    def _initial_offsets(self) -> Offsets:
+        """Computed once: asked twice, ``LATEST`` must give the same pin."""
         if self._initial is None:
             position = self.options.starting_position
             self._initial = initial_offsets(
                 self.list_shards(), position.kind, time.time(), position.timestamp
             )
-        return offsets_to_json(self._initial)
+        return self._initial
+
+    def initialOffset(self) -> dict[str, Any]:  # noqa: N802 (Spark's API)
+        return offsets_to_json(self._initial_offsets())
 
     def latestOffset(self) -> dict[str, Any]:  # noqa: N802 (Spark's API)
-        if self._position is None:
-            self.initialOffset()
-            self._position = self._initial
-        assert self._position is not None  # for mypy: set just above
+        start = self._position if self._position is not None else self._initial_offsets()
         shards = self.list_shards()
-        start = self._position
         gone = missing_shards(start, shards)
         if gone and self.options.fail_on_data_loss:
-            raise RuntimeError(
+            raise DataLossError(
                 f"kinesis.failOnDataLoss: shards {', '.join(gone)} of stream "
                 f"{self.options.stream_name} are no longer listed; unread records expired"
             )
@@ -137,12 +137,13 @@ class KinesisStreamReader(DataSourceStreamReader):
         readable = readable_shards(current, shards)
         end = dict(current)
         if readable:
+            reader = self.shard_reader  # one client, shared by the probe threads
             workers = min(PROBE_THREADS, len(readable))
             with ThreadPoolExecutor(workers, thread_name_prefix="kinesis-probe") as pool:
                 probed = pool.map(
                     lambda info: (
                         info.shard_id,
-                        self.shard_reader.probe(info, current[info.shard_id]),
+                        reader.probe(info, current[info.shard_id]),
                     ),
                     readable,
                 )
