@@ -24,9 +24,11 @@ from infra.constructs.buckets import (
 from infra.constructs.catalog import CatalogDatabase, CatalogDatabaseProps
 from infra.constructs.emr_cluster import EmrCluster, EmrClusterProps
 from infra.constructs.failure_topic import FailureTopic, FailureTopicProps
+from infra.constructs.job_deployment import JobDeployment, JobDeploymentProps
 from infra.constructs.network import Network, NetworkProps
 from infra.constructs.roles import Roles, RolesProps
 from infra.constructs.stream import EventStream, EventStreamProps
+from infra.job_config import job_config_for
 
 INSTANCE_TAG = "streaming:instance"
 
@@ -62,14 +64,15 @@ class StreamingStack(Stack):
         )
         self.stream = events.stream
         self.buckets = Buckets(self, "Buckets", props=BucketsProps(removal))
+        catalog_location = self.buckets.data.s3_url_for_object(
+            f"{WAREHOUSE_PREFIX}{config.database_name}.db/"
+        )
         catalog = CatalogDatabase(
             self,
             "Catalog",
             props=CatalogDatabaseProps(
                 database_name=config.database_name,
-                location_uri=self.buckets.data.s3_url_for_object(
-                    f"{WAREHOUSE_PREFIX}{config.database_name}.db/"
-                ),
+                location_uri=catalog_location,
                 removal_policy=removal,
             ),
         )
@@ -133,9 +136,32 @@ class StreamingStack(Stack):
 
         self._grant_job_role(catalog, failures)
         self._outputs()
+        self.job = self._job_deployment(config, catalog_location)
+        self.job.attach(emr.cluster)
 
-        # --- Job deployment (assets, job config upload, EMR step) is attached here
-        # by the lead, after the resources above exist; see docs/infra.md.
+    def _job_deployment(self, config: InstanceConfig, database_location: str) -> JobDeployment:
+        """The job's artifact, its config (from the same instance declaration, via
+        ``job_config_for``) and the EMR step that runs it on this instance's cluster."""
+        job_config = job_config_for(
+            config,
+            checkpoint_location=self.buckets.data.s3_url_for_object(
+                f"{CHECKPOINTS_PREFIX}{config.instance_id}/"
+            ),
+            kafka_cluster_arn=self.msk_cluster_arn,
+            database_location=database_location,
+            stop_marker_path=self.buckets.data.s3_url_for_object(
+                f"{CONTROL_PREFIX}{config.instance_id}/stop"
+            ),
+        )
+        return JobDeployment(
+            self,
+            "Job",
+            props=JobDeploymentProps(
+                instance_id=config.instance_id,
+                artifacts_bucket=self.buckets.artifacts,
+                job_config=job_config,
+            ),
+        )
 
     def _outputs(self) -> None:
         """What operators look up after a deploy (an existing MSK cluster's owner

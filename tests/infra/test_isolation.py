@@ -40,13 +40,17 @@ def render(value: Any, stack: str, region: str) -> str:
         return value
     if isinstance(value, dict) and len(value) == 1:
         ((fn, arg),) = value.items()
+        pseudo = {
+            "AWS::Partition": "aws",
+            "AWS::Region": region,
+            "AWS::AccountId": ACCOUNT,
+            "AWS::URLSuffix": "amazonaws.com",
+        }
         if fn == "Ref":
-            return {
-                "AWS::Partition": "aws",
-                "AWS::Region": region,
-                "AWS::AccountId": ACCOUNT,
-                "AWS::URLSuffix": "amazonaws.com",
-            }.get(arg, f"<{stack}:{arg}>")
+            return pseudo.get(arg, f"<{stack}:{arg}>")
+        if fn == "Fn::Sub" and isinstance(arg, str):
+            # CDK's asset bucket name: only pseudo parameters may appear in it.
+            return re.sub(r"\$\{([^}]+)\}", lambda m: pseudo.get(m[1], f"<{stack}:{m[1]}>"), arg)
         if fn == "Fn::GetAtt":
             return f"<{stack}:{arg[0]}.{arg[1]}>"
         if fn == "Fn::Join":
