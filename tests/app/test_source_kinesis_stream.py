@@ -5,17 +5,13 @@ Few tests, each covering several behaviours: a streaming query costs seconds.
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from app.local.emulators import LOOPBACK, Endpoints, free_port
+from app.local.emulators import Endpoints
 from app.sources import SOURCE_COLUMNS, read_stream
 from tests.app.source_helpers import create_stream, job_config, kinesis_client, put, running
 
@@ -67,66 +63,25 @@ def test_latest_reads_only_records_put_after_the_first_start(
         assert sorted(drain().values()) == sorted(f"new-{i}" for i in range(10))
 
 
-@pytest.fixture(scope="module")
-def faithful_moto(monkeypatch_module: pytest.MonkeyPatch) -> Iterator[str]:
-    """An in-process moto server whose SplitShard behaves like Kinesis.
-
-    moto 5.2.5 deviates in two ways that break any reader's exactly-once:
-    SplitShard moves the parent's records into the children (with new
-    sequence numbers), and PutRecord keeps routing keys to the closed parent.
-    Both are patched here; everything else is stock moto.
-    """
-    from moto.kinesis import models
-    from moto.server import ThreadedMotoServer
-
-    def split_shard(self: Any, shard_to_split: str, new_starting_hash_key: str) -> None:
-        parent = self.shards[shard_to_split]
-        boundary = int(new_starting_hash_key)
-        first = max(shard._shard_id for shard in self.shards.values()) + 1
-        children = [
-            models.Shard(first, parent.starting_hash, boundary - 1, parent=parent.shard_id),
-            models.Shard(first + 1, boundary, parent.ending_hash, parent=parent.shard_id),
-        ]
-        self.shards = {**self.shards, **{child.shard_id: child for child in children}}
-        parent.is_open = False  # after the swap: readers never see a gap
-
-    def shard_for_key(self: Any, partition_key: str, explicit_hash_key: str) -> Any:
-        if explicit_hash_key:
-            key = int(explicit_hash_key)
-        else:
-            key = int(hashlib.md5(partition_key.encode()).hexdigest(), 16)
-        return next(
-            s for s in self.shards.values() if s.is_open and s.starting_hash <= key <= s.ending_hash
-        )
-
-    monkeypatch_module.setattr(models.Stream, "split_shard", split_shard)
-    monkeypatch_module.setattr(models.Stream, "get_shard_for_key", shard_for_key)
-    port = free_port()
-    server = ThreadedMotoServer(ip_address=LOOPBACK, port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://{LOOPBACK}:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
-    with pytest.MonkeyPatch.context() as patch:
-        yield patch
-
-
 def test_split_mid_stream_reads_parent_to_its_end_before_children(
-    spark: Any, faithful_moto: str, tmp_path: Path
+    spark: Any, endpoints: Endpoints, tmp_path: Path
 ) -> None:
-    client = kinesis_client(faithful_moto)
+    """The endpoints' moto runs app.local.moto_server: Kinesis split semantics
+    (stock moto moves a parent's records into its children)."""
+    client = kinesis_client(endpoints.aws_url)
     stream = f"split-{uuid.uuid4().hex[:8]}"
     [parent] = create_stream(client, stream, shards=1)
     before = [f"a-{i}" for i in range(30)]
     late = [f"late-{i}" for i in range(15)]
     after = [f"c-{i}" for i in range(40)]
     put(client, stream, before)
-    config = job_config(stream, faithful_moto, str(tmp_path / "cp"), max_fetch_records_per_shard=10)
+    config = job_config(
+        stream,
+        endpoints.aws_url,
+        str(tmp_path / "cp"),
+        max_fetch_records_per_shard=10,
+        describe_shard_interval_sec=1,
+    )
     with running(read_stream(spark, config), config.checkpoint_location) as drain:
         assert sorted(drain().values()) == sorted(before)
         put(client, stream, late)  # still in the parent, unread when it closes
