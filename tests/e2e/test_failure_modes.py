@@ -44,7 +44,7 @@ def test_poison_pills_reach_the_topic_once_and_valid_neighbours_land(
     assert local.job is not None and local.job.running, "the query must keep running"
     assert local.stop_job() == 0, local.log_tail()
 
-    rows = local.read_table(columns=("id", "event_date", "occurred_at_raw"))
+    rows = local.read_table(columns=("id", "event_date", "occurred_at", "occurred_at_raw"))
     summary = local.summary(table_ids=[r["id"] for r in rows])
     topic = local.read_topic()
     assert summary.ok, summary.problems
@@ -56,7 +56,10 @@ def test_poison_pills_reach_the_topic_once_and_valid_neighbours_land(
     )
     assert len(rows) == 9, "the re-sent id lands once"
     assert by_id["pill-old"]["event_date"] == "2019-03-04"
-    assert by_id["pill-old"]["occurred_at_raw"] == "2019-03-04T00:36:07.999999999-05:30"
+    # 05:06:07 UTC is 23:36:07 the day before at -05:30: the partition is the UTC
+    # date, the instant keeps microseconds (nanoseconds truncated), the raw text stays.
+    assert by_id["pill-old"]["occurred_at_raw"] == "2019-03-03T23:36:07.999999999-05:30"
+    assert by_id["pill-old"]["occurred_at"] == "2019-03-04T05:06:07.999999"
     reasons = {topic.reason_of(k) for k in topic.keys}
     assert reasons == set(FAILURE_KINDS)
 
