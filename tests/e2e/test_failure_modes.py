@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,7 +15,7 @@ from app.local.events import (
     malformed_record,
     valid_event,
 )
-from tests.e2e.conftest import MAX_RECORD_BYTES, MakeLocal, mix, poll
+from tests.e2e.conftest import MAX_RECORD_BYTES, MakeLocal, mix
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -79,6 +80,7 @@ def test_kafka_down_fails_the_batch_and_a_restart_delivers_everything(
     assert local.job is not None
     code = local.job.wait(timeout=180)
     assert code != 0, "a batch whose failure records cannot be delivered must fail the job"
+    assert "query failed" in local.log_path.read_text(encoding="utf-8", errors="replace")
     planned = set(local.checkpoint_offsets())
     committed = local.committed_batches()
     assert planned - committed, "the failed batch must not be committed"
@@ -103,13 +105,20 @@ def test_cloudwatch_down_keeps_the_job_processing(
         overrides={"metrics": {"endpoint_url": dead, "timeout_sec": 1, "max_attempts": 2}},
     )
     local.start_job()
-    local.produce(mix(1_000, seed=31, prefix="cw", malformed_share=0.02))
+    local.produce(mix(500, seed=31, prefix="cw-a", malformed_share=0.02))
     local.wait_until_accounted(timeout=240)
-    poll(lambda: local.batches() >= 2, "two batches committed", timeout=60)
+    # The first batch's metrics failed; the job must go on to the next one.
+    local.produce(mix(500, seed=32, prefix="cw-b", malformed_share=0.02))
+    local.wait_until_accounted(timeout=240)
+    assert local.batches() >= 2
     assert local.job is not None and local.job.running
     assert local.stop_job() == 0, local.log_tail()
-    log = local.log_path.read_text(encoding="utf-8", errors="replace").lower()
-    assert "cloudwatch" in log, "the metrics failure must be logged"
+    log = local.log_path.read_text(encoding="utf-8", errors="replace")
+    assert "CloudWatch put_metric_data failed" in log, "the metrics failure must be logged"
+    counted = re.search(r"metrics: (\d+) published, (\d+) failed calls", log)
+    assert counted is not None, "the failures must be counted"
+    assert int(counted.group(1)) == 0
+    assert int(counted.group(2)) >= 2
     summary = local.summary(via="files")
     assert summary.ok, summary.problems
     assert summary.metrics_published == 0, "nothing reached the real (moto) CloudWatch"
