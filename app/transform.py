@@ -151,9 +151,10 @@ def _json_path(name: str) -> str:
     return "$['" + name.replace("'", "\\'") + "']"
 
 
-def _kind_ok(spec: EventField, json_text: Column, sub: Column) -> Column:
+def _kind_ok(spec: EventField, json_text: Column, variant_kind: Column | None) -> Column:
     """True when the JSON value has the schema's type (``json_text`` is the
-    value re-serialized: its first character tells the JSON type)."""
+    value re-serialized: its first character tells the JSON type;
+    ``variant_kind`` is ``schema_of_variant`` of the value, for integers)."""
     from pyspark.sql import functions as sf
 
     first = sf.substring(json_text, 1, 1)
@@ -165,8 +166,8 @@ def _kind_ok(spec: EventField, json_text: Column, sub: Column) -> Column:
         return first == sf.lit("[")
     if spec.type == "boolean":
         return json_text.isin("true", "false")
-    if spec.type == "long":
-        return sf.schema_of_variant(sub).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
+    if spec.type == "long" and variant_kind is not None:
+        return variant_kind.isin("TINYINT", "SMALLINT", "INT", "BIGINT")
     return first.rlike("[-0-9]")  # double: any JSON number
 
 
@@ -176,8 +177,6 @@ def _value(spec: EventField, doc: Column, json_text: Column) -> Column:
     path = _json_path(spec.name)
     if spec.type in ("object", "array"):
         return json_text
-    if spec.type == "timestamp":
-        return parse_timestamp(sf.try_variant_get(doc, path, "string"))
     return sf.try_variant_get(doc, path, _SPARK_TYPES[spec.type])
 
 
@@ -188,26 +187,34 @@ def classify(
     max_record_bytes: int,
 ) -> DataFrame:
     """Source rows + parsed event columns + ``failure_reason/message/class``
-    (null on valid rows) + ``event_date``. One output row per input row, always:
-    this is what makes "nothing is dropped" hold. Narrow (no shuffle)."""
+    (null on valid rows). One output row per input row, always: this is what
+    makes "nothing is dropped" hold. Narrow (no shuffle).
+
+    Built in stages (decode, parse, extract, judge) so that each expensive
+    expression (the UTF-8 check, the JSON parse, each timestamp parse) is a
+    column computed once per row and only referenced afterwards.
+    """
     from pyspark.sql import functions as sf
 
     data = sf.col(DATA)
-    size = sf.length(data)
-    too_large = size > sf.lit(max_record_bytes)
-    decoded = sf.when(~too_large, data.cast("string"))
-    utf8_ok = sf.is_valid_utf8(decoded)
-    text = sf.when(utf8_ok, decoded)
-    doc = sf.try_parse_json(text)
-    is_object = doc.isNotNull() & sf.ltrim(text).startswith("{")
+    fits = sf.length(data) <= sf.lit(max_record_bytes)
+    staged = raw.select("*", sf.when(fits, data.cast("string")).alias("_decoded"))
+    staged = staged.select("*", sf.is_valid_utf8("_decoded").alias("_utf8"))
+    staged = staged.select(
+        "*", sf.try_parse_json(sf.when(sf.col("_utf8"), sf.col("_decoded"))).alias("_parsed")
+    )
+    is_object = sf.col("_parsed").isNotNull() & sf.ltrim("_decoded").startswith("{")
+    staged = staged.select("*", sf.when(is_object, sf.col("_parsed")).alias("_doc"))
 
-    frame = raw.withColumn("_doc", sf.when(is_object, doc))
-    doc_col = sf.col("_doc")
-    subs: dict[str, Column] = {}
+    doc = sf.col("_doc")
+    extracted: list[Column] = []
     for i, spec in enumerate(fields):
-        sub = sf.try_variant_get(doc_col, _json_path(spec.name), "variant")
-        frame = frame.withColumn(f"_j{i}", sf.to_json(sub))
-        subs[spec.name] = sub
+        sub = sf.try_variant_get(doc, _json_path(spec.name), "variant")
+        extracted.append(sf.to_json(sub).alias(f"_j{i}"))
+        if spec.type == "long":
+            extracted.append(sf.schema_of_variant(sub).alias(f"_k{i}"))
+    staged = staged.select("*", *extracted)
+
     missing_checks: list[tuple[Column, str]] = []
     type_checks: list[tuple[Column, str]] = []
     time_checks: list[tuple[Column, str]] = []
@@ -215,45 +222,52 @@ def classify(
     for i, spec in enumerate(fields):
         json_text = sf.col(f"_j{i}")
         present = json_text.isNotNull() & (json_text != sf.lit("null"))
+        name = column_name(spec.name)
         if spec.required:
             missing_checks.append((~present, f"required field {spec.name!r} is absent or null"))
+        kind = sf.col(f"_k{i}") if spec.type == "long" else None
         type_checks.append(
             (
-                present & ~_kind_ok(spec, json_text, subs[spec.name]),
+                present & ~_kind_ok(spec, json_text, kind),
                 f"field {spec.name!r} must be a JSON {spec.type}",
             )
         )
-        value = sf.when(present, _value(spec, doc_col, json_text))
         if spec.type == "timestamp":
             time_checks.append(
                 (
-                    present & value.isNull(),
+                    present & sf.col(name).isNull(),
                     f"field {spec.name!r} is not an ISO-8601 timestamp "
                     "(yyyy-MM-ddTHH:mm:ss[.fffffffff][Z|+hh:mm])",
                 )
             )
-            raw_text = sf.when(
-                present, sf.try_variant_get(doc_col, _json_path(spec.name), "string")
-            )
-            values += [
-                value.alias(column_name(spec.name)),
-                raw_text.alias(raw_column_name(spec.name)),
-            ]
+            raw_text = sf.when(present, sf.try_variant_get(doc, _json_path(spec.name), "string"))
+            values.append(raw_text.alias(raw_column_name(spec.name)))
         else:
-            values.append(value.alias(column_name(spec.name)))
+            values.append(sf.when(present, _value(spec, doc, json_text)).alias(name))
+    staged = staged.select("*", *values)
+    # Timestamps parse from the staged raw strings: once per row.
+    staged = staged.select(
+        "*",
+        *(
+            parse_timestamp(sf.col(raw_column_name(spec.name))).alias(column_name(spec.name))
+            for spec in fields
+            if spec.type == "timestamp"
+        ),
+    )
 
     ordered: list[tuple[Column, str, Column]] = [
         (data.isNull(), MALFORMED_JSON, sf.lit("record has no data")),
         (
-            too_large,
+            ~fits,
             TOO_LARGE,
             sf.format_string(
-                f"record is %d bytes, more than max_record_bytes={max_record_bytes}", size
+                f"record is %d bytes, more than max_record_bytes={max_record_bytes}",
+                sf.length(data),
             ),
         ),
-        (~utf8_ok, NOT_UTF8, sf.lit("record bytes are not valid UTF-8")),
-        (doc.isNull(), MALFORMED_JSON, sf.lit("record is not valid JSON")),
-        (~is_object, MALFORMED_JSON, sf.lit("record is JSON but not an object")),
+        (~sf.col("_utf8"), NOT_UTF8, sf.lit("record bytes are not valid UTF-8")),
+        (sf.col("_parsed").isNull(), MALFORMED_JSON, sf.lit("record is not valid JSON")),
+        (doc.isNull(), MALFORMED_JSON, sf.lit("record is JSON but not an object")),
         *((cond, MISSING_FIELD, sf.lit(msg)) for cond, msg in missing_checks),
         *((cond, WRONG_TYPE, sf.lit(msg)) for cond, msg in type_checks),
         *((cond, BAD_TIMESTAMP, sf.lit(msg)) for cond, msg in time_checks),
@@ -265,8 +279,12 @@ def classify(
         ).otherwise(verdict)
     classes = sf.create_map(*(sf.lit(x) for pair in ERROR_CLASSES.items() for x in pair))
 
-    frame = frame.select(*raw.columns, *values, verdict.alias("_verdict"))
-    return frame.select(
+    judged = staged.select(
+        *raw.columns,
+        *(name for name, _ in event_columns(fields)),
+        verdict.alias("_verdict"),
+    )
+    return judged.select(
         *raw.columns,
         *(name for name, _ in event_columns(fields)),
         sf.col("_verdict.reason").alias(REASON),
