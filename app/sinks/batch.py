@@ -25,7 +25,15 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
 from app.sinks.kafka import RESULT_SCHEMA, KafkaSettings, arrow_sender
-from app.sinks.table import append, ensure_table, qualified, register_partitions, stored_ids
+from app.sinks.table import (
+    append,
+    discard_abandoned_writes,
+    ensure_table,
+    qualified,
+    register_partitions,
+    stored_ids,
+    table_location,
+)
 from app.sources.schema import ARRIVAL_TIMESTAMP
 from app.transform import (
     REASON,
@@ -75,7 +83,7 @@ class BatchProcessor:
         self.kafka = kafka
         self.on_result = on_result
         self.table = qualified(config.database, config.table)
-        self._table_ready = False
+        self._location: str | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self.process_batch(batch, batch_id)
@@ -87,11 +95,11 @@ class BatchProcessor:
 
         config = self.config
         spark = batch.sparkSession
-        if not self._table_ready:
+        if self._location is None:
             ensure_table(
                 spark, config.database, config.table, config.event_fields, config.database_location
             )
-            self._table_ready = True
+            self._location = table_location(spark, self.table)
         time_column = column_name(config.event_time_field)
         classified = classify(
             batch, fields=config.event_fields, max_record_bytes=config.max_record_bytes
@@ -130,6 +138,7 @@ class BatchProcessor:
             )
             classified_at = time.monotonic()
             if dates:
+                discard_abandoned_writes(spark, self._location)
                 register_partitions(spark, self.table, dates)
                 fresh = latest_per_id(
                     valid_rows(

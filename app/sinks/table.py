@@ -5,6 +5,11 @@ How a batch write stays exactly-once (the mechanism the kill tests rely on)
 The table is append-only and keyed by event id: a row is written only if its
 id is not in the table yet. Each batch:
 
+0. deletes what an abandoned attempt left under the table root
+   (``_temporary``, ``.spark-staging-*``): Hadoop's commit protocol merges
+   EVERY task directory under ``_temporary/0`` at job commit, so a killed
+   attempt's committed tasks would otherwise be merged, unfiltered, by the next
+   write (the lease guarantees no other write is in flight);
 1. registers the date partitions it is about to touch
    (``ALTER TABLE ADD IF NOT EXISTS PARTITION``), so files a crashed attempt
    committed before it could register its partition become visible;
@@ -28,15 +33,21 @@ writer per table is guaranteed by :mod:`app.lifecycle`'s lease.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from datetime import date
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 from app.config import EventField
 from app.transform import EVENT_DATE, table_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+# Directories a write in progress keeps under the table root until job commit.
+STAGING_PREFIXES: Final = ("_temporary", ".spark-staging", ".hive-staging")
 
 
 def quote(identifier: str) -> str:
@@ -100,3 +111,31 @@ def stored_ids(spark: SparkSession, fqn: str, id_column: str, dates: Iterable[da
 def append(rows: DataFrame, fqn: str) -> None:
     """Position-based append (columns already in table order, partition last)."""
     rows.write.insertInto(fqn, overwrite=False)
+
+
+def table_location(spark: SparkSession, fqn: str) -> str:
+    """The table's root directory (``s3://...`` on EMR, ``file:/...`` locally)."""
+    for row in spark.sql(f"DESCRIBE TABLE EXTENDED {fqn}").collect():
+        if row["col_name"] == "Location":
+            return str(row["data_type"])
+    raise ValueError(f"table {fqn}: the catalog reports no Location")
+
+
+def discard_abandoned_writes(spark: SparkSession, location: str) -> list[str]:
+    """Step 0 of the mechanism above. Uses the Hadoop file system of the table
+    (EMRFS on EMR), so it works wherever the table lives."""
+    session: Any = spark
+    jvm = session._jvm
+    root = jvm.org.apache.hadoop.fs.Path(location)
+    fs = root.getFileSystem(session._jsc.hadoopConfiguration())
+    if not fs.exists(root):
+        return []
+    removed: list[str] = []
+    for status in fs.listStatus(root):
+        name = str(status.getPath().getName())
+        if name.startswith(STAGING_PREFIXES):
+            fs.delete(status.getPath(), True)
+            removed.append(name)
+    if removed:
+        log.warning("discarded abandoned write attempts under %s: %s", location, removed)
+    return removed

@@ -146,3 +146,30 @@ def test_undeliverable_failure_records_fail_the_batch_and_write_nothing(
     assert "KafkaDeliveryError" in str(caught.value) or isinstance(caught.value, KafkaDeliveryError)
     assert results == []
     assert _table_ids(spark, processor) == [], "the valid row waits for the replay"
+
+
+def test_what_a_killed_write_left_in_staging_is_discarded_not_merged(
+    spark: Any, endpoints: Endpoints, database: str
+) -> None:
+    from app.sinks.table import table_location
+
+    processor, _ = _processor(database, endpoints.kafka_bootstrap)
+    processor.process_batch(raw_frame(spark, [event("a")]), 0)
+    # A driver killed after its tasks committed "b" but before the job commit:
+    # the task output sits under _temporary/0, where Hadoop's job commit of the
+    # NEXT write would merge it.
+    location = table_location(spark, processor.table)
+    leftover = (
+        spark.table(processor.table)
+        .limit(0)
+        .unionByName(
+            spark.table(processor.table).selectExpr(
+                "'b' AS id", *[c for c in spark.table(processor.table).columns if c != "id"]
+            )
+        )
+    )
+    leftover.write.partitionBy("event_date").parquet(
+        f"{location}/_temporary/0/task_202601020304_0001_m_000000"
+    )
+    processor.process_batch(raw_frame(spark, [event("b")], first_seq=5), 1)
+    assert sorted(_table_ids(spark, processor)) == ["a", "b"]
