@@ -251,7 +251,9 @@ def supervise(
             stop.request(f"stop marker {marker.path}")
         if stop.event.is_set():
             log.info("stop requested (%s): stopping between batches", stop.reason)
-            _stop_between_batches(query, config.graceful_stop_timeout_sec)
+            _stop_between_batches(
+                query, config.graceful_stop_timeout_sec, config.trigger_interval_sec
+            )
             if marker is not None and stop.reason.startswith("stop marker"):
                 marker.consume()
             failure = query.exception()
@@ -268,13 +270,32 @@ def supervise(
     return EXIT_QUERY_FAILED
 
 
-def _stop_between_batches(query: StreamingQuery, timeout_sec: int) -> None:
-    """Wait (bounded) for the running batch to finish, then stop. A batch still
-    running at the deadline is interrupted; it was not committed and is
-    replayed, idempotently, by the next start."""
+def quiet_moment(now_ms: int, interval_ms: int) -> bool:
+    """True when no trigger is about to fire or has just fired.
+
+    A processing-time trigger fires on multiples of its interval (Spark's
+    ``ProcessingTimeExecutor.nextBatchTime``), also after a late batch. Stopping
+    well clear of a tick avoids interrupting a batch that has just written its
+    offsets (which would leave an uncommitted batch for the next start)."""
+    guard = min(max(interval_ms // 10, 50), 1_000)
+    phase = now_ms % interval_ms
+    return guard <= phase <= interval_ms - 3 * guard
+
+
+def _stop_between_batches(query: StreamingQuery, timeout_sec: int, interval_sec: int) -> None:
+    """Wait (bounded) until no batch runs and no trigger is due, then stop. A
+    batch still running at the deadline is interrupted; it was not committed and
+    is replayed, idempotently, by the next start."""
     deadline = time.monotonic() + timeout_sec
-    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-        time.sleep(0.2)
+    interval_ms = interval_sec * 1_000
+    while query.isActive and time.monotonic() < deadline:
+        if (
+            quiet_moment(int(time.time() * 1_000), interval_ms)
+            and not query.status.get("isTriggerActive")
+            and quiet_moment(int(time.time() * 1_000), interval_ms)
+        ):
+            break
+        time.sleep(0.02)
     query.stop()
 
 

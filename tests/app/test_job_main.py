@@ -128,3 +128,13 @@ def test_sigterm_stops_the_job_process_with_exit_0(endpoints: Endpoints, tmp_pat
     assert "stop requested (signal SIGTERM)" in text
     assert "stopped gracefully" in text
     assert (tmp_path / "checkpoint" / "commits" / "0").exists()
+
+
+def test_stop_waits_for_a_moment_clear_of_trigger_ticks() -> None:
+    from app.job import quiet_moment
+
+    assert not quiet_moment(10_000, 1_000), "a trigger fires right now"
+    assert not quiet_moment(10_020, 1_000), "one may just have started"
+    assert quiet_moment(10_400, 1_000)
+    assert not quiet_moment(10_800, 1_000), "the next is due"
+    assert quiet_moment(25_000, 10_000) and not quiet_moment(29_500, 10_000)
