@@ -31,7 +31,8 @@ from app.sinks.batch import BatchResult
 log = logging.getLogger(__name__)
 
 # Source metrics that mean "how far behind the newest record we are", in ms
-# (the awslabs connector reports the first two per query progress).
+# (names used by Kinesis sources that implement ReportsSourceMetrics). A source
+# that reports none of them (the Python source today) gets no SourceLagMs.
 SOURCE_LAG_KEYS: Final = ("maxMsBehindLatest", "avgMsBehindLatest", "millisBehindLatest", "lagMs")
 MAX_DATUMS_PER_CALL: Final = 500
 BUFFER_LIMIT: Final = 10_000
