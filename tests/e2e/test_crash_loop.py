@@ -20,7 +20,7 @@ import pytest
 
 from app.local.emulators import Emulators
 from app.local.harness import LocalInstance
-from tests.e2e.conftest import MakeLocal, mix
+from tests.e2e.conftest import MakeLocal, mix, poll
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
@@ -60,16 +60,27 @@ def test_crash_loop_loses_and_duplicates_nothing(
 
     kills = 0
     during_write = 0
+    mid_batch = 0
     for index, piece in enumerate(slices):
         local.produce(piece)
+        planned_before = set(local.checkpoint_offsets())
         local.start_job()
         if index % 2 == 0:
-            during_write += kill_during_write(local, timeout=120)
+            during_write += kill_during_write(local, timeout=180)
         else:
-            time.sleep(rng.uniform(4.0, 25.0))
+            # A random moment inside the run's first batch: reading, sending
+            # failures, writing, or between the write and the commit.
+            poll(
+                lambda before=planned_before: set(local.checkpoint_offsets()) - before != set(),
+                "a new batch planned",
+                timeout=180,
+                interval=0.05,
+            )
+            time.sleep(rng.uniform(0.0, 6.0))
             assert local.job is not None and local.job.running, local.log_tail()
             local.job.kill()
         kills += 1
+        mid_batch += bool(set(local.checkpoint_offsets()) - local.committed_batches())
 
     local.start_job()
     local.wait_until_accounted(timeout=600)
@@ -83,13 +94,15 @@ def test_crash_loop_loses_and_duplicates_nothing(
     produced = len(local.produced)
     print(
         f"\ncrash loop: {produced} records, {kills} kills ({during_write} during a table "
-        f"write), {summary.duplicate_ids} duplicates, "
+        f"write, {mid_batch} leaving a planned batch uncommitted), "
+        f"{summary.duplicate_ids} duplicates, "
         f"{len(summary.missing_ids)} missing ids, {len(summary.missing_failures)} missing "
         f"failure records, {summary.batches} batches committed over {local.runs} runs"
     )
     assert produced == RECORDS
     assert kills >= 5
-    assert during_write >= 2, "no kill landed during a table write"
+    assert during_write >= 2, "kills did not land during table writes"
+    assert mid_batch >= 3, "kills did not interrupt batches"
     assert summary.duplicate_ids == 0
     assert summary.missing_ids == ()
     assert summary.unexpected_ids == ()
