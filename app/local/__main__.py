@@ -62,6 +62,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--trigger-interval-sec", type=int, default=2, help="micro-batch trigger (default 2)"
     )
     parser.add_argument(
+        "--max-fetch-records-per-shard",
+        type=int,
+        default=500,
+        help="per-shard records per micro-batch (default 500: a backlog takes several batches)",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=240.0, help="max seconds to wait for the job"
     )
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR)
@@ -108,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
                     overrides={
                         "trigger_interval_sec": args.trigger_interval_sec,
                         "max_record_bytes": LOCAL_MAX_RECORD_BYTES,
+                        "source": {"max_fetch_records_per_shard": args.max_fetch_records_per_shard},
                     },
                 )
                 locals_.append(local)
