@@ -138,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
                 summaries.append(summary)
         finally:
             for local in locals_:
-                if local.job is not None and local.job.running:
-                    local.job.terminate()
+                for job in local.all_jobs:
+                    job.close()
     return _report(summaries, codes, time.monotonic() - started)
 
 
@@ -225,6 +225,9 @@ def _report(summaries: list[Summary], codes: dict[str, int], seconds: float) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     previous: Any = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # Ctrl-C must reach the cleanup even when the shell started us with SIGINT
+    # ignored (a background job of a non-interactive shell).
+    previous_int: Any = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return run(args)
     except KeyboardInterrupt:
@@ -235,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 if __name__ == "__main__":

@@ -124,6 +124,16 @@ class JobProcess:
         except TimeoutError:
             return self.kill()
 
+    def close(self) -> None:
+        """Leave nothing behind: stop a running job (SIGTERM, then SIGKILL), or
+        reap what is left of its process group if the driver already exited."""
+        if self.running:
+            self.terminate()
+        else:
+            self._reap_group()
+        if not self._log.closed:
+            self._log.close()
+
     def _signal_group(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, sig)

@@ -109,8 +109,7 @@ def make_local(tmp_path: Path, instances: dict[str, Any]) -> Iterator[Callable[.
     yield build
     for local in made:
         for job in local.all_jobs:
-            if job.running:
-                job.terminate()
+            job.close()
 
 
 @pytest.fixture
