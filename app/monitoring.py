@@ -68,17 +68,63 @@ def source_lag_ms(progress: Mapping[str, Any]) -> float | None:
     return max(lags) if lags else None
 
 
+def batch_start_ms(progress: Mapping[str, Any]) -> float | None:
+    """The batch's start (``timestamp`` of the progress event) in epoch ms."""
+    stamp = progress.get("timestamp")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed.timestamp() * 1000.0
+
+
+def scheduling_delay_ms(
+    previous: tuple[float, float] | None, start_ms: float | None, interval_ms: float
+) -> float:
+    """How long a batch waited past its trigger tick for the previous batch.
+
+    Spark plans a processing-time batch on the first tick after the previous
+    batch started; if the previous batch (``(start_ms, duration_ms)``) was
+    still running then, this one starts when it ends, that much late. A
+    batch after idle ticks, or after a batch that fit its interval, waited 0.
+    """
+    if previous is None or start_ms is None:
+        return 0.0
+    prev_start, prev_duration = previous
+    tick = (prev_start // interval_ms + 1) * interval_ms
+    return max(0.0, min(start_ms, prev_start + prev_duration) - tick)
+
+
+def scheduling_delay_ratio(
+    previous: tuple[float, float] | None,
+    start_ms: float | None,
+    duration_ms: float,
+    interval_ms: float,
+) -> float:
+    """Share of the batch's latency (delay + duration) spent waiting to start."""
+    delay = scheduling_delay_ms(previous, start_ms, interval_ms)
+    total = delay + duration_ms
+    return delay / total if total > 0 else 0.0
+
+
 def progress_datums(
     progress: Mapping[str, Any],
     *,
     trigger_interval_sec: int,
     result: BatchResult | None,
     now: datetime,
+    previous: tuple[float, float] | None = None,
 ) -> list[Datum]:
     """The data points for one ``QueryProgressEvent`` (progress as parsed JSON).
 
-    ``SchedulingDelayRatio`` is the batch's trigger execution time over the
-    trigger interval: above 1 the next batch starts late, and keeps drifting.
+    ``SchedulingDelayRatio`` is the share of the batch's latency spent waiting
+    to start: its scheduling delay (see :func:`scheduling_delay_ms`, which needs
+    the ``previous`` batch's start and duration) over delay plus duration. 0
+    while batches start on their trigger tick; it climbs towards 1 when each
+    batch queues behind the last (DESIGN.md §1: the 10 s batch running 3
+    minutes late). The batch-duration alarm covers "slower than the trigger".
     ``EndToEndLatencyMs`` is ``now`` minus the oldest Kinesis arrival time in
     the batch (only for batches that had records).
     """
@@ -100,7 +146,9 @@ def progress_datums(
         ),
         Datum(
             contract.SCHEDULING_DELAY_RATIO,
-            duration / (trigger_interval_sec * 1000.0),
+            scheduling_delay_ratio(
+                previous, batch_start_ms(progress), duration, trigger_interval_sec * 1000.0
+            ),
             "None",
             now,
         ),
@@ -272,6 +320,8 @@ def make_listener(
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     now = clock or (lambda: datetime.now(UTC))
+    # (start ms, duration ms) of the last batch, for the scheduling delay.
+    last_batch: list[tuple[float, float]] = []
 
     class MetricsListener(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:  # noqa: N802
@@ -287,8 +337,13 @@ def make_listener(
                         trigger_interval_sec=trigger_interval_sec,
                         result=result,
                         now=now(),
+                        previous=last_batch[-1] if last_batch else None,
                     )
                 )
+                start = batch_start_ms(progress)
+                duration = _number((progress.get("durationMs") or {}).get("triggerExecution"))
+                if start is not None and duration is not None:
+                    last_batch[:] = [(start, duration)]
             except Exception:  # a metrics bug must not take the listener bus down
                 log.exception("could not turn query progress into metrics")
 

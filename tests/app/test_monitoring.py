@@ -18,6 +18,8 @@ from app.monitoring import (
     Datum,
     metric_data,
     progress_datums,
+    scheduling_delay_ms,
+    scheduling_delay_ratio,
     source_lag_ms,
 )
 from app.sinks.batch import BatchResult
@@ -42,7 +44,7 @@ def test_progress_becomes_every_contract_metric() -> None:
     values = _by_name(progress_datums(PROGRESS, trigger_interval_sec=10, result=result, now=NOW))
     assert set(values) == set(contract.ALL_METRICS)
     assert values[contract.BATCH_DURATION_MS] == 25_000
-    assert values[contract.SCHEDULING_DELAY_RATIO] == 2.5, "25 s batch on a 10 s trigger"
+    assert values[contract.SCHEDULING_DELAY_RATIO] == 0.0, "no previous batch: no wait"
     assert values[contract.END_TO_END_LATENCY_MS] == 42_000
     assert values[contract.FAILURE_RECORDS] == 12
     assert values[contract.SOURCE_LAG_MS] == 4_000
@@ -57,6 +59,32 @@ def test_no_latency_without_records_and_no_lag_when_the_source_reports_none() ->
     assert contract.SOURCE_LAG_MS not in values
     assert values[contract.INPUT_ROWS_PER_SECOND] == 0.0
     assert source_lag_ms({"sources": []}) is None
+
+
+def test_scheduling_delay_counts_only_the_wait_behind_a_batch_that_overran() -> None:
+    interval = 10_000.0
+    # Previous batch started on the 100 s tick and took 25 s: the 110 s tick's
+    # batch could only start at 125 s, 15 s late.
+    assert scheduling_delay_ms((100_000.0, 25_000.0), 125_000.0, interval) == 15_000.0
+    assert scheduling_delay_ratio((100_000.0, 25_000.0), 125_000.0, 5_000.0, interval) == 0.75
+    # Previous batch fit its interval: the next one starts on its tick, no wait.
+    assert scheduling_delay_ms((100_000.0, 4_000.0), 110_000.0, interval) == 0.0
+    # Idle ticks between batches are not a wait either.
+    assert scheduling_delay_ms((100_000.0, 4_000.0), 190_000.0, interval) == 0.0
+
+
+def test_progress_timestamp_feeds_the_ratio() -> None:
+    progress = {**PROGRESS, "timestamp": "1970-01-01T00:02:05.000Z"}
+    values = _by_name(
+        progress_datums(
+            progress,
+            trigger_interval_sec=10,
+            result=None,
+            now=NOW,
+            previous=(100_000.0, 25_000.0),
+        )
+    )
+    assert values[contract.SCHEDULING_DELAY_RATIO] == 15_000 / (15_000 + 25_000)
 
 
 def test_metric_data_carries_the_instance_dimension() -> None:
