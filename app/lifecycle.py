@@ -280,7 +280,8 @@ class StopMarker:
     """A file or S3 object whose presence asks the job to stop gracefully.
 
     The job deletes it once it has stopped, so the next version can start
-    (``make redeploy``: put marker, wait for the step to end, submit)."""
+    (the EMR step's launcher, ``bootstrap/streaming-spark-submit.sh``, puts the
+    marker, waits for the old application to leave YARN, then submits)."""
 
     def __init__(self, path: str, s3_client: Any = None) -> None:
         self.path = path
