@@ -44,7 +44,9 @@ def job_config_for(
     at start) must be given; ``JobConfig.from_dict`` enforces it.
     """
     source = instance.job.source
-    efo = source.consumer_type == "SubscribeToShard"
+    # Enhanced fan-out needs the JVM connector's HTTP/2 push (EMR only); the
+    # Python source reads the same stream with GetRecords.
+    efo = source.consumer_type == "SubscribeToShard" and source_format == "aws-kinesis"
     config = JobConfig(
         instance_id=instance.instance_id,
         region=instance.region,
@@ -62,7 +64,7 @@ def job_config_for(
             max_fetch_records_per_shard=source.max_fetch_records_per_shard,
             max_fetch_time_per_shard_sec=source.max_fetch_time_per_shard_sec,
             describe_shard_interval_sec=source.describe_shard_interval_sec,
-            consumer_type=source.consumer_type,
+            consumer_type="SubscribeToShard" if efo else "GetRecords",
             consumer_name=efo_consumer_name(instance) if efo else None,
         ),
         kafka=KafkaOptions(

@@ -84,18 +84,8 @@ def build_job_config(
         aws_endpoint_url=endpoints.aws_url,
         source_format="python-kinesis",
     )
-    local_overrides: dict[str, Any] = {}
-    if config.source.consumer_type == "SubscribeToShard":
-        # Enhanced fan-out needs the JVM connector's HTTP/2 push (EMR only);
-        # the Python source reads the same stream with GetRecords.
-        local_overrides["source"] = {"consumer_type": "GetRecords", "consumer_name": None}
-    for key, value in (overrides or {}).items():
-        if isinstance(value, Mapping) and isinstance(local_overrides.get(key), dict):
-            local_overrides[key] = {**local_overrides[key], **value}
-        else:
-            local_overrides[key] = value
-    if local_overrides:
-        config = replace_fields(config, local_overrides)
+    if overrides:
+        config = replace_fields(config, overrides)
     return config
 
 

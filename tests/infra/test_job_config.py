@@ -53,6 +53,18 @@ def test_local_mapping_points_every_client_at_the_emulator() -> None:
     assert config.source.consumer_name is None
 
 
+def test_python_source_reads_an_efo_instance_with_get_records() -> None:
+    payments = _instances()["payments-ap-northeast-2"]
+    config = job_config_for(
+        payments,
+        checkpoint_location="/tmp/cp",
+        kafka_bootstrap_servers="127.0.0.1:9092",
+        source_format="python-kinesis",
+    )
+    assert config.source.consumer_type == "GetRecords"
+    assert config.source.consumer_name is None
+
+
 def test_kafka_needs_exactly_one_of_brokers_or_cluster() -> None:
     orders = _instances()["orders-eu-west-1"]
     with pytest.raises(ConfigError, match="exactly one of bootstrap_servers"):
