@@ -117,6 +117,7 @@ def local_conf(work_dir: str) -> dict[str, str]:
         {
             "spark.master": "local[2]",
             "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
             "spark.sql.warehouse.dir": f"{work_dir}/warehouse",
             "spark.driver.extraJavaOptions": f"-Dderby.system.home={work_dir}/derby",
             "javax.jdo.option.ConnectionURL": (

@@ -1,0 +1,98 @@
+"""The README's user-facing commands, run as a user runs them.
+
+``make run`` is ``python -m app.local``; ``make bench`` is ``python -m bench``;
+``make help`` lists the targets. Each runs in a child process from the repo
+root with the environment a shell would give it (no fixture state leaks in).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.e2e
+
+
+def _clean_env() -> dict[str, str]:
+    """A user's shell: no AWS credentials or PySpark settings from conftest."""
+    drop = ("AWS_", "PYSPARK_")
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
+def test_make_run_with_two_instances_passes_and_prints_the_summary(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.local",
+            "--instances",
+            "orders,payments",
+            "--count",
+            "800",
+            "--work-dir",
+            str(tmp_path / "work"),
+        ],
+        cwd=ROOT,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    for instance in ("orders-ap-northeast-2", "payments-ap-northeast-2"):
+        assert f"instance {instance}" in out
+    assert len(re.findall(r"duplicate ids\s+0\b", out)) == 2, out
+    assert len(re.findall(r"records produced\s+800\b", out)) == 2, out
+    assert "PASS" in out
+
+
+def test_make_bench_reports_a_ratio_against_its_baseline(tmp_path: Path) -> None:
+    result_file = tmp_path / "bench.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--records",
+            "2000",
+            "--shards",
+            "2",
+            "--out",
+            str(result_file),
+        ],
+        cwd=ROOT,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads(result_file.read_text(encoding="utf-8"))
+    assert result["records"] == 2000
+    assert result["baseline"]["records_per_second"] > 0
+    assert result["subject"]["records_per_second"] > 0
+    expected = result["subject"]["records_per_second"] / result["baseline"]["records_per_second"]
+    assert result["ratio_subject_to_baseline"] == pytest.approx(expected, abs=1e-3)
+
+
+def test_make_help_lists_every_readme_target() -> None:
+    done = subprocess.run(
+        ["make", "--no-print-directory", "help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    listed = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
+    assert {"run", "test", "synth", "check", "bench", "redeploy", "install"} <= listed
