@@ -10,13 +10,18 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast, get_args
+from typing import Any, Final, Literal, TypeVar, cast, get_args
 
 StartingPosition = Literal["TRIM_HORIZON", "LATEST"]
 SourceFormat = Literal["python-kinesis", "aws-kinesis"]
 ConsumerType = Literal["GetRecords", "SubscribeToShard"]
 KafkaSecurity = Literal["PLAINTEXT", "MSK_IAM"]
 FieldType = Literal["string", "long", "double", "boolean", "timestamp", "object", "array"]
+
+
+# The awslabs connector rejects a shorter per-shard fetch time; the Python
+# source keeps the same floor so a config works with either reader.
+MIN_FETCH_TIME_SEC: Final = 10
 
 
 class ConfigError(ValueError):
@@ -116,6 +121,12 @@ class JobConfig:
     @classmethod
     def from_dict(cls, raw: object) -> JobConfig:
         config = _build(cls, raw, "")
+        fetch_time = config.source.max_fetch_time_per_shard_sec
+        if fetch_time < MIN_FETCH_TIME_SEC:
+            raise ConfigError(
+                f"source.max_fetch_time_per_shard_sec: {fetch_time} is below the minimum of "
+                f"{MIN_FETCH_TIME_SEC} seconds (the Kinesis connector rejects less)"
+            )
         if (config.kafka.bootstrap_servers is None) == (config.kafka.cluster_arn is None):
             raise ConfigError(
                 "kafka: set exactly one of bootstrap_servers (local) or cluster_arn (MSK)"

@@ -126,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run(spark, config, stop=stop, keeper=keeper, s3_client=s3)
         finally:
             spark.stop()
+    except ConfigError as exc:
+        log.error("invalid job configuration: %s", exc)
+        return EXIT_BAD_CONFIG
     except Exception:
         log.exception("job failed")
         return EXIT_QUERY_FAILED

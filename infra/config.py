@@ -25,6 +25,7 @@ from types import NoneType, UnionType
 from typing import Any, Final, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from app import contract
+from app.config import MIN_FETCH_TIME_SEC
 from app.spark_conf import INSTANCE_TYPES
 
 CONTEXT_KEY: Final = "streaming"
@@ -457,7 +458,13 @@ def _validate_job(job: JobSettings, name: str) -> None:
     _positive(name, "job.trigger_interval_sec", job.trigger_interval_sec)
     src = job.source
     _positive(name, "job.source.max_fetch_records_per_shard", src.max_fetch_records_per_shard)
-    _positive(name, "job.source.max_fetch_time_per_shard_sec", src.max_fetch_time_per_shard_sec)
+    if src.max_fetch_time_per_shard_sec < MIN_FETCH_TIME_SEC:
+        raise _fail(
+            name,
+            "job.source.max_fetch_time_per_shard_sec",
+            src.max_fetch_time_per_shard_sec,
+            f"an integer >= {MIN_FETCH_TIME_SEC} (the Kinesis connector's minimum)",
+        )
     _positive(name, "job.source.describe_shard_interval_sec", src.describe_shard_interval_sec)
 
 

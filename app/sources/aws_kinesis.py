@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from app.config import ConfigError, JobConfig
+from app.config import MIN_FETCH_TIME_SEC, ConfigError, JobConfig
 
 # Option names, shared with app.sources.kinesis_python.
 STREAM_NAME: Final = "kinesis.streamName"
@@ -40,7 +40,6 @@ CLIENT_RETRY_INTERVALS_MS: Final = "kinesis.clientRetryIntervalsMs"
 CLIENT_MAX_RETRY_INTERVAL_MS: Final = "kinesis.clientMaxRetryIntervalMs"
 
 # The connector rejects a shorter fetch time: Kinesis may take >5 s to answer.
-MIN_FETCH_TIME_SEC: Final = 10
 
 
 def default_endpoint(region: str) -> str:

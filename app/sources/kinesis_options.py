@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from app.config import MIN_FETCH_TIME_SEC
 from app.sources import aws_kinesis as names
 
 RECORDS_PER_FETCH_MAX: Final = 10_000  # GetRecords' own Limit ceiling
@@ -129,7 +130,7 @@ def parse_options(options: Mapping[str, str]) -> ReaderOptions:
             f"{names.CONSUMER_TYPE}: {consumer!r} is not supported by python-kinesis "
             "(only GetRecords); use format aws-kinesis for SubscribeToShard"
         )
-    fetch_time = _int(raw, names.MAX_FETCH_TIME_PER_SHARD_SEC, 10, minimum=names.MIN_FETCH_TIME_SEC)
+    fetch_time = _int(raw, names.MAX_FETCH_TIME_PER_SHARD_SEC, 10, minimum=MIN_FETCH_TIME_SEC)
     per_fetch = _int(raw, names.RECORDS_PER_FETCH, RECORDS_PER_FETCH_MAX)
     if per_fetch > RECORDS_PER_FETCH_MAX:
         raise ValueError(f"{names.RECORDS_PER_FETCH}: {per_fetch} exceeds {RECORDS_PER_FETCH_MAX}")

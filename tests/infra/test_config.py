@@ -127,6 +127,13 @@ def test_non_positive_thresholds(section: str, field: str, value: int) -> None:
     assert "> 0" in message
 
 
+def test_fetch_time_below_the_connector_minimum() -> None:
+    context = _context(_instance(job={"source": {"max_fetch_time_per_shard_sec": 5}}))
+    message = _error(context)
+    assert "field job.source.max_fetch_time_per_shard_sec: bad value 5" in message
+    assert "an integer >= 10" in message
+
+
 def test_scheduling_delay_ratio_above_one() -> None:
     message = _error(_context(_instance(alarms={"scheduling_delay_ratio": 1.5})))
     assert "alarms.scheduling_delay_ratio: bad value 1.5; allowed: 0 < ratio <= 1" in message
