@@ -12,6 +12,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, cast, get_args
 
+from app import contract
+
 StartingPosition = Literal["TRIM_HORIZON", "LATEST"]
 SourceFormat = Literal["python-kinesis", "aws-kinesis"]
 ConsumerType = Literal["GetRecords", "SubscribeToShard"]
@@ -90,7 +92,7 @@ class JobConfig:
     database: str
     checkpoint_location: str
     kafka: KafkaOptions
-    table: str = "events"
+    table: str = contract.EVENTS_TABLE
     database_location: str | None = None
     trigger_interval_sec: int = 10
     kinesis_endpoint_url: str | None = None

@@ -41,6 +41,12 @@ EVENTS_TABLE: Final = "events"
 STACK_PREFIX: Final = "Streaming"
 
 
+def app_name(instance: str) -> str:
+    """The Spark/YARN application name; the EMR step's launcher finds the running
+    version of an instance's job by it to stop it before submitting the next."""
+    return f"{STACK_PREFIX.lower()}-{instance}"
+
+
 def instance_id(domain: str, region: str) -> str:
     """The instance's identity everywhere: metric dimension, lease owner, logs."""
     return f"{domain}-{region}"

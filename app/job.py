@@ -3,7 +3,9 @@
 One entry point for EMR (``spark-submit app/main.py --config s3://...``) and
 the local run (``python -m app --config cfg.json --work-dir .work/x``).
 
-Exit codes (the EMR step fails on anything but 0, which fires the alarm):
+Exit codes (the step is submitted with ``waitAppCompletion=false``, so on EMR a
+dead job shows as the YARN application failing and the missing-heartbeat alarm
+firing; locally and in tests the exit code is what is checked):
 
 0  stopped on request (SIGTERM/SIGINT or the stop marker), between batches
 1  the query failed (an exception in a batch; the cause is logged)
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from app import contract
 from app.config import ConfigError, JobConfig
 from app.lifecycle import (
     LeaseHeldError,
@@ -163,7 +166,7 @@ def _session(config: JobConfig, work_dir: str | None) -> SparkSession:
     from app.spark_conf import local_conf
 
     conf = local_conf(work_dir) if work_dir else {}
-    return build_session(conf, f"streaming-{config.instance_id}")
+    return build_session(conf, contract.app_name(config.instance_id))
 
 
 def run(

@@ -40,6 +40,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
 
+from app import contract
 from app.config import JobConfig
 from infra.emr_step import (
     CLUSTER_ID_OUTPUT,
@@ -165,7 +166,7 @@ class JobDeployment(Construct):
         )
         self.step_spec = StepSpec(
             step_name=f"streaming-{props.instance_id}-{self.package_version}",
-            app_name=f"streaming-{props.instance_id}",
+            app_name=contract.app_name(props.instance_id),
             package_uri=f"s3://{bucket.bucket_name}/{JOB_PREFIX}/{self.package_version}",
             stop_marker_uri=stop_marker,
             jar_files=tuple(jar.file_name for jar in self.jars),
