@@ -25,14 +25,12 @@ from types import NoneType, UnionType
 from typing import Any, Final, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from app import contract
-from app.config import MIN_FETCH_TIME_SEC
+from app.config import MIN_FETCH_TIME_SEC, ConsumerType, SourceOptions, StartingPosition
 from app.spark_conf import INSTANCE_TYPES
 
 CONTEXT_KEY: Final = "streaming"
 DEFAULT_RELEASE_LABEL: Final = "emr-spark-8.0.0"
 
-StartingPosition = Literal["TRIM_HORIZON", "LATEST"]
-ConsumerType = Literal["GetRecords", "SubscribeToShard"]
 RemovalPolicyName = Literal["RETAIN", "DESTROY"]
 
 # A domain is a fragment of a Glue database name (lowercase, digits, `_`), a
@@ -85,11 +83,13 @@ class SourceConfig:
     TRIM_HORIZON never silently skips data on a first start (DESIGN.md §1).
     """
 
-    starting_position: StartingPosition = "TRIM_HORIZON"
-    max_fetch_records_per_shard: int = 10_000
-    max_fetch_time_per_shard_sec: int = 10
-    describe_shard_interval_sec: int = 30
-    consumer_type: ConsumerType = "GetRecords"
+    # Defaults are the job's own (one source): an instance that omits a field
+    # gets exactly what the job would assume.
+    starting_position: StartingPosition = SourceOptions.starting_position
+    max_fetch_records_per_shard: int = SourceOptions.max_fetch_records_per_shard
+    max_fetch_time_per_shard_sec: int = SourceOptions.max_fetch_time_per_shard_sec
+    describe_shard_interval_sec: int = SourceOptions.describe_shard_interval_sec
+    consumer_type: ConsumerType = SourceOptions.consumer_type
 
 
 @dataclass(frozen=True)
