@@ -39,7 +39,7 @@ test: $(STAMP) check synth ## Install, run every check, then every test (unit, s
 
 .PHONY: run
 run: $(STAMP) ## Run the local pipeline end to end on the embedded emulators (ARGS="--instances a,b")
-	$(PY) -m app.local $(ARGS)
+	$(PY) -m local $(ARGS)
 
 .PHONY: bench
 bench: $(STAMP) ## Benchmarks: ratios against a baseline measured in the same run

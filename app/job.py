@@ -25,15 +25,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from app import contract
 from app.config import ConfigError, JobConfig
-from app.lifecycle import (
-    LeaseHeldError,
-    LeaseKeeper,
-    StopMarker,
-    StopRequest,
-    is_s3,
-    make_lease,
-    parse_s3_uri,
-)
+from app.graceful_stop import StopMarker, StopRequest
+from app.lease import LeaseHeldError, LeaseKeeper, make_lease
+from app.storage_uri import is_s3, parse_s3_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -148,7 +142,7 @@ def local_work_dir(config: JobConfig, explicit: str | None) -> str | None:
 
     ``--work-dir`` wins; otherwise a checkpoint on the local file system means a
     local run, and its parent directory is the work directory (the layout of
-    ``app.local``: ``<root>/checkpoint`` beside ``<root>/metastore_db``). A
+    ``local``: ``<root>/checkpoint`` beside ``<root>/metastore_db``). A
     checkpoint on ``s3://`` or ``hdfs://`` means EMR, where ``spark-defaults``
     already hold :func:`app.spark_conf.streaming_conf`.
     """
@@ -178,8 +172,8 @@ def run(
     s3_client: Any = None,
 ) -> int:
     """Start the query and supervise it until it fails or is asked to stop."""
+    from app.micro_batch import BatchProcessor
     from app.monitoring import BatchResults, CloudWatchPublisher, make_listener
-    from app.sinks.batch import BatchProcessor
     from app.sinks.kafka import KafkaSettings, resolve_bootstrap_servers
     from app.sinks.table import ensure_table
     from app.sources import read_stream

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from app import contract
-from app.sinks.batch import BatchResult
+from app.micro_batch import BatchResult
 
 log = logging.getLogger(__name__)
 

@@ -28,9 +28,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "kinesis_source.json")
     args = parser.parse_args(argv)
 
-    from app.local.emulators import FAKE_CREDENTIALS, running_emulators
-    from app.local.producer import kinesis_client
     from bench.kinesis_source import REGION, fill_stream, raw_loop, spark_source
+    from local.emulators import FAKE_CREDENTIALS, running_emulators
+    from local.producer import kinesis_client
 
     os.environ.update(FAKE_CREDENTIALS)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

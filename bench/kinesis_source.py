@@ -35,8 +35,8 @@ class Measured:
 
 
 def fill_stream(client: Any, records: int, shards: int) -> None:
-    from app.local.events import MixSpec, generate, now_utc
-    from app.local.producer import ensure_stream, put_all
+    from local.events import MixSpec, generate, now_utc
+    from local.producer import ensure_stream, put_all
 
     ensure_stream(client, STREAM, shards)
     mix = generate(MixSpec(count=records, malformed_share=0, duplicate_share=0), now_utc())

@@ -26,7 +26,7 @@ from typing import Any, Final, Literal, TypeVar, Union, get_args, get_origin, ge
 
 from app import contract
 from app.config import MIN_FETCH_TIME_SEC, ConsumerType, SourceOptions, StartingPosition
-from app.spark_conf import INSTANCE_TYPES
+from infra.sizing import INSTANCE_TYPES
 
 CONTEXT_KEY: Final = "streaming"
 DEFAULT_RELEASE_LABEL: Final = "emr-spark-8.0.0"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from app.local.emulators import FAKE_CREDENTIALS, Endpoints, emulators
 from app.session import build_session
 from app.spark_conf import local_conf
+from local.emulators import FAKE_CREDENTIALS, Endpoints, emulators
 
 # Python workers must run the venv's interpreter (pyarrow, boto3 live there),
 # and no test may reach a real AWS account.

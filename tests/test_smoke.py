@@ -4,7 +4,7 @@ from typing import Any
 
 import boto3
 
-from app.local.emulators import Endpoints
+from local.emulators import Endpoints
 
 
 def test_spark_session_uses_hive_catalog(spark: Any) -> None:

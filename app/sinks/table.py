@@ -28,7 +28,7 @@ the replayed batch (same id, same offsets) finds the rows that made it and
 writes only the others. The same holds across batches: a duplicate of an id
 that arrives in a later batch is dropped, so the table never holds an id
 twice (first version wins across batches, latest within a batch). A single
-writer per table is guaranteed by :mod:`app.lifecycle`'s lease.
+writer per table is guaranteed by :mod:`app.lease`.
 """
 
 from __future__ import annotations

@@ -20,9 +20,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from app.spark_conf import GLUE_HIVE_SITE, size_executors, streaming_conf
+from app.spark_conf import GLUE_HIVE_SITE, streaming_conf
 from infra.config import EmrConfig
 from infra.constructs.network import EMR_MANAGED_TAG
+from infra.sizing import size_executors
 
 APPLICATIONS: Final = ("Hadoop", "Spark")
 

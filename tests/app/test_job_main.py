@@ -19,8 +19,8 @@ import pytest
 
 from app.config import ConfigError
 from app.job import EXIT_BAD_CONFIG, EXIT_LEASE_HELD, EXIT_OK, load_config, local_work_dir, main
-from app.lifecycle import FileLease
-from app.local.emulators import Endpoints
+from app.lease import FileLease
+from local.emulators import Endpoints
 from tests.app.job_helpers import event, job_config
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,9 +17,9 @@ import pytest
 
 from app import contract
 from app.config import JobConfig
+from app.graceful_stop import StopRequest
 from app.job import EXIT_OK, EXIT_QUERY_FAILED, run
-from app.lifecycle import StopRequest
-from app.local.emulators import Endpoints, free_port
+from local.emulators import Endpoints, free_port
 from tests.app.job_helpers import event, job_config
 
 pytestmark = pytest.mark.timeout(600)

@@ -15,19 +15,18 @@ from typing import Any
 import boto3
 import pytest
 
-from app.lifecycle import (
+from app.graceful_stop import StopMarker, StopRequest
+from app.lease import (
     FileLease,
     LeaseHeldError,
     LeaseKeeper,
     LeaseLostError,
     S3Lease,
-    StopMarker,
-    StopRequest,
     lease_path,
     make_lease,
-    parse_s3_uri,
 )
-from app.local.emulators import Endpoints
+from app.storage_uri import parse_s3_uri
+from local.emulators import Endpoints
 
 
 def test_parse_s3_uri() -> None:
@@ -64,7 +63,7 @@ def test_file_lease_is_free_the_moment_its_holder_is_killed(tmp_path: Path) -> N
                 f"""
                 import sys, time
                 from pathlib import Path
-                from app.lifecycle import FileLease
+                from app.lease import FileLease
                 FileLease(Path({str(path)!r}), "inst", "child").acquire(0)
                 print("held", flush=True)
                 time.sleep(120)

@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from app import contract
-from app.local.emulators import Endpoints, free_port
+from app.micro_batch import BatchResult
 from app.monitoring import (
     BatchResults,
     CloudWatchPublisher,
@@ -22,7 +22,7 @@ from app.monitoring import (
     scheduling_delay_ratio,
     source_lag_ms,
 )
-from app.sinks.batch import BatchResult
+from local.emulators import Endpoints, free_port
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 PROGRESS: dict[str, Any] = {

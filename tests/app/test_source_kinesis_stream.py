@@ -11,8 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from app.local.emulators import Endpoints
 from app.sources import SOURCE_COLUMNS, read_stream
+from local.emulators import Endpoints
 from tests.app.source_helpers import create_stream, job_config, kinesis_client, put, running
 
 
@@ -66,7 +66,7 @@ def test_latest_reads_only_records_put_after_the_first_start(
 def test_split_mid_stream_reads_parent_to_its_end_before_children(
     spark: Any, endpoints: Endpoints, tmp_path: Path
 ) -> None:
-    """The endpoints' moto runs app.local.moto_server: Kinesis split semantics
+    """The endpoints' moto runs local.moto_server: Kinesis split semantics
     (stock moto moves a parent's records into its children)."""
     client = kinesis_client(endpoints.aws_url)
     stream = f"split-{uuid.uuid4().hex[:8]}"

@@ -21,8 +21,8 @@ import boto3
 import pytest
 
 from app import contract
-from app.local.emulators import Endpoints
 from infra.emr_step import StepSpec, build_step
+from local.emulators import Endpoints
 from scripts import redeploy
 from tests.deploy.conftest import (
     DOMAIN,

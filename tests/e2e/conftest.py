@@ -3,7 +3,7 @@ instances from ``cdk.json``, and a job config tuned for short cases.
 
 Every case runs the real job (``python -m app``) as a child process against a
 real HTTP AWS emulator (moto), a real Kafka-protocol broker (tansu) and an
-embedded Hive metastore, through :mod:`app.local.harness`, the code behind
+embedded Hive metastore, through :mod:`local.harness`, the code behind
 ``make run``.
 """
 
@@ -17,9 +17,9 @@ from typing import Any, Final
 
 import pytest
 
-from app.local.emulators import Emulators, running_emulators
-from app.local.events import FAILURE_KINDS, MixSpec, SampleRecord, generate, now_utc
-from app.local.harness import LocalInstance, load_example_instances
+from local.emulators import Emulators, running_emulators
+from local.events import FAILURE_KINDS, MixSpec, SampleRecord, generate, now_utc
+from local.harness import LocalInstance, load_example_instances
 
 MAX_RECORD_BYTES: Final = 16_384
 # Short trigger, short lease (a killed job's lease must expire before the

@@ -1,6 +1,6 @@
 """The README's user-facing commands, run as a user runs them.
 
-``make run`` is ``python -m app.local``; ``make bench`` is ``python -m bench``;
+``make run`` is ``python -m local``; ``make bench`` is ``python -m bench``;
 ``make help`` lists the targets. Each runs in a child process from the repo
 root with the environment a shell would give it (no fixture state leaks in).
 """
@@ -31,7 +31,7 @@ def test_make_run_with_two_instances_passes_and_prints_the_summary(tmp_path: Pat
         [
             sys.executable,
             "-m",
-            "app.local",
+            "local",
             "--instances",
             "orders,payments",
             "--count",

@@ -18,8 +18,8 @@ from typing import Final
 
 import pytest
 
-from app.local.emulators import Emulators
-from app.local.harness import LocalInstance
+from local.emulators import Emulators
+from local.harness import LocalInstance
 from tests.e2e.conftest import MakeLocal, mix, poll
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]

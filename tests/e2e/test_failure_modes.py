@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.local.emulators import Emulators, free_port
-from app.local.events import (
+from local.emulators import Emulators, free_port
+from local.events import (
     DUPLICATE,
     FAILURE_KINDS,
     SampleRecord,

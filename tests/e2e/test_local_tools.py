@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from app.local import events, producer
-from app.local.emulators import Endpoints
-from app.local.failures import ensure_topic, read_topic
-from app.local.summary import RunFigures, percentile, summarize
+from local import events, producer
+from local.emulators import Endpoints
+from local.failures import ensure_topic, read_topic
+from local.summary import RunFigures, percentile, summarize
 
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 

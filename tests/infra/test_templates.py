@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 
 from app import contract
-from app.spark_conf import GLUE_HIVE_SITE, size_executors
+from app.spark_conf import GLUE_HIVE_SITE
 from infra.constructs.buckets import (
     ACCESS_LOGS_BUCKET_LOGICAL_ID,
     ARTIFACTS_BUCKET_LOGICAL_ID,
     DATA_BUCKET_LOGICAL_ID,
 )
 from infra.constructs.stream import STREAM_LOGICAL_ID
+from infra.sizing import size_executors
 from tests.infra.conftest import Synthesized
 
 pytestmark = pytest.mark.synth

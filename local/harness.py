@@ -1,6 +1,6 @@
 """One instance of the pipeline on this machine: its resources, its job, its figures.
 
-Shared by ``make run`` (:mod:`app.local.__main__`) and the end-to-end suite:
+Shared by ``make run`` (:mod:`local.__main__`) and the end-to-end suite:
 both create the instance's stream and failure topic from the same instance
 configuration the CDK app reads (``cdk.json``), build the job's config with
 the same function the stack uses, run the job as a child process, and read
@@ -22,17 +22,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from app.config import JobConfig
-from app.local.emulators import FAKE_CREDENTIALS, Endpoints
-from app.local.failures import TopicContents, ensure_topic, read_topic
-from app.local.job_process import JobProcess, clear_stop_marker, job_environment
-from app.local.metrics import PublishedMetrics, cloudwatch_client, read_published
-from app.local.producer import ProduceReport, ensure_stream, kinesis_client, put_all
-from app.local.summary import RunFigures, Summary, summarize
-from app.local.table import ID_COLUMN, ids_in_files, read_table_with_spark
+from local.emulators import FAKE_CREDENTIALS, Endpoints
+from local.failures import TopicContents, ensure_topic, read_topic
+from local.job_process import JobProcess, clear_stop_marker, job_environment
+from local.metrics import PublishedMetrics, cloudwatch_client, read_published
+from local.producer import ProduceReport, ensure_stream, kinesis_client, put_all
+from local.summary import RunFigures, Summary, summarize
+from local.table import ID_COLUMN, ids_in_files, read_table_with_spark
 
 # An on-demand stream has no shard count in the config; moto creates 4 shards
 # for ON_DEMAND, as Kinesis does.
-CDK_JSON: Final = Path(__file__).resolve().parents[2] / "cdk.json"
+CDK_JSON: Final = Path(__file__).resolve().parents[1] / "cdk.json"
 
 
 def load_example_instances(cdk_json: Path = CDK_JSON) -> list[Any]:

@@ -1,4 +1,4 @@
-"""``python -m app.local.read_table``: dump a table of a local run as JSON rows.
+"""``python -m local.read_table``: dump a table of a local run as JSON rows.
 
 Opens the run's embedded metastore with the same Spark conf the job used
 (:func:`app.spark_conf.local_conf` on the same work directory), so it must run
@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.local.read_table")
+    parser = argparse.ArgumentParser(prog="python -m local.read_table")
     parser.add_argument("--work-dir", required=True, type=Path)
     parser.add_argument("--table", required=True, help="database.table")
     parser.add_argument("--columns", required=True, help="comma-separated columns")

@@ -25,16 +25,16 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from app.local.emulators import running_emulators
-from app.local.events import FAILURE_KINDS, MixSpec, generate, now_utc
-from app.local.harness import (
+from local.emulators import running_emulators
+from local.events import FAILURE_KINDS, MixSpec, generate, now_utc
+from local.harness import (
     LocalInstance,
     load_example_instances,
     select_instances,
 )
-from app.local.job_process import REPO_ROOT
-from app.local.producer import ProduceReport
-from app.local.summary import Summary
+from local.job_process import REPO_ROOT
+from local.producer import ProduceReport
+from local.summary import Summary
 
 DEFAULT_WORK_DIR: Final = REPO_ROOT / ".work" / "run"
 # The local run lowers the record size limit so that the ``too_large`` failure
@@ -44,7 +44,7 @@ LOCAL_MAX_RECORD_BYTES: Final = 65_536
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m app.local",
+        prog="python -m local",
         description="Run the streaming pipeline locally on emulators and verify it.",
     )
     parser.add_argument(

@@ -28,7 +28,7 @@ FAKE_CREDENTIALS = {
     "AWS_SESSION_TOKEN": "testing",
 }
 _START_TIMEOUT_SEC = 30.0
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+_REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -92,9 +92,9 @@ class ChildServer:
 def start_moto(port: int | None = None, log_dir: Path | None = None) -> ChildServer:
     port = port or free_port()
     log = _log_file(log_dir, "moto")
-    # app.local.moto_server: stock moto with Kinesis' SplitShard semantics.
+    # local.moto_server: stock moto with Kinesis' SplitShard semantics.
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.local.moto_server", "-H", LOOPBACK, "-p", str(port)],
+        [sys.executable, "-m", "local.moto_server", "-H", LOOPBACK, "-p", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, **FAKE_CREDENTIALS},

@@ -30,8 +30,8 @@ def cloudwatch_client(region: str, endpoint_url: str) -> Any:
     import boto3
     from botocore.config import Config
 
-    from app.local.emulators import FAKE_CREDENTIALS
-    from app.local.producer import client_credentials
+    from local.emulators import FAKE_CREDENTIALS
+    from local.producer import client_credentials
 
     config = Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 3})
     return boto3.client(

@@ -1,7 +1,7 @@
 """Put sample events on a Kinesis stream: moto locally, or a real stream.
 
-``python -m app.local.producer --stream S --region R --count N`` generates the
-exact mix of :mod:`app.local.events` and sends it with ``PutRecords`` (at most
+``python -m local.producer --stream S --region R --count N`` generates the
+exact mix of :mod:`local.events` and sends it with ``PutRecords`` (at most
 500 records and 5 MiB per call). Entries Kinesis rejects in a call (throttling,
 internal errors) are re-sent with a bounded exponential backoff; a record that
 still fails after the last attempt stops the run with an error, because a
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from app.local.events import (
+from local.events import (
     DEFAULT_FAILURE_KINDS,
     FAILURE_KINDS,
     TOO_LARGE,
@@ -253,7 +253,7 @@ def ensure_stream(client: Any, stream: str, shard_count: int | None, timeout: fl
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m app.local.producer",
+        prog="python -m local.producer",
         description="Put a known mix of sample events on a Kinesis stream (moto or real).",
     )
     parser.add_argument("--stream", required=True, help="Kinesis stream name")

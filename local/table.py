@@ -64,7 +64,7 @@ def read_table_with_spark(
     command = [
         sys.executable,
         "-m",
-        "app.local.read_table",
+        "local.read_table",
         "--work-dir",
         str(work_dir),
         "--table",

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from app.local.emulators import Endpoints, free_port
-from app.sinks.batch import BatchProcessor, BatchResult
+from app.micro_batch import BatchProcessor, BatchResult
 from app.sinks.kafka import KafkaDeliveryError
+from local.emulators import Endpoints, free_port
 from tests.app.job_helpers import (
     event,
     exchanges_since,

@@ -10,7 +10,7 @@ look broken after a shard split:
   matches, which is the closed parent (Kinesis only writes to open shards).
   Its range check also excludes each shard's ``EndingHashKey``.
 
-``python -m app.local.moto_server`` patches exactly those two methods and then
+``python -m local.moto_server`` patches exactly those two methods and then
 runs moto's own server entry point; every other API is stock moto.
 """
 

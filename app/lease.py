@@ -1,6 +1,6 @@
-"""Single-writer lease, stop marker and signals: when the job may run and stop.
+"""Single-writer lease: only one copy of an instance's job writes to its checkpoint.
 
-Lease (why): two copies of one instance's job on one checkpoint corrupt it and
+Why: two copies of one instance's job on one checkpoint corrupt it and
 write every row twice. The lease is an object beside the checkpoint
 (``<checkpoint>/_lease``) that only one live process can hold:
 
@@ -22,15 +22,15 @@ import fcntl
 import json
 import logging
 import os
-import signal
 import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any, Protocol
+
+from app.storage_uri import is_s3, local_path, parse_s3_uri
 
 log = logging.getLogger(__name__)
 
@@ -43,19 +43,6 @@ class LeaseHeldError(RuntimeError):
 
 class LeaseLostError(RuntimeError):
     """The lease could not be renewed or was taken over: stop writing."""
-
-
-def parse_s3_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/key`` -> (bucket, key); ``s3a://``/``s3n://`` accepted too."""
-    scheme, sep, rest = uri.partition("://")
-    bucket, _, key = rest.partition("/")
-    if not sep or scheme not in ("s3", "s3a", "s3n") or not bucket:
-        raise ValueError(f"{uri!r} is not an s3://bucket/key URI")
-    return bucket, key
-
-
-def is_s3(path: str) -> bool:
-    return path.split("://", 1)[0] in ("s3", "s3a", "s3n") and "://" in path
 
 
 def lease_path(checkpoint_location: str) -> str:
@@ -234,8 +221,7 @@ def make_lease(
     if is_s3(path):
         bucket, key = parse_s3_uri(path)
         return S3Lease(s3_client, bucket, key, instance, owner_id(), ttl_sec)
-    local = path.removeprefix("file://")
-    return FileLease(Path(local), instance, owner_id())
+    return FileLease(Path(local_path(path)), instance, owner_id())
 
 
 class LeaseKeeper:
@@ -274,63 +260,3 @@ class LeaseKeeper:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-
-
-class StopMarker:
-    """A file or S3 object whose presence asks the job to stop gracefully.
-
-    The job deletes it once it has stopped, so the next version can start
-    (the EMR step's launcher, ``bootstrap/streaming-spark-submit.sh``, puts the
-    marker, waits for the old application to leave YARN, then submits)."""
-
-    def __init__(self, path: str, s3_client: Any = None) -> None:
-        self.path = path
-        self._s3 = s3_client
-
-    def present(self) -> bool:
-        if is_s3(self.path):
-            from botocore.exceptions import BotoCoreError, ClientError
-
-            bucket, key = parse_s3_uri(self.path)
-            try:
-                self._s3.head_object(Bucket=bucket, Key=key)
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") not in (
-                    "404",
-                    "NoSuchKey",
-                    "NotFound",
-                ):
-                    log.warning("stop marker check failed: %s", exc)
-                return False
-            except BotoCoreError as exc:
-                log.warning("stop marker check failed: %s", exc)
-                return False
-            return True
-        return Path(self.path.removeprefix("file://")).exists()
-
-    def consume(self) -> None:
-        if is_s3(self.path):
-            bucket, key = parse_s3_uri(self.path)
-            self._s3.delete_object(Bucket=bucket, Key=key)
-        else:
-            Path(self.path.removeprefix("file://")).unlink(missing_ok=True)
-
-
-class StopRequest:
-    """SIGTERM/SIGINT -> a flag the main loop polls (handlers must stay tiny)."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.reason = ""
-
-    def request(self, reason: str) -> None:
-        if not self.event.is_set():
-            self.reason = reason
-            self.event.set()
-
-    def install(self) -> None:
-        def handler(signum: int, _frame: FrameType | None) -> None:
-            self.request(f"signal {signal.Signals(signum).name}")
-
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
