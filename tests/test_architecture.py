@@ -1,0 +1,162 @@
+"""The dependency direction, enforced over the source (docs/design.md, "Architecture").
+
+contract <- job (``app``) <- infra (``infra``); the local harness (``local``),
+the operator scripts (``scripts``) and the benchmarks (``bench``) may use both.
+The job is what ships to EMR: if it imported the harness or the CDK app, the
+cluster would need them (and the artifact would carry them), so every import
+in the tree, including the ones inside functions and ``TYPE_CHECKING`` blocks,
+is checked here by walking the AST, not by importing anything.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT_PACKAGES = frozenset({"app", "infra", "local", "scripts", "bench", "tests"})
+
+# What each layer may import from the project (besides itself). The contract
+# is the bottom: plain names and schema, no project imports at all.
+CONTRACT = "app.contract"
+ALLOWED: dict[str, frozenset[str]] = {
+    CONTRACT: frozenset(),
+    "app": frozenset({"app"}),
+    "infra": frozenset({"app", "infra"}),
+    "local": frozenset({"app", "infra", "local"}),
+    "scripts": frozenset({"app", "infra", "local", "scripts"}),
+    "bench": frozenset({"app", "infra", "local", "bench"}),
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    path: str
+    line: int
+    module: str
+    imported: str
+    allowed: frozenset[str]
+
+    def __str__(self) -> str:
+        allowed = ", ".join(sorted(self.allowed)) or "nothing from the project"
+        return (
+            f"{self.path}:{self.line}: {self.module} imports {self.imported}; "
+            f"this layer may import {allowed}"
+        )
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """Every ``import``/``from`` target with its line; relative imports resolved."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            # ``from app import contract`` imports the module app.contract.
+            found.extend((node.lineno, f"{target}.{alias.name}") for alias in node.names)
+    return found
+
+
+def layer_of(module: str) -> str | None:
+    if module == CONTRACT or module.startswith(CONTRACT + "."):
+        return CONTRACT
+    top = module.split(".", 1)[0]
+    return top if top in ALLOWED else None
+
+
+def violations(root: Path) -> list[Violation]:
+    found: list[Violation] = []
+    for top in sorted(ALLOWED.keys() - {CONTRACT}):
+        for path in sorted((root / top).rglob("*.py")):
+            module = module_name(root, path)
+            layer = layer_of(module)
+            if layer is None:
+                continue
+            allowed = ALLOWED[layer]
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for line, target in imported_modules(tree, module, path.name == "__init__.py"):
+                target_top = target.split(".", 1)[0]
+                if target_top not in PROJECT_PACKAGES:
+                    continue
+                target_layer = layer_of(target) or target_top
+                # A layer may always import the contract unless it is the contract.
+                if target_layer == CONTRACT and layer != CONTRACT:
+                    continue
+                if target_top in allowed and target_layer != "tests":
+                    continue
+                rel = str(path.relative_to(root))
+                found.append(Violation(rel, line, module, target, allowed))
+    return found
+
+
+def test_the_source_tree_follows_the_dependency_direction() -> None:
+    found = violations(ROOT)
+    assert not found, "\n".join(str(v) for v in found)
+
+
+def test_the_check_reads_the_real_tree() -> None:
+    """Guards against a check that passes because it read nothing."""
+    app_modules = [module_name(ROOT, p) for p in (ROOT / "app").rglob("*.py")]
+    assert "app.job" in app_modules
+    assert "app.contract" in app_modules
+    tree = ast.parse((ROOT / "infra" / "config.py").read_text(encoding="utf-8"))
+    assert any(t.startswith("app.") for _, t in imported_modules(tree, "infra.config", False))
+
+
+def _write(root: Path, relative: str, text: str) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("relative", "text", "imported"),
+    [
+        ("app/job.py", "from infra.config import InstanceConfig\n", "infra.config.InstanceConfig"),
+        ("app/job.py", "def f():\n    import local.harness\n", "local.harness"),
+        (
+            "app/sinks/kafka.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from local import x\n",
+            "local.x",
+        ),
+        ("app/contract.py", "from app import config\n", "app.config"),
+        ("app/contract.py", "from . import config\n", "app.config"),
+        ("infra/stack.py", "from local.emulators import Endpoints\n", "local.emulators.Endpoints"),
+        ("local/run.py", "from tests.app import helpers\n", "tests.app.helpers"),
+    ],
+)
+def test_a_wrong_direction_import_is_reported(
+    tmp_path: Path, relative: str, text: str, imported: str
+) -> None:
+    _write(tmp_path, "app/__init__.py", "")
+    _write(tmp_path, "app/sinks/__init__.py", "")
+    _write(tmp_path, relative, text)
+    found = violations(tmp_path)
+    assert [(v.path, v.imported) for v in found] == [(relative, imported)]
+    assert relative in str(found[0]) and "may import" in str(found[0])
+
+
+def test_allowed_directions_are_not_reported(tmp_path: Path) -> None:
+    _write(tmp_path, "app/__init__.py", "")
+    _write(tmp_path, "app/contract.py", "import json\n")
+    _write(tmp_path, "app/job.py", "from app import contract\nfrom app.sinks import kafka\n")
+    _write(tmp_path, "infra/stack.py", "from app.config import JobConfig\nimport infra.sizing\n")
+    _write(tmp_path, "local/run.py", "from infra.config import load_instances\nimport app.job\n")
+    _write(tmp_path, "bench/b.py", "from local.emulators import Endpoints\n")
+    assert violations(tmp_path) == []
