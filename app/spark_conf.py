@@ -2,7 +2,7 @@
 
 The EMR ``spark-defaults`` classification (built by ``infra/``) and the local
 SparkSession (built by ``app.job``) both come from :func:`streaming_conf`, so
-the settings that prevent the production incidents in DESIGN.md cannot drift
+the settings that prevent the production incidents in docs/design.md cannot drift
 apart between what is tested here and what runs on the cluster:
 
 * dynamic allocation and the external shuffle service off (the 7337 fetch
