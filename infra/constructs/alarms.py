@@ -1,10 +1,11 @@
 """Alarms, notifications and the dashboard of one instance.
 
-DESIGN.md §1: a 10-second micro-batch ran 3+ minutes late for hours and the
-only alarm was "0 records processed". Each delay the job publishes has its own
-alarm here. Metric names, namespace and dimension come from ``app.contract``,
-the module the job publishes with, so an alarm cannot watch a metric nobody
-sends.
+docs/design.md, "Incidents": a 10-second micro-batch ran 3+ minutes late for
+hours and the only alarm was "0 records processed". Each delay the job
+publishes has its own alarm here. Metric names, namespace and dimension come
+from ``app.contract``, the module the job publishes with, so an alarm cannot
+watch a metric nobody sends; :meth:`Alarms.grant_job` lets the job publish
+them, in that namespace only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
@@ -50,7 +51,8 @@ class AlarmsProps:
 
 
 class Alarms(Construct):
-    """Exposes ``topic``, ``alarms`` (by name), ``emr_failure_rule`` and ``dashboard``."""
+    """Exposes ``topic``, ``alarms`` (by name), ``metrics``, ``emr_failure_rule`` and
+    ``dashboard``; :meth:`grant_job` lets the job publish the watched metrics."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: AlarmsProps) -> None:
         super().__init__(scope, construct_id)
@@ -250,3 +252,24 @@ class Alarms(Construct):
                     ),
                 )
             )
+
+    def grant_job(self, role: iam.IRole) -> None:
+        """Publish the metrics these alarms watch. ``PutMetricData`` has no
+        resource-level permissions; the namespace condition is the only scope
+        IAM offers."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PutMetricsInProductNamespace",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": contract.METRIC_NAMESPACE}},
+            )
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="cloudwatch:PutMetricData has no resource-level permissions; the "
+                "statement is limited by a cloudwatch:namespace condition to the product's "
+                "namespace.",
+            )
+        )

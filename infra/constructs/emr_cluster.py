@@ -2,10 +2,14 @@
 
 Its ``spark-defaults`` come from ``app.spark_conf.streaming_conf`` (the same
 source as the local run), so the settings that prevent the incidents in
-DESIGN.md §1 (dynamic allocation and the shuffle service off, the Hive
-catalog on, speculation off, fixed executors) are what the cluster runs. No
-managed scaling: executors are fixed and a resize would not help a streaming
-job with a fixed executor count.
+docs/design.md, "Incidents" (dynamic allocation and the shuffle service off,
+the Hive catalog on, speculation off, fixed executors) are what the cluster
+runs. No managed scaling: executors are fixed and a resize would not help a
+streaming job with a fixed executor count.
+
+The nodes run as the job role, so the cluster grants it what booting needs:
+its own disk key and the one TLS certificate object its security
+configuration names.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from aws_cdk import Acknowledgment, RemovalPolicy, Tags, Validations
+from aws_cdk import Acknowledgment, Aws, RemovalPolicy, Tags, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_emr as emr
 from aws_cdk import aws_iam as iam
@@ -117,6 +121,19 @@ class EmrCluster(Construct):
                         "without plaintext); the statement names that one key.",
                     )
                 )
+
+        # The nodes fetch the TLS certificates the security configuration names:
+        # that one object, outside the instance's buckets, and nothing beside it.
+        props.job_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadTlsCertificates",
+                actions=["s3:GetObject"],
+                resources=[
+                    f"arn:{Aws.PARTITION}:s3:::{config.tls_certificates_bucket}/"
+                    f"{config.tls_certificates_key}"
+                ],
+            )
+        )
 
         self.security_configuration = emr.CfnSecurityConfiguration(
             self,

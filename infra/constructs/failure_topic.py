@@ -1,5 +1,6 @@
-"""The instance's failure topic (DESIGN.md §1: failures parked in Redis took
-Redis down), on a configured MSK provisioned cluster or on one created here.
+"""The instance's failure topic (docs/design.md, "Incidents": failures parked in
+Redis took Redis down), on a configured MSK provisioned cluster or on one
+created here. The job may write this one topic (:meth:`FailureTopic.grant_job`).
 
 ``AWS::MSK::Topic`` exists only for MSK provisioned clusters on Kafka >= 3.6,
 hence the version check in ``infra.config`` and no serverless option.
@@ -13,6 +14,7 @@ from typing import Final
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_msk as msk
 from constructs import Construct
@@ -53,7 +55,7 @@ class FailureTopicProps:
 class FailureTopic(Construct):
     """Exposes ``topic``, ``topic_name``, ``topic_arn``, ``cluster_arn`` and, when it
     created the cluster, ``cluster`` and ``security_group`` (clients are let in
-    with :meth:`allow_client`)."""
+    with :meth:`allow_client`, the job's role with :meth:`grant_job`)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: FailureTopicProps) -> None:
         super().__init__(scope, construct_id)
@@ -137,3 +139,29 @@ class FailureTopic(Construct):
             self.security_group.add_ingress_rule(
                 peer, ec2.Port.tcp(IAM_TLS_PORT), "Kafka clients (IAM auth over TLS)"
             )
+
+    def grant_job(self, role: iam.IRole) -> None:
+        """Connect to the cluster, find its brokers, and describe/write this topic.
+        ``WriteDataIdempotently`` is cluster-scoped in MSK IAM: the producer is
+        idempotent (``acks=all``)."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="FailureClusterConnect",
+                actions=[
+                    "kafka-cluster:Connect",
+                    "kafka-cluster:DescribeCluster",
+                    "kafka-cluster:WriteDataIdempotently",
+                    "kafka:GetBootstrapBrokers",
+                    "kafka:DescribeCluster",
+                    "kafka:DescribeClusterV2",
+                ],
+                resources=[self.cluster_arn],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="FailureTopicWrite",
+                actions=["kafka-cluster:DescribeTopic", "kafka-cluster:WriteData"],
+                resources=[self.topic_arn],
+            )
+        )

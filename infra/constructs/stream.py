@@ -1,14 +1,17 @@
-"""The instance's Kinesis stream: named by the contract, encrypted, sized by config."""
+"""The instance's Kinesis stream: named by the contract, encrypted, sized by
+config, and what the job may do with it (:meth:`EventStream.grant_job`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
 from constructs import Construct
 
+from app.config import ConsumerType
 from infra.config import StreamConfig
 
 # Pinned: a changed logical ID would replace the stream and lose its data.
@@ -23,9 +26,10 @@ class EventStreamProps:
 
 
 class EventStream(Construct):
-    """Exposes ``stream``. Encrypted with the AWS managed ``aws/kinesis`` key:
-    access is decided by the role's Kinesis permissions alone, which are
-    per-instance, and the key costs nothing per stream."""
+    """Exposes ``stream``; :meth:`grant_job` lets the job read it. Encrypted
+    with the AWS managed ``aws/kinesis`` key: access is decided by the role's
+    Kinesis permissions alone, which are per-instance, and the key costs
+    nothing per stream."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: EventStreamProps) -> None:
         super().__init__(scope, construct_id)
@@ -45,3 +49,36 @@ class EventStream(Construct):
         cfn = self.stream.node.default_child
         if isinstance(cfn, kinesis.CfnStream):
             cfn.override_logical_id(STREAM_LOGICAL_ID)
+
+    def grant_job(self, role: iam.IRole, *, consumer_type: ConsumerType) -> None:
+        """Read this stream; with enhanced fan-out (``SubscribeToShard``) also
+        register and use consumers of this stream only."""
+        self.stream.grant_read(role)
+        if consumer_type != "SubscribeToShard":
+            return
+        stream_arn = self.stream.stream_arn
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="OwnStreamConsumerRegistration",
+                actions=[
+                    "kinesis:RegisterStreamConsumer",
+                    "kinesis:DeregisterStreamConsumer",
+                    "kinesis:ListStreamConsumers",
+                ],
+                resources=[stream_arn],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="OwnStreamConsumers",
+                actions=["kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard"],
+                resources=[f"{stream_arn}/consumer/*"],
+            )
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::<{STREAM_LOGICAL_ID}.Arn>/consumer/*]",
+                reason="Enhanced fan-out consumer ARNs end in a creation timestamp unknown at "
+                "synth time; the wildcard covers consumers of this instance's stream only.",
+            )
+        )

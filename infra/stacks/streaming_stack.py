@@ -1,22 +1,20 @@
 """One instance, one stack: it instantiates the constructs, wires them and
-grants. Everything an instance owns lives here and nowhere else, so deploying,
-breaking or deleting one instance cannot touch another (DESIGN.md §1)."""
+calls their grant methods. Everything an instance owns lives here and nowhere
+else, so deploying, breaking or deleting one instance cannot touch another
+(docs/design.md, "Incidents": six domains on one database)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
 from constructs import Construct
 
-from app import contract
 from infra.config import InstanceConfig, msk_client_subnets
 from infra.constructs.alarms import Alarms, AlarmsProps
 from infra.constructs.buckets import (
-    ARTIFACTS_PREFIX,
     CHECKPOINTS_PREFIX,
     CONTROL_PREFIX,
-    EMR_LOGS_PREFIX,
     WAREHOUSE_PREFIX,
     Buckets,
     BucketsProps,
@@ -134,7 +132,14 @@ class StreamingStack(Stack):
             ),
         )
 
-        self._grant_job_role(catalog, failures)
+        # Everything the job may touch, each scoped to this instance (the
+        # cluster grants its disk key and TLS certificates itself).
+        events.grant_job(roles.job_role, consumer_type=config.job.source.consumer_type)
+        self.buckets.grant_job(roles.job_role)
+        catalog.grant_job(roles.job_role)
+        failures.grant_job(roles.job_role)
+        self.alarms.grant_job(roles.job_role)
+
         self._outputs()
         self.job = self._job_deployment(config, catalog_location)
         self.job.attach(emr.cluster)
@@ -179,70 +184,3 @@ class StreamingStack(Stack):
             ("AlarmTopicArn", self.alarms.topic.topic_arn),
         ):
             CfnOutput(self, output_id, value=value)
-
-    def _grant_job_role(self, catalog: CatalogDatabase, failures: FailureTopic) -> None:
-        """Everything the job may touch, each scoped to this instance."""
-        roles, role, buckets = self.roles, self.job_role, self.buckets
-        self.stream.grant_read(role)
-        if self.config.job.source.consumer_type == "SubscribeToShard":
-            roles.allow_stream_consumer(stream_arn=self.stream.stream_arn)
-            roles.acknowledge(
-                "AwsSolutions-IAM5[Resource::<EventsStream.Arn>/consumer/*]",
-                "Enhanced fan-out consumer ARNs end in a creation timestamp unknown at "
-                "synth time; the wildcard covers consumers of this instance's stream only.",
-            )
-        for prefix in (CHECKPOINTS_PREFIX, WAREHOUSE_PREFIX, CONTROL_PREFIX):
-            buckets.data.grant_read_write(role, f"{prefix}*")
-            roles.acknowledge(
-                f"AwsSolutions-IAM5[Resource::<DataBucket.Arn>/{prefix}*]",
-                f"Spark writes objects with generated names under {prefix} of this "
-                "instance's own data bucket; the wildcard is bounded by that prefix.",
-            )
-        buckets.artifacts.grant_read(role, f"{ARTIFACTS_PREFIX}*")
-        roles.acknowledge(
-            f"AwsSolutions-IAM5[Resource::<ArtifactsBucket.Arn>/{ARTIFACTS_PREFIX}*]",
-            "The job reads its code and config under artifacts/ of this instance's own "
-            "artifacts bucket; object names carry content hashes.",
-        )
-        buckets.artifacts.grant_put(role, f"{EMR_LOGS_PREFIX}*")
-        roles.acknowledge(
-            f"AwsSolutions-IAM5[Resource::<ArtifactsBucket.Arn>/{EMR_LOGS_PREFIX}*]",
-            "EMR nodes push container and step logs with generated names under emr-logs/.",
-        )
-        for action, why in (
-            ("s3:GetObject*", "GetObject, GetObjectVersion and their ACL/attribute reads"),
-            ("s3:GetBucket*", "bucket location and versioning lookups EMRFS makes"),
-            ("s3:List*", "listing the instance's prefixes (checkpoint and table scans)"),
-            ("s3:DeleteObject*", "checkpoint compaction and table overwrite cleanup"),
-            ("s3:Abort*", "aborting failed multipart uploads of large files"),
-        ):
-            roles.acknowledge(
-                f"AwsSolutions-IAM5[Action::{action}]",
-                f"CDK's bucket grant uses {action} for {why}; every such statement is "
-                "scoped to a prefix of this instance's own buckets.",
-            )
-        roles.allow_object_read(
-            bucket=self.config.emr.tls_certificates_bucket,
-            key=self.config.emr.tls_certificates_key,
-        )
-        roles.allow_glue_database(
-            catalog_arn=catalog.catalog_arn,
-            database_arn=catalog.database_arn,
-            tables_arn=catalog.tables_arn,
-            default_database_arn=(
-                f"arn:{Aws.PARTITION}:glue:{Aws.REGION}:{Aws.ACCOUNT_ID}:database/default"
-            ),
-        )
-        roles.acknowledge(
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:<AWS::Region>:"
-            f"<AWS::AccountId>:table/{catalog.database_name}/*]",
-            "Tables are created by the job at run time; the wildcard covers tables of "
-            "this instance's database only.",
-        )
-        roles.allow_failure_topic(cluster_arn=failures.cluster_arn, topic_arn=failures.topic_arn)
-        roles.allow_metrics(namespace=contract.METRIC_NAMESPACE)
-        roles.acknowledge(
-            "AwsSolutions-IAM5[Resource::*]",
-            "cloudwatch:PutMetricData has no resource-level permissions; the statement is "
-            "limited by a cloudwatch:namespace condition to the product's namespace.",
-        )
