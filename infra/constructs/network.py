@@ -40,7 +40,6 @@ class Network(Construct):
                 availability_zones=list(config.availability_zones),
                 private_subnet_ids=list(config.private_subnet_ids),
             )
-            self.created = False
         else:
             self.flow_log_group = logs.LogGroup(
                 self,
@@ -79,5 +78,4 @@ class Network(Construct):
                 restrict_default_security_group=False,
             )
             Tags.of(self.vpc).add(*EMR_MANAGED_TAG)
-            self.created = True
         self.private_subnets: list[ec2.ISubnet] = list(self.vpc.private_subnets)
