@@ -1,9 +1,9 @@
-"""Ships the job to the instance's cluster: packages, bootstrap actions, config, step.
+"""Ships the job to the instance's cluster: uploads, bootstrap actions, config, step.
 
 ``cdk deploy`` alone leaves a cluster running the job: the job package, the
 locked dependency lists, the bootstrap scripts and the per-instance job config
-are built at synth time (offline, deterministic bytes) and uploaded to the
-instance's artifacts bucket; the cluster's bootstrap actions install the locked
+are built at synth time (:mod:`infra.packaging`: offline, deterministic bytes)
+and uploaded to the instance's artifacts bucket; the cluster's bootstrap actions install the locked
 Python packages and the pinned jars on every node; the EMR step (built by
 :func:`infra.emr_step.build_step`, the same function ``make redeploy`` uses)
 starts the job.
@@ -26,10 +26,7 @@ Wiring (the cluster needs the bootstrap actions, the step needs the cluster)::
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -44,16 +41,15 @@ from app import contract
 from app.config import JobConfig
 from infra.emr_step import (
     CLUSTER_ID_OUTPUT,
-    ENTRY_POINT,
     JARS_DIR,
     JOB_CONFIG_FILE,
-    PACKAGE_ZIP,
     STEP_SPEC_OUTPUT,
     LockedJar,
     StepSpec,
     build_step,
     read_jar_lock,
 )
+from infra.packaging import stage_bootstrap, stage_package
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 MAVEN_CENTRAL: Final = "https://repo1.maven.org/maven2"
@@ -66,16 +62,8 @@ DEFAULT_JARS: Final = (
     "jackson-annotations",
     "jackson-datatype-jsr310",
 )
-BOOTSTRAP_FILES: Final = (
-    "bootstrap/install_python_deps.sh",
-    "bootstrap/install_jars.sh",
-    "bootstrap/streaming-spark-submit.sh",
-    "bootstrap/jars.lock",
-    "app/requirements.lock",
-)
 BOOTSTRAP_PREFIX: Final = "artifacts/bootstrap"
 JOB_PREFIX: Final = "artifacts/job"
-_ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
 # After the job's driver exits, YARN still releases containers and marks the
 # application finished: the launcher's wait allows for that on top of the job's
 # own graceful stop bound.
@@ -126,7 +114,7 @@ class JobDeployment(Construct):
         stage_dir = Path(Stage.of(self).outdir)  # type: ignore[union-attr]
         bucket = props.artifacts_bucket
 
-        bootstrap_dir, bootstrap_hash = _stage_bootstrap(root, stage_dir)
+        bootstrap_dir, bootstrap_hash = stage_bootstrap(root, stage_dir)
         bootstrap_uri = f"s3://{bucket.bucket_name}/{BOOTSTRAP_PREFIX}/{bootstrap_hash}"
         self.bootstrap_upload = s3deploy.BucketDeployment(
             self,
@@ -140,7 +128,7 @@ class JobDeployment(Construct):
         # JSON round trip: tuples become lists, which jsii can pass to CDK.
         config_dict = json.loads(json.dumps(props.job_config.to_dict()))
         config_json = Stack.of(self).resolve(config_dict)
-        package_dir, self.package_version = _stage_package(
+        package_dir, self.package_version = stage_package(
             root, stage_dir, json.dumps(config_json, sort_keys=True)
         )
         self.package_upload = s3deploy.BucketDeployment(
@@ -281,62 +269,6 @@ def _action(name: str, path: str, args: list[str]) -> emr.CfnCluster.BootstrapAc
             path=path, args=args
         ),
     )
-
-
-def _stage_bootstrap(root: Path, stage_dir: Path) -> tuple[Path, str]:
-    files = {Path(rel).name: (root / rel).read_bytes() for rel in BOOTSTRAP_FILES}
-    digest = _digest(files)
-    target = stage_dir / f"job-bootstrap-{digest}"
-    _write_once(target, files)
-    return target, digest
-
-
-def _stage_package(root: Path, stage_dir: Path, config_text: str) -> tuple[Path, str]:
-    """``app.zip`` for ``--py-files`` plus the ``main.py`` entry point; the
-    version hash also covers the (token-resolved) job config, so a config change
-    is a new version too."""
-    entry = root / "app" / "main.py"
-    if not entry.is_file():
-        raise ValueError(f"{entry}: missing; allowed: the job's spark-submit entry point")
-    files = {PACKAGE_ZIP: zip_package(root / "app"), ENTRY_POINT: entry.read_bytes()}
-    digest = _digest({**files, JOB_CONFIG_FILE: config_text.encode()})
-    target = stage_dir / f"job-package-{digest}"
-    _write_once(target, files)
-    return target, digest
-
-
-def zip_package(package: Path) -> bytes:
-    """The package as a zip with fixed timestamps and order: the same sources
-    always give the same bytes, so an unchanged job is not a new version."""
-    import io
-
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(package.rglob("*")):
-            if not path.is_file() or "__pycache__" in path.parts or path.suffix == ".pyc":
-                continue
-            if path.name == "requirements.lock":
-                continue  # installed by the bootstrap, not imported
-            info = zipfile.ZipInfo(str(path.relative_to(package.parent)), _ZIP_EPOCH)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, path.read_bytes())
-    return buffer.getvalue()
-
-
-def _digest(files: dict[str, bytes]) -> str:
-    sha = hashlib.sha256()
-    for name in sorted(files):
-        sha.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
-    return sha.hexdigest()[:16]
-
-
-def _write_once(target: Path, files: dict[str, bytes]) -> None:
-    if target.is_dir():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    for name, content in files.items():
-        (target / name).write_bytes(content)
 
 
 def _acknowledge_deployment_handler(bucket: s3.IBucket) -> None:

@@ -5,14 +5,13 @@ bytes in the repository."""
 from __future__ import annotations
 
 import json
-import zipfile
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra.emr_step import StepSpec, build_step
+from infra.packaging import zip_package
 from tests.deploy.conftest import (
     REPO,
     Synthesized,
@@ -129,10 +128,9 @@ def test_bootstrap_upload_carries_the_repository_scripts_and_locks(
 def test_package_upload_has_the_zipped_app_and_the_entry_point(synthesized: Synthesized) -> None:
     staged = asset_dir(synthesized, "PackageUpload")
     assert sorted(p.name for p in staged.iterdir()) == ["app.zip", "main.py"]
-    with zipfile.ZipFile(BytesIO((staged / "app.zip").read_bytes())) as archive:
-        names = archive.namelist()
-    assert "app/__init__.py" in names and "app/config.py" in names
-    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    # Exactly the zip infra.packaging builds (test_app_package checks its contents).
+    assert (staged / "app.zip").read_bytes() == zip_package(synthesized.source_root / "app")
+    assert (staged / "main.py").read_bytes() == (REPO / "app" / "main.py").read_bytes()
     # The job config travels as a second source, resolved by CloudFormation.
     (custom,) = (
         r for k, r in synthesized.template["Resources"].items()
@@ -169,17 +167,17 @@ def test_uploaded_job_config_is_a_valid_job_config_after_deploy(
 
 
 def test_package_version_moves_with_the_job_but_not_the_bootstrap(tmp_path: Path) -> None:
-    from infra.constructs.job_deployment import _stage_bootstrap, _stage_package
+    from infra.packaging import stage_bootstrap, stage_package
 
     root = source_root(tmp_path)
     stage = tmp_path / "stage"
-    _, boot_before = _stage_bootstrap(root, stage)
-    _, job_before = _stage_package(root, stage, "{}")
-    assert _stage_package(root, stage, "{}")[1] == job_before  # deterministic bytes
+    _, boot_before = stage_bootstrap(root, stage)
+    _, job_before = stage_package(root, stage, "{}")
+    assert stage_package(root, stage, "{}")[1] == job_before  # deterministic bytes
     (root / "app" / "config.py").write_text("# changed\n", encoding="utf-8")
-    assert _stage_package(root, stage, "{}")[1] != job_before
-    assert _stage_package(root, stage, '{"trigger_interval_sec": 5}')[1] != job_before
-    assert _stage_bootstrap(root, stage)[1] == boot_before
+    assert stage_package(root, stage, "{}")[1] != job_before
+    assert stage_package(root, stage, '{"trigger_interval_sec": 5}')[1] != job_before
+    assert stage_bootstrap(root, stage)[1] == boot_before
 
 
 def test_unverified_jar_is_refused_at_synth(tmp_path: Path) -> None:

@@ -1,0 +1,101 @@
+"""Builds the job's deploy artifacts from the repository: offline, and the same
+sources always give the same bytes and the same content hash.
+
+Two staged directories, hashed separately because the cluster and the job
+change at different speeds (``infra.constructs.job_deployment`` uploads them):
+
+* :func:`stage_bootstrap`: the bootstrap scripts and the locks. Its hash names
+  the S3 prefix the cluster's bootstrap actions point at.
+* :func:`stage_package`: ``app.zip`` (:func:`zip_package`) and the entry point;
+  its hash (which also covers the job config) is the job version.
+
+Plain functions of files: no CDK here, so tests and tools can build and inspect
+exactly what a deploy ships without synthesizing a stack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Final
+
+from infra.emr_step import ENTRY_POINT, JOB_CONFIG_FILE, PACKAGE_ZIP
+
+# Relative to the repository root; staged flat (by file name) under one prefix.
+BOOTSTRAP_FILES: Final = (
+    "bootstrap/install_python_deps.sh",
+    "bootstrap/install_jars.sh",
+    "bootstrap/streaming-spark-submit.sh",
+    "bootstrap/jars.lock",
+    "app/requirements.lock",
+)
+# Top-level files of the package that are entry points, not imported modules:
+# main.py travels beside app.zip (spark-submit runs it as a script) and
+# __main__.py is the local ``python -m app``. Neither belongs in the zip.
+ENTRY_SCRIPTS: Final = (ENTRY_POINT, "__main__.py")
+_ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
+
+
+def zip_package(package: Path) -> bytes:
+    """The package's modules as a zip for ``--py-files``: ``*.py`` files only
+    (no caches, no locks or data files), minus the entry scripts, with fixed
+    timestamps and order so an unchanged job is not a new version.
+
+    Only what runs on EMR belongs here; ``tests/deploy/test_app_package.py``
+    compares the result with the modules the entry point imports."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(package.rglob("*.py")):
+            relative = path.relative_to(package)
+            if not path.is_file() or "__pycache__" in relative.parts:
+                continue
+            if len(relative.parts) == 1 and relative.name in ENTRY_SCRIPTS:
+                continue
+            info = zipfile.ZipInfo(str(path.relative_to(package.parent)), _ZIP_EPOCH)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, path.read_bytes())
+    return buffer.getvalue()
+
+
+def stage_bootstrap(root: Path, stage_dir: Path) -> tuple[Path, str]:
+    """Copy :data:`BOOTSTRAP_FILES` of ``root`` into ``stage_dir`` under their
+    content hash; returns the directory and the hash."""
+    files = {Path(rel).name: (root / rel).read_bytes() for rel in BOOTSTRAP_FILES}
+    digest = content_digest(files)
+    target = stage_dir / f"job-bootstrap-{digest}"
+    _write_once(target, files)
+    return target, digest
+
+
+def stage_package(root: Path, stage_dir: Path, config_text: str) -> tuple[Path, str]:
+    """``app.zip`` for ``--py-files`` plus the ``main.py`` entry point; the
+    version hash also covers the (token-resolved) job config, so a config change
+    is a new version too."""
+    entry = root / "app" / ENTRY_POINT
+    if not entry.is_file():
+        raise ValueError(f"{entry}: missing; allowed: the job's spark-submit entry point")
+    files = {PACKAGE_ZIP: zip_package(root / "app"), ENTRY_POINT: entry.read_bytes()}
+    digest = content_digest({**files, JOB_CONFIG_FILE: config_text.encode()})
+    target = stage_dir / f"job-package-{digest}"
+    _write_once(target, files)
+    return target, digest
+
+
+def content_digest(files: dict[str, bytes]) -> str:
+    """Short SHA-256 over names and contents: the S3 prefix of a version."""
+    sha = hashlib.sha256()
+    for name in sorted(files):
+        sha.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return sha.hexdigest()[:16]
+
+
+def _write_once(target: Path, files: dict[str, bytes]) -> None:
+    if target.is_dir():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for name, content in files.items():
+        (target / name).write_bytes(content)
