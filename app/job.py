@@ -23,10 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from app import contract
+from app import aws_clients, contract
 from app.config import ConfigError, JobConfig
 from app.graceful_stop import StopMarker, StopRequest
 from app.lease import LeaseHeldError, LeaseKeeper, make_lease
+from app.polling import wait_for
 from app.storage_uri import is_s3, parse_s3_uri
 
 if TYPE_CHECKING:
@@ -55,16 +56,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _boto_config(timeout_sec: int = 10, attempts: int = 3) -> Any:
-    from botocore.config import Config
-
-    return Config(
-        connect_timeout=timeout_sec,
-        read_timeout=timeout_sec,
-        retries={"max_attempts": attempts, "mode": "standard"},
-    )
-
-
 def load_config(location: str, s3_client: Any = None) -> JobConfig:
     """A path or an ``s3://`` URI (the CDK app uploads the config beside the code)."""
     if not is_s3(location):
@@ -74,9 +65,7 @@ def load_config(location: str, s3_client: Any = None) -> JobConfig:
             raise ConfigError(f"--config: cannot read {location}: {exc}") from exc
     bucket, key = parse_s3_uri(location)
     if s3_client is None:
-        import boto3
-
-        s3_client = boto3.client("s3", config=_boto_config())
+        s3_client = aws_clients.client("s3", aws_clients.JOB_S3)
     try:
         body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
     except Exception as exc:
@@ -85,10 +74,8 @@ def load_config(location: str, s3_client: Any = None) -> JobConfig:
 
 
 def s3_client_for(config: JobConfig) -> Any:
-    import boto3
-
-    return boto3.client(
-        "s3", region_name=config.region, endpoint_url=config.s3_endpoint_url, config=_boto_config()
+    return aws_clients.client(
+        "s3", aws_clients.JOB_S3, region=config.region, endpoint_url=config.s3_endpoint_url
     )
 
 
@@ -286,16 +273,16 @@ def _stop_between_batches(query: StreamingQuery, timeout_sec: int, interval_sec:
     """Wait (bounded) until no batch runs and no trigger is due, then stop. A
     batch still running at the deadline is interrupted; it was not committed and
     is replayed, idempotently, by the next start."""
-    deadline = time.monotonic() + timeout_sec
     interval_ms = interval_sec * 1_000
-    while query.isActive and time.monotonic() < deadline:
-        if (
+
+    def stoppable() -> bool:
+        return not query.isActive or (
             quiet_moment(int(time.time() * 1_000), interval_ms)
             and not query.status.get("isTriggerActive")
             and quiet_moment(int(time.time() * 1_000), interval_ms)
-        ):
-            break
-        time.sleep(0.02)
+        )
+
+    wait_for(stoppable, timeout=timeout_sec, interval=0.02)
     query.stop()
 
 

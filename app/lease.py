@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from app.polling import wait_for
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 
 log = logging.getLogger(__name__)
@@ -83,20 +84,21 @@ class FileLease:
     def acquire(self, wait_sec: float) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + wait_sec
-        while True:
+
+        def locked() -> bool:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    holder = self._read_holder()
-                    os.close(fd)
-                    raise LeaseHeldError(
-                        f"another copy of the job for instance {self.instance!r} is running on "
-                        f"this checkpoint (lease {self.path} held by {holder}); refusing to start"
-                    ) from None
-                time.sleep(self.poll_sec)
+                return False
+            return True
+
+        if not wait_for(locked, timeout=wait_sec, interval=self.poll_sec):
+            holder = self._read_holder()
+            os.close(fd)
+            raise LeaseHeldError(
+                f"another copy of the job for instance {self.instance!r} is running on "
+                f"this checkpoint (lease {self.path} held by {holder}); refusing to start"
+            )
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"owner": self.owner, "instance": self.instance}).encode())
         os.fsync(fd)
@@ -176,26 +178,29 @@ class S3Lease:
         return (body if isinstance(body, dict) else {}), reply["ETag"]
 
     def acquire(self, wait_sec: float) -> None:
-        deadline = time.monotonic() + wait_sec
         holder: dict[str, Any] = {}
-        while True:
+
+        def acquired() -> bool:
+            nonlocal holder
             if self._put(IfNoneMatch="*"):
-                return
+                return True
             current = self._current()
-            if current is not None:
-                holder, etag = current
-                expired = float(holder.get("expires_at", 0)) <= self.clock()
-                if expired and self._put(IfMatch=etag):
-                    log.warning("took over expired lease of %s", holder.get("owner", "unknown"))
-                    return
-            if time.monotonic() >= deadline:
-                raise LeaseHeldError(
-                    f"another copy of the job for instance {self.instance!r} is running on this "
-                    f"checkpoint (lease s3://{self.bucket}/{self.key} held by "
-                    f"{holder.get('owner', 'unknown')}, expires at "
-                    f"{holder.get('expires_at', '?')}); refusing to start"
-                )
-            time.sleep(self.poll_sec)
+            if current is None:
+                return False
+            holder, etag = current
+            expired = float(holder.get("expires_at", 0)) <= self.clock()
+            if expired and self._put(IfMatch=etag):
+                log.warning("took over expired lease of %s", holder.get("owner", "unknown"))
+                return True
+            return False
+
+        if not wait_for(acquired, timeout=wait_sec, interval=self.poll_sec):
+            raise LeaseHeldError(
+                f"another copy of the job for instance {self.instance!r} is running on this "
+                f"checkpoint (lease s3://{self.bucket}/{self.key} held by "
+                f"{holder.get('owner', 'unknown')}, expires at "
+                f"{holder.get('expires_at', '?')}); refusing to start"
+            )
 
     def renew(self) -> None:
         if self._etag is None:

@@ -92,22 +92,13 @@ def resolve_bootstrap_servers(
     if not options.cluster_arn:
         raise ValueError("kafka: set bootstrap_servers or cluster_arn")
     if client_factory is None:
-        import boto3
-        from botocore.config import Config
+        from app.aws_clients import MSK_LOOKUP, client
 
-        def client_factory(**kwargs: Any) -> Any:
-            return boto3.client(
-                "kafka",
-                config=Config(
-                    connect_timeout=5,
-                    read_timeout=10,
-                    retries={"max_attempts": 3, "mode": "standard"},
-                ),
-                **kwargs,
-            )
+        def client_factory(*, region_name: str) -> Any:
+            return client("kafka", MSK_LOOKUP, region=region_name)
 
-    client = client_factory(region_name=region)
-    brokers = client.get_bootstrap_brokers(ClusterArn=options.cluster_arn)
+    kafka = client_factory(region_name=region)
+    brokers = kafka.get_bootstrap_brokers(ClusterArn=options.cluster_arn)
     key = (
         "BootstrapBrokerStringSaslIam" if options.security == "MSK_IAM" else "BootstrapBrokerString"
     )
@@ -218,6 +209,9 @@ def deliver(
                 producer.poll(0.1)
         produced += 1
         producer.poll(0)
+    # Not a poll: flush() itself waits (in librdkafka) until the queue is empty
+    # or its timeout; it may return early, so it is called again for what is
+    # left of the bound.
     deadline = time.monotonic() + settings.flush_timeout_sec
     remaining = producer.flush(settings.flush_timeout_sec)
     while remaining and time.monotonic() < deadline:

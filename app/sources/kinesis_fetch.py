@@ -1,6 +1,6 @@
 """Kinesis I/O for the ``python-kinesis`` source: every call bounded.
 
-boto3's own retries are switched off (``total_max_attempts=1``) and replaced by
+boto3's own retries are switched off (``retries=0``: one attempt) and replaced by
 one explicit loop, :func:`call_with_backoff`, so the number of attempts and the
 longest wait are exactly what the options say (``kinesis.clientNumRetries``,
 ``kinesis.clientRetryIntervalsMs``, ``kinesis.clientMaxRetryIntervalMs``) and the
@@ -103,20 +103,17 @@ def call_with_backoff(
 
 
 def make_client(options: ReaderOptions) -> Any:
-    """A Kinesis client with bounded connect/read timeouts and no hidden retries."""
-    import boto3
-    from botocore.config import Config
+    """A Kinesis client with bounded connect/read timeouts and no hidden retries
+    (``retries=0``: :func:`call_with_backoff` is the only retry loop)."""
+    from app.aws_clients import ClientLimits, client
 
-    config = Config(
-        region_name=options.region,
-        connect_timeout=options.connect_timeout_sec,
-        read_timeout=options.read_timeout_sec,
-        retries={"mode": "standard", "total_max_attempts": 1},
+    limits = ClientLimits(
+        connect_timeout_sec=options.connect_timeout_sec,
+        read_timeout_sec=options.read_timeout_sec,
+        retries=0,
         max_pool_connections=16,
     )
-    return boto3.session.Session().client(
-        "kinesis", endpoint_url=options.endpoint_url, config=config
-    )
+    return client("kinesis", limits, region=options.region, endpoint_url=options.endpoint_url)
 
 
 @dataclass(frozen=True)
