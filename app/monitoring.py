@@ -184,7 +184,10 @@ def metric_data(datums: list[Datum], instance: str) -> list[dict[str, Any]]:
 
 
 class CloudWatchPublisher:
-    """Bounded buffer + one sender thread. ``publish`` never blocks or raises."""
+    """Bounded buffer + one sender thread. ``publish`` never blocks or raises;
+    ``flush`` and ``close`` return within their ``timeout`` even when a call
+    to CloudWatch hangs (all sending happens on the sender thread, so a waiter
+    can give up on it)."""
 
     def __init__(
         self,
@@ -201,6 +204,12 @@ class CloudWatchPublisher:
         self._limit = buffer_limit
         self._wake = threading.Condition()
         self._closed = False
+        # Positions in the stream of published data points: how many were
+        # published, how many are settled (sent, failed or overflowed), and the
+        # end of the last chunk a failed call dropped. ``flush`` compares them.
+        self._published_upto = 0
+        self._settled_upto = 0
+        self._failed_upto = 0
         self.published = 0
         self.failed_calls = 0
         self.dropped = 0
@@ -216,59 +225,91 @@ class CloudWatchPublisher:
         timeout_sec: int,
         max_attempts: int,
     ) -> CloudWatchPublisher:
-        import boto3
-        from botocore.config import Config
+        """``timeout_sec`` bounds connect and read; ``max_attempts`` is the
+        retry count (``metrics.max_attempts``, botocore's meaning)."""
+        from app.aws_clients import ClientLimits, client
 
-        client = boto3.client(
-            "cloudwatch",
-            region_name=region,
-            endpoint_url=endpoint_url,
-            config=Config(
-                connect_timeout=timeout_sec,
-                read_timeout=timeout_sec,
-                retries={"max_attempts": max_attempts, "mode": "standard"},
-            ),
+        limits = ClientLimits(
+            connect_timeout_sec=timeout_sec, read_timeout_sec=timeout_sec, retries=max_attempts
         )
-        return cls(instance, client.put_metric_data)
+        cloudwatch = client("cloudwatch", limits, region=region, endpoint_url=endpoint_url)
+        return cls(instance, cloudwatch.put_metric_data)
 
     def publish(self, datums: list[Datum]) -> None:
         with self._wake:
+            if self._closed:
+                self.dropped += len(datums)
+                return
             self._buffer.extend(datums)
+            self._published_upto += len(datums)
             overflow = len(self._buffer) - self._limit
             for _ in range(max(0, overflow)):
                 self._buffer.popleft()
             if overflow > 0:
                 self.dropped += overflow
-            self._wake.notify()
+            self._wake.notify_all()
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Send what is buffered now (tests, shutdown). True when the buffer emptied."""
-        return self._send_all(timeout)
+        """Wait (at most ``timeout`` seconds) until what was published before
+        this call is sent. True when all of it reached CloudWatch; False when a
+        call failed (those data points are dropped and counted) or time ran out
+        (they stay buffered)."""
+        with self._wake:
+            target = self._published_upto
+            start = self._settled_upto
+            self._wake.notify_all()
+            settled = self._wake.wait_for(
+                lambda: self._settled_upto >= target or not self._thread.is_alive(), timeout
+            )
+            return bool(settled) and self._settled_upto >= target and self._failed_upto <= start
 
     def close(self, timeout: float = 10.0) -> None:
+        """Send what is buffered and stop the sender, waiting at most ``timeout``
+        seconds; a sender stuck in a call is left behind (a daemon thread)."""
         with self._wake:
             self._closed = True
-            self._wake.notify()
+            self._wake.notify_all()
         self._thread.join(timeout)
-        self._send_all(timeout)
+        if self._thread.is_alive():
+            with self._wake:
+                unsent = self._published_upto - self._settled_upto
+            log.warning(
+                "CloudWatch publisher did not finish within %ss; %d data points unsent",
+                timeout,
+                unsent,
+            )
 
     def _run(self) -> None:
         while True:
             with self._wake:
-                if not self._closed and not self._buffer:
-                    self._wake.wait(self._interval)
-                if self._closed:
-                    return
-            self._send_all(self._interval)
+                self._wake.wait_for(lambda: self._closed or bool(self._buffer), self._interval)
+                closing = self._closed
+            self._send_all()
+            if closing:
+                return
 
-    def _take(self) -> list[Datum]:
+    def _take(self) -> tuple[list[Datum], int]:
+        """The next chunk and the stream position it ends at."""
         with self._wake:
             count = min(MAX_DATUMS_PER_CALL, len(self._buffer))
-            return [self._buffer.popleft() for _ in range(count)]
+            chunk = [self._buffer.popleft() for _ in range(count)]
+            end = self._published_upto - len(self._buffer)
+            if not chunk:
+                self._settled_upto = end  # only overflowed points were left
+                self._wake.notify_all()
+            return chunk, end
 
-    def _send_all(self, _timeout: float) -> bool:
+    def _settle(self, end: int, *, failed: bool) -> None:
+        with self._wake:
+            self._settled_upto = max(self._settled_upto, end)
+            if failed:
+                self._failed_upto = end
+            self._wake.notify_all()
+
+    def _send_all(self) -> bool:
+        """Send the buffer chunk by chunk; stop at the first failed call."""
         while True:
-            chunk = self._take()
+            chunk, end = self._take()
             if not chunk:
                 return True
             try:
@@ -280,6 +321,7 @@ class CloudWatchPublisher:
             except Exception as exc:  # an outage must never reach the query
                 self.failed_calls += 1
                 self.dropped += len(chunk)
+                self._settle(end, failed=True)
                 log.warning(
                     "CloudWatch put_metric_data failed (%d data points dropped, %d failed calls "
                     "so far): %s: %s",
@@ -289,6 +331,7 @@ class CloudWatchPublisher:
                     exc,
                 )
                 return False
+            self._settle(end, failed=False)
 
 
 class BatchResults:

@@ -4,6 +4,9 @@ CloudWatch outage that is logged and counted but never raised."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -22,6 +25,7 @@ from app.monitoring import (
     scheduling_delay_ratio,
     source_lag_ms,
 )
+from app.polling import wait_for
 from local.emulators import Endpoints, free_port
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -107,6 +111,65 @@ def test_publisher_batches_and_bounds_the_buffer() -> None:
         publisher.close()
     assert publisher.dropped == 300
     assert sum(calls) == 700 and max(calls) <= 500
+
+
+def _returns_within(seconds: float, call: Callable[[], object]) -> object:
+    """``call()`` on a helper thread; fails (instead of hanging) if it outlives ``seconds``."""
+    outcome: list[object] = []
+    worker = threading.Thread(target=lambda: outcome.append(call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still running after {seconds}s"
+    return outcome[0]
+
+
+def test_flush_and_close_honour_their_timeout_when_a_put_hangs() -> None:
+    release = threading.Event()
+    calls: list[int] = []
+
+    def hanging_put(**kw: Any) -> None:
+        calls.append(len(kw["MetricData"]))
+        release.wait(30)
+
+    publisher = CloudWatchPublisher("i", hanging_put, flush_interval_sec=60)
+    try:
+        publisher.publish([Datum(contract.HEARTBEAT, 1.0, "Count", NOW)])
+        assert wait_for(lambda: calls, timeout=5, interval=0.01), "the first put never started"
+        publisher.publish([Datum(contract.HEARTBEAT, 1.0, "Count", NOW)] * 2)  # queued behind it
+        started = time.monotonic()
+        assert _returns_within(3, lambda: publisher.flush(timeout=0.5)) is False
+        assert _returns_within(3, lambda: publisher.close(timeout=0.5)) is None
+        assert time.monotonic() - started < 2.5, "flush + close took longer than their bounds"
+        assert calls == [1], "one call in flight, none started by the waiters"
+    finally:
+        release.set()
+    publisher.close(timeout=5)  # the call returned: the sender sends the rest and ends
+    assert publisher.published == 3, "the hung call and the queued points are sent after all"
+
+
+def test_flush_reports_whether_what_was_pending_reached_cloudwatch() -> None:
+    failing = threading.Event()
+
+    def put(**_kw: Any) -> None:
+        if failing.is_set():
+            raise ConnectionError("CloudWatch away")
+
+    publisher = CloudWatchPublisher("i", put, flush_interval_sec=60)
+    try:
+        publisher.publish([Datum(contract.HEARTBEAT, 1.0, "Count", NOW)])
+        assert publisher.flush(timeout=5) is True
+        failing.set()
+        publisher.publish([Datum(contract.HEARTBEAT, 1.0, "Count", NOW)] * 3)
+        assert publisher.flush(timeout=5) is False
+        failing.clear()
+        publisher.publish([Datum(contract.HEARTBEAT, 1.0, "Count", NOW)])
+        assert publisher.flush(timeout=5) is True, "an earlier outage does not fail a later flush"
+        assert publisher.flush(timeout=5) is True, "nothing pending: flushed"
+    finally:
+        publisher.close(timeout=5)
+    assert (publisher.published, publisher.dropped, publisher.failed_calls) == (2, 3, 1)
+    publisher.publish([Datum(contract.HEARTBEAT, 1.0, "Count", NOW)])
+    assert publisher.dropped == 4, "published after close: dropped and counted"
 
 
 def test_cloudwatch_outage_is_logged_and_counted_never_raised(
