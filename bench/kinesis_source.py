@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from app.polling import poll_until
+
 STREAM: Final = "bench-source"
 REGION: Final = "us-east-1"
 
@@ -96,14 +98,20 @@ def spark_source(endpoint: str, records: int, timeout: float = 600.0) -> Measure
         )
         try:
             seen = 0
-            deadline = time.monotonic() + timeout
-            while seen < records:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"source read {seen}/{records} in {timeout:.0f}s")
+
+            def read_all() -> bool:
+                nonlocal seen
                 if query.exception() is not None:
                     raise RuntimeError(f"query failed: {query.exception()}")
                 seen = sum(int(p["numInputRows"]) for p in query.recentProgress)
-                time.sleep(0.05)
+                return seen >= records
+
+            poll_until(
+                read_all,
+                timeout=timeout,
+                interval=0.05,
+                on_timeout=lambda: TimeoutError(f"source read {seen}/{records} in {timeout:.0f}s"),
+            )
             elapsed = time.perf_counter() - started
         finally:
             query.stop()

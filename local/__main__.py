@@ -20,11 +20,12 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
+from app.polling import poll_until
 from local.emulators import running_emulators
 from local.events import FAILURE_KINDS, MixSpec, generate, now_utc
 from local.harness import (
@@ -162,8 +163,7 @@ def _produce_and_wait(locals_: list[LocalInstance], args: argparse.Namespace) ->
                 too_large_bytes=LOCAL_MAX_RECORD_BYTES + 1024,
             )
             futures.append(pool.submit(local.produce, generate(spec, start), rate=args.rate))
-        while not all(f.done() for f in futures):
-            time.sleep(0.2)
+        wait(futures)  # each producer is bounded (client limits, attempts per record)
         for local, future in zip(locals_, futures, strict=True):
             report = future.result()
             _say(
@@ -171,7 +171,8 @@ def _produce_and_wait(locals_: list[LocalInstance], args: argparse.Namespace) ->
                 f"{report.seconds:.1f}s: {report.counts()}"
             )
     pending = list(locals_)
-    while pending:
+
+    def all_accounted() -> bool:
         for local in list(pending):
             seen = local.observe()
             _say(seen.line(local.name))
@@ -183,15 +184,19 @@ def _produce_and_wait(locals_: list[LocalInstance], args: argparse.Namespace) ->
                     f"[{local.name}] job exited (code {code}) before processing everything; "
                     f"log tail:\n{local.log_tail(40)}"
                 )
-        if pending and time.monotonic() > deadline:
-            raise TimeoutError(
-                f"not all records accounted for within {args.timeout:.0f}s: "
-                + ", ".join(lo.name for lo in pending)
-                + "\n"
-                + "\n".join(lo.log_tail(30) for lo in pending)
-            )
-        if pending:
-            time.sleep(args.progress_every)
+        return not pending
+
+    poll_until(
+        all_accounted,
+        timeout=max(0.0, deadline - time.monotonic()),
+        interval=args.progress_every,
+        on_timeout=lambda: TimeoutError(
+            f"not all records accounted for within {args.timeout:.0f}s: "
+            + ", ".join(lo.name for lo in pending)
+            + "\n"
+            + "\n".join(lo.log_tail(30) for lo in pending)
+        ),
+    )
 
 
 def _stop_all(locals_: list[LocalInstance]) -> dict[str, int]:

@@ -13,13 +13,14 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from app.polling import poll_until
 
 LOOPBACK = "127.0.0.1"
 FAKE_CREDENTIALS = {
@@ -38,12 +39,12 @@ def free_port() -> int:
 
 
 def _wait_until(check: Callable[[], bool], what: str, timeout: float = _START_TIMEOUT_SEC) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"{what} did not become ready within {timeout:.0f}s")
+    poll_until(
+        check,
+        timeout=timeout,
+        interval=0.05,
+        on_timeout=lambda: TimeoutError(f"{what} did not become ready within {timeout:.0f}s"),
+    )
 
 
 def _port_open(port: int) -> bool:

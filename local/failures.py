@@ -20,7 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-REASON_HEADER: Final = "reason"
+from app.sinks.kafka import REASON_HEADER
+
 _POLL_SEC: Final = 0.5
 
 
@@ -29,8 +30,6 @@ class TopicContents:
     topic: str
     records: int = 0
     reasons_by_key: dict[str, list[str]] = field(default_factory=dict)
-    headers_by_key: dict[str, dict[str, str]] = field(default_factory=dict)
-    values_by_key: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def keys(self) -> set[str]:
@@ -85,6 +84,8 @@ def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> TopicCon
                 ends[partition] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         positions = dict.fromkeys(ends, -1)
+        # Not a poll: every turn consumes (consumer.poll blocks up to _POLL_SEC);
+        # the deadline bounds the whole read, the watermark calls above included.
         while True:
             if time.monotonic() > deadline:
                 raise TimeoutError(
@@ -112,8 +113,6 @@ def _add(contents: TopicContents, message: Any) -> None:
     headers = {name: _decode(value) for name, value in (message.headers() or [])}
     contents.records += 1
     contents.reasons_by_key.setdefault(key, []).append(headers.get(REASON_HEADER, ""))
-    contents.headers_by_key[key] = headers
-    contents.values_by_key[key] = message.value() or b""
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 30.0) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,13 +21,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from app.config import JobConfig
+from app.polling import poll_until
+from app.transform import column_name
 from local.emulators import FAKE_CREDENTIALS, Endpoints
 from local.failures import TopicContents, ensure_topic, read_topic
 from local.job_process import JobProcess, clear_stop_marker, job_environment
 from local.metrics import PublishedMetrics, cloudwatch_client, read_published
 from local.producer import ProduceReport, ensure_stream, kinesis_client, put_all
 from local.summary import RunFigures, Summary, summarize
-from local.table import ID_COLUMN, ids_in_files, read_table_with_spark
+from local.table import ids_in_files, read_table_with_spark
 
 # An on-demand stream has no shard count in the config; moto creates 4 shards
 # for ON_DEMAND, as Kinesis does.
@@ -177,6 +178,11 @@ class LocalInstance:
         return Path(self.config.database_location or self.root / "warehouse") / self.config.table
 
     @property
+    def id_column(self) -> str:
+        """The table column of the event id (``id_field``, as the job names it)."""
+        return column_name(self.config.id_field)
+
+    @property
     def checkpoint(self) -> Path:
         return Path(self.config.checkpoint_location)
 
@@ -261,7 +267,7 @@ class LocalInstance:
     def observe(self) -> Observation:
         expected = self.expected_ids()
         failures = self.expected_failures()
-        seen_ids = set(ids_in_files(self.table_location)) & expected
+        seen_ids = set(ids_in_files(self.table_location, self.id_column)) & expected
         try:
             topic = read_topic(self.endpoints.kafka_bootstrap, self.config.kafka.topic, timeout=15)
             seen_failures = len(topic.keys & set(failures))
@@ -286,36 +292,45 @@ class LocalInstance:
         require_running: bool = True,
     ) -> Observation:
         """Poll until every produced record is in the table or on the topic."""
-        deadline = time.monotonic() + timeout
-        while True:
+        latest: list[Observation] = []  # the last observation, for the timeout message
+
+        def accounted() -> bool:
             seen = self.observe()
+            latest[:] = [seen]
             if on_progress is not None:
                 on_progress(seen)
             if seen.accounted:
-                return seen
+                return True
             if require_running and self.job is not None and not self.job.running:
                 raise JobExitedError(self, seen)
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"{self.name}: not all records accounted for after {timeout:.0f}s: "
-                    f"{seen.line(self.name)}\n--- job log tail ---\n{self.log_tail()}"
-                )
-            time.sleep(interval)
+            return False
+
+        poll_until(
+            accounted,
+            timeout=timeout,
+            interval=interval,
+            on_timeout=lambda: TimeoutError(
+                f"{self.name}: not all records accounted for after {timeout:.0f}s: "
+                f"{latest[0].line(self.name)}\n--- job log tail ---\n{self.log_tail()}"
+            ),
+        )
+        return latest[0]
 
     def log_tail(self, lines: int = 40) -> str:
         return self.job.log_tail(lines) if self.job is not None else ""
 
     # ---------------------------------------------------------- final figures
 
-    def read_table(self, columns: Sequence[str] = (ID_COLUMN,)) -> list[dict[str, Any]]:
-        """The table through the Hive catalog; the job must be stopped."""
+    def read_table(self, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The table (``columns``, default the id) through the Hive catalog; the
+        job must be stopped."""
         if self.job is not None and self.job.running:
             raise RuntimeError(f"{self.name}: stop the job before reading its metastore")
         env = job_environment(dict(os.environ), self.config.region)
         return read_table_with_spark(
             work_dir=self.work_dir,
             table=f"{self.config.database}.{self.config.table}",
-            columns=columns,
+            columns=columns or (self.id_column,),
             env=env,
             out=self.root / "table.json",
         )
@@ -342,9 +357,9 @@ class LocalInstance:
         ``_``/``.`` staging paths; the crash-loop case checks that they do.
         """
         if via == "spark":
-            return [str(r[ID_COLUMN]) for r in self.read_table()]
+            return [str(r[self.id_column]) for r in self.read_table()]
         if via == "files":
-            return ids_in_files(self.table_location)
+            return ids_in_files(self.table_location, self.id_column)
         raise ValueError(f"via={via!r}: not one of spark, files")
 
     def summary(self, table_ids: Sequence[str] | None = None, *, via: str = "spark") -> Summary:

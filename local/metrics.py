@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
-from app import contract
+from app import aws_clients, contract
+
+READER_LIMITS: Final = aws_clients.ClientLimits(
+    connect_timeout_sec=5, read_timeout_sec=30, retries=3
+)
 
 
 @dataclass(frozen=True)
 class PublishedMetrics:
     datapoints_by_metric: dict[str, int] = field(default_factory=dict)
     batch_durations_ms: tuple[float, ...] = ()
-    input_rows: float = 0.0
 
     @property
     def datapoints(self) -> int:
@@ -27,19 +30,15 @@ class PublishedMetrics:
 
 def cloudwatch_client(region: str, endpoint_url: str) -> Any:
     """A client for the emulator (fake credentials, bounded timeouts)."""
-    import boto3
-    from botocore.config import Config
-
     from local.emulators import FAKE_CREDENTIALS
     from local.producer import client_credentials
 
-    config = Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 3})
-    return boto3.client(
+    return aws_clients.client(
         "cloudwatch",
-        region_name=region,
+        READER_LIMITS,
+        region=region,
         endpoint_url=endpoint_url,
-        config=config,
-        **client_credentials(FAKE_CREDENTIALS),
+        credentials=client_credentials(FAKE_CREDENTIALS),
     )
 
 
@@ -59,17 +58,15 @@ def _query(metric: str, stat: str, instance: str, index: int) -> dict[str, Any]:
 
 
 def read_published(client: Any, instance: str, start: datetime, end: datetime) -> PublishedMetrics:
-    """Datapoints per metric, batch durations and total input rows in [start, end)."""
+    """Datapoints per metric and batch durations in [start, end)."""
     start = start - timedelta(seconds=2)
     end = end + timedelta(seconds=2)
     counts: dict[str, int] = {}
     queries = [_query(m, "SampleCount", instance, i) for i, m in enumerate(contract.ALL_METRICS)]
     queries.append(_query(contract.BATCH_DURATION_MS, "Maximum", instance, len(queries)))
-    queries.append(_query(contract.INPUT_ROWS, "Sum", instance, len(queries)))
     response = client.get_metric_data(MetricDataQueries=queries, StartTime=start, EndTime=end)
     by_id = {r["Id"]: [float(v) for v in r["Values"]] for r in response["MetricDataResults"]}
     for i, metric in enumerate(contract.ALL_METRICS):
         counts[metric] = int(sum(by_id.get(f"m{i}", [])))
     durations = tuple(by_id.get(f"m{len(contract.ALL_METRICS)}", []))
-    rows = sum(by_id.get(f"m{len(contract.ALL_METRICS) + 1}", []))
-    return PublishedMetrics(counts, durations, rows)
+    return PublishedMetrics(counts, durations)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections import Counter
@@ -25,10 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from app import aws_clients
+from app.sinks.kafka import record_key
+from app.transform import TOO_LARGE
 from local.events import (
     DEFAULT_FAILURE_KINDS,
     FAILURE_KINDS,
-    TOO_LARGE,
     MixSpec,
     SampleRecord,
     generate,
@@ -40,15 +43,17 @@ MAX_BYTES_PER_CALL: Final = 5 * 1024 * 1024
 DEFAULT_MAX_ATTEMPTS: Final = 8
 _BACKOFF_BASE_SEC: Final = 0.1
 _BACKOFF_CAP_SEC: Final = 5.0
+# Every Kinesis call of the producer: bounded, with botocore's own retries on
+# top of the per-entry re-sends below.
+PRODUCER_LIMITS: Final = aws_clients.ClientLimits(
+    connect_timeout_sec=5, read_timeout_sec=30, retries=5
+)
+# Stream status checks while waiting for ACTIVE (the StreamExists waiter).
+_STREAM_POLL_SEC: Final = 1
 
 
 class ProduceError(RuntimeError):
     """Records Kinesis kept rejecting after every attempt."""
-
-
-def record_key(stream: str, shard_id: str, sequence_number: str) -> str:
-    """The failure record's Kafka key: where the record sits in the stream."""
-    return f"{stream}/{shard_id}/{sequence_number}"
 
 
 @dataclass(frozen=True)
@@ -204,20 +209,12 @@ def kinesis_client(
     ``credentials`` (``AWS_ACCESS_KEY_ID``-style keys) pins them, e.g. the
     emulators' fake ones; without, boto3's default chain applies (real AWS).
     """
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
-        connect_timeout=5,
-        read_timeout=30,
-        retries={"max_attempts": 5, "mode": "standard"},
-    )
-    return boto3.client(
+    return aws_clients.client(
         "kinesis",
-        region_name=region,
+        PRODUCER_LIMITS,
+        region=region,
         endpoint_url=endpoint_url,
-        config=config,
-        **client_credentials(credentials),
+        credentials=client_credentials(credentials),
     )
 
 
@@ -242,13 +239,15 @@ def ensure_stream(client: Any, stream: str, shard_count: int | None, timeout: fl
             client.create_stream(StreamName=stream, StreamModeDetails={"StreamMode": "ON_DEMAND"})
         else:
             client.create_stream(StreamName=stream, ShardCount=shard_count)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        summary = client.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
-        if summary["StreamStatus"] == "ACTIVE":
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"stream {stream} not ACTIVE within {timeout:.0f}s")
+    from botocore.exceptions import WaiterError
+
+    attempts = max(1, math.ceil(timeout / _STREAM_POLL_SEC))
+    try:
+        client.get_waiter("stream_exists").wait(
+            StreamName=stream, WaiterConfig={"Delay": _STREAM_POLL_SEC, "MaxAttempts": attempts}
+        )
+    except WaiterError as exc:
+        raise TimeoutError(f"stream {stream} not ACTIVE within {timeout:.0f}s: {exc}") from exc
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

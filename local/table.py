@@ -17,8 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-ID_COLUMN: Final = "id"
-_IGNORED_PREFIXES: Final = (".", "_")
+# Spark's file index skips every path component starting with one of these
+# (Hadoop's hidden-file rule), which is what keeps the job's staging
+# directories (app.sinks.table.STAGING_PREFIXES) out of a read; a test checks
+# that it covers them.
+HIDDEN_PREFIXES: Final = (".", "_")
 
 
 def data_files(location: Path) -> list[Path]:
@@ -28,14 +31,14 @@ def data_files(location: Path) -> list[Path]:
     found: list[Path] = []
     for path in location.rglob("*.parquet"):
         parts = path.relative_to(location).parts
-        if any(part.startswith(_IGNORED_PREFIXES) for part in parts):
+        if any(part.startswith(HIDDEN_PREFIXES) for part in parts):
             continue
         found.append(path)
     return sorted(found)
 
 
-def ids_in_files(location: Path, column: str = ID_COLUMN) -> list[str]:
-    """Every id in the table's files; a file removed while reading is skipped."""
+def ids_in_files(location: Path, column: str) -> list[str]:
+    """Every id (``column``) in the table's files; a file removed while reading is skipped."""
     import pyarrow.parquet as pq
 
     ids: list[str] = []

@@ -31,10 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
-from app import contract
+from app import aws_clients, contract
+from app.polling import poll_until
 from infra.emr_step import CLUSTER_ID_OUTPUT, STEP_SPEC_OUTPUT, StepSpec, build_step
 
 INSTANCE_PATTERN = re.compile(
@@ -45,9 +43,7 @@ DONE_OK = frozenset({"COMPLETED"})
 DONE_BAD = frozenset({"FAILED", "CANCELLED", "INTERRUPTED"})
 EXIT_OK, EXIT_STEP_FAILED, EXIT_USAGE, EXIT_CLUSTER, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 # Every AWS call: bounded connect/read time and a bounded retry budget.
-CLIENT_CONFIG = Config(
-    connect_timeout=5, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"}
-)
+CLIENT_LIMITS = aws_clients.ClientLimits(connect_timeout_sec=5, read_timeout_sec=30, retries=3)
 
 
 class RedeployError(Exception):
@@ -118,35 +114,45 @@ def wait_for_step(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str:
-    deadline = clock() + wait_sec
-    while True:
+    """Poll the step until it completes (its state), fails (RedeployError) or
+    ``wait_sec`` runs out. Not boto3's ``step_complete`` waiter: it keeps
+    waiting on an INTERRUPTED step, and it bounds attempts, not time."""
+    state = "unknown"
+
+    def done() -> bool:
+        nonlocal state
         state = str(
             emr.describe_step(ClusterId=cluster_id, StepId=step_id)["Step"]["Status"]["State"]
         )
-        if state in DONE_OK:
-            return state
         if state in DONE_BAD:
             raise RedeployError(
                 EXIT_STEP_FAILED,
                 f"step {step_id} ended {state}; see the step's stderr in the EMR logs "
                 "(the launcher exits 8 when the old version did not stop in time)",
             )
-        if clock() >= deadline:
-            raise RedeployError(
-                EXIT_TIMEOUT,
-                f"step {step_id} still {state} after {wait_sec:.0f}s; it keeps going on the "
-                "cluster, check it with `aws emr describe-step`",
-            )
-        sleep(poll_sec)
+        return state in DONE_OK
+
+    poll_until(
+        done,
+        timeout=wait_sec,
+        interval=poll_sec,
+        on_timeout=lambda: RedeployError(
+            EXIT_TIMEOUT,
+            f"step {step_id} still {state} after {wait_sec:.0f}s; it keeps going on the "
+            "cluster, check it with `aws emr describe-step`",
+        ),
+        clock=clock,
+        sleep=sleep,
+    )
+    return state
 
 
 def redeploy(args: argparse.Namespace, log: Callable[[str], None]) -> int:
     target = parse_instance(args.instance)
     region = args.region or target.region
     stack_name = args.stack or target.stack_name
-    session = boto3.session.Session(region_name=region)
     clients: dict[str, Any] = {
-        name: session.client(name, endpoint_url=args.endpoint_url, config=CLIENT_CONFIG)
+        name: aws_clients.client(name, CLIENT_LIMITS, region=region, endpoint_url=args.endpoint_url)
         for name in ("cloudformation", "emr")
     }
     cluster_id, spec = resolve_inputs(

@@ -16,10 +16,14 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from app.sinks.kafka import REASON_HEADER
+from app.sinks.table import STAGING_PREFIXES
+from app.transform import MALFORMED_JSON, NOT_UTF8, REASONS, TOO_LARGE
 from local import events, producer
 from local.emulators import Endpoints
 from local.failures import ensure_topic, read_topic
 from local.summary import RunFigures, percentile, summarize
+from local.table import HIDDEN_PREFIXES
 
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -74,17 +78,25 @@ def test_format_timestamp_keeps_the_instant(offset: str) -> None:
     assert parsed == instant + timedelta(microseconds=123_456)
 
 
+def test_the_producer_can_make_every_reason_the_job_assigns() -> None:
+    assert sorted(events.FAILURE_KINDS) == sorted(REASONS)
+
+
+def test_the_file_reader_skips_every_staging_directory_of_the_job() -> None:
+    assert all(prefix.startswith(HIDDEN_PREFIXES) for prefix in STAGING_PREFIXES)
+
+
 def test_mix_rejects_bad_shares_and_kinds() -> None:
     with pytest.raises(ValueError, match="malformed_share"):
         events.MixSpec(count=10, malformed_share=1.5)
     with pytest.raises(ValueError, match="failure_kinds"):
         events.MixSpec(count=10, failure_kinds=("nope",))
     with pytest.raises(ValueError, match="too_large_bytes"):
-        events.MixSpec(count=10, failure_kinds=(events.TOO_LARGE,))
+        events.MixSpec(count=10, failure_kinds=(TOO_LARGE,))
 
 
 def test_too_large_record_has_the_requested_size() -> None:
-    record = events.malformed_record(events.TOO_LARGE, "k", too_large_bytes=5000)
+    record = events.malformed_record(TOO_LARGE, "k", too_large_bytes=5000)
     assert len(record.data) == 5000
     assert json.loads(record.data)["id"] == "k"
 
@@ -168,13 +180,15 @@ def test_read_topic_sees_every_record_and_dedupes_by_key(endpoints: Endpoints) -
     kafka = Producer({"bootstrap.servers": endpoints.kafka_bootstrap, "enable.idempotence": True})
     for round_ in range(2):  # a replayed batch sends its failures again
         for i in range(150):
-            reason = "not_utf8" if i % 3 == 0 else "malformed_json"
-            kafka.produce(topic, key=f"k{i}", value=b"v", headers=[("reason", reason.encode())])
+            reason = NOT_UTF8 if i % 3 == 0 else MALFORMED_JSON
+            kafka.produce(
+                topic, key=f"k{i}", value=b"v", headers=[(REASON_HEADER, reason.encode())]
+            )
         assert kafka.flush(30) == 0, f"round {round_} not delivered"
     contents = read_topic(endpoints.kafka_bootstrap, topic)
     assert contents.records == 300
     assert len(contents.keys) == 150
-    assert contents.counts_by_reason() == {"malformed_json": 100, "not_utf8": 50}
+    assert contents.counts_by_reason() == {MALFORMED_JSON: 100, NOT_UTF8: 50}
 
 
 def _figures(**overrides: Any) -> RunFigures:
