@@ -1,6 +1,6 @@
 """Every AWS client, job and tools alike, made in one place with bounded calls.
 
-DESIGN.md §1: every external call has a bounded timeout and bounded retries.
+docs/design.md, "Incidents": every external call has a bounded timeout and bounded retries.
 A :class:`ClientLimits` says how long one call may take to connect and to
 read, and how many times botocore retries it (standard retry mode, so
 throttling and transport errors back off with jitter). :func:`client` is the

@@ -123,7 +123,7 @@ def progress_datums(
     to start: its scheduling delay (see :func:`scheduling_delay_ms`, which needs
     the ``previous`` batch's start and duration) over delay plus duration. 0
     while batches start on their trigger tick; it climbs towards 1 when each
-    batch queues behind the last (DESIGN.md §1: the 10 s batch running 3
+    batch queues behind the last (docs/design.md, "Incidents": the 10 s batch running 3
     minutes late). The batch-duration alarm covers "slower than the trigger".
     ``EndToEndLatencyMs`` is ``now`` minus the oldest Kinesis arrival time in
     the batch (only for batches that had records).
