@@ -2,17 +2,37 @@
 # EMR bootstrap action (every node): install the pinned jars of jars.lock into a
 # dedicated directory, verifying each SHA-256 before anything lands there.
 #
-# Why: the Jackson runtime failure of DESIGN.md §1. The step puts DEST/* first on
-# the driver and executor classpaths (streaming-spark-submit.sh), so DEST must
-# hold exactly the locked jars: wrong bytes are refused, jars that are no longer
-# locked are removed, and a jar whose checksum nobody verified is refused unless
-# the operator opts in with --allow-unverified.
+# Why: the Jackson runtime failure (docs/design.md, "Incidents"). The step puts
+# DEST/* first on the driver and executor classpaths (streaming-spark-submit.sh),
+# so DEST must hold exactly the locked jars: wrong bytes are refused, jars that
+# are no longer locked are removed, and a jar whose checksum nobody verified is
+# refused unless the operator opts in with --allow-unverified.
 #
 # Idempotent: a jar already present with the locked checksum is left alone.
 #
 # Exit codes: 0 ok, 2 usage or malformed lock, 3 checksum mismatch,
-#             4 unverified jar refused, 5 download failed.
+#             4 unverified jar refused, 5 download failed (library, lock, jar, launcher).
 set -euo pipefail
+
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+# The shared helpers (log, fail, fetch, as_root). EMR downloads each bootstrap
+# action alone, so the action gets the library's URI first (--lib s3://...);
+# run from the repository, the library beside this script is used.
+if [[ "${1:-}" == --lib ]]; then
+  lib="$WORK/bootstrap-lib.sh"
+  case "${2:?--lib needs a value}" in
+    s3://*) aws s3 cp --only-show-errors --cli-connect-timeout 10 "$2" "$lib" ;;
+    *) cp -- "${2#file://}" "$lib" ;;
+  esac || { printf '%s: cannot read the bootstrap library %s\n' "$0" "$2" >&2; exit 5; }
+  shift 2
+else
+  lib="$(dirname -- "${BASH_SOURCE[0]}")/bootstrap-lib.sh"
+  [[ -r "$lib" ]] || { printf '%s: no %s; pass --lib URI first\n' "$0" "$lib" >&2; exit 2; }
+fi
+# shellcheck source-path=SCRIPTDIR source=bootstrap-lib.sh
+. "$lib"
 
 readonly MAVEN_CENTRAL="https://repo1.maven.org/maven2"
 LOCK=""
@@ -24,18 +44,11 @@ LAUNCHER=""
 LAUNCHER_DEST="/usr/local/bin/streaming-spark-submit"
 RETRIES=3
 
-log() { printf '%s install_jars: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
-fail() {
-  local code="$1"
-  shift
-  log "ERROR: $*"
-  exit "$code"
-}
-
 usage() {
   cat >&2 <<'EOF'
-usage: install_jars.sh --lock URI [--repo BASE] [--dest DIR] [--only a,b,...]
+usage: install_jars.sh [--lib URI] --lock URI [--repo BASE] [--dest DIR] [--only a,b,...]
                        [--allow-unverified] [--launcher URI [--launcher-dest PATH]]
+  --lib URI           bootstrap-lib.sh, first if given (s3:// or a path; default: beside this script)
   --lock URI          jars.lock (path, file://, s3:// or https://)
   --repo BASE         Maven-layout repository base (default Maven Central);
                       s3://bucket/prefix or an internal mirror for private subnets
@@ -58,6 +71,7 @@ while (($#)); do
     --launcher) LAUNCHER="${2:?--launcher needs a value}"; shift 2 ;;
     --launcher-dest) LAUNCHER_DEST="${2:?--launcher-dest needs a value}"; shift 2 ;;
     --retries) RETRIES="${2:?--retries needs a value}"; shift 2 ;;
+    --lib) log "--lib must be the first argument"; usage ;;
     -h | --help) usage ;;
     *) log "unknown argument: $1"; usage ;;
   esac
@@ -66,31 +80,6 @@ done
 [[ "$RETRIES" =~ ^[1-9][0-9]*$ ]] || { log "--retries must be a positive integer"; usage; }
 REPO="${REPO%/}"
 
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-
-# Copy SRC (path, file://, s3://, http(s)://) to DST with bounded time and retries.
-fetch() {
-  local src="$1" dst="$2" attempt
-  for ((attempt = 1; attempt <= RETRIES; attempt++)); do
-    case "$src" in
-      s3://*)
-        if aws s3 cp --only-show-errors --cli-connect-timeout 10 --cli-read-timeout 60 \
-          "$src" "$dst"; then return 0; fi ;;
-      http://* | https://*)
-        if curl --fail --silent --show-error --location --connect-timeout 10 \
-          --max-time 120 --output "$dst" "$src"; then return 0; fi ;;
-      file://*)
-        if cp -- "${src#file://}" "$dst"; then return 0; fi ;;
-      *)
-        if cp -- "$src" "$dst"; then return 0; fi ;;
-    esac
-    log "download attempt $attempt of $RETRIES failed: $src"
-    if ((attempt < RETRIES)); then sleep "$attempt"; fi
-  done
-  return 1
-}
-
 sha256_of() { sha256sum -- "$1" | cut -d' ' -f1; }
 
 # Root is needed only where the current user cannot write (EMR runs bootstrap
@@ -98,21 +87,21 @@ sha256_of() { sha256sum -- "$1" | cut -d' ' -f1; }
 privileged() {
   local dir="$1"
   shift
-  if [[ -w "$dir" ]]; then "$@"; else sudo -n "$@"; fi
+  if [[ -w "$dir" ]]; then "$@"; else as_root "$@"; fi
 }
 
 ensure_dest() {
   if [[ -d "$DEST" && -w "$DEST" ]]; then return 0; fi
   if ! mkdir -p "$DEST" 2>/dev/null; then
-    sudo -n mkdir -p "$DEST"
+    as_root mkdir -p "$DEST"
   fi
   if [[ ! -w "$DEST" ]]; then
-    sudo -n chown "$(id -u):$(id -g)" "$DEST"
+    as_root chown "$(id -u):$(id -g)" "$DEST"
   fi
 }
 
 lock_file="$WORK/jars.lock"
-fetch "$LOCK" "$lock_file" || fail 5 "cannot read the lock $LOCK"
+fetch "$LOCK" "$lock_file" "$RETRIES" || fail 5 "cannot read the lock $LOCK"
 log "lock $LOCK, repository $REPO, destination $DEST"
 
 declare -A wanted=()
@@ -172,7 +161,7 @@ for entry in "${entries[@]}"; do
   fi
   url="$REPO/${group//.//}/$artifact/$version/$file"
   log "downloading $coords from $url"
-  fetch "$url" "$WORK/$file" || fail 5 "download failed for $coords from $url"
+  fetch "$url" "$WORK/$file" "$RETRIES" || fail 5 "download failed for $coords from $url"
   actual="$(sha256_of "$WORK/$file")"
   if [[ "$sha" == "UNVERIFIED" ]]; then
     log "WARNING: installing $coords with UNVERIFIED checksum (--allow-unverified);" \
@@ -201,7 +190,7 @@ done
 shopt -u nullglob
 
 if [[ -n "$LAUNCHER" ]]; then
-  fetch "$LAUNCHER" "$WORK/launcher" || fail 5 "cannot read the launcher $LAUNCHER"
+  fetch "$LAUNCHER" "$WORK/launcher" "$RETRIES" || fail 5 "cannot read the launcher $LAUNCHER"
   privileged "$(dirname -- "$LAUNCHER_DEST")" install -m 0755 "$WORK/launcher" "$LAUNCHER_DEST"
   log "installed launcher $LAUNCHER_DEST"
 fi

@@ -8,25 +8,38 @@
 # the same bytes the lock was reviewed with.
 #
 # Idempotent: pip leaves already-satisfied pins alone.
-# Exit codes: 0 ok, 2 usage, 5 lock download failed, 6 interpreter or pip missing,
-#             7 pip install failed.
+# Exit codes: 0 ok, 2 usage, 5 library or lock download failed,
+#             6 interpreter or pip missing, 7 pip install failed.
 set -euo pipefail
+
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+# The shared helpers (log, fail, fetch, as_root). EMR downloads each bootstrap
+# action alone, so the action gets the library's URI first (--lib s3://...);
+# run from the repository, the library beside this script is used.
+if [[ "${1:-}" == --lib ]]; then
+  lib="$WORK/bootstrap-lib.sh"
+  case "${2:?--lib needs a value}" in
+    s3://*) aws s3 cp --only-show-errors --cli-connect-timeout 10 "$2" "$lib" ;;
+    *) cp -- "${2#file://}" "$lib" ;;
+  esac || { printf '%s: cannot read the bootstrap library %s\n' "$0" "$2" >&2; exit 5; }
+  shift 2
+else
+  lib="$(dirname -- "${BASH_SOURCE[0]}")/bootstrap-lib.sh"
+  [[ -r "$lib" ]] || { printf '%s: no %s; pass --lib URI first\n' "$0" "$lib" >&2; exit 2; }
+fi
+# shellcheck source-path=SCRIPTDIR source=bootstrap-lib.sh
+. "$lib"
 
 REQUIREMENTS=""
 PYTHON="/usr/bin/python3.11"
 INDEX_URL=""
 
-log() { printf '%s install_python_deps: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
-fail() {
-  local code="$1"
-  shift
-  log "ERROR: $*"
-  exit "$code"
-}
-
 usage() {
   cat >&2 <<'EOF'
-usage: install_python_deps.sh --requirements URI [--python PATH] [--index-url URL]
+usage: install_python_deps.sh [--lib URI] --requirements URI [--python PATH] [--index-url URL]
+  --lib URI           bootstrap-lib.sh, first if given (s3:// or a path; default: beside this script)
   --requirements URI  requirements.lock with hashes (path, file://, s3:// or https://)
   --python PATH       interpreter of the job (PYSPARK_PYTHON), default /usr/bin/python3.11
   --index-url URL     a PyPI mirror for clusters without internet access
@@ -39,46 +52,19 @@ while (($#)); do
     --requirements) REQUIREMENTS="${2:?--requirements needs a value}"; shift 2 ;;
     --python) PYTHON="${2:?--python needs a value}"; shift 2 ;;
     --index-url) INDEX_URL="${2:?--index-url needs a value}"; shift 2 ;;
+    --lib) log "--lib must be the first argument"; usage ;;
     -h | --help) usage ;;
     *) log "unknown argument: $1"; usage ;;
   esac
 done
 [[ -n "$REQUIREMENTS" ]] || { log "--requirements is required"; usage; }
 
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-
-fetch() {
-  local src="$1" dst="$2" attempt
-  for attempt in 1 2 3; do
-    case "$src" in
-      s3://*)
-        if aws s3 cp --only-show-errors --cli-connect-timeout 10 --cli-read-timeout 60 \
-          "$src" "$dst"; then return 0; fi ;;
-      http://* | https://*)
-        if curl --fail --silent --show-error --location --connect-timeout 10 \
-          --max-time 120 --output "$dst" "$src"; then return 0; fi ;;
-      file://*)
-        if cp -- "${src#file://}" "$dst"; then return 0; fi ;;
-      *)
-        if cp -- "$src" "$dst"; then return 0; fi ;;
-    esac
-    log "download attempt $attempt of 3 failed: $src"
-    sleep "$attempt"
-  done
-  return 1
-}
-
 [[ -x "$PYTHON" ]] || fail 6 "interpreter $PYTHON not found; set --python to the job's PYSPARK_PYTHON"
 if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
   # Distribution interpreters may ship without pip; ensurepip uses the wheel
   # bundled with the interpreter (no download).
   log "$PYTHON has no pip; trying ensurepip"
-  if [[ "$(id -u)" -eq 0 ]]; then
-    "$PYTHON" -m ensurepip >/dev/null 2>&1 || true
-  else
-    sudo -n "$PYTHON" -m ensurepip >/dev/null 2>&1 || true
-  fi
+  as_root "$PYTHON" -m ensurepip >/dev/null 2>&1 || true
   "$PYTHON" -m pip --version >/dev/null 2>&1 ||
     fail 6 "$PYTHON has no pip and ensurepip failed; install its pip package first"
 fi
@@ -91,9 +77,5 @@ pip_args=(install --require-hashes --no-cache-dir --disable-pip-version-check
 if [[ -n "$INDEX_URL" ]]; then pip_args+=(--index-url "$INDEX_URL"); fi
 
 # System-wide so the YARN containers (other users) import the same packages.
-if [[ "$(id -u)" -eq 0 ]]; then
-  "$PYTHON" -m pip "${pip_args[@]}" || fail 7 "pip install failed for $REQUIREMENTS"
-else
-  sudo -n "$PYTHON" -m pip "${pip_args[@]}" || fail 7 "pip install failed for $REQUIREMENTS"
-fi
+as_root "$PYTHON" -m pip "${pip_args[@]}" || fail 7 "pip install failed for $REQUIREMENTS"
 log "done"

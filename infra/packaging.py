@@ -4,8 +4,8 @@ sources always give the same bytes and the same content hash.
 Two staged directories, hashed separately because the cluster and the job
 change at different speeds (``infra.constructs.job_deployment`` uploads them):
 
-* :func:`stage_bootstrap`: the bootstrap scripts and the locks. Its hash names
-  the S3 prefix the cluster's bootstrap actions point at.
+* :func:`stage_bootstrap`: the bootstrap scripts, their shell library and the
+  locks. Its hash names the S3 prefix the cluster's bootstrap actions point at.
 * :func:`stage_package`: ``app.zip`` (:func:`zip_package`) and the entry point;
   its hash (which also covers the job config) is the job version.
 
@@ -24,8 +24,11 @@ from typing import Final
 
 from infra.emr_step import ENTRY_POINT, JOB_CONFIG_FILE, PACKAGE_ZIP
 
+# The bootstrap actions' shared shell helpers; each action downloads it first.
+BOOTSTRAP_LIB: Final = "bootstrap-lib.sh"
 # Relative to the repository root; staged flat (by file name) under one prefix.
 BOOTSTRAP_FILES: Final = (
+    f"bootstrap/{BOOTSTRAP_LIB}",
     "bootstrap/install_python_deps.sh",
     "bootstrap/install_jars.sh",
     "bootstrap/streaming-spark-submit.sh",

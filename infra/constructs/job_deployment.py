@@ -49,7 +49,7 @@ from infra.emr_step import (
     build_step,
     read_jar_lock,
 )
-from infra.packaging import stage_bootstrap, stage_package
+from infra.packaging import BOOTSTRAP_LIB, stage_bootstrap, stage_package
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 MAVEN_CENTRAL: Final = "https://repo1.maven.org/maven2"
@@ -239,10 +239,23 @@ def bootstrap_actions(
     allow_unverified: bool,
     pip_index_url: str | None,
 ) -> tuple[emr.CfnCluster.BootstrapActionConfigProperty, ...]:
-    python_args = ["--requirements", f"{bootstrap_uri}/requirements.lock", "--python", python]
+    """The cluster's two bootstrap actions, every URI under ``bootstrap_uri``.
+
+    EMR downloads each action's script alone, so each is told first where the
+    shared shell library is (``--lib``), in the same content-addressed prefix:
+    a script never runs with a library of another version."""
+    lib_args = ["--lib", f"{bootstrap_uri}/{BOOTSTRAP_LIB}"]
+    python_args = [
+        *lib_args,
+        "--requirements",
+        f"{bootstrap_uri}/requirements.lock",
+        "--python",
+        python,
+    ]
     if pip_index_url is not None:
         python_args += ["--index-url", pip_index_url]
     jar_args = [
+        *lib_args,
         "--lock",
         f"{bootstrap_uri}/jars.lock",
         "--repo",

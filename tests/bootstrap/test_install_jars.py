@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.bootstrap.test_bootstrap_lib import FAKE_AWS, alone, fake_bin, fake_s3
+
 REPO = Path(__file__).resolve().parents[2]
 INSTALLER = REPO / "bootstrap" / "install_jars.sh"
 GROUP = "com.example.pinned"
@@ -63,14 +65,16 @@ def lock_line(jar: Jar, sha: str | None = None) -> str:
     return f"{jar.coordinates}  {sha or jar.sha256}  test"
 
 
-def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str | Path, script: Path = INSTALLER, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(INSTALLER), *map(str, args)],
+        ["bash", str(script), *map(str, args)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
-        env={**os.environ, "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        env={**os.environ, "PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {})},
     )
 
 
@@ -178,13 +182,31 @@ def test_launcher_is_installed_executable(repo: Path, tmp_path: Path) -> None:
     assert os.access(target, os.X_OK)
 
 
+def test_runs_alone_as_on_emr_with_the_library_from_s3(repo: Path, tmp_path: Path) -> None:
+    """EMR downloads the script into a directory of its own: the shared library
+    arrives through --lib (served here by a fake ``aws s3 cp``)."""
+    s3_root, lib_uri = fake_s3(tmp_path)
+    bin_dir = fake_bin(tmp_path, {"aws": FAKE_AWS})
+    lock = write_lock(tmp_path / "jars.lock", [lock_line(j) for j in JARS])
+    dest = tmp_path / "jars"
+    result = run(
+        "--lib", lib_uri, "--lock", lock, "--repo", f"file://{repo}", "--dest", dest,
+        script=alone(tmp_path, INSTALLER.name),
+        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_S3": str(s3_root)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in dest.iterdir()) == sorted(j.file_name for j in JARS)
+    assert f"install_jars: done: {len(JARS)} jar(s) in {dest}" in result.stderr
+
+
 def test_bootstrap_scripts_are_shellcheck_clean() -> None:
     shellcheck = shutil.which("shellcheck")
     assert shellcheck, "shellcheck missing: make install puts it on the PATH (apt-get)"
     scripts = sorted((REPO / "bootstrap").glob("*.sh"))
     assert len(scripts) >= 3
+    # -x: follow the actions into bootstrap-lib.sh, which they source.
     result = subprocess.run(
-        [shellcheck, "--severity=style", *map(str, scripts)],
+        [shellcheck, "-x", "--severity=style", *map(str, scripts)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.bootstrap.test_bootstrap_lib import FAKE_AWS, alone, fake_s3
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bootstrap" / "install_python_deps.sh"
 LOCK = REPO / "app" / "requirements.lock"
@@ -40,15 +42,20 @@ def fake_python(tmp_path: Path) -> Path:
     return path
 
 
-def run(*args: str | Path, bin_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str | Path,
+    bin_dir: Path | None = None,
+    script: Path = SCRIPT,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     path = os.environ.get("PATH", "/usr/bin:/bin")
     return subprocess.run(
-        ["bash", str(SCRIPT), *map(str, args)],
+        ["bash", str(script), *map(str, args)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
-        env={**os.environ, "PATH": f"{bin_dir}:{path}" if bin_dir else path},
+        env={**os.environ, **(env or {}), "PATH": f"{bin_dir}:{path}" if bin_dir else path},
     )
 
 
@@ -63,6 +70,23 @@ def test_pip_installs_the_lock_with_required_hashes(fake_python: Path) -> None:
     assert "--require-hashes" in argv
     assert argv[argv.index("--index-url") + 1] == "https://mirror/simple"
     assert (fake_python.parent / "seen.lock").read_bytes() == LOCK.read_bytes()
+
+
+def test_runs_alone_as_on_emr_with_the_library_from_s3(fake_python: Path) -> None:
+    """EMR downloads the script into a directory of its own: the shared library
+    arrives through --lib (served here by a fake ``aws s3 cp``)."""
+    bin_dir = fake_python.parent  # the fake interpreter and sudo
+    aws = bin_dir / "aws"
+    aws.write_text(FAKE_AWS, encoding="utf-8")
+    aws.chmod(0o755)
+    s3_root, lib_uri = fake_s3(bin_dir)
+    result = run(
+        "--lib", lib_uri, "--requirements", f"file://{LOCK}", "--python", fake_python,
+        bin_dir=bin_dir, script=alone(bin_dir, SCRIPT.name), env={"FAKE_S3": str(s3_root)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (bin_dir / "seen.lock").read_bytes() == LOCK.read_bytes()
+    assert "install_python_deps: done" in result.stderr
 
 
 def test_missing_interpreter_fails_naming_the_fix(tmp_path: Path) -> None:

@@ -74,6 +74,8 @@ def test_cluster_gets_bootstrap_actions_after_their_upload(synthesized: Synthesi
     jars = actions[1]["ScriptBootstrapAction"]
     assert jars["Path"] == f"{prefix}/install_jars.sh"
     args = jars["Args"]
+    # EMR downloads each script alone: the shared library comes first, same prefix.
+    assert args[:2] == ["--lib", f"{prefix}/bootstrap-lib.sh"]
     assert args[args.index("--lock") + 1] == f"{prefix}/jars.lock"
     assert args[args.index("--launcher") + 1] == f"{prefix}/streaming-spark-submit.sh"
     assert args[args.index("--dest") + 1] == "/opt/streaming/jars"
@@ -83,6 +85,8 @@ def test_cluster_gets_bootstrap_actions_after_their_upload(synthesized: Synthesi
     assert "--allow-unverified" not in args
     python = actions[0]["ScriptBootstrapAction"]["Args"]
     assert python == [
+        "--lib",
+        f"{prefix}/bootstrap-lib.sh",
         "--requirements",
         f"{prefix}/requirements.lock",
         "--python",
@@ -114,6 +118,7 @@ def test_bootstrap_upload_carries_the_repository_scripts_and_locks(
 ) -> None:
     staged = asset_dir(synthesized, "BootstrapUpload")
     expected = {
+        "bootstrap-lib.sh": REPO / "bootstrap" / "bootstrap-lib.sh",
         "install_python_deps.sh": REPO / "bootstrap" / "install_python_deps.sh",
         "install_jars.sh": REPO / "bootstrap" / "install_jars.sh",
         "streaming-spark-submit.sh": REPO / "bootstrap" / "streaming-spark-submit.sh",
