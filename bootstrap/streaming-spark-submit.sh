@@ -14,6 +14,10 @@
 #    graceful stop (stop marker, bounded wait) happens here; a CloudFormation
 #    deploy and `make redeploy` submit the same step and get the same handover.
 #
+# Self-contained on purpose (it does not source bootstrap-lib.sh): it runs
+# later, at step time, as a command installed alone in /usr/local/bin, and it
+# downloads nothing; its two-line log/fail are its only overlap with the library.
+#
 # usage: streaming-spark-submit [options] -- spark-submit [spark-submit args...]
 #   --jars-dir DIR          pinned jars; DIR/* is prepended to both extraClassPaths
 #   --java-option OPT       appended to both extraJavaOptions (repeatable)

@@ -1,4 +1,4 @@
-"""The jar lock cannot ship the Jackson runtime failure (DESIGN.md §1).
+"""The jar lock cannot ship the Jackson runtime failure (docs/design.md, "Incidents").
 
 Every Jackson artifact in the lock has one version, that version is the one the
 pinned pyspark wheel bundles, and every checksum that can be recomputed here
@@ -53,7 +53,7 @@ def test_all_jackson_entries_share_the_spark_runtime_version(
     jackson = [jar for jar in locked if jar.group.startswith(JACKSON_GROUP)]
     assert len(jackson) >= len(REQUIRED)
     assert {jar.version for jar in jackson} == {spark_jackson_version()}
-    assert spark_jackson_version() == "2.18.2"  # Spark 4.0.x, DESIGN.md §3
+    assert spark_jackson_version() == "2.18.2"  # what Spark 4.0.x ships in pyspark/jars/
 
 
 def test_checksums_match_the_wheel_copies(locked: tuple[LockedJar, ...]) -> None:
