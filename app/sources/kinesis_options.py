@@ -1,10 +1,13 @@
 """Options of the ``python-kinesis`` source, parsed once from Spark's strings.
 
 The names are the awslabs connector's (``app.sources.aws_kinesis``), so one
-options dict feeds either reader. Differences, on purpose:
+options dict feeds either reader. An option left out takes the job's default
+(``app.config.SourceOptions``), so a direct ``format("python-kinesis")`` user
+reads like the job does. Differences from the connector, on purpose:
 
 * ``kinesis.startingPosition`` defaults to ``TRIM_HORIZON`` (the connector
-  says ``LATEST``, which silently skips the backlog on a first start);
+  says ``LATEST``, which silently skips the backlog on a first start), and
+  ``kinesis.failOnDataLoss`` to true;
 * ``kinesis.endpointUrl`` is optional (boto3 resolves the public endpoint);
 * only the ``GetRecords`` consumer type exists: enhanced fan-out needs HTTP/2
   push, which boto3 does not do; use ``format("aws-kinesis")`` for it.
@@ -14,12 +17,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
-from app.config import MIN_FETCH_TIME_SEC
+from app.config import MIN_FETCH_TIME_SEC, SourceOptions
 from app.sources import aws_kinesis as names
+
+# The job's source defaults; the reader's shared options start from them.
+_JOB: Final = SourceOptions()
 
 RECORDS_PER_FETCH_MAX: Final = 10_000  # GetRecords' own Limit ceiling
 FETCH_INTERVAL_MS: Final = "kinesis.getRecords.fetchIntervalMs"
@@ -41,14 +47,16 @@ class StartingPosition:
 
 @dataclass(frozen=True)
 class ReaderOptions:
+    """The reader's options; those the job config also has default to its values."""
+
     stream_name: str
     region: str
     endpoint_url: str | None = None
-    starting_position: StartingPosition = StartingPosition("TRIM_HORIZON")
-    describe_shard_interval_ms: int = 1_000
-    max_fetch_records_per_shard: int = 100_000
-    max_fetch_time_per_shard_sec: int = 10
-    fail_on_data_loss: bool = False
+    starting_position: StartingPosition = StartingPosition(_JOB.starting_position)
+    describe_shard_interval_ms: int = _JOB.describe_shard_interval_sec * 1000
+    max_fetch_records_per_shard: int = _JOB.max_fetch_records_per_shard
+    max_fetch_time_per_shard_sec: int = _JOB.max_fetch_time_per_shard_sec
+    fail_on_data_loss: bool = _JOB.fail_on_data_loss
     records_per_fetch: int = RECORDS_PER_FETCH_MAX
     fetch_interval_ms: int = 200
     client_num_retries: int = 5
@@ -116,7 +124,12 @@ def _bool(raw: Mapping[str, str], option: str, default: bool) -> bool:
 
 
 def parse_options(options: Mapping[str, str]) -> ReaderOptions:
-    """Validated reader options; a bad one raises ValueError naming it."""
+    """Validated reader options; a bad one raises ValueError naming it.
+
+    Spark hands over whatever ``.option()`` calls a user made, so the rules of
+    the job's config model are checked again here for the options it shares
+    (e.g. the 10 s fetch-time minimum); the job's own dict already obeys them.
+    """
     raw = {key.lower(): str(value) for key, value in options.items()}
     stream = raw.get(names.STREAM_NAME.lower())
     if not stream:
@@ -130,30 +143,42 @@ def parse_options(options: Mapping[str, str]) -> ReaderOptions:
             f"{names.CONSUMER_TYPE}: {consumer!r} is not supported by python-kinesis "
             "(only GetRecords); use format aws-kinesis for SubscribeToShard"
         )
-    fetch_time = _int(raw, names.MAX_FETCH_TIME_PER_SHARD_SEC, 10, minimum=MIN_FETCH_TIME_SEC)
-    per_fetch = _int(raw, names.RECORDS_PER_FETCH, RECORDS_PER_FETCH_MAX)
+    base = ReaderOptions(stream_name=stream, region=region)
+    per_fetch = _int(raw, names.RECORDS_PER_FETCH, base.records_per_fetch)
     if per_fetch > RECORDS_PER_FETCH_MAX:
         raise ValueError(f"{names.RECORDS_PER_FETCH}: {per_fetch} exceeds {RECORDS_PER_FETCH_MAX}")
-    return ReaderOptions(
-        stream_name=stream,
-        region=region,
+    position = raw.get(names.STARTING_POSITION.lower())
+    interval = raw.get(names.DESCRIBE_SHARD_INTERVAL.lower())
+    return replace(
+        base,
         endpoint_url=raw.get(names.ENDPOINT_URL.lower()) or None,
-        starting_position=parse_starting_position(
-            raw.get(names.STARTING_POSITION.lower(), "TRIM_HORIZON")
+        starting_position=(
+            base.starting_position if position is None else parse_starting_position(position)
         ),
-        describe_shard_interval_ms=parse_duration_ms(
-            names.DESCRIBE_SHARD_INTERVAL, raw.get(names.DESCRIBE_SHARD_INTERVAL.lower(), "1s")
+        describe_shard_interval_ms=(
+            base.describe_shard_interval_ms
+            if interval is None
+            else parse_duration_ms(names.DESCRIBE_SHARD_INTERVAL, interval)
         ),
-        max_fetch_records_per_shard=_int(raw, names.MAX_FETCH_RECORDS_PER_SHARD, 100_000),
-        max_fetch_time_per_shard_sec=fetch_time,
-        fail_on_data_loss=_bool(raw, names.FAIL_ON_DATA_LOSS, False),
+        max_fetch_records_per_shard=_int(
+            raw, names.MAX_FETCH_RECORDS_PER_SHARD, base.max_fetch_records_per_shard
+        ),
+        max_fetch_time_per_shard_sec=_int(
+            raw,
+            names.MAX_FETCH_TIME_PER_SHARD_SEC,
+            base.max_fetch_time_per_shard_sec,
+            minimum=MIN_FETCH_TIME_SEC,
+        ),
+        fail_on_data_loss=_bool(raw, names.FAIL_ON_DATA_LOSS, base.fail_on_data_loss),
         records_per_fetch=per_fetch,
-        fetch_interval_ms=_int(raw, FETCH_INTERVAL_MS, 200, minimum=0),
-        client_num_retries=_int(raw, names.CLIENT_NUM_RETRIES, 5, minimum=0),
-        client_retry_interval_ms=_int(raw, names.CLIENT_RETRY_INTERVALS_MS, 1_000, minimum=0),
-        client_max_retry_interval_ms=_int(
-            raw, names.CLIENT_MAX_RETRY_INTERVAL_MS, 10_000, minimum=0
+        fetch_interval_ms=_int(raw, FETCH_INTERVAL_MS, base.fetch_interval_ms, minimum=0),
+        client_num_retries=_int(raw, names.CLIENT_NUM_RETRIES, base.client_num_retries, minimum=0),
+        client_retry_interval_ms=_int(
+            raw, names.CLIENT_RETRY_INTERVALS_MS, base.client_retry_interval_ms, minimum=0
         ),
-        connect_timeout_sec=_int(raw, CONNECT_TIMEOUT_SEC, 5),
-        read_timeout_sec=_int(raw, READ_TIMEOUT_SEC, 15),
+        client_max_retry_interval_ms=_int(
+            raw, names.CLIENT_MAX_RETRY_INTERVAL_MS, base.client_max_retry_interval_ms, minimum=0
+        ),
+        connect_timeout_sec=_int(raw, CONNECT_TIMEOUT_SEC, base.connect_timeout_sec),
+        read_timeout_sec=_int(raw, READ_TIMEOUT_SEC, base.read_timeout_sec),
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from app.config import ConfigError
+from app.config import ConfigError, SourceOptions
 from app.sources.aws_kinesis import connector_options
 from app.sources.kinesis_fetch import Backoff, ShardReader, call_with_backoff
 from app.sources.kinesis_offsets import (
@@ -105,6 +105,18 @@ def test_python_source_rejects_bad_options(override: dict[str, str], message: st
     options = {"kinesis.streamName": "s", "kinesis.region": "us-east-1", **override}
     with pytest.raises(ValueError, match=message):
         parse_options(options)
+
+
+def test_python_source_defaults_are_the_job_config_defaults() -> None:
+    """A direct format("python-kinesis") user who sets only the stream reads
+    like the job with a default config does."""
+    job = SourceOptions()
+    options = parse_options({"kinesis.streamName": "s", "kinesis.region": "us-east-1"})
+    assert options.starting_position.kind == job.starting_position
+    assert options.describe_shard_interval_ms == job.describe_shard_interval_sec * 1000
+    assert options.max_fetch_records_per_shard == job.max_fetch_records_per_shard
+    assert options.max_fetch_time_per_shard_sec == job.max_fetch_time_per_shard_sec
+    assert options.fail_on_data_loss is job.fail_on_data_loss is True
 
 
 def test_starting_position_at_timestamp_and_durations() -> None:
@@ -320,7 +332,7 @@ def test_latest_starts_after_existing_records_and_is_pinned_for_replays() -> Non
 def test_vanished_shard_fails_the_query_only_with_fail_on_data_loss() -> None:
     fake = FakeKinesis(shards=2)
     strict = _reader(fake, **{"kinesis.failOnDataLoss": "true"})
-    lenient = _reader(fake)
+    lenient = _reader(fake, **{"kinesis.failOnDataLoss": "false"})
     strict.latestOffset()
     lenient.latestOffset()
     del fake.shards["shardId-000000000001"]
