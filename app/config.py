@@ -2,15 +2,50 @@
 
 The CDK app serializes it per instance (``to_dict``) and uploads it next to the
 artifact; the local run builds it from the same instance configuration. A bad
-file fails here, before a Spark session exists, with the field named.
+file fails here, before a Spark session exists, with every bad field named,
+its value and what is allowed.
+
+The models are pydantic v2, strict (JSON types only: ``"4"`` is not an
+integer, ``1`` is not ``true``), frozen and closed (an unknown field is a
+typo, not an extension). Each field's default is declared once, here: the
+instance configuration (:mod:`infra.config`) embeds :class:`JobSettings` for
+what a deployment may choose, and the Python Kinesis reader takes its defaults
+from :class:`SourceOptions`. The error formatting (:func:`problems`) is shared
+with :mod:`infra.config`, which prefixes each line with the instance.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar, cast, get_args
+from types import NoneType, UnionType
+from typing import (
+    Annotated,
+    Any,
+    Final,
+    Literal,
+    Self,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+)
+
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails, PydanticCustomError, core_schema
 
 from app import contract
 
@@ -27,23 +62,251 @@ MIN_FETCH_TIME_SEC: Final = 10
 
 
 class ConfigError(ValueError):
-    """A job configuration that cannot run; the message names the field."""
+    """A job configuration that cannot run; one line per bad field, each naming it."""
+
+
+# --------------------------------------------------------------------------- model kit
+# Shared with infra.config: the base settings, list-as-tuple fields, value rules
+# with their human text, and the translation of pydantic's errors into lines.
+
+
+class ConfigModel(BaseModel):
+    """Frozen (hashable, safe to share), closed and strict: JSON gives the
+    types, nothing is coerced, and an empty string is never a valid value."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, str_min_length=1)
+
+
+def _tuple_from_list(value: object) -> object:
+    """JSON arrays arrive as lists; strict mode accepts only a tuple for a tuple
+    field, and tuples keep the models hashable."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+T = TypeVar("T")
+JsonTuple = Annotated[tuple[T, ...], BeforeValidator(_tuple_from_list)]
+
+
+def bad_value(value: object, allowed: str, *field: str | int) -> PydanticCustomError:
+    """The error a rule raises. ``field`` is the path below the model that
+    raises it, for a rule on several fields that blames one of them."""
+    return PydanticCustomError(
+        "bad_value",
+        "bad value {value}; allowed: {allowed}",
+        {"value": value, "allowed": allowed, "field": field},
+    )
 
 
 @dataclass(frozen=True)
-class SourceOptions:
-    format: SourceFormat = "python-kinesis"
+class Allowed:
+    """``Annotated`` marker: a rule on a field's value plus the text an error
+    shows as what is allowed (kept together so they cannot drift)."""
+
+    test: Callable[[Any], bool]
+    text: str
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def _check(self, value: Any) -> Any:
+        if not self.test(value):
+            raise bad_value(value, self.text)
+        return value
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One invalid field: its dotted path (``kafka.topic``, ``event_fields[1].name``;
+    empty for the whole document) and what is wrong with it."""
+
+    path: str
+    text: str
+
+
+def problems(error: ValidationError, model: type[BaseModel]) -> list[Problem]:
+    """Each of pydantic's errors for ``model`` as a path plus ``bad value <v>;
+    allowed: <...>``, ``missing required field`` or ``unknown field; allowed: <names>``.
+
+    What is allowed comes from the field's declaration (its type, bounds,
+    :class:`Allowed` rule and description), so the message and the check have
+    one source.
+    """
+    return [_problem(details, model) for details in error.errors()]
+
+
+def _problem(details: ErrorDetails, model: type[BaseModel]) -> Problem:
+    ctx: dict[str, Any] = dict(details.get("ctx") or {})
+    loc = (*details["loc"], *ctx.get("field", ()))
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+    kind = details["type"]
+    if kind == "extra_forbidden":
+        parent = _model_in(_target(model, loc[:-1])[0])
+        names = ", ".join(sorted(parent.model_fields)) if parent else "none"
+        return Problem(path, f"unknown field; allowed: {names}")
+    annotation, metadata, note = _target(model, loc)
+    if kind == "missing":
+        what = _describe(annotation, metadata, note) if annotation is not None else ""
+        return Problem(path, "missing required field" + (f"; allowed: {what}" if what else ""))
+    if "allowed" in ctx:
+        allowed = str(ctx["allowed"])
+    elif annotation is None:
+        allowed = details["msg"]
+    elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        allowed = _describe(annotation, metadata, note, bounds_only=True)
+    else:
+        allowed = _describe(annotation, metadata, note)
+    value = ctx.get("value", details["input"])
+    return Problem(path, f"bad value {value!r}; allowed: {allowed}")
+
+
+def _unwrap(annotation: Any) -> tuple[Any, bool, list[Any]]:
+    """The type under ``Annotated``/``| None``: (type, nullable, metadata met)."""
+    nullable, metadata = False, []
+    while True:
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            annotation, *extra = get_args(annotation)
+            metadata.extend(extra)
+        elif origin in (Union, UnionType):
+            members = [a for a in get_args(annotation) if a is not NoneType]
+            nullable = nullable or len(members) < len(get_args(annotation))
+            if len(members) != 1:
+                return annotation, nullable, metadata
+            annotation = members[0]
+        else:
+            return annotation, nullable, metadata
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    base = _unwrap(annotation)[0]
+    return base if isinstance(base, type) and issubclass(base, BaseModel) else None
+
+
+def _target(model: type[BaseModel], loc: Sequence[int | str]) -> tuple[Any, list[Any], str]:
+    """What ``loc`` points at: (annotation, constraints, description); the
+    annotation is None where pydantic's path leaves the declared fields."""
+    annotation: Any = model
+    metadata: list[Any] = []
+    note = ""
+    for part in loc:
+        base, _, _ = _unwrap(annotation)
+        parent = _model_in(base)
+        if isinstance(part, int) and get_origin(base) is tuple:
+            annotation, metadata, note = get_args(base)[0], [], ""
+        elif isinstance(part, str) and parent is not None and part in parent.model_fields:
+            info: FieldInfo = parent.model_fields[part]
+            annotation, metadata = info.annotation, list(info.metadata)
+            note = info.description or ""
+        else:
+            return None, [], ""
+    return annotation, metadata, note
+
+
+def _describe(annotation: Any, metadata: list[Any], note: str, *, bounds_only: bool = False) -> str:
+    base, nullable, inner = _unwrap(annotation)
+    marks = [*metadata, *inner]
+    rule = next((m.text for m in marks if isinstance(m, Allowed)), None)
+    if rule is not None and not bounds_only:
+        return rule
+    origin = get_origin(base)
+    if origin is Literal:
+        text = " | ".join(str(a) for a in get_args(base))
+    elif origin is tuple:
+        text = "a list"
+    elif base is bool:
+        text = "true or false"
+    elif base is int:
+        text = "an integer"
+    elif base is float:
+        text = "a number"
+    elif base is str:
+        text = "a non-empty string"
+    elif _model_in(base) is not None:
+        text = "an object"
+    else:
+        text = str(base)
+    bounds = [
+        f"{op} {getattr(m, attr)}"
+        for m in marks
+        for kind, attr, op in ((Ge, "ge", ">="), (Gt, "gt", ">"), (Le, "le", "<="), (Lt, "lt", "<"))
+        if isinstance(m, kind)
+    ]
+    if bounds:
+        text += " " + " and ".join(bounds)
+    if nullable:
+        text += ", or null"
+    return f"{text} ({note})" if note else text
+
+
+class _JobModel(ConfigModel):
+    """A job model built in code (``JobConfig(...)``) fails like a file does:
+    with :class:`ConfigError`, not pydantic's own error."""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _config_error(exc, type(self)) from exc
+
+    # Without this mark pydantic would route every validation, nested ones
+    # included, through this __init__, and a nested model's ConfigError would
+    # reach the parent as one error without its field path. pydantic marks its
+    # own BaseModel.__init__ so (pydantic-settings does the same);
+    # tests/app/test_config.py fails if nested paths are lost.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+
+def _config_error(error: ValidationError, model: type[BaseModel]) -> ConfigError:
+    lines = [f"{p.path or 'config'}: {p.text}" for p in problems(error, model)]
+    return ConfigError("\n".join(lines))
+
+
+# --------------------------------------------------------------------------- the job's models
+
+
+class SourceSettings(_JobModel):
+    """The Kinesis source options a deployment chooses per instance
+    (``cdk.json`` → ``job.source``; :mod:`infra.config` embeds this model).
+
+    ``starting_position`` applies only when the checkpoint is empty; the default
+    TRIM_HORIZON never silently skips data on a first start (DESIGN.md §1).
+    """
+
     starting_position: StartingPosition = "TRIM_HORIZON"
-    max_fetch_records_per_shard: int = 10_000
-    max_fetch_time_per_shard_sec: int = 10
-    describe_shard_interval_sec: int = 30
+    max_fetch_records_per_shard: PositiveInt = 10_000
+    max_fetch_time_per_shard_sec: int = Field(
+        default=MIN_FETCH_TIME_SEC,
+        ge=MIN_FETCH_TIME_SEC,
+        description="the Kinesis connector's minimum",
+    )
+    describe_shard_interval_sec: PositiveInt = 30
     consumer_type: ConsumerType = "GetRecords"
+
+
+class SourceOptions(SourceSettings):
+    """Everything the reader gets: the settings plus what the stack derives
+    (the reader, the enhanced fan-out consumer) and what is not negotiable per
+    instance (an expired or vanished shard stops the query)."""
+
+    format: SourceFormat = "python-kinesis"
     consumer_name: str | None = None
     fail_on_data_loss: bool = True
 
+    @model_validator(mode="after")
+    def _efo_needs_a_consumer(self) -> Self:
+        if self.consumer_type == "SubscribeToShard" and self.consumer_name is None:
+            raise bad_value(
+                None,
+                "a consumer name when consumer_type is SubscribeToShard "
+                "(the enhanced fan-out consumer to register)",
+                "consumer_name",
+            )
+        return self
 
-@dataclass(frozen=True)
-class KafkaOptions:
+
+class KafkaOptions(_JobModel):
     """Where failure records go. On MSK the job resolves the IAM bootstrap
     brokers from ``cluster_arn`` at start (they are not known at synth time);
     locally ``bootstrap_servers`` points at the tansu broker."""
@@ -52,21 +315,28 @@ class KafkaOptions:
     bootstrap_servers: str | None = None
     cluster_arn: str | None = None
     security: KafkaSecurity = "PLAINTEXT"
-    delivery_timeout_ms: int = 30_000
-    request_timeout_ms: int = 10_000
-    flush_timeout_sec: int = 45
+    delivery_timeout_ms: PositiveInt = 30_000
+    request_timeout_ms: PositiveInt = 10_000
+    flush_timeout_sec: PositiveInt = 45
+
+    @model_validator(mode="after")
+    def _one_cluster(self) -> Self:
+        if (self.bootstrap_servers is None) == (self.cluster_arn is None):
+            raise bad_value(
+                {"bootstrap_servers": self.bootstrap_servers, "cluster_arn": self.cluster_arn},
+                "exactly one of bootstrap_servers (local) or cluster_arn (MSK)",
+            )
+        return self
 
 
-@dataclass(frozen=True)
-class MetricsOptions:
+class MetricsOptions(_JobModel):
     enabled: bool = True
     endpoint_url: str | None = None
-    timeout_sec: int = 5
-    max_attempts: int = 3
+    timeout_sec: PositiveInt = 5
+    max_attempts: PositiveInt = 3
 
 
-@dataclass(frozen=True)
-class EventField:
+class EventField(_JobModel):
     """One top-level field of the JSON events. ``timestamp`` fields are ISO-8601
     strings (up to 9 fractional digits, optional offset); ``object``/``array``
     fields are kept as JSON text in the table."""
@@ -74,6 +344,14 @@ class EventField:
     name: str
     type: FieldType = "string"
     required: bool = True
+
+    def __init__(self, name: str, type: FieldType = "string", required: bool = True) -> None:
+        """Positional too (``EventField("at", "timestamp")``): schemas are
+        written as short lists of these. Keep the defaults equal to the fields'
+        (tests/app/test_config.py checks)."""
+        super().__init__(name=name, type=type, required=required)
+
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]  # see _JobModel
 
 
 DEFAULT_EVENT_FIELDS: tuple[EventField, ...] = (
@@ -84,8 +362,16 @@ DEFAULT_EVENT_FIELDS: tuple[EventField, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class JobConfig:
+class JobSettings(_JobModel):
+    """The part of the job's configuration a deployment chooses per instance
+    (``cdk.json`` → ``job``; embedded by :class:`infra.config.InstanceConfig`).
+    :class:`JobConfig` adds what the stack derives from the instance."""
+
+    trigger_interval_sec: PositiveInt = 10
+    source: SourceSettings = Field(default_factory=SourceSettings)
+
+
+class JobConfig(JobSettings):
     instance_id: str
     region: str
     stream_name: str
@@ -94,53 +380,77 @@ class JobConfig:
     kafka: KafkaOptions
     table: str = contract.EVENTS_TABLE
     database_location: str | None = None
-    trigger_interval_sec: int = 10
     kinesis_endpoint_url: str | None = None
     s3_endpoint_url: str | None = None
     stop_marker_path: str | None = None
-    max_record_bytes: int = 1_048_576
-    source: SourceOptions = field(default_factory=SourceOptions)
-    metrics: MetricsOptions = field(default_factory=MetricsOptions)
+    max_record_bytes: PositiveInt = 1_048_576
+    source: SourceOptions = Field(default_factory=SourceOptions)
+    metrics: MetricsOptions = Field(default_factory=MetricsOptions)
     # The event schema; ``id_field`` (a required string) is the de-duplication
     # key and ``event_time_field`` (a required timestamp) orders versions of an
     # id and gives the table's date partition.
-    event_fields: tuple[EventField, ...] = DEFAULT_EVENT_FIELDS
+    # Non-empty by a rule, not min_length: pydantic also reports a too-short
+    # tuple when only an item is bad (it counts the valid items).
+    event_fields: Annotated[
+        JsonTuple[EventField], Allowed(lambda fields: len(fields) > 0, "a non-empty list")
+    ] = DEFAULT_EVENT_FIELDS
     id_field: str = "id"
     event_time_field: str = "occurredAt"
     # Single-writer lease beside the checkpoint: renewed every ttl/3; a new
     # copy waits at most ``lease_wait_sec`` for a stale lease to expire.
-    lease_ttl_sec: int = 30
-    lease_wait_sec: int = 45
-    stop_poll_interval_sec: int = 2
-    graceful_stop_timeout_sec: int = 300
+    lease_ttl_sec: PositiveInt = 30
+    lease_wait_sec: PositiveInt = 45
+    stop_poll_interval_sec: PositiveInt = 2
+    graceful_stop_timeout_sec: PositiveInt = 300
+
+    @model_validator(mode="after")
+    def _event_schema_keys(self) -> Self:
+        by_name: dict[str, EventField] = {}
+        for index, item in enumerate(self.event_fields):
+            if item.name in by_name:
+                raise bad_value(
+                    item.name,
+                    "a name not used by another event field",
+                    "event_fields",
+                    index,
+                    "name",
+                )
+            by_name[item.name] = item
+        have = ", ".join(by_name)
+        for attr, wanted in (("id_field", "string"), ("event_time_field", "timestamp")):
+            name = getattr(self, attr)
+            spec = by_name.get(name)
+            if spec is None or spec.type != wanted or not spec.required:
+                raise bad_value(
+                    name,
+                    f"the name of a required {wanted} field of event_fields (declared: {have})",
+                    attr,
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _lease_outlasts_ttl(self) -> Self:
+        if self.lease_wait_sec < self.lease_ttl_sec:
+            raise bad_value(
+                self.lease_wait_sec,
+                f">= lease_ttl_sec ({self.lease_ttl_sec}), or a restart after a crash "
+                "could never outwait the dead copy's lease",
+                "lease_wait_sec",
+            )
+        return self
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.model_dump()
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
     def from_dict(cls, raw: object) -> JobConfig:
-        config = _build(cls, raw, "")
-        fetch_time = config.source.max_fetch_time_per_shard_sec
-        if fetch_time < MIN_FETCH_TIME_SEC:
-            raise ConfigError(
-                f"source.max_fetch_time_per_shard_sec: {fetch_time} is below the minimum of "
-                f"{MIN_FETCH_TIME_SEC} seconds (the Kinesis connector rejects less)"
-            )
-        if (config.kafka.bootstrap_servers is None) == (config.kafka.cluster_arn is None):
-            raise ConfigError(
-                "kafka: set exactly one of bootstrap_servers (local) or cluster_arn (MSK)"
-            )
-        _check_event_fields(config)
-        if config.lease_wait_sec < config.lease_ttl_sec:
-            raise ConfigError(
-                f"lease_wait_sec: {config.lease_wait_sec} must be >= lease_ttl_sec "
-                f"({config.lease_ttl_sec}), or a restart after a crash could never "
-                "outwait the dead copy's lease"
-            )
-        return config
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            raise _config_error(exc, cls) from exc
 
     @classmethod
     def from_file(cls, path: str | Path) -> JobConfig:
@@ -154,111 +464,3 @@ class JobConfig:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{origin}: not valid JSON: {exc}") from exc
         return cls.from_dict(raw)
-
-
-def _check_event_fields(config: JobConfig) -> None:
-    by_name: dict[str, EventField] = {}
-    for index, item in enumerate(config.event_fields):
-        if item.name in by_name:
-            raise ConfigError(f"event_fields[{index}].name: {item.name!r} appears twice")
-        by_name[item.name] = item
-    for attr, wanted in (("id_field", "string"), ("event_time_field", "timestamp")):
-        name = getattr(config, attr)
-        spec = by_name.get(name)
-        if spec is None or spec.type != wanted or not spec.required:
-            raise ConfigError(
-                f"{attr}: {name!r} must name a required {wanted} field of event_fields "
-                f"(have: {', '.join(by_name) or 'none'})"
-            )
-
-
-_NESTED: dict[str, type[Any]] = {
-    "kafka": KafkaOptions,
-    "source": SourceOptions,
-    "metrics": MetricsOptions,
-}
-# Fields holding a list of objects: the element type.
-_NESTED_LISTS: dict[str, type[Any]] = {"event_fields": EventField}
-
-_POSITIVE = {
-    "trigger_interval_sec",
-    "max_record_bytes",
-    "max_fetch_records_per_shard",
-    "max_fetch_time_per_shard_sec",
-    "describe_shard_interval_sec",
-    "delivery_timeout_ms",
-    "request_timeout_ms",
-    "flush_timeout_sec",
-    "timeout_sec",
-    "max_attempts",
-    "lease_ttl_sec",
-    "lease_wait_sec",
-    "stop_poll_interval_sec",
-    "graceful_stop_timeout_sec",
-}
-
-T = TypeVar("T")
-
-
-def _build(cls: type[T], raw: object, prefix: str) -> T:
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{prefix or 'config'}: expected an object, got {raw!r}")
-    known = {f.name: f for f in fields(cast(Any, cls))}
-    unknown = sorted(set(raw) - set(known))
-    if unknown:
-        raise ConfigError(
-            f"{prefix}{unknown[0]}: unknown field; allowed: {', '.join(sorted(known))}"
-        )
-    values: dict[str, Any] = {}
-    for name, f in known.items():
-        path = f"{prefix}{name}"
-        if name not in raw:
-            if f.default is MISSING and f.default_factory is MISSING:
-                raise ConfigError(f"{path}: missing required field")
-            continue
-        value = raw[name]
-        if name in _NESTED:
-            values[name] = _build(_NESTED[name], value, f"{path}.")
-        elif name in _NESTED_LISTS:
-            if not isinstance(value, list | tuple) or not value:
-                raise ConfigError(f"{path}: expected a non-empty list, got {value!r}")
-            values[name] = tuple(
-                _build(_NESTED_LISTS[name], item, f"{path}[{i}].") for i, item in enumerate(value)
-            )
-        else:
-            values[name] = _check(path, name, f.type, value)
-    return cls(**values)
-
-
-def _check(path: str, name: str, annotation: object, value: object) -> object:
-    text = str(annotation)
-    optional = "None" in text
-    if value is None:
-        if optional:
-            return None
-        raise ConfigError(f"{path}: must not be null")
-    literal = {
-        "StartingPosition": StartingPosition,
-        "SourceFormat": SourceFormat,
-        "ConsumerType": ConsumerType,
-        "KafkaSecurity": KafkaSecurity,
-        "FieldType": FieldType,
-    }.get(text.split(" ", maxsplit=1)[0].strip("'"))
-    if literal is not None:
-        allowed = get_args(literal)
-        if value not in allowed:
-            raise ConfigError(f"{path}: {value!r} is not one of {', '.join(allowed)}")
-        return value
-    if text.startswith("bool"):
-        if not isinstance(value, bool):
-            raise ConfigError(f"{path}: expected true or false, got {value!r}")
-        return value
-    if text.startswith("int"):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{path}: expected an integer, got {value!r}")
-        if name in _POSITIVE and value <= 0:
-            raise ConfigError(f"{path}: must be > 0, got {value}")
-        return value
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{path}: expected a non-empty string, got {value!r}")
-    return value

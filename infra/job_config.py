@@ -8,14 +8,7 @@ in both places.
 
 from __future__ import annotations
 
-from app.config import (
-    JobConfig,
-    KafkaOptions,
-    KafkaSecurity,
-    MetricsOptions,
-    SourceFormat,
-    SourceOptions,
-)
+from app.config import JobConfig, KafkaSecurity, SourceFormat
 from infra.config import InstanceConfig
 
 
@@ -43,37 +36,38 @@ def job_config_for(
     bootstrap servers (local) or the MSK cluster ARN (AWS, resolved by the job
     at start) must be given; ``JobConfig.from_dict`` enforces it.
     """
-    source = instance.job.source
     # Enhanced fan-out needs the JVM connector's HTTP/2 push (EMR only); the
     # Python source reads the same stream with GetRecords.
-    efo = source.consumer_type == "SubscribeToShard" and source_format == "aws-kinesis"
-    config = JobConfig(
-        instance_id=instance.instance_id,
-        region=instance.region,
-        stream_name=instance.stream_name,
-        database=instance.database_name,
-        database_location=database_location,
-        checkpoint_location=checkpoint_location,
-        trigger_interval_sec=instance.job.trigger_interval_sec,
-        kinesis_endpoint_url=aws_endpoint_url,
-        s3_endpoint_url=aws_endpoint_url,
-        stop_marker_path=stop_marker_path,
-        source=SourceOptions(
-            format=source_format,
-            starting_position=source.starting_position,
-            max_fetch_records_per_shard=source.max_fetch_records_per_shard,
-            max_fetch_time_per_shard_sec=source.max_fetch_time_per_shard_sec,
-            describe_shard_interval_sec=source.describe_shard_interval_sec,
-            consumer_type="SubscribeToShard" if efo else "GetRecords",
-            consumer_name=efo_consumer_name(instance) if efo else None,
-        ),
-        kafka=KafkaOptions(
-            topic=instance.failure_topic_name,
-            bootstrap_servers=kafka_bootstrap_servers,
-            cluster_arn=kafka_cluster_arn,
-            security=kafka_security,
-        ),
-        metrics=MetricsOptions(endpoint_url=aws_endpoint_url),
+    efo = instance.job.source.consumer_type == "SubscribeToShard" and source_format == "aws-kinesis"
+    # Every setting the instance chose (JobSettings, the job's own model) is
+    # carried over as is; the rest is derived here. One dict through the
+    # job's parser: a bad combination raises ConfigError naming the field by
+    # its path in the job's file (``kafka: ...``), as the job would.
+    settings = instance.job.model_dump()
+    return JobConfig.from_dict(
+        {
+            **settings,
+            "instance_id": instance.instance_id,
+            "region": instance.region,
+            "stream_name": instance.stream_name,
+            "database": instance.database_name,
+            "database_location": database_location,
+            "checkpoint_location": checkpoint_location,
+            "kinesis_endpoint_url": aws_endpoint_url,
+            "s3_endpoint_url": aws_endpoint_url,
+            "stop_marker_path": stop_marker_path,
+            "source": {
+                **settings["source"],
+                "format": source_format,
+                "consumer_type": "SubscribeToShard" if efo else "GetRecords",
+                "consumer_name": efo_consumer_name(instance) if efo else None,
+            },
+            "kafka": {
+                "topic": instance.failure_topic_name,
+                "bootstrap_servers": kafka_bootstrap_servers,
+                "cluster_arn": kafka_cluster_arn,
+                "security": kafka_security,
+            },
+            "metrics": {"endpoint_url": aws_endpoint_url},
+        }
     )
-    # Round-trip through the validating parser: the same checks as a file read by the job.
-    return JobConfig.from_dict(config.to_dict())

@@ -8,7 +8,8 @@ connector's ``KinesisOptions``:
 * ``kinesis.endpointUrl`` is required by the connector (no default), so the
   public regional endpoint is filled in when the config has none;
 * ``kinesis.describeShardInterval`` is a Spark time string (``"30s"``);
-* ``kinesis.maxFetchTimePerShardSec`` is whole seconds and must be >= 10;
+* ``kinesis.maxFetchTimePerShardSec`` is whole seconds and must be >= 10
+  (``app.config.MIN_FETCH_TIME_SEC``; the config model enforces it);
 * ``kinesis.startingPosition`` defaults to ``LATEST`` in the connector, which
   silently skips the backlog on a first start: we always pass it (our default
   ``TRIM_HORIZON``). It applies only while the checkpoint is empty;
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from app.config import MIN_FETCH_TIME_SEC, ConfigError, JobConfig
+from app.config import JobConfig
 
 # Option names, shared with app.sources.kinesis_python.
 STREAM_NAME: Final = "kinesis.streamName"
@@ -39,8 +40,6 @@ CLIENT_NUM_RETRIES: Final = "kinesis.clientNumRetries"
 CLIENT_RETRY_INTERVALS_MS: Final = "kinesis.clientRetryIntervalsMs"
 CLIENT_MAX_RETRY_INTERVAL_MS: Final = "kinesis.clientMaxRetryIntervalMs"
 
-# The connector rejects a shorter fetch time: Kinesis may take >5 s to answer.
-
 
 def default_endpoint(region: str) -> str:
     """The public Kinesis endpoint of ``region`` (China regions use ``.com.cn``)."""
@@ -49,19 +48,14 @@ def default_endpoint(region: str) -> str:
 
 
 def connector_options(config: JobConfig) -> dict[str, str]:
-    """The reader options for ``config``; raises ConfigError naming the field."""
+    """The reader options for ``config``, as strings.
+
+    Nothing is checked here: a :class:`JobConfig` is validated when it is built
+    (the fetch-time minimum, a positive describe interval and a consumer name
+    for enhanced fan-out are rules of the model), so a value the connector
+    rejects never gets this far.
+    """
     source = config.source
-    if source.max_fetch_time_per_shard_sec < MIN_FETCH_TIME_SEC:
-        raise ConfigError(
-            "source.max_fetch_time_per_shard_sec: "
-            f"{source.max_fetch_time_per_shard_sec} is below the connector's minimum "
-            f"of {MIN_FETCH_TIME_SEC} seconds"
-        )
-    if source.describe_shard_interval_sec <= 0:
-        raise ConfigError(
-            f"source.describe_shard_interval_sec: must be > 0, got "
-            f"{source.describe_shard_interval_sec}"
-        )
     options = {
         STREAM_NAME: config.stream_name,
         REGION: config.region,
@@ -74,11 +68,6 @@ def connector_options(config: JobConfig) -> dict[str, str]:
         FAIL_ON_DATA_LOSS: "true" if source.fail_on_data_loss else "false",
         CONSUMER_TYPE: source.consumer_type,
     }
-    if source.consumer_type == "SubscribeToShard":
-        if not source.consumer_name:
-            raise ConfigError(
-                "source.consumer_name: required when source.consumer_type is "
-                "SubscribeToShard (the enhanced fan-out consumer to register)"
-            )
+    if source.consumer_type == "SubscribeToShard" and source.consumer_name is not None:
         options[CONSUMER_NAME] = source.consumer_name
     return options

@@ -7,14 +7,13 @@ where moto does not (see source_helpers.FakeKinesis).
 
 from __future__ import annotations
 
-import dataclasses
 import pickle
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from app.config import ConfigError, SourceOptions
+from app.config import MIN_FETCH_TIME_SEC, ConfigError, JobConfig, SourceOptions
 from app.sources.aws_kinesis import connector_options
 from app.sources.kinesis_fetch import Backoff, ShardReader, call_with_backoff
 from app.sources.kinesis_offsets import (
@@ -47,10 +46,9 @@ def test_connector_options_names_and_value_formats() -> None:
 
 
 def test_connector_options_fill_public_endpoint_and_efo_consumer() -> None:
-    config = dataclasses.replace(
-        job_config("orders", "x", "/tmp/cp", consumer_type="SubscribeToShard", consumer_name="c1"),
-        kinesis_endpoint_url=None,
-        region="cn-north-1",
+    efo = job_config("orders", "x", "/tmp/cp", consumer_type="SubscribeToShard", consumer_name="c1")
+    config = JobConfig.from_dict(
+        {**efo.to_dict(), "kinesis_endpoint_url": None, "region": "cn-north-1"}
     )
     options = connector_options(config)
     assert options["kinesis.endpointUrl"] == "https://kinesis.cn-north-1.amazonaws.com.cn"
@@ -58,18 +56,49 @@ def test_connector_options_fill_public_endpoint_and_efo_consumer() -> None:
     assert options["kinesis.consumerName"] == "c1"
 
 
+def _raw_config(**source: Any) -> dict[str, Any]:
+    """A job config document, not yet parsed, so a test can hand it to the parser."""
+    return {
+        "instance_id": "test-us-east-1",
+        "region": "us-east-1",
+        "stream_name": "orders",
+        "database": "test_db",
+        "checkpoint_location": "/tmp/cp",
+        "kafka": {"topic": "failures", "bootstrap_servers": "127.0.0.1:9"},
+        "source": source,
+    }
+
+
 @pytest.mark.parametrize(
-    ("source", "field"),
+    ("source", "message"),
     [
-        ({"consumer_type": "SubscribeToShard"}, "source.consumer_name"),
-        ({"max_fetch_time_per_shard_sec": 5}, "source.max_fetch_time_per_shard_sec"),
+        (
+            {"consumer_type": "SubscribeToShard"},
+            "source.consumer_name: bad value None; allowed: a consumer name",
+        ),
+        (
+            {"max_fetch_time_per_shard_sec": 5},
+            "source.max_fetch_time_per_shard_sec: bad value 5; allowed: an integer >= 10",
+        ),
+        (
+            {"describe_shard_interval_sec": 0},
+            "source.describe_shard_interval_sec: bad value 0; allowed: an integer > 0",
+        ),
     ],
 )
-def test_connector_options_reject_what_the_connector_rejects(
-    source: dict[str, Any], field: str
+def test_the_config_rejects_what_the_connector_rejects(
+    source: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(ConfigError, match=field):
-        connector_options(job_config("orders", "http://e", "/tmp/cp", **source))
+    """connector_options trusts its JobConfig; the model is where these are refused."""
+    raw = _raw_config(**source)
+    with pytest.raises(ConfigError) as caught:
+        JobConfig.from_dict(raw)
+    assert message in str(caught.value)
+
+
+def test_the_config_accepts_the_connector_minimum_fetch_time() -> None:
+    config = JobConfig.from_dict(_raw_config(max_fetch_time_per_shard_sec=MIN_FETCH_TIME_SEC))
+    assert connector_options(config)["kinesis.maxFetchTimePerShardSec"] == "10"
 
 
 def test_python_source_accepts_the_connector_options() -> None:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from app import contract
-from infra.config import InstanceConfigError, load_instances, read_cdk_context
+from app.config import MIN_FETCH_TIME_SEC, JobSettings, SourceSettings
+from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
 from tests.infra.conftest import CDK_JSON
 
 
@@ -225,3 +226,63 @@ def test_missing_tls_certificates() -> None:
 def test_missing_streaming_section() -> None:
     with pytest.raises(InstanceConfigError, match=r"context\.streaming: missing"):
         load_instances({})
+
+
+# ---------------------------------------------------------------- one model with the job's
+
+
+def test_job_section_is_the_job_configs_own_model() -> None:
+    """No second declaration of the job's options: same class, same defaults."""
+    assert InstanceConfig.model_fields["job"].annotation is JobSettings
+    (config,) = load_instances(_context(_instance()))
+    assert config.job == JobSettings()
+    assert config.job.source.max_fetch_time_per_shard_sec == MIN_FETCH_TIME_SEC
+
+
+def test_unknown_job_source_field_lists_the_job_settings() -> None:
+    message = _error(_context(_instance(job={"source": {"fail_on_data_loss": False}})))
+    assert "field job.source.fail_on_data_loss: unknown field; allowed: " in message
+    assert ", ".join(sorted(SourceSettings.model_fields)) in message
+
+
+def test_float_field_takes_an_integer_but_not_a_bool_or_string() -> None:
+    (config,) = load_instances(_context(_instance(alarms={"scheduling_delay_ratio": 1})))
+    assert config.alarms.scheduling_delay_ratio == 1.0
+    for bad in (True, "0.5"):
+        message = _error(_context(_instance(alarms={"scheduling_delay_ratio": bad})))
+        assert f"alarms.scheduling_delay_ratio: bad value {bad!r}; allowed: 0 < ratio <= 1" in (
+            message
+        )
+
+
+def test_pattern_must_match_the_whole_value() -> None:
+    message = _error(_context(_instance(domain="orders\n")))
+    assert "field domain: bad value 'orders\\n'" in message
+
+
+def test_every_bad_field_of_the_instance_is_reported() -> None:
+    message = _error(
+        _context(_instance(stream={"retention_hours": 12}, kafka={"topic_partitions": 0}))
+    )
+    lines = message.splitlines()
+    assert lines == [
+        "instance instances[0] (orders/eu-west-1): field stream.retention_hours: "
+        "bad value 12; allowed: an integer >= 24 and <= 8760",
+        "instance instances[0] (orders/eu-west-1): field kafka.topic_partitions: "
+        "bad value 0; allowed: an integer > 0",
+    ]
+
+
+def test_broker_count_must_fill_the_client_subnets() -> None:
+    message = _error(_context(_instance(kafka={"broker_count": 3})))
+    assert "field kafka.broker_count: bad value 3; allowed: a multiple of the 2 client subnets" in (
+        message
+    )
+
+
+def test_kafka_cluster_settings_are_ignored_with_an_existing_cluster() -> None:
+    arn = "arn:aws:kafka:eu-west-1:123456789012:cluster/failures/0b1c2d3e-1111-2222"
+    (config,) = load_instances(
+        _context(_instance(kafka={"cluster_arn": arn, "version": "2.8.1", "broker_count": 3}))
+    )
+    assert config.kafka.cluster_arn == arn

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ConfigError, JobConfig
+from app.config import ConfigError, JobConfig, JobSettings, SourceSettings
 from infra.config import InstanceConfig, load_instances, read_cdk_context
 from infra.job_config import job_config_for
 
@@ -69,3 +69,42 @@ def test_kafka_needs_exactly_one_of_brokers_or_cluster() -> None:
     orders = _instances()["orders-eu-west-1"]
     with pytest.raises(ConfigError, match="exactly one of bootstrap_servers"):
         job_config_for(orders, checkpoint_location="/tmp/cp")
+
+
+def test_every_instance_job_setting_reaches_the_job() -> None:
+    """JobSettings is the job's own model: each field the instance chose arrives unchanged."""
+    context = read_cdk_context(ROOT / "cdk.json")
+    streaming = context["streaming"]
+    entry = {
+        "domain": "orders",
+        "region": "eu-west-1",
+        "job": {
+            "trigger_interval_sec": 7,
+            "source": {
+                "starting_position": "LATEST",
+                "max_fetch_records_per_shard": 123,
+                "max_fetch_time_per_shard_sec": 11,
+                "describe_shard_interval_sec": 4,
+            },
+        },
+    }
+    (instance,) = load_instances(
+        {"streaming": {"defaults": streaming["defaults"], "instances": [entry]}}
+    )
+    config = job_config_for(instance, checkpoint_location="/tmp/cp", kafka_bootstrap_servers="b:1")
+    for name in JobSettings.model_fields.keys() - {"source"}:
+        assert getattr(config, name) == getattr(instance.job, name), name
+    source = {name: getattr(config.source, name) for name in SourceSettings.model_fields}
+    assert (
+        source
+        == instance.job.source.model_dump()
+        == entry["job"]["source"] | {"consumer_type": "GetRecords"}
+    )
+    assert config.trigger_interval_sec == 7
+
+
+def test_mapping_error_names_the_job_field() -> None:
+    orders = _instances()["orders-eu-west-1"]
+    with pytest.raises(ConfigError) as caught:
+        job_config_for(orders, checkpoint_location="", kafka_bootstrap_servers="b:1")
+    assert str(caught.value) == "checkpoint_location: bad value ''; allowed: a non-empty string"
