@@ -245,6 +245,32 @@ def test_unknown_job_source_field_lists_the_job_settings() -> None:
     assert ", ".join(sorted(SourceSettings.model_fields)) in message
 
 
+def test_shipped_defaults_restate_no_model_default() -> None:
+    """cdk.json's defaults hold only what the examples choose; the models hold the rest."""
+    shipped = read_cdk_context(CDK_JSON)["streaming"]["defaults"]
+    # The TLS URI has no model default; the placeholder stands in for "none".
+    placeholder = "s3://placeholder-bucket/certificates.zip"
+    (bare,) = load_instances(
+        _context(_instance(emr={"tls_certificates_s3_uri": placeholder}), defaults={})
+    )
+    model_defaults = bare.model_dump()
+
+    def leaves(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+        found: list[tuple[str, ...]] = []
+        for key, value in tree.items():
+            path = (*prefix, key)
+            found += leaves(value, path) if isinstance(value, dict) else [path]
+        return found
+
+    paths = leaves(shipped)
+    assert paths, "the shipped defaults block is empty; drop this test with it"
+    for path in paths:
+        shipped_value, default = shipped, model_defaults
+        for key in path:
+            shipped_value, default = shipped_value[key], default[key]
+        assert shipped_value != default, f"{'.'.join(path)} restates the model default"
+
+
 def test_float_field_takes_an_integer_but_not_a_bool_or_string() -> None:
     (config,) = load_instances(_context(_instance(alarms={"scheduling_delay_ratio": 1})))
     assert config.alarms.scheduling_delay_ratio == 1.0
