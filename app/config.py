@@ -271,7 +271,7 @@ class SourceSettings(_JobModel):
     (``cdk.json`` → ``job.source``; :mod:`infra.config` embeds this model).
 
     ``starting_position`` applies only when the checkpoint is empty; the default
-    TRIM_HORIZON never silently skips data on a first start (DESIGN.md §1).
+    TRIM_HORIZON never silently skips data on a first start (docs/design.md, "Incidents").
     """
 
     starting_position: StartingPosition = "TRIM_HORIZON"
@@ -330,6 +330,9 @@ class KafkaOptions(_JobModel):
 
 
 class MetricsOptions(_JobModel):
+    """CloudWatch publishing. ``max_attempts`` keeps botocore's legacy name and
+    meaning: retries after the first call (``retries={"max_attempts": n}``)."""
+
     enabled: bool = True
     endpoint_url: str | None = None
     timeout_sec: PositiveInt = 5

@@ -1,6 +1,6 @@
 """Instance configuration: the typed, frozen description of one deployment.
 
-An *instance* is one business domain in one region (DESIGN.md §1). Instances
+An *instance* is one business domain in one region (docs/design.md). Instances
 are declared in ``cdk.json`` context under ``streaming``::
 
     {"streaming": {"defaults": {...}, "instances": [{"domain": ..., "region": ...}]}}
@@ -149,7 +149,7 @@ class EmrConfig(ConfigModel):
 
 
 class AlarmConfig(ConfigModel):
-    """Thresholds of the delay alarms (DESIGN.md §1: the 3-minute-late batch).
+    """Thresholds of the delay alarms (docs/design.md, "Incidents": the 3-minute-late batch).
 
     The batch-duration alarm compares against the trigger interval itself, so it
     has no threshold of its own, only how many of how many periods must breach.
