@@ -11,6 +11,8 @@ is checked here by walking the AST, not by importing anything.
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,3 +162,42 @@ def test_allowed_directions_are_not_reported(tmp_path: Path) -> None:
     _write(tmp_path, "local/run.py", "from infra.config import load_instances\nimport app.job\n")
     _write(tmp_path, "bench/b.py", "from local.emulators import Endpoints\n")
     assert violations(tmp_path) == []
+
+
+# A reference to a document outside the repository: the team's shared design
+# file, which a user who clones the project does not have.
+OUTSIDE_REFERENCE = re.compile(r"(?<![\w/])DESIGN\.md|\.\./shared\b")
+
+
+def outside_references(root: Path, paths: list[str]) -> list[str]:
+    found: list[str] = []
+    for relative in paths:
+        path = root / relative
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, IsADirectoryError, FileNotFoundError):
+            continue
+        for number, line in enumerate(text.splitlines(), start=1):
+            if OUTSIDE_REFERENCE.search(line):
+                found.append(f"{relative}:{number}: {line.strip()}")
+    return found
+
+
+def test_no_file_points_outside_the_repository() -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split()
+    assert "docs/design.md" in tracked
+    this_file = str(Path(__file__).resolve().relative_to(ROOT))
+    found = outside_references(ROOT, [p for p in tracked if p != this_file])
+    assert not found, "\n".join(found)
+
+
+def test_an_outside_reference_is_found(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py", '"""See DESIGN.md §1."""\n')
+    _write(tmp_path, "b.md", "Kept in `../shared/DESIGN.md`.\n")
+    _write(tmp_path, "c.md", "See [design](docs/design.md).\n")
+    assert [f.split(":")[0] for f in outside_references(tmp_path, ["a.py", "b.md", "c.md"])] == [
+        "a.py",
+        "b.md",
+    ]
