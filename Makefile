@@ -10,7 +10,7 @@ INSTANCE ?=
 
 .PHONY: help
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
 
 $(STAMP): requirements-dev.txt package.json package-lock.json
 	command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck; }
@@ -33,9 +33,28 @@ synth: $(STAMP) ## Synthesize every instance with the real CDK CLI, offline
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk synth --quiet >/dev/null
 	@echo "synth ok: $$(ls cdk.out/*.template.json | wc -l) templates in cdk.out/"
 
+# Test tiers: tests/conftest.py puts every test in exactly one (unit, synth,
+# integration, e2e) from the fixtures it uses; `make test` runs them all in one
+# session (CI). ARGS go to pytest, e.g. make test-fast ARGS="-k lease -x".
 .PHONY: test
-test: $(STAMP) check synth ## Install, run every check, then every test (unit, synth, e2e)
-	$(VENV)/bin/pytest
+test: $(STAMP) check synth ## Install, run every check, then every test of every tier (CI)
+	$(VENV)/bin/pytest $(ARGS)
+
+.PHONY: test-fast
+test-fast: $(STAMP) ## Unit tier: fakes, in-process moto, bare-Stack constructs; no JVM (guarded)
+	$(VENV)/bin/pytest -m unit $(ARGS)
+
+.PHONY: test-synth
+test-synth: $(STAMP) ## Synth tier: the CDK app and stacks, synthesized once per session
+	$(VENV)/bin/pytest -m "synth and not integration" $(ARGS)
+
+.PHONY: test-integration
+test-integration: $(STAMP) ## Integration tier: embedded Spark (JVM) and/or moto server + tansu
+	$(VENV)/bin/pytest -m integration $(ARGS)
+
+.PHONY: test-e2e
+test-e2e: $(STAMP) ## End-to-end tier: the job as a child process on fresh emulators
+	$(VENV)/bin/pytest -m e2e $(ARGS)
 
 .PHONY: run
 run: $(STAMP) ## Run the local pipeline end to end on the embedded emulators (ARGS="--instances a,b")

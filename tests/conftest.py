@@ -1,14 +1,31 @@
-"""Session-scoped fixtures shared by every test folder.
+"""Session-scoped fixtures shared by every test folder, and the test tiers.
 
 One SparkSession (local[2], Hive catalog on an embedded Derby metastore under a
 temporary work directory, UI off) built from the same conf source as EMR, and
 one pair of emulators (moto server + tansu) on free loopback ports. Both are
 stopped at the end of the session.
+
+Tiers (``make help``; each test lands in exactly one):
+
+* ``unit`` (``make test-fast``): fakes, in-process ``moto.mock_aws``, a
+  construct in a bare ``Stack``; no JVM, no emulator process, no synthesis of
+  the whole app. A guard fails any unit test that starts a JVM.
+* ``synth`` (``make test-synth``): the CDK app or a stack synthesized once per
+  session (the synth fixtures of ``tests/infra`` and ``tests/deploy``).
+* ``integration`` (``make test-integration``): the ``spark`` fixture (marked
+  ``spark`` too) or a child process that starts a JVM (mark it ``spark``), and/or
+  the ``endpoints`` fixture (marked ``emulators``).
+* ``e2e`` (``make test-e2e``): the job as a child process on fresh emulators
+  (``tests/e2e``; marked in the file, or using its fixtures).
+
+:func:`pytest_collection_modifyitems` assigns them from the fixtures a test
+uses, so a file need not mark itself.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +43,100 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 for _key, _value in FAKE_CREDENTIALS.items():
     os.environ[_key] = _value
 os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
+
+TESTS = Path(__file__).resolve().parent
+SPARK_FIXTURES = frozenset({"spark"})
+EMULATOR_FIXTURES = frozenset({"endpoints"})
+SYNTH_FIXTURES = frozenset({"synthesized", "synthesized_existing"})
+E2E_FIXTURES = frozenset({"emulators", "kafka_on_s3_emulators", "make_local"})
+TIERS = ("unit", "synth", "integration", "e2e")
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The one tier of a test, by what it needs (highest need wins)."""
+    names = set(getattr(item, "fixturenames", ()))
+    in_e2e_folder = (TESTS / "e2e") in Path(str(item.path)).parents
+    if item.get_closest_marker("e2e") or (in_e2e_folder and names & E2E_FIXTURES):
+        return "e2e"
+    if (
+        names & (SPARK_FIXTURES | EMULATOR_FIXTURES)
+        or item.get_closest_marker("spark")
+        or item.get_closest_marker("emulators")
+    ):
+        return "integration"
+    if names & SYNTH_FIXTURES or item.get_closest_marker("synth"):
+        return "synth"
+    return "unit"
+
+
+TIER_OF_TEST = pytest.StashKey[dict[str, str]]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: every collected test gets its tier
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tiers = config.stash.setdefault(TIER_OF_TEST, {})
+    for item in items:
+        tier = tiers[item.nodeid] = tier_of(item)
+        names = set(getattr(item, "fixturenames", ()))
+        if tier == "integration":
+            if names & SPARK_FIXTURES:
+                item.add_marker("spark")
+            if names & EMULATOR_FIXTURES:
+                item.add_marker("emulators")
+        for other in TIERS:
+            if other != tier and item.get_closest_marker(other) and other != "synth":
+                raise pytest.UsageError(f"{item.nodeid}: marked {other} but is a {tier} test")
+        item.add_marker(tier)
+
+
+# --- The JVM guard of the unit tier --------------------------------------------------------
+# Every JVM this project starts (in-process SparkSession, ``python -m app``,
+# ``spark-submit``) goes through Spark's ``bin/spark-class``, which runs
+# ``$JAVA_HOME/bin/java`` (or ``java`` on PATH). During a unit test both point
+# at a stub that records the command line and exits 97, so a unit test that
+# starts a JVM, even in a grandchild process, fails with the command named.
+
+_JAVA_STUB = """#!/bin/sh
+printf '%s\\n' "java $*" >> '{log}'
+echo "JVM guard: a unit-tier test tried to start a JVM (java $*)" >&2
+exit 97
+"""
+
+
+@pytest.fixture(scope="session")
+def jvm_guard_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A fake JAVA_HOME whose ``bin/java`` only records its calls; and the record."""
+    home = tmp_path_factory.mktemp("jvm-guard")
+    record = home / "started.log"
+    record.touch()
+    java = home / "bin" / "java"
+    java.parent.mkdir()
+    java.write_text(_JAVA_STUB.format(log=record), encoding="utf-8")
+    java.chmod(java.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return home, record
+
+
+@pytest.fixture(autouse=True)
+def _no_jvm_in_unit_tests(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    home, record = request.getfixturevalue("jvm_guard_home")
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    monkeypatch.setenv("PATH", f"{home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    before = record.stat().st_size
+    yield
+    with record.open(encoding="utf-8") as log:
+        log.seek(before)
+        started = log.read()
+    if started:
+        pytest.fail(
+            "a unit-tier test started a JVM; it belongs in the integration tier "
+            f"(use the spark fixture or mark it spark):\n{started}",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -96,3 +96,4 @@ def test_make_help_lists_every_readme_target() -> None:
     )
     listed = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
     assert {"run", "test", "synth", "check", "bench", "redeploy", "install"} <= listed
+    assert {"test-fast", "test-synth", "test-integration", "test-e2e"} <= listed, "the tiers"
