@@ -1,5 +1,6 @@
-"""``main()``: configuration errors, the lease refusal, S3 configs, and a real
-``python -m app`` process stopped by SIGTERM with exit code 0."""
+"""``main()``: configuration errors, the lease refusal, S3 configs (moto
+in-process), and a real ``python -m app`` process (a JVM: integration tier)
+stopped by SIGTERM with exit code 0."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import boto3
 import pytest
+from moto import mock_aws
 
 from app.config import ConfigError
 from app.job import EXIT_BAD_CONFIG, EXIT_LEASE_HELD, EXIT_OK, load_config, local_work_dir, main
@@ -45,7 +47,7 @@ def test_bad_config_exits_2_naming_the_field(
     raw = job_config(database="d", bootstrap="b:1").to_dict()
     raw["trigger_interval_sec"] = 0
     assert main(["--config", _write(tmp_path / "c.json", raw)]) == EXIT_BAD_CONFIG
-    assert "trigger_interval_sec: must be > 0" in caplog.text
+    assert "trigger_interval_sec: bad value 0; allowed: an integer > 0" in caplog.text
     assert main(["--config", str(tmp_path / "missing.json")]) == EXIT_BAD_CONFIG
 
 
@@ -64,8 +66,9 @@ def test_second_copy_refuses_to_start_with_exit_3(
     assert "first-copy" in caplog.text and "refusing to start" in caplog.text
 
 
-def test_config_is_read_from_s3(endpoints: Endpoints) -> None:
-    s3 = boto3.client("s3", endpoint_url=endpoints.aws_url, region_name="us-east-1")
+@mock_aws
+def test_config_is_read_from_s3() -> None:
+    s3 = boto3.client("s3", region_name="us-east-1")
     bucket = f"cfg-{uuid.uuid4().hex[:10]}"
     s3.create_bucket(Bucket=bucket)
     config = job_config(database="d", bootstrap="b:1")
@@ -83,6 +86,7 @@ def test_local_work_dir_is_beside_a_local_checkpoint_and_none_on_s3(tmp_path: Pa
     assert local_work_dir(remote, None) is None
 
 
+@pytest.mark.spark  # a JVM in the child process: integration tier
 def test_sigterm_stops_the_job_process_with_exit_0(endpoints: Endpoints, tmp_path: Path) -> None:
     kinesis = boto3.client("kinesis", endpoint_url=endpoints.aws_url, region_name="us-east-1")
     stream = f"main-{uuid.uuid4().hex[:8]}"

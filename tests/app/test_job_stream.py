@@ -1,10 +1,13 @@
 """The job's query end to end in-process: python-kinesis source on moto, tansu,
 moto CloudWatch, the real ``run()`` loop. Each case is bounded in time and
-stops its query in ``finally`` (``run`` returns only once the query stopped)."""
+stops its query in ``finally`` (``run`` returns only once the query stopped).
+
+The stop marker and the other exits of the supervising loop are Python logic,
+tested with a fake query in ``test_job_supervise.py`` (and end to end, on a
+real job, in ``tests/e2e/test_lifecycle.py``)."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import uuid
@@ -193,21 +196,3 @@ def test_a_batch_whose_failures_cannot_be_delivered_stops_the_query_uncommitted(
     assert planned, "the batch was planned"
     assert not (Path(config.checkpoint_location) / "commits").exists() or not _commits(config)
     assert _ids(spark, config) == [], "nothing written: the replay will write it"
-
-
-def test_stop_marker_stops_between_batches_and_is_consumed(
-    spark: Any, endpoints: Endpoints, tmp_path: Path
-) -> None:
-    client, stream = _stream(endpoints, shards=1)
-    marker = tmp_path / "stop"
-    config = _config(endpoints, stream, tmp_path, stop_marker_path=str(marker))
-    _put(client, stream, [event("m-1"), event("m-2")])
-    job = Running(spark, config)
-    try:
-        _poll(lambda: job.alive() and set(_ids(spark, config)) == {"m-1", "m-2"}, "rows", 180)
-        marker.write_text(json.dumps({"by": "test"}))
-        assert job.wait(timeout=120) == EXIT_OK
-    finally:
-        if job.thread.is_alive():
-            job.stop()
-    assert not marker.exists(), "consumed, so the next version can start"
