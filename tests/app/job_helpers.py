@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from app.config import JobConfig
 from app.sinks.kafka import KafkaSettings
@@ -71,25 +75,129 @@ def kafka_settings(config: JobConfig) -> KafkaSettings:
     )
 
 
+JOB_DESCRIPTION = "spark.job.description"
 _EXCHANGE = re.compile(r"^[\s:+\-|]*(\w*Exchange)\b", re.M)
 
 
 def exchanges_in_plan(description: str) -> list[str]:
-    """Exchange operators in a plan's tree (the final plan when AQE ran)."""
+    """Exchange operators in a plan's tree (the final plan when AQE ran).
+
+    An adaptive plan still running prints a "Current Plan" and the "Initial
+    Plan", each with the same Exchange: counting both is how a one-shuffle
+    batch once read as two, so such a plan is refused, not counted.
+    """
     tree = description.split("\n\n", 1)[0]
+    if "== Current Plan ==" in tree:
+        raise AssertionError(f"an adaptive plan still running, not its final plan:\n{tree}")
     if "== Final Plan ==" in tree:
         tree = tree.split("== Final Plan ==", 1)[1].split("== Initial Plan ==", 1)[0]
     return _EXCHANGE.findall(tree)
 
 
-def execution_count(spark: Any) -> int:
-    return int(spark._jsparkSession.sharedState().statusStore().executionsList().size())
+def exchanges_of(spark: Any, action: Callable[[], object]) -> list[str]:
+    """Every Exchange in the final plans of the SQL executions ``action`` runs.
 
-
-def exchanges_since(spark: Any, start: int) -> list[str]:
-    """Every Exchange in the SQL executions that ran after ``start`` executions."""
-    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    Spark's status store (the SQL tab's data) is written by a listener on the
+    asynchronous listener bus. When ``action`` returns, the store may still hold
+    an execution's plan as it was mid-run -- AQE's "Current Plan" followed by
+    the "Initial Plan", the same Exchange printed twice -- or miss the
+    execution altogether; on a loaded machine the bus lags by seconds. So the
+    bus is drained before reading, and every execution read must have ended.
+    The executions are picked by a unique job description set around
+    ``action`` (Spark records ``spark.job.description`` as the execution's
+    description), not by position in the store: a position counts whatever
+    else ran meanwhile (another thread's query) and shifts when the store
+    drops old executions (``spark.sql.ui.retainedExecutions``).
+    """
+    tag = f"exchanges-of-{uuid.uuid4().hex}"
+    context = spark.sparkContext
+    previous = context.getLocalProperty(JOB_DESCRIPTION)
+    context.setLocalProperty(JOB_DESCRIPTION, tag)
+    try:
+        action()
+    finally:
+        context.setLocalProperty(JOB_DESCRIPTION, previous)
+    jvm = spark._jsparkSession
+    jvm.sparkContext().listenerBus().waitUntilEmpty(60_000)  # ms; raises past it
+    executions = jvm.sharedState().statusStore().executionsList()
+    tagged = 0
     found: list[str] = []
-    for index in range(start, executions.size()):
-        found += exchanges_in_plan(str(executions.apply(index).physicalPlanDescription()))
+    for index in range(executions.size()):
+        execution = executions.apply(index)
+        if execution.description() != tag:
+            continue
+        tagged += 1
+        assert execution.completionTime().isDefined(), f"execution {execution.executionId()} runs"
+        found += exchanges_in_plan(str(execution.physicalPlanDescription()))
+    assert tagged, f"no SQL execution was tagged {tag}"
     return found
+
+
+class _SlowListener:
+    """A ``SparkListenerInterface`` in Python that sleeps on every event."""
+
+    def __init__(self, delay_sec: float) -> None:
+        self.delay_sec = delay_sec
+        self.events = 0
+
+    # Object's methods, asked by the bus's list when it removes a listener: the
+    # listener itself is matched by reference before ``equals`` is called.
+    def equals(self, _other: object) -> bool:
+        return False
+
+    def hashCode(self) -> int:  # noqa: N802 (Java's name)
+        return id(self) & 0x7FFFFFFF
+
+    def toString(self) -> str:  # noqa: N802 (Java's name)
+        return f"slow listener ({self.delay_sec}s per event)"
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        if not name.startswith("on"):  # every method of the interface: onJobEnd...
+            raise AttributeError(name)
+
+        def handle(*_event: object) -> None:
+            self.events += 1
+            time.sleep(self.delay_sec)
+
+        return handle
+
+    class Java:
+        implements: ClassVar[list[str]] = ["org.apache.spark.scheduler.SparkListenerInterface"]
+
+
+@contextmanager
+def slow_status_store(spark: Any, delay_sec: float) -> Iterator[None]:
+    """The status store falls behind, as on a loaded machine: a listener that
+    sleeps on every event shares the store's listener queue (``appStatus``,
+    one thread), so the store's own listener sees each event late."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = spark.sparkContext._gateway
+    ensure_callback_server_started(gateway)
+    listener = _SlowListener(delay_sec)
+    # py4j makes a new Java proxy each time a Python object is passed, and the
+    # bus removes a listener by identity: make one proxy and keep it.
+    holder = gateway.jvm.java.util.concurrent.atomic.AtomicReference()
+    holder.set(listener)
+    proxy = holder.get()
+    bus = spark._jsparkSession.sparkContext().listenerBus()
+    bus.addToStatusQueue(proxy)
+    try:
+        yield
+    finally:
+        bus.removeListener(proxy)
+    seen = listener.events
+    spark.range(1).collect()
+    bus.waitUntilEmpty(60_000)
+    assert listener.events == seen, "the slow listener is still on the bus"
+
+
+def status_store_behind(spark: Any) -> bool:
+    """True if events posted so far have not all reached the listeners yet."""
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        spark._jsparkSession.sparkContext().listenerBus().waitUntilEmpty(1)
+    except Py4JJavaError:  # java.util.concurrent.TimeoutException
+        return True
+    return False
