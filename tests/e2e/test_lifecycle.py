@@ -4,10 +4,13 @@ instances side by side, a shard split while running."""
 from __future__ import annotations
 
 import math
+import socket
 import time
+from pathlib import Path
 
 import pytest
 
+from app.job import EXIT_LEASE_HELD
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from tests.e2e.conftest import MakeLocal, mix, poll
@@ -25,6 +28,8 @@ def test_stop_marker_ends_the_job_with_exit_zero_after_the_current_batch(
     assert local.job is not None
     local.job.request_stop()
     assert local.job.wait(timeout=120) == 0, local.log_tail()
+    assert local.config.stop_marker_path is not None
+    assert not Path(local.config.stop_marker_path).exists(), "consumed: the next start runs"
     assert set(local.checkpoint_offsets()) == local.committed_batches(), (
         "every planned batch was committed before the exit"
     )
@@ -41,9 +46,15 @@ def test_second_copy_refuses_to_start_and_the_first_carries_on(
 
     copy = local.start_second_copy()
     code = copy.wait(timeout=180)
-    assert code != 0
-    message = copy.log_path.read_text(encoding="utf-8", errors="replace").lower()
-    assert "lease" in message or "already running" in message, copy.log_tail()
+    log = copy.log_path.read_text(encoding="utf-8", errors="replace")
+    assert code == EXIT_LEASE_HELD, log[-3000:]
+    # The reason names the instance and the live holder: the first copy's process.
+    assert (
+        f"another copy of the job for instance {local.config.instance_id!r} is running on "
+        "this checkpoint" in log
+    ), log[-3000:]
+    assert f"held by {socket.gethostname()}:{first.pid}); refusing to start" in log, log[-3000:]
+    assert "lease acquired" not in log, "the copy never got as far as starting Spark"
 
     assert first.running, "the first copy must be unaffected"
     local.produce(mix(500, seed=52, prefix="sc-b"))
