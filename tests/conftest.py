@@ -83,8 +83,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker("spark")
             if names & EMULATOR_FIXTURES:
                 item.add_marker("emulators")
+        # An explicit synth mark may stay on a test that also needs the
+        # emulators (tests/deploy/test_redeploy.py): make test-synth selects
+        # "synth and not integration". Any other mark must agree with the tier.
         for other in TIERS:
-            if other != tier and item.get_closest_marker(other) and other != "synth":
+            if other not in (tier, "synth") and item.get_closest_marker(other):
                 raise pytest.UsageError(f"{item.nodeid}: marked {other} but is a {tier} test")
         item.add_marker(tier)
 
