@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,26 +12,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
+from app import aws_clients
 from app.config import JobConfig
 
 
 def kinesis_client(endpoint: str) -> Any:
-    config = Config(connect_timeout=5, read_timeout=10, retries={"total_max_attempts": 2})
-    return boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1", config=config)
+    limits = aws_clients.ClientLimits(connect_timeout_sec=5, read_timeout_sec=10, retries=1)
+    return aws_clients.client("kinesis", limits, region="us-east-1", endpoint_url=endpoint)
 
 
 def create_stream(client: Any, name: str, shards: int) -> list[str]:
     client.create_stream(StreamName=name, ShardCount=shards)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        summary = client.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
-        if summary["StreamStatus"] == "ACTIVE":
-            return [s["ShardId"] for s in client.list_shards(StreamName=name)["Shards"]]
-        time.sleep(0.05)
-    raise TimeoutError(f"stream {name} not ACTIVE")
+    client.get_waiter("stream_exists").wait(
+        StreamName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 10}
+    )
+    return [s["ShardId"] for s in client.list_shards(StreamName=name)["Shards"]]
 
 
 def put(client: Any, name: str, values: list[str]) -> None:

@@ -18,6 +18,7 @@ from typing import Final
 
 import pytest
 
+from app.sinks.table import STAGING_PREFIXES
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from tests.e2e.conftest import MakeLocal, mix, poll
@@ -26,7 +27,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 RECORDS: Final = 20_000
 KILLS: Final = 6
-STAGING_PREFIXES: Final = ("_temporary", ".spark-staging", ".hive-staging")
 
 
 def staging_dirs(table: Path) -> list[Path]:
