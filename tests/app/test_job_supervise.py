@@ -20,8 +20,9 @@ import pytest
 from app.config import JobConfig
 from app.graceful_stop import StopMarker, StopRequest
 from app.job import EXIT_LEASE_LOST, EXIT_OK, EXIT_QUERY_FAILED, supervise
-from app.lease import LeaseKeeper, LeaseLostError
+from app.lease import LeaseLostError
 from tests.app.job_helpers import job_config
+from tests.app.lease_fakes import ScriptedLease, keeper_that_lost
 
 
 class FakeQuery:
@@ -152,37 +153,14 @@ def test_a_signal_does_not_consume_a_marker_it_did_not_read(tmp_path: Path) -> N
     assert path.exists()
 
 
-class LostLease:
-    """A lease that renews every 10 ms and is found taken on the second renewal."""
-
-    owner = "me"
-    renew_interval_sec = 0.01
-
-    def __init__(self) -> None:
-        self.renewals = 0
-
-    def acquire(self, wait_sec: float) -> None:
-        pass
-
-    def renew(self) -> None:
-        self.renewals += 1
-        if self.renewals == 2:
-            raise LeaseLostError("lease s3://b/cp/_lease was taken by another copy")
-
-    def release(self) -> None:
-        pass
-
-
 def test_a_lost_lease_stops_at_once_mid_batch_with_exit_4(
     job_log: pytest.LogCaptureFixture,
 ) -> None:
-    lease = LostLease()
-    keeper = LeaseKeeper(lease)
-    keeper.start()
-    try:
-        assert keeper.lost.wait(timeout=10)
-    finally:
-        keeper.stop()
+    # Found taken on the second renewal.
+    lease = ScriptedLease(
+        [None, LeaseLostError("lease s3://b/cp/_lease was taken by another copy")]
+    )
+    keeper = keeper_that_lost(lease)
     stop = StopRequest()
     query = FakeQuery(busy_reads=1_000)
 

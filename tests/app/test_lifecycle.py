@@ -32,6 +32,7 @@ from app.lease import (
     make_lease,
 )
 from app.storage_uri import parse_s3_uri
+from tests.app.lease_fakes import ScriptedLease, keeper_that_lost
 
 
 def test_parse_s3_uri() -> None:
@@ -166,38 +167,14 @@ def test_lease_keeper_reports_loss(s3: Any, bucket: str) -> None:
         keeper.stop()
 
 
-class FlakyLease:
-    """Renewal fails with a network error twice, then the lease has expired."""
-
-    owner = "me"
-    renew_interval_sec = 0.01
-
-    def __init__(self) -> None:
-        self.renewals = 0
-
-    def acquire(self, wait_sec: float) -> None:
-        pass
-
-    def renew(self) -> None:
-        self.renewals += 1
-        if self.renewals <= 2:
-            raise ConnectionError("endpoint unreachable")
-        raise LeaseLostError("lease s3://b/k expired before it could be renewed")
-
-    def release(self) -> None:
-        pass
-
-
 def test_lease_keeper_retries_transient_errors_until_the_lease_is_lost(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    lease = FlakyLease()
-    keeper = LeaseKeeper(lease)
-    keeper.start()
-    try:
-        assert keeper.lost.wait(timeout=10)
-    finally:
-        keeper.stop()
+    # A network error twice, then the lease has expired.
+    unreachable = ConnectionError("endpoint unreachable")
+    expired = LeaseLostError("lease s3://b/k expired before it could be renewed")
+    lease = ScriptedLease([unreachable, unreachable, expired])
+    keeper = keeper_that_lost(lease)
     assert lease.renewals == 3
     assert keeper.reason == "lease s3://b/k expired before it could be renewed"
     retried = [r.getMessage() for r in caplog.records if "will retry" in r.getMessage()]
