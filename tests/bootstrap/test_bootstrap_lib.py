@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.bootstrap.shell import run_bash
 
 REPO = Path(__file__).resolve().parents[2]
 BOOTSTRAP = REPO / "bootstrap"
@@ -43,13 +44,16 @@ def fake_bin(tmp_path: Path, scripts: dict[str, str]) -> Path:
     return bin_dir
 
 
-def fake_s3(tmp_path: Path) -> tuple[Path, str]:
-    """A bucket holding the library; returns the fake S3 root and the library URI."""
+def fake_s3(tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
+    """A bucket holding the library, served by a fake ``aws`` first on PATH;
+    returns the fake S3 root, the library URI and the environment to run with."""
     root = tmp_path / "s3"
     key = root / "artifacts-bucket" / "artifacts" / "bootstrap" / "abc123" / LIB.name
     key.parent.mkdir(parents=True)
     shutil.copyfile(LIB, key)
-    return root, f"s3://artifacts-bucket/artifacts/bootstrap/abc123/{LIB.name}"
+    bin_dir = fake_bin(tmp_path, {"aws": FAKE_AWS})
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_S3": str(root)}
+    return root, f"s3://artifacts-bucket/artifacts/bootstrap/abc123/{LIB.name}", env
 
 
 def alone(tmp_path: Path, script: str) -> Path:
@@ -58,19 +62,6 @@ def alone(tmp_path: Path, script: str) -> Path:
     target.parent.mkdir(parents=True)
     shutil.copyfile(BOOTSTRAP / script, target)
     return target
-
-
-def run_bash(
-    script: str | Path, *args: str | Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(script), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def with_lib(tmp_path: Path, body: str, name: str = "action.sh") -> Path:
@@ -115,10 +106,8 @@ def test_fetch_gives_up_after_its_attempts_naming_the_source(tmp_path: Path) -> 
 
 
 def test_fetch_reads_s3_through_the_aws_cli_with_time_limits(tmp_path: Path) -> None:
-    s3_root, uri = fake_s3(tmp_path)
-    bin_dir = fake_bin(tmp_path, {"aws": FAKE_AWS})
+    s3_root, uri, env = fake_s3(tmp_path)
     script = with_lib(tmp_path, f'fetch "{uri}" "{tmp_path}/lib-copy"')
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_S3": str(s3_root)}
     assert run_bash(script, env=env).returncode == 0
     assert (tmp_path / "lib-copy").read_bytes() == LIB.read_bytes()
     call = (s3_root / "aws.calls").read_text(encoding="utf-8")
@@ -163,9 +152,7 @@ def test_an_action_alone_without_lib_says_how_to_pass_it(tmp_path: Path, script:
 
 @pytest.mark.parametrize("script", ACTIONS)
 def test_an_unreadable_lib_uri_fails_as_a_download(tmp_path: Path, script: str) -> None:
-    s3_root, _ = fake_s3(tmp_path)
-    bin_dir = fake_bin(tmp_path, {"aws": FAKE_AWS})
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_S3": str(s3_root)}
+    _, _, env = fake_s3(tmp_path)
     missing = "s3://artifacts-bucket/artifacts/bootstrap/nope/bootstrap-lib.sh"
     result = run_bash(alone(tmp_path, script), "--lib", missing, "--help", env=env)
     assert result.returncode == 5
@@ -185,9 +172,7 @@ def test_lib_must_come_first(script: str, option: str) -> None:
 @pytest.mark.parametrize("script", ACTIONS)
 def test_an_action_alone_loads_the_lib_from_s3(tmp_path: Path, script: str) -> None:
     """The usage text is printed by the library's ``log``: it was loaded."""
-    s3_root, uri = fake_s3(tmp_path)
-    bin_dir = fake_bin(tmp_path, {"aws": FAKE_AWS})
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_S3": str(s3_root)}
+    s3_root, uri, env = fake_s3(tmp_path)
     result = run_bash(alone(tmp_path, script), "--lib", uri, "--bogus", env=env)
     assert result.returncode == 2
     assert re.search(rf"Z {script.removesuffix('.sh')}: unknown argument: --bogus", result.stderr)

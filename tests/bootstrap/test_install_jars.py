@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bootstrap.test_bootstrap_lib import FAKE_AWS, alone, fake_bin, fake_s3
+from tests.bootstrap.shell import run_bash
+from tests.bootstrap.test_bootstrap_lib import alone, fake_s3
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALLER = REPO / "bootstrap" / "install_jars.sh"
@@ -68,14 +69,7 @@ def lock_line(jar: Jar, sha: str | None = None) -> str:
 def run(
     *args: str | Path, script: Path = INSTALLER, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(script), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {})},
-    )
+    return run_bash(script, *args, env=env)
 
 
 @pytest.fixture
@@ -185,14 +179,13 @@ def test_launcher_is_installed_executable(repo: Path, tmp_path: Path) -> None:
 def test_runs_alone_as_on_emr_with_the_library_from_s3(repo: Path, tmp_path: Path) -> None:
     """EMR downloads the script into a directory of its own: the shared library
     arrives through --lib (served here by a fake ``aws s3 cp``)."""
-    s3_root, lib_uri = fake_s3(tmp_path)
-    bin_dir = fake_bin(tmp_path, {"aws": FAKE_AWS})
+    _, lib_uri, env = fake_s3(tmp_path)
     lock = write_lock(tmp_path / "jars.lock", [lock_line(j) for j in JARS])
     dest = tmp_path / "jars"
     result = run(
         "--lib", lib_uri, "--lock", lock, "--repo", f"file://{repo}", "--dest", dest,
         script=alone(tmp_path, INSTALLER.name),
-        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_S3": str(s3_root)},
+        env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in dest.iterdir()) == sorted(j.file_name for j in JARS)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.bootstrap.test_bootstrap_lib import FAKE_AWS, alone, fake_s3
+from tests.bootstrap.test_bootstrap_lib import alone, fake_s3
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bootstrap" / "install_python_deps.sh"
@@ -76,10 +77,8 @@ def test_runs_alone_as_on_emr_with_the_library_from_s3(fake_python: Path) -> Non
     """EMR downloads the script into a directory of its own: the shared library
     arrives through --lib (served here by a fake ``aws s3 cp``)."""
     bin_dir = fake_python.parent  # the fake interpreter and sudo
-    aws = bin_dir / "aws"
-    aws.write_text(FAKE_AWS, encoding="utf-8")
-    aws.chmod(0o755)
-    s3_root, lib_uri = fake_s3(bin_dir)
+    s3_root, lib_uri, _ = fake_s3(bin_dir)  # its fake aws: copied beside the fakes
+    shutil.copy2(bin_dir / "bin" / "aws", bin_dir / "aws")
     result = run(
         "--lib", lib_uri, "--requirements", f"file://{LOCK}", "--python", fake_python,
         bin_dir=bin_dir, script=alone(bin_dir, SCRIPT.name), env={"FAKE_S3": str(s3_root)},
