@@ -339,6 +339,33 @@ class MetricsOptions(_JobModel):
     max_attempts: PositiveInt = 3
 
 
+CatalogType = Literal["glue", "sql"]
+
+
+class CatalogOptions(_JobModel):
+    """Where the events table is registered: the instance's Glue database on
+    AWS, or a SQLite catalog (pyiceberg's ``SqlCatalog``) locally. ``warehouse``
+    is where a SQL catalog puts new tables (``file://`` or ``s3://``); Glue
+    tables live at their database's location."""
+
+    type: CatalogType = "glue"
+    uri: str | None = None
+    warehouse: str | None = None
+    endpoint_url: str | None = None
+    # Attempts at a catalog call (load, commit) before the batch fails; the
+    # batch is then replayed from the same offsets when the job restarts.
+    max_attempts: PositiveInt = 5
+    retry_wait_sec: Annotated[float, Gt(0)] = 1.0
+
+    @model_validator(mode="after")
+    def _sql_needs_uri(self) -> Self:
+        if self.type == "sql" and (self.uri is None or self.warehouse is None):
+            raise bad_value(
+                None, "a SQLAlchemy URI and a warehouse location for a sql catalog", "uri"
+            )
+        return self
+
+
 class EventField(_JobModel):
     """One top-level field of the JSON events. ``timestamp`` fields are ISO-8601
     strings (up to 9 fractional digits, optional offset); ``object``/``array``
@@ -365,6 +392,31 @@ DEFAULT_EVENT_FIELDS: tuple[EventField, ...] = (
 )
 
 
+class TableMaintenance(_JobModel):
+    """How the events table's history stays bounded (docs/job.md, "The events
+    table"). The job reads it (snapshot expiry after its own commits, table
+    properties) and so does the stack (the Glue table optimizers), so both
+    apply the same numbers.
+
+    Expiring a snapshot only drops it from the table's metadata; the files only
+    it referenced become orphans, which the Glue orphan-file optimizer (AWS) or
+    ``python -m local maintain`` (locally) deletes after
+    ``orphan_file_retention_days``.
+    """
+
+    snapshot_retention_hours: PositiveInt = 24
+    snapshots_to_retain: PositiveInt = 100
+    # The job expires snapshots after every n-th commit (a metadata-only commit).
+    expire_every_batches: PositiveInt = 60
+    # Manifests are merged once this many are small enough to merge (Iceberg's
+    # ``commit.manifest.min-count-to-merge``), so the manifest list stays short.
+    manifests_to_merge: Annotated[int, Ge(2)] = 20
+    # metadata.json files kept after a commit (``write.metadata.previous-versions-max``).
+    metadata_versions_kept: PositiveInt = 20
+    orphan_file_retention_days: PositiveInt = 3
+    compaction: bool = True
+
+
 class JobSettings(_JobModel):
     """The part of the job's configuration a deployment chooses per instance
     (``cdk.json`` → ``job``; embedded by :class:`infra.config.InstanceConfig`).
@@ -372,6 +424,13 @@ class JobSettings(_JobModel):
 
     trigger_interval_sec: PositiveInt = 10
     source: SourceSettings = Field(default_factory=SourceSettings)
+    # Events re-sent within this many hours (by Kinesis arrival time) are
+    # dropped as duplicates; the state store holds one key per event for that
+    # long. Never below the stream's retention: the de-duplication watermark
+    # runs on arrival time, and a shorter delay would let Spark silently drop
+    # readable records of a shard that is behind (docs/job.md).
+    dedup_horizon_hours: PositiveInt = 24
+    table_maintenance: TableMaintenance = Field(default_factory=TableMaintenance)
 
 
 class JobConfig(JobSettings):
@@ -383,6 +442,9 @@ class JobConfig(JobSettings):
     kafka: KafkaOptions
     table: str = contract.EVENTS_TABLE
     database_location: str | None = None
+    # The stream's retention (the stack sets it from ``stream.retention_hours``).
+    stream_retention_hours: PositiveInt = 24
+    catalog: CatalogOptions = Field(default_factory=CatalogOptions)
     kinesis_endpoint_url: str | None = None
     s3_endpoint_url: str | None = None
     stop_marker_path: str | None = None
@@ -429,6 +491,18 @@ class JobConfig(JobSettings):
                     f"the name of a required {wanted} field of event_fields (declared: {have})",
                     attr,
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _horizon_covers_retention(self) -> Self:
+        if self.dedup_horizon_hours < self.stream_retention_hours:
+            raise bad_value(
+                self.dedup_horizon_hours,
+                f">= the stream's retention ({self.stream_retention_hours} h): the "
+                "de-duplication watermark runs on arrival time, and a shorter horizon "
+                "would silently drop readable records of a shard that is behind",
+                "dedup_horizon_hours",
+            )
         return self
 
     @model_validator(mode="after")

@@ -1,0 +1,114 @@
+"""The events table's columns and partitioning, from the event-field contract.
+
+One source for everything that must agree on the table: the job writes these
+columns and checks an existing table against them at start, and the stack
+declares the same columns in the Glue table it creates. Import-light on
+purpose (no Spark, no pyiceberg): :mod:`infra` imports it at synth.
+
+The table is an Apache Iceberg table partitioned by ``day(<event time>)``
+(hidden partitioning: readers filter on the event time column itself, and the
+day is derived by the table format, never stored as a column of its own).
+Timestamps are Iceberg ``timestamp`` (microseconds, no zone) holding UTC
+instants: the type Glue and Athena declare for a ``timestamp`` column of an
+Iceberg table, so the Glue table the stack creates and the table the job
+checks agree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Literal
+
+if TYPE_CHECKING:
+    from app.config import EventField
+
+ColumnType = Literal["string", "long", "double", "boolean", "timestamp"]
+
+# Event field type -> table column type. Objects and arrays are kept as their
+# JSON text: the table's schema must not change with a payload's shape.
+FIELD_COLUMN_TYPES: Final[dict[str, ColumnType]] = {
+    "string": "string",
+    "long": "long",
+    "double": "double",
+    "boolean": "boolean",
+    "timestamp": "timestamp",
+    "object": "string",
+    "array": "string",
+}
+
+# Glue column types of an Iceberg table (Athena's names for the same types).
+GLUE_TYPES: Final[dict[ColumnType, str]] = {
+    "string": "string",
+    "long": "bigint",
+    "double": "double",
+    "boolean": "boolean",
+    "timestamp": "timestamp",
+}
+
+# Where each row came from (the source's coordinates) and which micro-batch
+# wrote it; :mod:`app.transform` fills them from the source columns.
+STREAM_NAME: Final = "stream_name"
+SHARD_ID: Final = "shard_id"
+SEQUENCE_NUMBER: Final = "sequence_number"
+PARTITION_KEY: Final = "partition_key"
+ARRIVAL_TIME: Final = "arrival_time"
+BATCH_ID: Final = "batch_id"
+SOURCE_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = (
+    (STREAM_NAME, "string"),
+    (SHARD_ID, "string"),
+    (SEQUENCE_NUMBER, "string"),
+    (PARTITION_KEY, "string"),
+    (ARRIVAL_TIME, "timestamp"),
+    (BATCH_ID, "long"),
+)
+
+PARTITION_TRANSFORM: Final = "day"
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    name: str
+    type: ColumnType
+
+    @property
+    def glue_type(self) -> str:
+        return GLUE_TYPES[self.type]
+
+
+def column_name(field_name: str) -> str:
+    """The table column of a JSON field: ``occurredAt`` -> ``occurred_at``
+    (Glue and Hive lower-case names, so camelCase would not survive)."""
+    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", field_name).lower()
+    return re.sub(r"[^a-z0-9_]", "_", snake)
+
+
+def raw_column_name(field_name: str) -> str:
+    """Timestamp fields also keep the string as sent (nanoseconds, offset)."""
+    return f"{column_name(field_name)}_raw"
+
+
+def event_columns(fields: Sequence[EventField]) -> tuple[TableColumn, ...]:
+    """The parsed event's columns, in schema order."""
+    out: list[TableColumn] = []
+    for spec in fields:
+        out.append(TableColumn(column_name(spec.name), FIELD_COLUMN_TYPES[spec.type]))
+        if spec.type == "timestamp":
+            out.append(TableColumn(raw_column_name(spec.name), "string"))
+    return tuple(out)
+
+
+def table_columns(fields: Sequence[EventField]) -> tuple[TableColumn, ...]:
+    """Every column of the events table, in order."""
+    return (*event_columns(fields), *(TableColumn(n, t) for n, t in SOURCE_COLUMNS))
+
+
+def partition_column(event_time_field: str) -> str:
+    """The column whose ``day`` partitions the table."""
+    return column_name(event_time_field)
+
+
+def partition_field_name(event_time_field: str) -> str:
+    """Iceberg's own name for the ``day`` partition field of that column."""
+    return f"{partition_column(event_time_field)}_{PARTITION_TRANSFORM}"
