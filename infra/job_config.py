@@ -52,6 +52,7 @@ def job_config_for(
             "stream_name": instance.stream_name,
             "database": instance.database_name,
             "database_location": database_location,
+            "stream_retention_hours": instance.stream.retention_hours,
             "checkpoint_location": checkpoint_location,
             "kinesis_endpoint_url": aws_endpoint_url,
             "s3_endpoint_url": aws_endpoint_url,
