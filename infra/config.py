@@ -30,6 +30,7 @@ from pydantic import Field, PositiveInt, ValidationError, model_validator
 
 from app import contract
 from app.config import Allowed, ConfigModel, JobSettings, JsonTuple, bad_value, problems
+from infra.releases import RELEASES, applications_for, supported_labels
 from infra.sizing import INSTANCE_TYPES
 
 CONTEXT_KEY: Final = "streaming"
@@ -43,7 +44,6 @@ RemovalPolicyName = Literal["RETAIN", "DESTROY"]
 DOMAIN_PATTERN: Final = re.compile(r"^[a-z][a-z0-9]{1,30}$")
 REGION_PATTERN: Final = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 ACCOUNT_PATTERN: Final = re.compile(r"^\d{12}$")
-RELEASE_LABEL_PATTERN: Final = re.compile(r"^emr-(spark-)?\d+\.\d+\.\d+$")
 MSK_CLUSTER_ARN_PATTERN: Final = re.compile(
     r"^arn:aws(-[a-z]+)*:kafka:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):"
     r"cluster/[A-Za-z0-9-]{1,64}/[A-Za-z0-9-]{1,64}$"
@@ -60,6 +60,11 @@ TLS_ZIP_URI_PATTERN: Final = re.compile(
 EMAIL_PATTERN: Final = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 MIN_KAFKA_VERSION: Final = (3, 6)  # AWS::MSK::Topic needs Kafka >= 3.6
+# The shipped example's TLS zip: it does not exist, so a cluster created with it
+# fails. ``build_app`` refuses it unless the synth is a check of the example
+# (``SYNTH_CHECK_CONTEXT_KEY``); ``make certs`` creates the real one.
+PLACEHOLDER_TLS_URI: Final = "s3://example-emr-tls-certificates/streaming/certificates.zip"
+SYNTH_CHECK_CONTEXT_KEY: Final = "streaming:synth-check"
 MAX_RETENTION_HOURS: Final = 8760  # Kinesis allows 24 h .. 365 days
 
 
@@ -83,9 +88,9 @@ Region = Annotated[str, _matches(REGION_PATTERN, "an AWS region name such as eu-
 Account = Annotated[str, _matches(ACCOUNT_PATTERN, "12 digits or null")]
 ReleaseLabel = Annotated[
     str,
-    _matches(
-        RELEASE_LABEL_PATTERN,
-        f"an EMR release label such as {DEFAULT_RELEASE_LABEL} or emr-7.9.0",
+    Allowed(
+        lambda value: value in RELEASES,
+        f"a supported EMR release label: {', '.join(supported_labels())} (infra/releases.py)",
     ),
 ]
 Ec2InstanceType = Annotated[
@@ -136,6 +141,15 @@ class EmrConfig(ConfigModel):
     # trustedCertificates.pem) that exists before the cluster starts; see docs/infra.md.
     # No default: every deployment names its own.
     tls_certificates_s3_uri: TlsZipUri
+
+    @property
+    def applications(self) -> tuple[str, ...]:
+        """What ``AWS::EMR::Cluster.Applications`` names for this release (infra/releases.py)."""
+        return applications_for(self.release_label)
+
+    @property
+    def tls_is_placeholder(self) -> bool:
+        return self.tls_certificates_s3_uri == PLACEHOLDER_TLS_URI
 
     @property
     def tls_certificates_bucket(self) -> str:
@@ -200,7 +214,7 @@ class NetworkConfig(ConfigModel):
             if len(zones) == 1:
                 raise bad_value(
                     zones,
-                    "empty (the created VPC uses 2 zones of the region) or at least 2 zones",
+                    "empty (the created VPC uses the region's first 3 zones) or at least 2 zones",
                     "availability_zones",
                 )
             if subnets:
@@ -230,14 +244,25 @@ class KafkaConfig(ConfigModel):
     cluster_arn: MskClusterArn | None = None
     version: str = "3.6.0"
     broker_instance_type: str = "kafka.m5.large"
-    broker_count: PositiveInt = 2
+    # The failure topic is the only copy of a failed record: 3 brokers in 3 AZs,
+    # 3 replicas, and acks=all writes that need 2 of them in sync (one broker or
+    # one AZ may be down; a write is never acknowledged by one replica alone).
+    broker_count: PositiveInt = 3
     broker_volume_gib: PositiveInt = 100
     topic_partitions: PositiveInt = 6
-    topic_replication_factor: PositiveInt = 2
+    topic_replication_factor: PositiveInt = 3
+    topic_min_insync_replicas: PositiveInt = 2
     topic_retention_hours: PositiveInt = 168
 
     @model_validator(mode="after")
     def _created_cluster_can_hold_the_topic(self) -> Self:
+        if self.topic_min_insync_replicas >= self.topic_replication_factor:
+            raise bad_value(
+                self.topic_min_insync_replicas,
+                f"< kafka.topic_replication_factor ({self.topic_replication_factor}), or an "
+                "acks=all write blocks as soon as one replica is down",
+                "topic_min_insync_replicas",
+            )
         if self.cluster_arn is not None:
             return self
         if not _kafka_version_supported(self.version):
@@ -260,8 +285,9 @@ class KafkaConfig(ConfigModel):
 
     @property
     def min_insync_replicas(self) -> int:
-        """One replica may be down without blocking ``acks=all`` producers."""
-        return max(1, self.topic_replication_factor - 1)
+        """Replicas an ``acks=all`` write needs in sync (validated < replication factor,
+        so one replica may be down without blocking the producer)."""
+        return self.topic_min_insync_replicas
 
 
 class InstanceConfig(ConfigModel):
@@ -338,9 +364,10 @@ class InstanceConfig(ConfigModel):
 
 
 def msk_client_subnets(network: NetworkConfig) -> int:
-    """How many private subnets a created MSK cluster spans (MSK takes 2 or 3)."""
+    """How many private subnets a created MSK cluster spans (MSK takes 2 or 3).
+    A created VPC without listed zones spans the region's first 3 (``Fn::GetAZs``)."""
     if network.vpc_id is None:
-        return max(2, min(3, len(network.availability_zones)))
+        return min(3, len(network.availability_zones)) if network.availability_zones else 3
     return min(3, len(network.private_subnet_ids))
 
 

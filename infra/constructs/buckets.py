@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, CfnResource, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
-from constructs import Construct
+from constructs import Construct, IDependable
 
 DATA_BUCKET_LOGICAL_ID: Final = "DataBucket"
 ARTIFACTS_BUCKET_LOGICAL_ID: Final = "ArtifactsBucket"
@@ -47,6 +47,15 @@ class BucketsProps:
     removal_policy: RemovalPolicy
 
 
+def _drop_redundant_provider_dependency(stack: Stack) -> None:
+    """CDK's auto-delete handler both references its role (GetAtt) and depends on
+    it; cfn-lint reports the redundant DependsOn (W3005). The GetAtt keeps the order."""
+    provider = stack.node.try_find_child("Custom::S3AutoDeleteObjectsCustomResourceProvider")
+    handler = provider.node.try_find_child("Handler") if provider is not None else None
+    if isinstance(handler, CfnResource):
+        handler.add_deletion_override("DependsOn")
+
+
 def _pin(bucket: s3.Bucket, logical_id: str) -> None:
     cfn = bucket.node.default_child
     if isinstance(cfn, s3.CfnBucket):
@@ -59,11 +68,17 @@ class Buckets(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, props: BucketsProps) -> None:
         super().__init__(scope, construct_id)
+        # DESTROY must delete cleanly: CloudFormation cannot delete a bucket that
+        # still holds objects (or object versions), so CDK's auto-delete custom
+        # resource empties every version first. Never for RETAIN: that would
+        # delete the data the policy keeps.
+        destroy = props.removal_policy == RemovalPolicy.DESTROY
         common: dict[str, object] = {
             "encryption": s3.BucketEncryption.S3_MANAGED,
             "block_public_access": s3.BlockPublicAccess.BLOCK_ALL,
             "enforce_ssl": True,
             "removal_policy": props.removal_policy,
+            "auto_delete_objects": destroy,
             "object_ownership": s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
         }
         noncurrent = s3.LifecycleRule(
@@ -74,17 +89,17 @@ class Buckets(Construct):
         # Server access logs cannot be delivered to an SSE-KMS bucket: SSE-S3 here.
         # Delivery is granted by bucket policy (cdk.json feature flag
         # serverAccessLogsUseBucketPolicy), not by the legacy log-delivery ACL.
+        # Versioned like the others, so an overwritten or deleted access log can
+        # be recovered for NONCURRENT_VERSION_DAYS (the audit trail of the buckets).
         self.access_logs = s3.Bucket(
             self,
             "AccessLogs",
+            versioned=True,
             lifecycle_rules=[
-                s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(ACCESS_LOG_DAYS))
+                s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(ACCESS_LOG_DAYS)),
+                noncurrent,
             ],
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            removal_policy=props.removal_policy,
+            **common,  # type: ignore[arg-type]
         )
         _pin(self.access_logs, ACCESS_LOGS_BUCKET_LOGICAL_ID)
         Validations.of(self.access_logs).acknowledge(
@@ -123,6 +138,15 @@ class Buckets(Construct):
         _pin(self.artifacts, ARTIFACTS_BUCKET_LOGICAL_ID)
 
         self.emr_log_uri = self.artifacts.s3_url_for_object(EMR_LOGS_PREFIX)
+        # The auto-delete custom resources (DESTROY only): whatever writes to the
+        # buckets (the cluster) must depend on them, so it is gone before they run.
+        self.emptied_on_delete: list[IDependable] = [
+            child
+            for bucket in (self.access_logs, self.data, self.artifacts)
+            if (child := bucket.node.try_find_child("AutoDeleteObjectsCustomResource")) is not None
+        ]
+        if destroy:
+            _drop_redundant_provider_dependency(Stack.of(self))
 
     def grant_job(self, role: iam.IRole) -> None:
         """Read/write the job's data prefixes, read its code and config, push

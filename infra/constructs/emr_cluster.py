@@ -15,21 +15,37 @@ configuration names.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
-from aws_cdk import Acknowledgment, Aws, RemovalPolicy, Tags, Validations
+from aws_cdk import (
+    Acknowledgment,
+    Aws,
+    CfnResource,
+    CustomResource,
+    Duration,
+    RemovalPolicy,
+    Tags,
+    Validations,
+)
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_emr as emr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from constructs import Construct
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct, IDependable
 
 from app.spark_conf import GLUE_HIVE_SITE, streaming_conf
 from infra.config import EmrConfig
 from infra.constructs.network import EMR_MANAGED_TAG
 from infra.sizing import size_executors
 
-APPLICATIONS: Final = ("Hadoop", "Spark")
+# The custom resource's Lambda code, inlined (CloudFormation ZipFile, < 4 KiB).
+SG_CLEANUP_SOURCE: Final = Path(__file__).with_name("sg_cleanup_handler.py")
+# Customer-key EBS encryption: the principal that launches the volumes needs
+# these (https://docs.aws.amazon.com/ebs/latest/userguide/ebs-encryption-requirements.html).
+EBS_KEY_ACTIONS: Final = ("kms:DescribeKey", "kms:ListGrants", "kms:RevokeGrant")
 
 
 def cluster_configurations(config: EmrConfig) -> list[dict[str, Any]]:
@@ -90,6 +106,10 @@ class EmrClusterProps:
     job_role: iam.IRole
     instance_profile: iam.IInstanceProfile
     removal_policy: RemovalPolicy
+    # Created before the cluster and deleted after it: the private subnet's NAT
+    # route and the S3 endpoint (bootstrap actions download packages at first
+    # boot), and the buckets' auto-delete (emptied only once EMR stopped writing).
+    depends_on: tuple[IDependable, ...] = ()
 
 
 class EmrCluster(Construct):
@@ -108,9 +128,20 @@ class EmrCluster(Construct):
             removal_policy=props.removal_policy,
         )
         # The nodes encrypt their disks with the key; EMR creates grants for EBS.
-        self.key.grant_encrypt_decrypt(props.job_role)
-        self.key.grant_encrypt_decrypt(props.service_role)
-        self.key.grant(props.service_role, "kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant")
+        # EBS with a customer key needs DescribeKey, and CreateGrant only for
+        # grants an AWS service makes on the caller's behalf (kms:GrantIsForAWSResource),
+        # per https://docs.aws.amazon.com/ebs/latest/userguide/ebs-encryption-requirements.html
+        for role in (props.job_role, props.service_role):
+            self.key.grant_encrypt_decrypt(role)
+            self.key.grant(role, *EBS_KEY_ACTIONS)
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="EbsKeyGrantsForAwsServices",
+                    actions=["kms:CreateGrant"],
+                    resources=[self.key.key_arn],
+                    conditions={"Bool": {"kms:GrantIsForAWSResource": True}},
+                )
+            )
         for role in (props.job_role, props.service_role):
             for action in ("kms:ReEncrypt*", "kms:GenerateDataKey*"):
                 Validations.of(role).acknowledge(
@@ -156,7 +187,10 @@ class EmrCluster(Construct):
             "Cluster",
             name=props.cluster_name,
             release_label=config.release_label,
-            applications=[emr.CfnCluster.ApplicationProperty(name=name) for name in APPLICATIONS],
+            # Per release label (infra/releases.py): emr-spark-8.x has no "Hadoop" application.
+            applications=[
+                emr.CfnCluster.ApplicationProperty(name=name) for name in config.applications
+            ],
             configurations=[_configuration(c) for c in cluster_configurations(config)],
             instances=emr.CfnCluster.JobFlowInstancesConfigProperty(
                 ec2_subnet_id=props.subnet.subnet_id,
@@ -188,6 +222,12 @@ class EmrCluster(Construct):
         )
         # No removal policy on the cluster: it holds no data (checkpoints and
         # tables are in S3), and a retained cluster would keep running and billing.
+        for dependency in props.depends_on:
+            self.cluster.node.add_dependency(dependency)
+        self.security_group_cleanup = self._security_group_cleanup(props.removal_policy)
+        # Deleted before the cleanup runs, created after it: the cleanup revokes
+        # EMR's cross-references only once the cluster is gone.
+        self.cluster.node.add_dependency(self.security_group_cleanup)
         for rule, what in (("EMR4", "local disk"), ("EMR5", "in-transit")):
             Validations.of(self.cluster).acknowledge(
                 Acknowledgment(
@@ -204,6 +244,77 @@ class EmrCluster(Construct):
                 "operators use SSM Session Manager, so neither an EC2 key pair nor Kerberos "
                 "(which needs a KDC to run and secure) is configured.",
             )
+        )
+
+    def _security_group_cleanup(self, removal_policy: RemovalPolicy) -> CustomResource:
+        """On stack delete, revoke the rules EMR added between its managed groups,
+        which would otherwise block deleting them (DependencyViolation)."""
+        groups = (
+            self.master_security_group,
+            self.core_security_group,
+            self.service_security_group,
+        )
+        log_group = logs.LogGroup(
+            self,
+            "SecurityGroupCleanupLogs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=removal_policy,
+        )
+        role = iam.Role(
+            self,
+            "SecurityGroupCleanupRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Revokes EMR's rules between this cluster's managed groups on delete",
+        )
+        log_group.grant_write(role)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ec2:DescribeSecurityGroups"],
+                resources=["*"],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ec2:RevokeSecurityGroupIngress", "ec2:RevokeSecurityGroupEgress"],
+                resources=[
+                    f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:security-group/"
+                    f"{group.security_group_id}"
+                    for group in groups
+                ],
+            )
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="ec2:DescribeSecurityGroups has no resource-level permissions; the "
+                "revoke actions are limited to this cluster's three managed groups.",
+            )
+        )
+        function = lambda_.Function(
+            self,
+            "SecurityGroupCleanup",
+            # python3.14: a supported runtime (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html)
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler="index.handler",
+            code=lambda_.Code.from_inline(SG_CLEANUP_SOURCE.read_text(encoding="utf-8")),
+            timeout=Duration.minutes(2),
+            role=role,
+            log_group=log_group,
+            description="Revokes EMR-managed security group cross-references on delete",
+        )
+        # CDK also makes the function depend on the role it already references
+        # (GetAtt), which cfn-lint reports (W3005); keep only the policy dependency.
+        function_resource = function.node.default_child
+        policy = role.node.try_find_child("DefaultPolicy")
+        policy_resource = policy.node.default_child if policy is not None else None
+        if isinstance(function_resource, CfnResource) and isinstance(policy_resource, CfnResource):
+            function_resource.add_override("DependsOn", [policy_resource.logical_id])
+        return CustomResource(
+            self,
+            "SecurityGroupCleanupResource",
+            service_token=function.function_arn,
+            resource_type="Custom::EmrSecurityGroupCleanup",
+            properties={"GroupIds": [group.security_group_id for group in groups]},
         )
 
     def _group(self, vpc: ec2.IVpc, construct_id: str, role: str) -> ec2.SecurityGroup:

@@ -20,6 +20,7 @@ from aws_cdk import aws_msk as msk
 from constructs import Construct
 
 from infra.config import KafkaConfig
+from infra.constructs.logs_key import encrypted_log_group
 
 TOPIC_LOGICAL_ID: Final = "FailureTopic"
 IAM_TLS_PORT: Final = 9098  # MSK brokers' listener for IAM auth over TLS
@@ -27,8 +28,10 @@ HOUR_MS: Final = 3_600_000
 
 
 def topic_configs(config: KafkaConfig) -> dict[str, str]:
-    """Topic-level Kafka configs; ``min.insync.replicas`` follows the replication
-    factor so an ``acks=all`` producer survives one replica down."""
+    """Topic-level Kafka configs. ``min.insync.replicas`` is the configured value
+    (default 2 of 3 replicas, validated below the replication factor in
+    ``infra.config``): an ``acks=all`` write needs two copies and survives one
+    replica down."""
     return {
         "cleanup.policy": "delete",
         "min.insync.replicas": str(config.min_insync_replicas),
@@ -37,7 +40,10 @@ def topic_configs(config: KafkaConfig) -> dict[str, str]:
 
 
 def encode_configs(configs: dict[str, str]) -> str:
-    """``AWS::MSK::Topic.Configs`` is a base64 string of properties-file lines."""
+    """``AWS::MSK::Topic.Configs`` is a base64 string of properties-file lines:
+    the format MSK's DescribeTopic returns (its example decodes to
+    ``compression.type=producer`` / ``retention.ms=604800000`` lines,
+    https://docs.aws.amazon.com/msk/latest/developerguide/describe-topic-cli.html)."""
     text = "".join(f"{key}={value}\n" for key, value in sorted(configs.items()))
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
@@ -89,9 +95,10 @@ class FailureTopic(Construct):
             description=f"MSK brokers of {props.cluster_name}: IAM/TLS clients only",
             allow_all_outbound=False,
         )
-        self.broker_log_group = logs.LogGroup(
+        self.broker_log_group = encrypted_log_group(
             self,
             "BrokerLogs",
+            what=f"MSK cluster {props.cluster_name}'s broker logs",
             retention=logs.RetentionDays.ONE_MONTH,
             removal_policy=props.removal_policy,
         )

@@ -9,15 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from aws_cdk import RemovalPolicy, Tags
+from aws_cdk import Fn, RemovalPolicy, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
-from constructs import Construct
+from constructs import Construct, IDependable
 
 from infra.config import NetworkConfig
+from infra.constructs.logs_key import encrypted_log_group
 
 # AmazonEMRServicePolicy_v2 only acts on VPC resources carrying this tag.
 EMR_MANAGED_TAG: Final = ("for-use-with-amazon-emr-managed-policies", "true")
+CREATED_VPC_ZONES: Final = 3
 
 
 @dataclass(frozen=True)
@@ -27,11 +29,14 @@ class NetworkProps:
 
 
 class Network(Construct):
-    """Exposes ``vpc`` and ``private_subnets`` (EMR and MSK run only there)."""
+    """Exposes ``vpc``, ``private_subnets`` (EMR and MSK run only there) and
+    ``egress_ready`` (what must exist before a node in the first private subnet
+    can download anything; empty for an imported VPC, whose egress preflight checks)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: NetworkProps) -> None:
         super().__init__(scope, construct_id)
         config = props.config
+        self.egress_ready: list[IDependable] = []
         if config.vpc_id is not None:
             self.vpc: ec2.IVpc = ec2.Vpc.from_vpc_attributes(
                 self,
@@ -41,19 +46,24 @@ class Network(Construct):
                 private_subnet_ids=list(config.private_subnet_ids),
             )
         else:
-            self.flow_log_group = logs.LogGroup(
+            self.flow_log_group = encrypted_log_group(
                 self,
                 "FlowLogs",
+                what="the instance VPC's flow logs",
                 retention=logs.RetentionDays.THREE_MONTHS,
                 removal_policy=props.removal_policy,
             )
-            zones = list(config.availability_zones)
+            # Without listed zones: the region's first 3, resolved at deploy time
+            # (``Fn::GetAZs``), so the default 3-broker MSK cluster gets one zone per
+            # broker offline, with no account lookup. preflight checks the region has 3.
+            zones = list(config.availability_zones) or [
+                Fn.select(index, Fn.get_azs()) for index in range(CREATED_VPC_ZONES)
+            ]
             self.vpc = ec2.Vpc(
                 self,
                 "Vpc",
                 ip_addresses=ec2.IpAddresses.cidr(config.vpc_cidr),
-                max_azs=None if zones else 2,
-                availability_zones=zones or None,
+                availability_zones=zones,
                 nat_gateways=config.nat_gateways,
                 subnet_configuration=[
                     ec2.SubnetConfiguration(
@@ -65,10 +75,6 @@ class Network(Construct):
                         cidr_mask=20,
                     ),
                 ],
-                # EMR reads its software and writes logs through S3: keep it off the NAT.
-                gateway_endpoints={
-                    "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)
-                },
                 flow_logs={
                     "All": ec2.FlowLogOptions(
                         destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
@@ -77,5 +83,17 @@ class Network(Construct):
                 },
                 restrict_default_security_group=False,
             )
+            # EMR reads its software and writes logs through S3: keep it off the NAT.
+            # (Same construct id as the former ``gateway_endpoints={"S3": ...}``.)
+            self.s3_endpoint = self.vpc.add_gateway_endpoint(
+                "S3", service=ec2.GatewayVpcEndpointAwsService.S3
+            )
             Tags.of(self.vpc).add(*EMR_MANAGED_TAG)
+            # Bootstrap actions download the job's packages and jars at first boot:
+            # the first private subnet's NAT route and the S3 endpoint must exist
+            # before the cluster does (docs/deploy.md, "First deploy").
+            self.egress_ready = [
+                self.vpc.private_subnets[0].internet_connectivity_established,
+                self.s3_endpoint,
+            ]
         self.private_subnets: list[ec2.ISubnet] = list(self.vpc.private_subnets)

@@ -10,7 +10,13 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from infra.config import CONTEXT_KEY, InstanceConfig, load_instances
+from infra.config import (
+    CONTEXT_KEY,
+    SYNTH_CHECK_CONTEXT_KEY,
+    InstanceConfig,
+    InstanceConfigError,
+    load_instances,
+)
 from infra.stacks.streaming_stack import StreamingStack
 
 
@@ -21,6 +27,9 @@ def build_app(
     without it the CLI-provided context is used."""
     app = cdk.App(context=dict(context) if context is not None else None, outdir=outdir)
     instances = load_instances({CONTEXT_KEY: app.node.try_get_context(CONTEXT_KEY)})
+    # ``-c key=true`` on the CLI arrives as a string, the tests pass a bool.
+    if str(app.node.try_get_context(SYNTH_CHECK_CONTEXT_KEY)).lower() != "true":
+        refuse_placeholders(instances)
     stacks = [add_instance(app, config) for config in instances]
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app, stacks
@@ -31,3 +40,20 @@ def add_instance(app: cdk.App, config: InstanceConfig) -> StreamingStack:
     looked up, so synth runs offline without credentials."""
     env = cdk.Environment(account=config.account, region=config.region)
     return StreamingStack(app, config.stack_name, config=config, env=env)
+
+
+def refuse_placeholders(instances: list[InstanceConfig]) -> None:
+    """A synth that may be deployed must not carry the example's TLS zip: EMR
+    would fail to create the cluster minutes into the deploy. ``make synth`` and
+    the tests check the shipped example with ``-c streaming:synth-check=true``."""
+    bad = [config for config in instances if config.emr.tls_is_placeholder]
+    if bad:
+        raise InstanceConfigError(
+            "\n".join(
+                f"instance {config.instance_id}: field emr.tls_certificates_s3_uri: "
+                f"still the example placeholder {config.emr.tls_certificates_s3_uri!r}; "
+                f"allowed: the zip `make certs INSTANCE={config.instance_id}` uploads "
+                "(docs/deploy.md, First deploy)"
+                for config in bad
+            )
+        )

@@ -111,6 +111,7 @@ class StreamingStack(Stack):
                 job_role=roles.job_role,
                 instance_profile=roles.instance_profile,
                 removal_policy=removal,
+                depends_on=(*network.egress_ready, *self.buckets.emptied_on_delete),
             ),
         )
         self.emr = emr

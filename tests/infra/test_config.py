@@ -57,7 +57,10 @@ def test_defaults_apply_when_the_context_omits_them() -> None:
     assert config.emr.release_label == "emr-spark-8.0.0"
     assert config.stream.on_demand
     assert config.removal_policy == "RETAIN"
-    assert config.kafka.min_insync_replicas == config.kafka.topic_replication_factor - 1
+    # The failure topic's durable defaults (issue 10, item 6).
+    assert config.kafka.broker_count == 3
+    assert config.kafka.topic_replication_factor == 3
+    assert config.kafka.min_insync_replicas == 2
 
 
 def test_unknown_field() -> None:
@@ -161,11 +164,14 @@ def test_msk_cluster_in_another_region() -> None:
     assert "a cluster in the instance's region eu-west-1" in message
 
 
-@pytest.mark.parametrize("label", ["emr-8", "spark-8.0.0", "EMR-7.9.0", "emr-7.9"])
-def test_malformed_release_label(label: str) -> None:
+@pytest.mark.parametrize(
+    "label", ["emr-8", "spark-8.0.0", "EMR-7.9.0", "emr-7.9", "emr-7.9.0", "emr-spark-9.9.9"]
+)
+def test_unsupported_release_label_names_the_allowed_ones(label: str) -> None:
+    """Well-formed but unknown labels fail too: the application names are per release."""
     message = _error(_context(_instance(emr={"release_label": label})))
     assert f"field emr.release_label: bad value {label!r}" in message
-    assert "emr-spark-8.0.0" in message
+    assert "allowed: a supported EMR release label: emr-spark-8.0.0" in message
 
 
 def test_core_instance_type_must_be_sized() -> None:
@@ -181,10 +187,42 @@ def test_kafka_version_below_topic_support() -> None:
 
 
 def test_replication_factor_above_created_broker_count() -> None:
-    message = _error(_context(_instance(kafka={"topic_replication_factor": 3})))
-    assert "kafka.topic_replication_factor: bad value 3; allowed: <= kafka.broker_count (2)" in (
+    message = _error(_context(_instance(kafka={"topic_replication_factor": 4})))
+    assert "kafka.topic_replication_factor: bad value 4; allowed: <= kafka.broker_count (3)" in (
         message
     )
+
+
+@pytest.mark.parametrize("min_insync", [3, 4])
+def test_min_insync_replicas_must_stay_below_the_replication_factor(min_insync: int) -> None:
+    """min.insync.replicas >= RF would block every acks=all write when one replica is down."""
+    message = _error(_context(_instance(kafka={"topic_min_insync_replicas": min_insync})))
+    assert (
+        f"field kafka.topic_min_insync_replicas: bad value {min_insync}; "
+        "allowed: < kafka.topic_replication_factor (3)"
+    ) in message
+
+
+def test_min_insync_replicas_is_checked_for_an_existing_cluster_too() -> None:
+    arn = "arn:aws:kafka:eu-west-1:123456789012:cluster/failures/0b1c2d3e-1111-2222"
+    message = _error(
+        _context(
+            _instance(
+                kafka={
+                    "cluster_arn": arn,
+                    "topic_replication_factor": 2,
+                    "topic_min_insync_replicas": 2,
+                }
+            )
+        )
+    )
+    assert "field kafka.topic_min_insync_replicas: bad value 2" in message
+
+
+def test_durability_stays_configurable() -> None:
+    kafka = {"broker_count": 6, "topic_replication_factor": 4, "topic_min_insync_replicas": 3}
+    (config,) = load_instances(_context(_instance(kafka=kafka)))
+    assert (config.kafka.topic_replication_factor, config.kafka.min_insync_replicas) == (4, 3)
 
 
 def test_existing_vpc_needs_subnets_and_zones() -> None:
@@ -196,8 +234,12 @@ def test_existing_vpc_needs_subnets_and_zones() -> None:
 def test_existing_vpc_is_accepted_with_subnets() -> None:
     network = {
         "vpc_id": "vpc-0123456789abcdef0",
-        "availability_zones": ["eu-west-1a", "eu-west-1b"],
-        "private_subnet_ids": ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"],
+        "availability_zones": ["eu-west-1a", "eu-west-1b", "eu-west-1c"],
+        "private_subnet_ids": [
+            "subnet-0123456789abcdef0",
+            "subnet-0fedcba9876543210",
+            "subnet-0aaaaaaaaaaaaaaaa",
+        ],
     }
     (config,) = load_instances(_context(_instance(network=network)))
     assert config.network.private_subnet_ids == tuple(network["private_subnet_ids"])
@@ -300,7 +342,8 @@ def test_every_bad_field_of_the_instance_is_reported() -> None:
 
 
 def test_broker_count_must_fill_the_client_subnets() -> None:
-    message = _error(_context(_instance(kafka={"broker_count": 3})))
+    network = {"availability_zones": ["eu-west-1a", "eu-west-1b"]}
+    message = _error(_context(_instance(network=network, kafka={"broker_count": 3})))
     assert "field kafka.broker_count: bad value 3; allowed: a multiple of the 2 client subnets" in (
         message
     )

@@ -17,6 +17,7 @@ from infra.constructs.buckets import (
     DATA_BUCKET_LOGICAL_ID,
 )
 from infra.constructs.stream import STREAM_LOGICAL_ID
+from infra.releases import RELEASES
 from infra.sizing import size_executors
 from tests.infra.conftest import Synthesized
 
@@ -169,8 +170,11 @@ def test_failure_topic_on_the_created_cluster(synthesized: Synthesized, name: st
     assert topic["ReplicationFactor"] == config.kafka.topic_replication_factor
     lines = base64.b64decode(topic["Configs"]).decode().splitlines()
     configs = dict(line.split("=", 1) for line in lines)
-    assert int(configs["min.insync.replicas"]) == config.kafka.topic_replication_factor - 1
-    assert int(configs["min.insync.replicas"]) >= 1
+    # Durable defaults: RF 3, min.insync.replicas 2, on 3 brokers (issue 10, item 6).
+    assert (topic["ReplicationFactor"], int(configs["min.insync.replicas"])) == (3, 2)
+    assert int(configs["min.insync.replicas"]) == config.kafka.min_insync_replicas
+    # Properties-file lines, the format MSK's DescribeTopic returns.
+    assert all(line.count("=") == 1 for line in lines)
     assert int(configs["retention.ms"]) == config.kafka.topic_retention_hours * 3_600_000
 
 
@@ -191,6 +195,7 @@ def test_created_msk_cluster_is_private_tls_iam_logged(synthesized: Synthesized,
     subnets = cluster["BrokerNodeGroupInfo"]["ClientSubnets"]
     assert subnets and all(s in _private_subnet_refs(synthesized, name) for s in subnets)
     assert cluster["NumberOfBrokerNodes"] % len(subnets) == 0
+    assert (cluster["NumberOfBrokerNodes"], len(subnets)) == (3, 3)  # 3 brokers in 3 AZs
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -217,7 +222,11 @@ def test_emr_cluster_shape(synthesized: Synthesized, name: str) -> None:
     config = synthesized.config(name)
     cluster = _props(synthesized, name, "AWS::EMR::Cluster")
     assert cluster["ReleaseLabel"] == config.emr.release_label
-    assert {a["Name"] for a in cluster["Applications"]} >= {"Hadoop", "Spark"}
+    # From the release table: emr-spark-8.0.0's page lists no "Hadoop" application.
+    assert [a["Name"] for a in cluster["Applications"]] == list(
+        RELEASES[config.emr.release_label].applications
+    )
+    assert "Hadoop" not in {a["Name"] for a in cluster["Applications"]}
     instances = cluster["Instances"]
     assert instances["Ec2SubnetId"] in _private_subnet_refs(synthesized, name)
     assert instances["KeepJobFlowAliveWhenNoSteps"] is True
