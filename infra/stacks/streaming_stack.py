@@ -10,6 +10,7 @@ from typing import Any
 from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
 from constructs import Construct
 
+from app.config import DEFAULT_EVENT_FIELDS
 from infra.config import InstanceConfig, msk_client_subnets
 from infra.constructs.alarms import Alarms, AlarmsProps
 from infra.constructs.buckets import (
@@ -62,18 +63,21 @@ class StreamingStack(Stack):
         )
         self.stream = events.stream
         self.buckets = Buckets(self, "Buckets", props=BucketsProps(removal))
-        catalog_location = self.buckets.data.s3_url_for_object(
-            f"{WAREHOUSE_PREFIX}{config.database_name}.db/"
-        )
         catalog = CatalogDatabase(
             self,
             "Catalog",
             props=CatalogDatabaseProps(
                 database_name=config.database_name,
-                location_uri=catalog_location,
+                bucket=self.buckets.data,
+                prefix=f"{WAREHOUSE_PREFIX}{config.database_name}.db/",
+                # The job's JobConfig.event_fields: job_config_for leaves them at
+                # this default (tests/infra/test_events_table.py checks).
+                fields=DEFAULT_EVENT_FIELDS,
+                maintenance=config.job.table_maintenance,
                 removal_policy=removal,
             ),
         )
+        catalog_location = catalog.location_uri
         self.database_name = catalog.database_name
         failures = FailureTopic(
             self,

@@ -397,6 +397,9 @@ def test_msk_actions_scoped_to_its_topic_and_cluster(synthesized: Synthesized, n
 
 @pytest.mark.parametrize("name", ALL)
 def test_glue_actions_scoped_to_its_database(synthesized: Synthesized, name: str) -> None:
+    """The job's catalog use: its database and its events table, never another
+    table, and ``default`` only for the Hive client's start-up lookup/creation
+    (tests/infra/test_events_table.py has the exact statements)."""
     config = synthesized.config(name)
     job_role = _role_id(synthesized, name, "ec2.amazonaws.com")
     glue = [s for s in _policies(synthesized, name, job_role) if _actions(s)[0].startswith("glue:")]
@@ -407,11 +410,11 @@ def test_glue_actions_scoped_to_its_database(synthesized: Synthesized, name: str
             assert tail in (
                 ":catalog",
                 f":database/{config.database_name}",
-                f":table/{config.database_name}/*",
+                f":table/{config.database_name}/{contract.EVENTS_TABLE}",
                 ":database/default",
             )
             if tail == ":database/default":
-                assert _actions(statement) == ["glue:GetDatabase"]
+                assert set(_actions(statement)) == {"glue:GetDatabase", "glue:CreateDatabase"}
 
 
 # ------------------------------------------------------------------------ alarms
