@@ -1,6 +1,8 @@
 """Isolation: two instances in the same account and region; no statement in
 instance A's IAM policies grants any of instance B's stream, buckets,
-database, tables or failure topic.
+database, events table (its catalog entry, its files, its optimizers) or
+failure topic, and each of A's roles (the job role and the three table
+optimizer roles) is checked on its own as well.
 
 Policy documents are parsed, not grepped: every ``Resource`` is rendered to an
 ARN pattern (intrinsics resolved: pseudo parameters to the shared account and
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from app.contract import EVENTS_TABLE
 from tests.infra.conftest import Synthesized
 
 pytestmark = pytest.mark.synth
@@ -69,24 +72,29 @@ def grants(pattern: str, arn: str) -> bool:
     return re.fullmatch(regex, arn) is not None
 
 
-def allowed_statements(synth: Synthesized, stack: str) -> list[tuple[list[str], list[str]]]:
-    """(actions, rendered resources) of every Allow statement in the stack's
-    role policies (inline and standalone)."""
+Statements = list[tuple[list[str], list[str]]]
+
+
+def role_statements(synth: Synthesized, stack: str) -> dict[str, Statements]:
+    """(actions, rendered resources) of every Allow statement, by the logical
+    ID of the role it is attached to (inline, standalone and managed policies)."""
     region = synth.config(stack).region
-    documents: list[dict[str, Any]] = []
-    for resource in synth.templates[stack]["Resources"].values():
+    documents: list[tuple[str, dict[str, Any]]] = []
+    for logical_id, resource in synth.templates[stack]["Resources"].items():
         props = resource.get("Properties", {})
         if resource["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
-            documents.append(props["PolicyDocument"])
+            # A policy attached otherwise (ManagedPolicyArns, users) still counts.
+            attached = [role["Ref"] for role in props.get("Roles", [])] or [logical_id]
+            documents.extend((role, props["PolicyDocument"]) for role in attached)
         elif resource["Type"] == "AWS::IAM::Role":
-            documents.extend(p["PolicyDocument"] for p in props.get("Policies", []))
-    found = []
-    for document in documents:
+            documents.extend((logical_id, p["PolicyDocument"]) for p in props.get("Policies", []))
+    found: dict[str, Statements] = {}
+    for role, document in documents:
         for statement in document["Statement"]:
             if statement["Effect"] != "Allow":
                 continue
             assert "NotResource" not in statement and "NotAction" not in statement
-            found.append(
+            found.setdefault(role, []).append(
                 (
                     [str(a) for a in _as_list(statement["Action"])],
                     [render(r, stack, region) for r in _as_list(statement["Resource"])],
@@ -94,6 +102,36 @@ def allowed_statements(synth: Synthesized, stack: str) -> list[tuple[list[str], 
             )
     assert found
     return found
+
+
+def allowed_statements(synth: Synthesized, stack: str) -> Statements:
+    """Every role's statements together."""
+    return [s for statements in role_statements(synth, stack).values() for s in statements]
+
+
+def optimizer_roles(synth: Synthesized, stack: str) -> dict[str, str]:
+    """Optimizer type -> the logical ID of the role it runs as."""
+    return {
+        r["Properties"]["Type"]: r["Properties"]["TableOptimizerConfiguration"]["RoleArn"][
+            "Fn::GetAtt"
+        ][0]
+        for r in synth.templates[stack]["Resources"].values()
+        if r["Type"] == "AWS::Glue::TableOptimizer"
+    }
+
+
+def job_role(synth: Synthesized, stack: str) -> str:
+    (found,) = [
+        logical_id
+        for logical_id, r in synth.templates[stack]["Resources"].items()
+        if r["Type"] == "AWS::IAM::Role"
+        and r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+        == {"Service": "ec2.amazonaws.com"}
+    ]
+    return found
+
+
+GLUE = frozenset({"glue"})
 
 
 def instance_targets(synth: Synthesized, stack: str, *, as_seen_from: str) -> list[Target]:
@@ -123,22 +161,38 @@ def instance_targets(synth: Synthesized, stack: str, *, as_seen_from: str) -> li
     )
     glue = prefix.format("glue")
     s3 = frozenset({"s3"})
+    table_files = f"{bucket('DataBucket')}/warehouse/{config.database_name}.db/{EVENTS_TABLE}"
     return [
         Target("stream", stream, kinesis),
         Target("stream consumer", f"{stream}/consumer/job:1700000000", kinesis),
         Target("data bucket", bucket("DataBucket"), s3),
         Target("checkpoint object", f"{bucket('DataBucket')}/checkpoints/offsets/1", s3),
         Target("warehouse object", f"{bucket('DataBucket')}/warehouse/x.db/events/part-0", s3),
+        Target("events data file", f"{table_files}/data/occurred_at_day=2026-01-01/0.parquet", s3),
+        Target("events metadata file", f"{table_files}/metadata/00001-a.metadata.json", s3),
         Target("artifact object", f"{bucket('ArtifactsBucket')}/artifacts/job/abc/app.zip", s3),
         Target("database", f"{glue}:database/{config.database_name}", frozenset({"glue"})),
-        Target("table", f"{glue}:table/{config.database_name}/events", frozenset({"glue"})),
+        # Table optimizers are managed through their table's ARN
+        # (glue:*TableOptimizer authorizes on catalog, database and table).
+        Target("events table", f"{glue}:table/{config.database_name}/{EVENTS_TABLE}", GLUE),
+        Target("another table", f"{glue}:table/{config.database_name}/other", GLUE),
         Target("failure topic", topic, frozenset({"kafka-cluster"})),
     ]
 
 
-def reachable(
-    statements: list[tuple[list[str], list[str]]], targets: list[Target]
-) -> dict[str, list[str]]:
+# What only the job role reaches of its own instance (the optimizer roles get
+# the events table and its files, nothing else).
+JOB_ONLY = {
+    "stream",
+    "stream consumer",
+    "checkpoint object",
+    "warehouse object",
+    "artifact object",
+    "failure topic",
+}
+
+
+def reachable(statements: Statements, targets: list[Target]) -> dict[str, list[str]]:
     hits: dict[str, list[str]] = {}
     for actions, resources in statements:
         services = {a.split(":", 1)[0] for a in actions if a != "*"} | (
@@ -176,11 +230,64 @@ def test_control_each_role_does_reach_its_own_resources(
     statements = allowed_statements(synthesized, owner)
     targets = instance_targets(synthesized, owner, as_seen_from=owner)
     hits = reachable(statements, targets)
-    expected = {t.what for t in targets}
+    expected = {t.what for t in targets} - {"another table"}
     if synthesized.config(owner).job.source.consumer_type != "SubscribeToShard":
         # Without enhanced fan-out no consumer ARN is granted (only the stream).
         expected.discard("stream consumer")
     assert set(hits) == expected
+
+
+@pytest.mark.parametrize(("owner", "neighbour"), [(A, B), (B, A)])
+def test_no_role_alone_reaches_the_neighbour(
+    synthesized: Synthesized, owner: str, neighbour: str
+) -> None:
+    """Role by role: the job role and each optimizer role of A, none of B."""
+    by_role = role_statements(synthesized, owner)
+    roles = [job_role(synthesized, owner), *optimizer_roles(synthesized, owner).values()]
+    assert len(roles) == 4
+    targets = instance_targets(synthesized, neighbour, as_seen_from=owner)
+    for role in roles:
+        assert reachable(by_role[role], targets) == {}, role
+
+
+@pytest.mark.parametrize("owner", [A, B])
+def test_control_optimizer_roles_reach_their_table_and_nothing_else(
+    synthesized: Synthesized, owner: str
+) -> None:
+    by_role = role_statements(synthesized, owner)
+    targets = instance_targets(synthesized, owner, as_seen_from=owner)
+    roles = optimizer_roles(synthesized, owner)
+    assert set(roles) == {"compaction", "retention", "orphan_file_deletion"}
+    for kind, role in roles.items():
+        hits = reachable(by_role[role], targets)
+        assert set(hits) == {
+            "events table",
+            "events data file",
+            "events metadata file",
+            "database",
+            # s3:ListBucket, narrowed by an s3:prefix condition to the table's
+            # prefix (this matcher ignores conditions; test_events_table.py checks it).
+            "data bucket",
+        }, kind
+        assert not set(hits) & JOB_ONLY
+
+
+@pytest.mark.parametrize("owner", [A, B])
+def test_no_role_manages_table_optimizers_or_passes_roles(
+    synthesized: Synthesized, owner: str
+) -> None:
+    """The optimizers are the stack's: no role of the instance may create,
+    change or delete one (its own or a neighbour's), nor pass an optimizer role."""
+    optimizer_role_arns = {
+        f"<{owner}:{role}.Arn>" for role in optimizer_roles(synthesized, owner).values()
+    }
+    for actions, resources in allowed_statements(synthesized, owner):
+        for action in actions:
+            assert "TableOptimizer" not in action, action
+            assert action not in ("glue:*", "*"), action
+        if "iam:PassRole" in actions:
+            assert not set(resources) & optimizer_role_arns
+            assert all(r.startswith(f"<{owner}:") for r in resources), resources
 
 
 def test_control_a_wildcard_statement_would_be_caught(synthesized: Synthesized) -> None:
@@ -199,8 +306,11 @@ def test_control_a_wildcard_statement_would_be_caught(synthesized: Synthesized) 
         "stream consumer",
         "checkpoint object",
         "warehouse object",
+        "events data file",
+        "events metadata file",
         "artifact object",
-        "table",
+        "events table",
+        "another table",
         "failure topic",
     }
 
