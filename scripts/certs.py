@@ -1,0 +1,235 @@
+"""Create and upload an instance's TLS certificate zip: ``make certs INSTANCE=<domain-region>``.
+
+EMR in-transit encryption with ``CertificateProviderType: PEM`` loads a zip
+from S3 that must exist before the cluster is created, with files named
+exactly ``privateKey.pem`` and ``certificateChain.pem``, plus
+``trustedCertificates.pem`` when the certificate is not signed by a CA Java
+trusts by default, which a self-signed one is not. The certificate should be a
+wildcard for the domain the nodes live in: ``*.ec2.internal`` in us-east-1,
+``*.<region>.compute.internal`` elsewhere
+(https://docs.aws.amazon.com/emr/latest/ManagementGuide/emr-encryption-enable.html,
+"Providing certificates for encrypting data in transit").
+
+The stack cannot make the zip: a private key must not travel as a CDK asset.
+So this command generates it locally (RSA 2048, self-signed, ``--days``
+valid), uploads it with SSE-S3 to the instance's artifacts location
+``s3://<bucket>/tls/<instance>/certificates.zip`` and prints the value for
+``emr.tls_certificates_s3_uri``. The bucket is ``--bucket`` or, by default,
+``streaming-artifacts-<account>-<region>``: the stack's own artifacts bucket
+does not exist before the first deploy, so the command creates this one when
+missing (all public access blocked, TLS-only policy, versioned).
+
+Exit codes: 0 uploaded, 2 bad arguments or an instance not in cdk.json, 5 an
+AWS call failed (the message names it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import json
+import sys
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from app import aws_clients
+from infra.config import InstanceConfig, load_instances, read_cdk_context
+
+EXIT_OK, EXIT_USAGE, EXIT_AWS = 0, 2, 5
+CLIENT_LIMITS: Final = aws_clients.ClientLimits(
+    connect_timeout_sec=5, read_timeout_sec=30, retries=3
+)
+PRIVATE_KEY: Final = "privateKey.pem"
+CHAIN: Final = "certificateChain.pem"
+TRUSTED: Final = "trustedCertificates.pem"
+
+
+class CertsError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def node_domain(region: str) -> str:
+    """The wildcard the EMR docs name: us-east-1 nodes are ``*.ec2.internal``."""
+    return "*.ec2.internal" if region == "us-east-1" else f"*.{region}.compute.internal"
+
+
+def certificate_zip(region: str, *, days: int, now: dt.datetime | None = None) -> bytes:
+    """The three PEM files EMR expects, zipped (deterministic member order)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, node_domain(region))])
+    start = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(minutes=5)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(start + dt.timedelta(days=days))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(node_domain(region))]), critical=False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    cert_pem = certificate.public_bytes(serialization.Encoding.PEM)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member, data in ((PRIVATE_KEY, key_pem), (CHAIN, cert_pem), (TRUSTED, cert_pem)):
+            archive.writestr(member, data)
+    return buffer.getvalue()
+
+
+@dataclass(frozen=True)
+class Location:
+    bucket: str
+    key: str
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+
+def default_bucket(account: str, region: str) -> str:
+    return f"streaming-artifacts-{account}-{region}"
+
+
+def find_instance(cdk_json: Path, instance: str) -> InstanceConfig:
+    instances = load_instances(read_cdk_context(cdk_json))
+    for config in instances:
+        if config.instance_id == instance:
+            return config
+    known = ", ".join(c.instance_id for c in instances)
+    raise CertsError(
+        EXIT_USAGE, f"--instance {instance!r}: not declared in {cdk_json}; known: {known}"
+    )
+
+
+def ensure_bucket(s3: Any, bucket: str, region: str, *, tls_only: bool = True) -> bool:
+    """Create the bucket hardened if it does not exist; True if it was created.
+    ``tls_only=False`` is for a plain-HTTP emulator endpoint, where a
+    deny-unless-TLS policy would refuse every request."""
+    try:
+        s3.head_bucket(Bucket=bucket)
+        return False
+    except s3.exceptions.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+            raise
+    create: dict[str, Any] = {"Bucket": bucket}
+    if region != "us-east-1":
+        create["CreateBucketConfiguration"] = {"LocationConstraint": region}
+    s3.create_bucket(**create)
+    s3.put_public_access_block(
+        Bucket=bucket,
+        PublicAccessBlockConfiguration={
+            "BlockPublicAcls": True,
+            "IgnorePublicAcls": True,
+            "BlockPublicPolicy": True,
+            "RestrictPublicBuckets": True,
+        },
+    )
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    if not tls_only:
+        return True
+    s3.put_bucket_policy(
+        Bucket=bucket,
+        Policy=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "TlsOnly",
+                        "Effect": "Deny",
+                        "Principal": "*",
+                        "Action": "s3:*",
+                        "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+                        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                    }
+                ],
+            }
+        ),
+    )
+    return True
+
+
+def run(args: argparse.Namespace, out: Any) -> int:
+    config = find_instance(Path(args.cdk_json), args.instance)
+    region = config.region
+
+    def client(service: str) -> Any:
+        return aws_clients.client(
+            service, CLIENT_LIMITS, region=region, endpoint_url=args.endpoint_url
+        )
+
+    s3 = client("s3")
+    try:
+        bucket = args.bucket
+        if bucket is None:
+            account = client("sts").get_caller_identity()["Account"]
+            bucket = default_bucket(account, region)
+        plain_http = (args.endpoint_url or "").startswith("http://")
+        if ensure_bucket(s3, bucket, region, tls_only=not plain_http):
+            print(
+                f"created bucket s3://{bucket} (versioned, public access blocked, TLS only)",
+                file=out,
+            )
+        location = Location(bucket, f"tls/{config.instance_id}/certificates.zip")
+        body = certificate_zip(region, days=args.days)
+        s3.put_object(
+            Bucket=location.bucket, Key=location.key, Body=body, ServerSideEncryption="AES256"
+        )
+    except Exception as exc:  # botocore errors of any kind: name the call, exit 5
+        raise CertsError(EXIT_AWS, f"S3/STS call failed: {exc}") from exc
+    if args.out_dir:
+        Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(args.out_dir) / "certificates.zip").write_bytes(body)
+    print(f"uploaded {location.uri} (CN {node_domain(region)}, valid {args.days} days)", file=out)
+    print("set it in cdk.json for this instance:", file=out)
+    print(
+        json.dumps({"emr": {"tls_certificates_s3_uri": location.uri}}),
+        file=out,
+    )
+    print(f"emr.tls_certificates_s3_uri={location.uri}", file=out)
+    return EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m scripts.certs", description=__doc__.split("\n")[0])
+    p.add_argument("--instance", required=True, help="<domain>-<region> as declared in cdk.json")
+    p.add_argument("--bucket", help="upload here instead of streaming-artifacts-<account>-<region>")
+    p.add_argument("--days", type=int, default=365, help="certificate validity (default 365)")
+    p.add_argument("--cdk-json", default="cdk.json", help="where the instances are declared")
+    p.add_argument("--out-dir", help="also keep a copy of the zip here")
+    p.add_argument("--endpoint-url", help="S3/STS endpoint (emulators and tests)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.days < 1:
+            raise CertsError(EXIT_USAGE, f"--days {args.days}: expected an integer >= 1")
+        return run(args, sys.stdout)
+    except CertsError as exc:
+        print(f"certs: {exc}", file=sys.stderr)
+        return exc.code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
