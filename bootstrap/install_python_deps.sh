@@ -7,7 +7,13 @@
 # makes pip refuse any file whose hash is not in the lock, so every node gets
 # the same bytes the lock was reviewed with.
 #
-# Idempotent: pip leaves already-satisfied pins alone.
+# A missing interpreter or pip is installed with the OS package manager first
+# (dnf, or yum): EMR on AL2023 keeps /usr/bin/python3 at 3.9 and ships newer
+# Pythons as separate packages, e.g. python3.11 as /usr/bin/python3.11
+# (https://docs.aws.amazon.com/linux/al2023/ug/python.html); its pip is the
+# python3.11-pip package.
+#
+# Idempotent: pip leaves already-satisfied pins alone; dnf skips installed packages.
 # Exit codes: 0 ok, 2 usage, 5 library or lock download failed,
 #             6 interpreter or pip missing, 7 pip install failed.
 set -euo pipefail
@@ -59,14 +65,28 @@ while (($#)); do
 done
 [[ -n "$REQUIREMENTS" ]] || { log "--requirements is required"; usage; }
 
-[[ -x "$PYTHON" ]] || fail 6 "interpreter $PYTHON not found; set --python to the job's PYSPARK_PYTHON"
+# The OS package named after the interpreter (python3.11, python3.11-pip).
+os_install() {
+  local manager
+  manager="$(command -v dnf || command -v yum || true)"
+  [[ -n "$manager" ]] || { log "no dnf or yum on this node to install $*"; return 1; }
+  log "installing $* with $manager"
+  as_root "$manager" install -y -q "$@" >&2
+}
+
+PACKAGE="$(basename -- "$PYTHON")"
+if [[ ! -x "$PYTHON" ]]; then
+  os_install "$PACKAGE" "$PACKAGE-pip" || true
+  [[ -x "$PYTHON" ]] ||
+    fail 6 "interpreter $PYTHON not found and package $PACKAGE did not provide it; set --python to the job's PYSPARK_PYTHON"
+fi
 if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
   # Distribution interpreters may ship without pip; ensurepip uses the wheel
-  # bundled with the interpreter (no download).
+  # bundled with the interpreter (no download), the package manager comes next.
   log "$PYTHON has no pip; trying ensurepip"
-  as_root "$PYTHON" -m ensurepip >/dev/null 2>&1 || true
+  as_root "$PYTHON" -m ensurepip >/dev/null 2>&1 || os_install "$PACKAGE-pip" || true
   "$PYTHON" -m pip --version >/dev/null 2>&1 ||
-    fail 6 "$PYTHON has no pip and ensurepip failed; install its pip package first"
+    fail 6 "$PYTHON has no pip: ensurepip and package $PACKAGE-pip failed; install its pip first"
 fi
 
 fetch "$REQUIREMENTS" "$WORK/requirements.lock" || fail 5 "cannot read $REQUIREMENTS"

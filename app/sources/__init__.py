@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.sources.aws_kinesis import connector_options
+from app.sources.aws_kinesis import connector_options, require_connector
 from app.sources.schema import SHARD_ID, SOURCE_COLUMNS, SOURCE_SCHEMA
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
     options = connector_options(config)
     fmt = config.source.format
     if fmt == "aws-kinesis":
+        require_connector(spark)  # exit 2 with the jar path, not a bare lookup error
         frame = spark.readStream.format("aws-kinesis").options(**options).load()
     elif fmt == "python-kinesis":
         from app.sources.kinesis_python import FORMAT_NAME, register

@@ -19,9 +19,18 @@ connector's ``KinesisOptions``:
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
 
-from app.config import JobConfig
+from app.config import ConfigError, JobConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+FORMAT: Final = "aws-kinesis"
+# Where EMR images ship the awslabs connector (EMR Release Guide: releases
+# 7.1.0 and later; docs/deploy.md, "The Kinesis connector on emr-spark-8.0.0").
+CONNECTOR_DIR: Final = "/usr/share/aws/kinesis/spark-sql-kinesis/lib/"
 
 # Option names, shared with app.sources.kinesis_python.
 STREAM_NAME: Final = "kinesis.streamName"
@@ -71,3 +80,47 @@ def connector_options(config: JobConfig) -> dict[str, str]:
     if source.consumer_type == "SubscribeToShard" and source.consumer_name is not None:
         options[CONSUMER_NAME] = source.consumer_name
     return options
+
+
+def require_connector(spark: SparkSession, lookup: Callable[[str], object] | None = None) -> None:
+    """Fail at start, with the fix, when ``aws-kinesis`` does not resolve.
+
+    Why: without the connector on the classpath Spark only fails when the query
+    starts, with a bare ``DATA_SOURCE_NOT_FOUND`` that names neither the jar
+    nor how to get it. Raising :class:`app.config.ConfigError` makes the job
+    exit 2 (a setup problem, not a batch failure) with a message naming the
+    directory the EMR image should have and how to pin the jar instead.
+    ``lookup`` resolves a format name (Spark's ``DataSource.lookupDataSource``
+    by default) and raises when it cannot.
+    """
+    resolve = lookup if lookup is not None else _jvm_lookup(spark)
+    try:
+        resolve(FORMAT)
+    except Exception as exc:
+        raise ConfigError(
+            f"source.format: {FORMAT!r} does not resolve on this node ({_first_line(exc)}); "
+            f"expected the awslabs spark-sql-kinesis connector jar under {CONNECTOR_DIR} "
+            "(on EMR's default spark.driver/executor.extraClassPath). Check the release "
+            "ships it (ls that directory on a node) or pin the connector jar instead: add "
+            "it with its SHA-256 to bootstrap/jars.lock and to the construct's "
+            "jar_artifacts, so install_jars.sh puts it in /opt/streaming/jars "
+            "(docs/deploy.md, 'Pinned jars')"
+        ) from exc
+
+
+def _jvm_lookup(spark: SparkSession) -> Callable[[str], object]:
+    def lookup(name: str) -> object:
+        # py4j gateway: Spark has no public Python API for a format lookup.
+        jvm = spark.sparkContext._jvm
+        conf = spark._jsparkSession.sessionState().conf()
+        assert jvm is not None
+        return jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+            name, conf
+        )
+
+    return lookup
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__

@@ -94,6 +94,49 @@ def test_missing_interpreter_fails_naming_the_fix(tmp_path: Path) -> None:
     assert "set --python to the job's PYSPARK_PYTHON" in result.stderr
 
 
+def _fake_dnf(bin_dir: Path, provides: Path) -> Path:
+    """A ``dnf`` that records its argv and "installs" the interpreter (a copy of
+    ``provides``, the fake python) where the script expects it."""
+    record = bin_dir / "dnf.argv"
+    dnf = bin_dir / "dnf"
+    dnf.write_text(
+        "#!/usr/bin/env bash\n"
+        f'printf "%s\\n" "$*" >> "{record}"\n'
+        f'cp "{provides}" "{bin_dir / "installed" / "python3.11"}"\n',
+        encoding="utf-8",
+    )
+    dnf.chmod(0o755)
+    return record
+
+
+def test_missing_interpreter_is_installed_with_the_os_package_manager(
+    fake_python: Path,
+) -> None:
+    """EMR on AL2023: /usr/bin/python3.11 comes from the python3.11 package."""
+    bin_dir = fake_python.parent
+    (bin_dir / "installed").mkdir()
+    target = bin_dir / "installed" / "python3.11"
+    record = _fake_dnf(bin_dir, fake_python)
+    result = run(
+        "--requirements", f"file://{LOCK}", "--python", target, bin_dir=bin_dir,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert record.read_text(encoding="utf-8").splitlines() == [
+        "install -y -q python3.11 python3.11-pip"
+    ]
+    assert "installing python3.11 python3.11-pip with" in result.stderr
+    assert (target.parent / "seen.lock").read_bytes() == LOCK.read_bytes()  # then pip ran
+
+
+def test_present_interpreter_installs_no_os_package(fake_python: Path) -> None:
+    bin_dir = fake_python.parent
+    (bin_dir / "installed").mkdir()
+    record = _fake_dnf(bin_dir, fake_python)
+    result = run("--requirements", f"file://{LOCK}", "--python", fake_python, bin_dir=bin_dir)
+    assert result.returncode == 0, result.stderr
+    assert not record.exists()
+
+
 def test_lock_pins_every_package_with_hashes() -> None:
     """--require-hashes refuses an entry without a hash; catch it here, not at boot."""
     hashes: dict[str, int] = {}
