@@ -68,6 +68,14 @@ bench: $(STAMP) ## Benchmarks: ratios against a baseline measured in the same ru
 redeploy: $(STAMP) ## Stop the running job version gracefully and submit the current one (INSTANCE=domain-region)
 	$(PY) -m scripts.redeploy --instance "$(INSTANCE)" $(ARGS)
 
+.PHONY: certs
+certs: $(STAMP) ## Create the EMR TLS certificate zip for an instance, upload it, print the config value (INSTANCE=domain-region)
+	$(PY) -m scripts.certs --instance "$(INSTANCE)" $(ARGS)
+
+.PHONY: preflight
+preflight: $(STAMP) ## Check an account/region is ready for an instance's first deploy (INSTANCE=domain-region)
+	$(PY) -m scripts.preflight --instance "$(INSTANCE)" $(ARGS)
+
 .PHONY: clean
 clean: ## Remove run outputs (cdk.out, .work); keeps .venv
 	rm -rf cdk.out .work

@@ -60,6 +60,7 @@ TLS_ZIP_URI_PATTERN: Final = re.compile(
 EMAIL_PATTERN: Final = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 MIN_KAFKA_VERSION: Final = (3, 6)  # AWS::MSK::Topic needs Kafka >= 3.6
+CREATED_VPC_ZONES: Final = 3  # zones a created VPC spans when none are listed
 # The shipped example's TLS zip: it does not exist, so a cluster created with it
 # fails. ``build_app`` refuses it unless the synth is a check of the example
 # (``SYNTH_CHECK_CONTEXT_KEY``); ``make certs`` creates the real one.
@@ -367,7 +368,8 @@ def msk_client_subnets(network: NetworkConfig) -> int:
     """How many private subnets a created MSK cluster spans (MSK takes 2 or 3).
     A created VPC without listed zones spans the region's first 3 (``Fn::GetAZs``)."""
     if network.vpc_id is None:
-        return min(3, len(network.availability_zones)) if network.availability_zones else 3
+        zones = len(network.availability_zones) or CREATED_VPC_ZONES
+        return min(3, zones)
     return min(3, len(network.private_subnet_ids))
 
 

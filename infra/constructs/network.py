@@ -14,12 +14,11 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IDependable
 
-from infra.config import NetworkConfig
+from infra.config import CREATED_VPC_ZONES, NetworkConfig
 from infra.constructs.logs_key import encrypted_log_group
 
 # AmazonEMRServicePolicy_v2 only acts on VPC resources carrying this tag.
 EMR_MANAGED_TAG: Final = ("for-use-with-amazon-emr-managed-policies", "true")
-CREATED_VPC_ZONES: Final = 3
 
 
 @dataclass(frozen=True)
