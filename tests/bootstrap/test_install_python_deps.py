@@ -142,7 +142,7 @@ def test_lock_pins_every_package_with_hashes() -> None:
     hashes: dict[str, int] = {}
     current = None
     for line in LOCK.read_text(encoding="utf-8").splitlines():
-        pinned = re.match(r"^([A-Za-z0-9_.-]+)==\S+", line)
+        pinned = re.match(r"^([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==\S+", line)  # name[extras]==version
         if pinned:
             current = pinned[1].lower()
             hashes[current] = 0
@@ -153,3 +153,7 @@ def test_lock_pins_every_package_with_hashes() -> None:
     assert all(count >= 1 for count in hashes.values()), hashes
     # Native wheels for both x86_64 (m5) and Graviton (m6g/m7g) nodes.
     assert hashes["confluent-kafka"] >= 2
+    # The events table's writer: pyiceberg (with extras) and its Rust core.
+    assert hashes["pyiceberg"] >= 2
+    assert hashes["pyiceberg-core"] >= 2
+    assert hashes["pyarrow"] >= 2
