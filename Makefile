@@ -60,6 +60,10 @@ test-e2e: $(STAMP) ## End-to-end tier: the job as a child process on fresh emula
 run: $(STAMP) ## Run the local pipeline end to end on the embedded emulators (ARGS="--instances a,b")
 	$(PY) -m local $(ARGS)
 
+.PHONY: maintain
+maintain: $(STAMP) ## Expire snapshots and delete orphan files of a local run's tables (ARGS="--work-dir .work/run")
+	$(PY) -m local.maintain $(ARGS)
+
 .PHONY: bench
 bench: $(STAMP) ## Benchmarks: ratios against a baseline measured in the same run
 	$(PY) -m bench $(ARGS)

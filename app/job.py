@@ -159,11 +159,14 @@ def run(
     s3_client: Any = None,
 ) -> int:
     """Start the query and supervise it until it fails or is asked to stop."""
-    from app.micro_batch import BatchProcessor
+    from app.micro_batch import BatchProcessor, prepare
     from app.monitoring import BatchResults, CloudWatchPublisher, make_listener
+    from app.sinks.iceberg_catalog import ensure_table
     from app.sinks.kafka import KafkaSettings, resolve_bootstrap_servers
-    from app.sinks.table import ensure_table
     from app.sources import read_stream
+
+    check_stream_retention(config)
+    table = ensure_table(config)
 
     bootstrap = resolve_bootstrap_servers(config.kafka, region=config.region)
     kafka = KafkaSettings.from_options(
@@ -185,13 +188,10 @@ def run(
         )
         listener = make_listener(publisher, results, config.trigger_interval_sec)
         spark.streams.addListener(listener)
-    ensure_table(
-        spark, config.database, config.table, config.event_fields, config.database_location
-    )
-    processor = BatchProcessor(config, kafka, on_result=results.put)
+    processor = BatchProcessor(config, kafka, on_result=results.put, table=table)
     marker = StopMarker(config.stop_marker_path, s3_client) if config.stop_marker_path else None
     query = (
-        read_stream(spark, config)
+        prepare(read_stream(spark, config), config)
         .writeStream.queryName(f"events_{config.instance_id}".replace("-", "_"))
         .option("checkpointLocation", config.checkpoint_location)
         .trigger(processingTime=f"{config.trigger_interval_sec} seconds")
@@ -212,6 +212,32 @@ def run(
                 publisher.failed_calls,
                 publisher.dropped,
             )
+
+
+def check_stream_retention(config: JobConfig, kinesis: Any = None) -> None:
+    """The live stream's retention must not exceed the de-duplication horizon
+    (see ``JobConfig.dedup_horizon_hours``): someone may have raised it outside
+    the stack. ``RetentionPeriodHours`` from DescribeStreamSummary
+    (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_StreamDescriptionSummary.html)."""
+    if kinesis is None:
+        kinesis = aws_clients.client(
+            "kinesis",
+            aws_clients.JOB_S3,
+            region=config.region,
+            endpoint_url=config.kinesis_endpoint_url,
+        )
+    try:
+        summary = kinesis.describe_stream_summary(StreamName=config.stream_name)
+    except Exception as exc:
+        raise ConfigError(f"stream {config.stream_name}: cannot describe it: {exc}") from exc
+    retention = int(summary["StreamDescriptionSummary"]["RetentionPeriodHours"])
+    if retention > config.dedup_horizon_hours:
+        raise ConfigError(
+            f"stream {config.stream_name}: retention is {retention} h but dedup_horizon_hours "
+            f"is {config.dedup_horizon_hours}; expected a horizon >= the retention (raise "
+            "job.dedup_horizon_hours, or lower the stream's retention): a shorter horizon "
+            "would silently drop readable records of a shard that is behind"
+        )
 
 
 def supervise(

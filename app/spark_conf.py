@@ -9,7 +9,10 @@ apart between what is tested here and what runs on the cluster:
   failures on a streaming job),
 * the Hive catalog on (``InMemoryCatalog cannot be cast to HiveExternalCatalog``),
 * speculation off (the Kinesis connector does not support it),
-* a fixed executor count and shuffle partitions sized to the cores, not 200.
+* a fixed executor count and shuffle partitions sized to the cores, not 200,
+* the de-duplication state in RocksDB with changelog checkpointing: the state
+  holds one key per event of the horizon (millions), which the default
+  in-memory provider would keep on the JVM heap and snapshot whole every batch.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ class ExecutorSizing:
         return self.instances * self.cores
 
 
+ROCKSDB_PROVIDER: Final = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
 def streaming_conf(sizing: ExecutorSizing) -> dict[str, str]:
     """Spark settings every deployment of the job must have, EMR or local."""
     return {
@@ -48,6 +54,10 @@ def streaming_conf(sizing: ExecutorSizing) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        # https://spark.apache.org/docs/4.0.0/structured-streaming-programming-guide.html
+        # ("RocksDB State Store Implementation", "Changelog Checkpointing").
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # A long-running job: retry a lost driver a few times, but forget
         # failures older than an hour so a week-old blip does not count.
         "spark.yarn.maxAppAttempts": "4",

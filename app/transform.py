@@ -22,10 +22,10 @@ Failure reasons, in precedence order (the first that applies wins):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
+from app import table_layout as layout
 from app.config import DEFAULT_EVENT_FIELDS, EventField
 from app.sources.schema import (
     ARRIVAL_TIMESTAMP,
@@ -35,6 +35,7 @@ from app.sources.schema import (
     SHARD_ID,
     STREAM_NAME,
 )
+from app.table_layout import column_name, raw_column_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -62,16 +63,16 @@ ERROR_CLASSES: Final = {
 REASON: Final = "failure_reason"
 MESSAGE: Final = "failure_message"
 ERROR_CLASS: Final = "failure_class"
-EVENT_DATE: Final = "event_date"
-BATCH_ID: Final = "batch_id"
+# The state store's de-duplication key (never a table column).
+DEDUP_KEY: Final = "_dedup_key"
 
-# Source coordinates as table columns (Hive lower-cases names: use snake_case).
+# Source coordinates as table columns.
 SOURCE_TABLE_COLUMNS: Final = (
-    (STREAM_NAME, "stream_name"),
-    (SHARD_ID, "shard_id"),
-    (SEQUENCE_NUMBER, "sequence_number"),
-    (PARTITION_KEY, "partition_key"),
-    (ARRIVAL_TIMESTAMP, "arrival_time"),
+    (STREAM_NAME, layout.STREAM_NAME),
+    (SHARD_ID, layout.SHARD_ID),
+    (SEQUENCE_NUMBER, layout.SEQUENCE_NUMBER),
+    (PARTITION_KEY, layout.PARTITION_KEY),
+    (ARRIVAL_TIMESTAMP, layout.ARRIVAL_TIME),
 )
 
 # ISO-8601 extended form: date, 'T', time with 1-9 fractional digits, optional
@@ -90,43 +91,12 @@ _SPARK_TYPES: Final = {
     "double": "double",
     "boolean": "boolean",
     "timestamp": "timestamp",
-    "object": "string",
-    "array": "string",
 }
-
-
-def column_name(field_name: str) -> str:
-    """The table column of a JSON field: ``occurredAt`` -> ``occurred_at``."""
-    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", field_name).lower()
-    return re.sub(r"[^a-z0-9_]", "_", snake)
-
-
-def raw_column_name(field_name: str) -> str:
-    """Timestamp fields also keep the string as sent (nanoseconds, offset)."""
-    return f"{column_name(field_name)}_raw"
 
 
 def event_columns(fields: Sequence[EventField]) -> list[tuple[str, str]]:
     """``(column, spark type)`` of the parsed event, in schema order."""
-    out: list[tuple[str, str]] = []
-    for spec in fields:
-        out.append((column_name(spec.name), _SPARK_TYPES[spec.type]))
-        if spec.type == "timestamp":
-            out.append((raw_column_name(spec.name), "string"))
-    return out
-
-
-def table_columns(fields: Sequence[EventField]) -> list[tuple[str, str]]:
-    """Every column of the events table; the partition column comes last."""
-    return [
-        *event_columns(fields),
-        *(
-            (name, "timestamp" if src == ARRIVAL_TIMESTAMP else "string")
-            for src, name in SOURCE_TABLE_COLUMNS
-        ),
-        (BATCH_ID, "bigint"),
-        (EVENT_DATE, "date"),
-    ]
+    return [(col.name, _SPARK_TYPES[col.type]) for col in layout.event_columns(fields)]
 
 
 def parse_timestamp(text: Column) -> Column:
@@ -303,67 +273,47 @@ def failures(classified: DataFrame) -> DataFrame:
     )  # fmt: skip
 
 
-def valid_rows(
-    classified: DataFrame, *, fields: Sequence[EventField], event_time_field: str, batch_id: int
-) -> DataFrame:
-    """Valid events in the table's column order (``event_date`` derived from the
-    event time in UTC, ``batch_id`` recording which micro-batch wrote the row)."""
+def valid_rows(classified: DataFrame, *, fields: Sequence[EventField], batch_id: int) -> DataFrame:
+    """Valid events in the table's column order (:func:`app.table_layout.table_columns`);
+    ``batch_id`` records which micro-batch wrote the row."""
     from pyspark.sql import functions as sf
 
     return classified.where(sf.col(REASON).isNull()).select(
         *(name for name, _ in event_columns(fields)),
         *(sf.col(src).alias(name) for src, name in SOURCE_TABLE_COLUMNS),
-        sf.lit(batch_id).cast("bigint").alias(BATCH_ID),
-        utc_date(sf.col(column_name(event_time_field))).alias(EVENT_DATE),
+        sf.lit(batch_id).cast("bigint").alias(layout.BATCH_ID),
     )
 
 
-def _sequence_order(seq: Column) -> Column:
-    """Kinesis sequence numbers are decimal strings of up to 128 bits (too wide
-    for a long): compare by length, then lexically, which is numeric order."""
+def dedup_key(id_column: str) -> Column:
+    """What the state store de-duplicates on: the event id for a valid record;
+    the source coordinates for a failure, so two different bad records are
+    never merged (each must reach the failure topic) while a replayed one is."""
     from pyspark.sql import functions as sf
 
-    return sf.struct(sf.length(seq).alias("len"), seq.alias("digits"))
+    coordinates = sf.concat_ws("/", sf.col(STREAM_NAME), sf.col(SHARD_ID), sf.col(SEQUENCE_NUMBER))
+    return (
+        sf.when(sf.col(REASON).isNull(), sf.concat(sf.lit("id:"), sf.col(id_column)))
+        .otherwise(sf.concat(sf.lit("src:"), coordinates))
+        .alias(DEDUP_KEY)
+    )
 
 
-def latest_per_id(
-    rows: DataFrame,
-    *,
-    id_column: str,
-    time_column: str,
-    existing_ids: DataFrame | None = None,
-) -> DataFrame:
-    """One row per id: the latest by event time, then by sequence number.
+def deduplicated(classified: DataFrame, *, id_column: str, horizon_hours: int) -> DataFrame:
+    """The streaming plan's de-duplication: the first record of each key within
+    ``horizon_hours`` of Kinesis arrival time passes, later ones are dropped.
 
-    With ``existing_ids`` (a one-column frame of ids already in the table), ids
-    found there are dropped, which makes the table append-only and first-wins
-    across batches and a replayed batch write nothing twice. Both inputs go
-    through ONE aggregation keyed by id, so the plan has exactly one shuffle:
-    the union is aggregated, not joined (a join would shuffle both sides).
+    ``dropDuplicatesWithinWatermark`` keeps each key in the state store (the
+    RocksDB provider, :mod:`app.spark_conf`) until the watermark passes its
+    arrival time plus the horizon; its hash exchange by key is the batch's only
+    shuffle. The watermark also DROPS rows older than itself, silently: it runs
+    on arrival time with a delay of at least the stream's retention
+    (``JobConfig`` enforces it, and the job checks the live stream at start),
+    so no record the stream can still return is ever that old.
     """
-    from pyspark.sql import functions as sf
 
-    columns = rows.columns
-    candidate = sf.struct(
-        sf.col(time_column).alias("_t"),
-        _sequence_order(sf.col("sequence_number")).alias("_s"),
-        *(sf.col(c) for c in columns if c != id_column),
-    )
-    batch = rows.select(
-        sf.col(id_column).alias("_id"), candidate.alias("_row"), sf.lit(0).alias("_seen")
-    )
-    if existing_ids is not None:
-        seen = existing_ids.select(
-            sf.col(existing_ids.columns[0]).alias("_id"),
-            sf.lit(None).cast(batch.schema["_row"].dataType).alias("_row"),
-            sf.lit(1).alias("_seen"),
-        )
-        batch = batch.unionByName(seen)
-    reduced = batch.groupBy("_id").agg(sf.max("_row").alias("_row"), sf.max("_seen").alias("_seen"))
-    kept = reduced.where((sf.col("_seen") == 0) & sf.col("_row").isNotNull())
-    return kept.select(
-        *(
-            sf.col("_id").alias(c) if c == id_column else sf.col(f"_row.{c}").alias(c)
-            for c in columns
-        )
-    )
+    keyed = classified.select("*", dedup_key(id_column))
+    if not keyed.isStreaming:  # one static batch (tests, benchmarks): the same rule, no state
+        return keyed.dropDuplicates([DEDUP_KEY]).drop(DEDUP_KEY)
+    watermarked = keyed.withWatermark(ARRIVAL_TIMESTAMP, f"{horizon_hours} hours")
+    return watermarked.dropDuplicatesWithinWatermark([DEDUP_KEY]).drop(DEDUP_KEY)

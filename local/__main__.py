@@ -72,13 +72,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--timeout", type=float, default=240.0, help="max seconds to wait for the job"
     )
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR)
-    parser.add_argument(
-        "--read-table",
-        choices=("files", "spark"),
-        default="files",
-        help="how the summary reads the table: its Parquet files (default, no JVM) or "
-        "a Spark session on the run's Hive metastore after the job stopped",
-    )
     parser.add_argument("--progress-every", type=float, default=3.0, help="seconds")
     return parser.parse_args(argv)
 
@@ -134,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             codes = _stop_all(locals_)
             summaries = []
             for local in locals_:
-                summary = local.summary(via=args.read_table)
+                summary = local.summary()
                 local.write_summary(summary)
                 summaries.append(summary)
         finally:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,14 +21,14 @@ from typing import Any, Final
 
 from app.config import JobConfig
 from app.polling import poll_until
-from app.transform import column_name
+from app.table_layout import column_name
 from local.emulators import FAKE_CREDENTIALS, Endpoints
 from local.failures import TopicContents, ensure_topic, read_topic
-from local.job_process import JobProcess, clear_stop_marker, job_environment
+from local.job_process import JobProcess, clear_stop_marker
 from local.metrics import PublishedMetrics, cloudwatch_client, read_published
 from local.producer import ProduceReport, ensure_stream, kinesis_client, put_all
 from local.summary import RunFigures, Summary, summarize
-from local.table import ids_in_files, read_table_with_spark
+from local.table import TableFigures, figures, read_rows
 
 # An on-demand stream has no shard count in the config; moto creates 4 shards
 # for ON_DEMAND, as Kinesis does.
@@ -85,8 +84,12 @@ def build_job_config(
         aws_endpoint_url=endpoints.aws_url,
         source_format="python-kinesis",
     )
-    if overrides:
-        config = replace_fields(config, overrides)
+    catalog = {
+        "type": "sql",
+        "uri": f"sqlite:///{root / 'catalog.db'}",
+        "warehouse": f"file://{root / 'warehouse'}",
+    }
+    config = replace_fields(config, {"catalog": catalog, **(overrides or {})})
     return config
 
 
@@ -258,6 +261,18 @@ class LocalInstance:
                 found[int(path.name)] = json.loads(lines[2])
         return dict(sorted(found.items()))
 
+    def query_id(self) -> str | None:
+        """The streaming query's persistent id (``<checkpoint>/metadata``), or
+        None before the first start wrote it."""
+        path = self.checkpoint / "metadata"
+        if not path.exists():
+            return None
+        text = path.read_text(encoding="utf-8").strip()
+        if not text:
+            return None
+        value = json.loads(text.splitlines()[0]).get("id")
+        return str(value) if value else None
+
     def committed_batches(self) -> set[int]:
         commits = self.checkpoint / "commits"
         if not commits.exists():
@@ -267,7 +282,7 @@ class LocalInstance:
     def observe(self) -> Observation:
         expected = self.expected_ids()
         failures = self.expected_failures()
-        seen_ids = set(ids_in_files(self.table_location, self.id_column)) & expected
+        seen_ids = set(self.table_ids()) & expected
         try:
             topic = read_topic(self.endpoints.kafka_bootstrap, self.config.kafka.topic, timeout=15)
             seen_failures = len(topic.keys & set(failures))
@@ -322,23 +337,12 @@ class LocalInstance:
     # ---------------------------------------------------------- final figures
 
     def read_table(self, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """The table (``columns``, default the id) through the Hive catalog; the
-        job must be stopped."""
-        if self.job is not None and self.job.running:
-            raise RuntimeError(f"{self.name}: stop the job before reading its metastore")
-        env = job_environment(dict(os.environ), self.config.region)
-        return read_table_with_spark(
-            work_dir=self.work_dir,
-            table=f"{self.config.database}.{self.config.table}",
-            columns=columns or (self.id_column,),
-            env=env,
-            out=self.root / "table.json",
-        )
+        """The table's current snapshot (``columns``, default the id), read
+        through the catalog; works while the job runs."""
+        return read_rows(self.config, columns or (self.id_column,))
 
-    @property
-    def work_dir(self) -> Path:
-        """Where the job's local Spark conf puts Derby and the warehouse."""
-        return self.root
+    def table_figures(self) -> TableFigures:
+        return figures(self.config)
 
     def read_topic(self) -> TopicContents:
         return read_topic(self.endpoints.kafka_bootstrap, self.config.kafka.topic, timeout=60)
@@ -347,23 +351,13 @@ class LocalInstance:
         client = cloudwatch_client(self.config.region, self.endpoints.aws_url)
         return read_published(client, self.name, self.started_at, datetime.now(UTC))
 
-    def table_ids(self, via: str = "spark") -> list[str]:
-        """Every id in the table, duplicates included.
+    def table_ids(self) -> list[str]:
+        """Every id in the table, duplicates included."""
+        return [str(r[self.id_column]) for r in self.read_table()]
 
-        ``spark``: through the Hive catalog (a fresh JVM on the run's metastore;
-        the job must be stopped). ``files``: the Parquet files under the table
-        location, no JVM. They agree because the job registers a partition
-        before it writes into it (``app.sinks.table``), and both skip the
-        ``_``/``.`` staging paths; the crash-loop case checks that they do.
-        """
-        if via == "spark":
-            return [str(r[self.id_column]) for r in self.read_table()]
-        if via == "files":
-            return ids_in_files(self.table_location, self.id_column)
-        raise ValueError(f"via={via!r}: not one of spark, files")
-
-    def summary(self, table_ids: Sequence[str] | None = None, *, via: str = "spark") -> Summary:
-        ids = table_ids if table_ids is not None else self.table_ids(via)
+    def summary(self, table_ids: Sequence[str] | None = None) -> Summary:
+        ids = table_ids if table_ids is not None else self.table_ids()
+        table = self.table_figures()
         topic = self.read_topic()
         try:
             metrics = self.read_metrics()
@@ -380,6 +374,8 @@ class LocalInstance:
             expected_ids=frozenset(self.expected_ids()),
             expected_failures=self.expected_failures(),
             table_ids=ids,
+            table_snapshots=table.snapshots,
+            table_data_files=table.data_files,
             topic_reasons_by_key=topic.reasons_by_key,
             topic_records=topic.records,
             batch_durations_ms=metrics.batch_durations_ms,

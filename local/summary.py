@@ -39,6 +39,8 @@ class RunFigures:
     topic_reasons_by_key: Mapping[str, Sequence[str]]
     topic_records: int
     batch_durations_ms: Sequence[float] = ()
+    table_snapshots: int = 0
+    table_data_files: int = 0
     batches: int = 0
     metrics_published: int = 0
     seconds: float = 0.0
@@ -65,6 +67,8 @@ class Summary:
     p99_batch_ms: float | None
     metrics_published: int
     seconds: float
+    snapshots: int = 0
+    data_files: int = 0
     problems: tuple[str, ...] = field(default=())
 
     @property
@@ -80,7 +84,9 @@ class Summary:
             f"instance {self.instance}",
             f"  records produced      {self.produced_records:>8,}  "
             f"({self.resent_records:,} re-sent ids, {self.unique_events:,} unique events)",
-            f"  rows in the table     {self.rows:>8,}",
+            f"  rows in the table     {self.rows:>8,}  "
+            f"(read through the catalog: {self.snapshots:,} snapshots, "
+            f"{self.data_files:,} data files)",
             f"  failure records       {self.failure_records:>8,}  "
             f"(distinct keys; {self.failure_records_raw:,} on the topic) by reason: {reasons}",
             f"  duplicate ids         {self.duplicate_ids:>8,}",
@@ -174,5 +180,7 @@ def summarize(figures: RunFigures) -> Summary:
         p99_batch_ms=percentile(durations, 99),
         metrics_published=figures.metrics_published,
         seconds=figures.seconds,
+        snapshots=figures.table_snapshots,
+        data_files=figures.table_data_files,
         problems=tuple(problems),
     )

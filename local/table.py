@@ -1,85 +1,111 @@
-"""Read the events table from outside the job.
+"""Read the events table from outside the job, through its catalog.
 
-The local metastore is embedded Derby: one JVM at a time. While the job runs it
-owns the metastore, so progress comes from the table's Parquet files (pyarrow,
-no JVM): a cheap, slightly optimistic view (a file can be visible a moment
-before its partition is registered). The final verdict reads the table through
-the Hive catalog in a Spark session of its own, started after the job has
-stopped and released Derby: what a user's ``SELECT`` would return.
+The local catalog is pyiceberg's ``SqlCatalog`` on a SQLite file: any number of
+readers, also while the job commits, each seeing whole snapshots only (what a
+user's query engine would see). ``python -m local maintain`` also lives on
+these helpers: it deletes the orphan files a crashed attempt left behind.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any
 
-# Spark's file index skips every path component starting with one of these
-# (Hadoop's hidden-file rule), which is what keeps the job's staging
-# directories (app.sinks.table.STAGING_PREFIXES) out of a read; a test checks
-# that it covers them.
-HIDDEN_PREFIXES: Final = (".", "_")
+from app.config import JobConfig
+from app.sinks.iceberg_catalog import open_catalog, with_retries
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 
-def data_files(location: Path) -> list[Path]:
-    """Committed Parquet files under a table location (staging dirs excluded)."""
-    if not location.exists():
+@dataclass(frozen=True)
+class TableFigures:
+    """What the summary shows of the table itself."""
+
+    snapshots: int
+    data_files: int
+    rows: int
+
+
+def load_table(config: JobConfig) -> Table:
+    catalog = with_retries(lambda: open_catalog(config), "open catalog", config.catalog)
+    return with_retries(
+        lambda: catalog.load_table((config.database, config.table)),
+        f"load {config.database}.{config.table}",
+        config.catalog,
+    )
+
+
+def table_exists(config: JobConfig) -> bool:
+    catalog = open_catalog(config)
+    return bool(catalog.table_exists((config.database, config.table)))
+
+
+def read_rows(config: JobConfig, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows of the current snapshot (none before the first commit)."""
+    if not table_exists(config):
         return []
-    found: list[Path] = []
-    for path in location.rglob("*.parquet"):
-        parts = path.relative_to(location).parts
-        if any(part.startswith(HIDDEN_PREFIXES) for part in parts):
-            continue
-        found.append(path)
-    return sorted(found)
-
-
-def ids_in_files(location: Path, column: str) -> list[str]:
-    """Every id (``column``) in the table's files; a file removed while reading is skipped."""
-    import pyarrow.parquet as pq
-
-    ids: list[str] = []
-    for path in data_files(location):
-        try:
-            table = pq.read_table(path, columns=[column])
-        except (FileNotFoundError, OSError):
-            continue
-        ids.extend(str(v) for v in table.column(column).to_pylist())
-    return ids
-
-
-def read_table_with_spark(
-    *,
-    work_dir: Path,
-    table: str,
-    columns: Sequence[str],
-    env: dict[str, str],
-    out: Path,
-    timeout: float = 180.0,
-) -> list[dict[str, Any]]:
-    """Rows of ``table`` via a fresh Spark session on the run's metastore.
-
-    Runs in a child process (its own JVM) so the caller never holds Derby.
-    """
-    command = [
-        sys.executable,
-        "-m",
-        "local.read_table",
-        "--work-dir",
-        str(work_dir),
-        "--table",
-        table,
-        "--columns",
-        ",".join(columns),
-        "--out",
-        str(out),
-    ]
-    completed = subprocess.run(command, env=env, capture_output=True, timeout=timeout, check=False)
-    if completed.returncode != 0:
-        tail = completed.stderr.decode(errors="replace")[-3000:]
-        raise RuntimeError(f"reading {table} failed (exit {completed.returncode}):\n{tail}")
-    rows: list[dict[str, Any]] = json.loads(out.read_text(encoding="utf-8"))
+    table = load_table(config)
+    rows: list[dict[str, Any]] = table.scan(selected_fields=tuple(columns)).to_arrow().to_pylist()
     return rows
+
+
+def figures(config: JobConfig) -> TableFigures:
+    if not table_exists(config):
+        return TableFigures(0, 0, 0)
+    table = load_table(config)
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return TableFigures(0, 0, 0)
+    files = table.inspect.files()
+    return TableFigures(
+        snapshots=len(table.snapshots()),
+        data_files=files.num_rows,
+        rows=sum(files.column("record_count").to_pylist()),
+    )
+
+
+def referenced_files(table: Table) -> set[str]:
+    """Every data file, manifest, manifest list and metadata file the table's
+    metadata still reaches (all snapshots, not only the current one)."""
+    paths: set[str] = set()
+    paths.update(str(p) for p in table.inspect.all_files().column("file_path").to_pylist())
+    paths.update(str(p) for p in table.inspect.all_manifests().column("path").to_pylist())
+    for snapshot in table.snapshots():
+        if snapshot.manifest_list:
+            paths.add(snapshot.manifest_list)
+    paths.add(table.metadata_location)
+    paths.update(entry.metadata_file for entry in table.metadata.metadata_log)
+    return {_local_path(p) for p in paths}
+
+
+def _local_path(location: str) -> str:
+    return str(Path(location.removeprefix("file://").removeprefix("file:")).resolve())
+
+
+def orphan_files(table: Table, older_than: timedelta, now: float | None = None) -> list[Path]:
+    """Files under the table's location that its metadata no longer reaches,
+    older than ``older_than`` (a younger one may belong to a commit in flight)."""
+    root = Path(_local_path(table.location()))
+    if not root.exists():
+        return []
+    cutoff = (now if now is not None else time.time()) - older_than.total_seconds()
+    keep = referenced_files(table)
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and str(p.resolve()) not in keep and p.stat().st_mtime < cutoff
+    )
+
+
+def delete_orphans(config: JobConfig, older_than: timedelta) -> list[Path]:
+    """The local stand-in for the Glue orphan-file optimizer."""
+    table = load_table(config)
+    found = orphan_files(table, older_than)
+    for path in found:
+        path.unlink(missing_ok=True)
+    return found

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -60,9 +61,23 @@ def job_config(
             "flush_timeout_sec": 10,
         },
         "max_record_bytes": 2_048,
+        "catalog": local_catalog(tempfile.mkdtemp(prefix="catalog-")),
     }
     raw.update(overrides)
     return JobConfig.from_dict(raw)
+
+
+def local_catalog(root: str) -> dict[str, str]:
+    """A SQLite Iceberg catalog with its warehouse under ``root``."""
+    return {"type": "sql", "uri": f"sqlite:///{root}/catalog.db", "warehouse": f"file://{root}/wh"}
+
+
+def table_ids(table: Any) -> list[str]:
+    """Every id in the table's current snapshot (duplicates included)."""
+    table.refresh()
+    if table.current_snapshot() is None:
+        return []
+    return [str(i) for i in table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()]
 
 
 def kafka_settings(config: JobConfig) -> KafkaSettings:
@@ -94,22 +109,21 @@ def exchanges_in_plan(description: str) -> list[str]:
     return _EXCHANGE.findall(tree)
 
 
-def exchanges_of(spark: Any, action: Callable[[], object]) -> list[str]:
-    """Every Exchange in the final plans of the SQL executions ``action`` runs.
+def shuffles_of(spark: Any, action: Callable[[], object]) -> int:
+    """How many shuffles ``action`` ran: the completed stages of its jobs that
+    wrote shuffle output. A stage skipped because its output was cached or
+    reused is not counted; a persisted batch's plan still PRINTS its Exchange
+    in every execution that reads the cache, which is why plans are not the
+    measure here.
 
-    Spark's status store (the SQL tab's data) is written by a listener on the
-    asynchronous listener bus. When ``action`` returns, the store may still hold
-    an execution's plan as it was mid-run -- AQE's "Current Plan" followed by
-    the "Initial Plan", the same Exchange printed twice -- or miss the
-    execution altogether; on a loaded machine the bus lags by seconds. So the
-    bus is drained before reading, and every execution read must have ended.
-    The executions are picked by a unique job description set around
-    ``action`` (Spark records ``spark.job.description`` as the execution's
-    description), not by position in the store: a position counts whatever
-    else ran meanwhile (another thread's query) and shifts when the store
-    drops old executions (``spark.sql.ui.retainedExecutions``).
+    Spark's status store is written by a listener on the asynchronous listener
+    bus: when ``action`` returns the store may still miss a stage, so the bus is
+    drained first. The jobs are picked by a unique job description set around
+    ``action`` (``spark.job.description``), not by position in the store: a
+    position counts whatever else ran meanwhile and shifts when the store drops
+    old entries.
     """
-    tag = f"exchanges-of-{uuid.uuid4().hex}"
+    tag = f"shuffles-of-{uuid.uuid4().hex}"
     context = spark.sparkContext
     previous = context.getLocalProperty(JOB_DESCRIPTION)
     context.setLocalProperty(JOB_DESCRIPTION, tag)
@@ -117,20 +131,31 @@ def exchanges_of(spark: Any, action: Callable[[], object]) -> list[str]:
         action()
     finally:
         context.setLocalProperty(JOB_DESCRIPTION, previous)
-    jvm = spark._jsparkSession
-    jvm.sparkContext().listenerBus().waitUntilEmpty(60_000)  # ms; raises past it
-    executions = jvm.sharedState().statusStore().executionsList()
+    jvm_context = spark._jsparkSession.sparkContext()
+    jvm_context.listenerBus().waitUntilEmpty(60_000)  # ms; raises past it
+    store = jvm_context.statusStore()
+    jobs = store.jobsList(None)
+    stage_ids: set[int] = set()
     tagged = 0
-    found: list[str] = []
-    for index in range(executions.size()):
-        execution = executions.apply(index)
-        if execution.description() != tag:
+    for index in range(jobs.size()):
+        job = jobs.apply(index)
+        description = job.description()
+        if not description.isDefined() or description.get() != tag:
             continue
         tagged += 1
-        assert execution.completionTime().isDefined(), f"execution {execution.executionId()} runs"
-        found += exchanges_in_plan(str(execution.physicalPlanDescription()))
-    assert tagged, f"no SQL execution was tagged {tag}"
-    return found
+        assert str(job.status()) != "RUNNING", f"job {job.jobId()} still runs"
+        ids = job.stageIds()
+        stage_ids.update(int(ids.apply(i)) for i in range(ids.size()))
+    assert tagged, f"no Spark job was tagged {tag}"
+    shuffles = 0
+    for stage_id in sorted(stage_ids):
+        try:
+            stage = store.lastStageAttempt(stage_id)
+        except Exception:  # a skipped stage never ran an attempt
+            continue
+        if str(stage.status()) == "COMPLETE" and int(stage.shuffleWriteRecords()) > 0:
+            shuffles += 1
+    return shuffles
 
 
 class _SlowListener:

@@ -142,3 +142,22 @@ def test_stop_waits_for_a_moment_clear_of_trigger_ticks() -> None:
     assert quiet_moment(10_400, 1_000)
     assert not quiet_moment(10_800, 1_000), "the next is due"
     assert quiet_moment(25_000, 10_000) and not quiet_moment(29_500, 10_000)
+
+
+@mock_aws
+def test_a_stream_kept_longer_than_the_dedup_horizon_stops_the_start() -> None:
+    from app.job import check_stream_retention
+
+    kinesis = boto3.client("kinesis", region_name="us-east-1")
+    kinesis.create_stream(StreamName="stream-a", ShardCount=1)
+    config = job_config(database="db", bootstrap="127.0.0.1:1")
+    check_stream_retention(config, kinesis)  # 24 h retention, 24 h horizon: fine
+    kinesis.increase_stream_retention_period(StreamName="stream-a", RetentionPeriodHours=48)
+    with pytest.raises(ConfigError) as error:
+        check_stream_retention(config, kinesis)
+    assert "stream stream-a: retention is 48 h but dedup_horizon_hours is 24" in str(error.value)
+
+
+def test_a_horizon_shorter_than_the_retention_is_refused_before_start() -> None:
+    with pytest.raises(ConfigError, match=r"dedup_horizon_hours: bad value 24; allowed: >= "):
+        job_config(database="db", bootstrap="127.0.0.1:1", stream_retention_hours=48)

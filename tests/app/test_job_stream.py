@@ -23,6 +23,7 @@ from app.config import JobConfig
 from app.graceful_stop import StopRequest
 from app.job import EXIT_OK, EXIT_QUERY_FAILED, run
 from local.emulators import Endpoints, free_port
+from local.table import read_rows
 from tests.app.job_helpers import event, job_config
 
 pytestmark = pytest.mark.timeout(600)
@@ -100,10 +101,8 @@ def _poll(check: Callable[[], bool], what: str, timeout: float) -> None:
 
 
 def _ids(spark: Any, config: JobConfig) -> list[str]:
-    if not spark.catalog.tableExists(f"{config.database}.{config.table}"):
-        return []
-    spark.catalog.refreshTable(f"{config.database}.{config.table}")
-    return [r["id"] for r in spark.table(f"{config.database}.{config.table}").collect()]
+    """The table's ids through its catalog (what any reader sees)."""
+    return [str(r["id"]) for r in read_rows(config, ("id",))]
 
 
 def _commits(config: JobConfig) -> list[int]:

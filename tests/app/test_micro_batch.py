@@ -1,5 +1,7 @@
-"""process_batch on static frames: both outputs, replays, duplicates, one shuffle,
-and a Kafka outage that must fail the batch."""
+"""process_batch on static (prepared) frames: both outputs, the exactly-once
+commit of a replayed batch, duplicates within a batch, one shuffle, and a Kafka
+outage that must fail the batch. Duplicates ACROSS batches are the state
+store's job: tests/app/test_job_stream.py runs them through a streaming query."""
 
 from __future__ import annotations
 
@@ -12,28 +14,32 @@ from typing import Any
 import pytest
 from pyspark.errors import PythonException
 
-from app.micro_batch import BatchProcessor, BatchResult
+from app.micro_batch import BatchProcessor, BatchResult, prepare
 from app.sinks.kafka import KafkaDeliveryError
 from local.emulators import Endpoints, free_port
 from tests.app.job_helpers import (
     event,
-    exchanges_of,
     job_config,
     kafka_settings,
     raw_frame,
+    shuffles_of,
     slow_status_store,
     status_store_behind,
+    table_ids,
 )
 
 
 def _processor(database: str, bootstrap: str) -> tuple[BatchProcessor, list[BatchResult]]:
     config = job_config(database=database, bootstrap=bootstrap)
     results: list[BatchResult] = []
-    return BatchProcessor(config, kafka_settings(config), on_result=results.append), results
+    processor = BatchProcessor(
+        config, kafka_settings(config), on_result=results.append, query_id="query-1"
+    )
+    return processor, results
 
 
-def _table_ids(spark: Any, processor: BatchProcessor) -> list[str]:
-    return [r["id"] for r in spark.table(processor.table).select("id").collect()]
+def _batch(spark: Any, processor: BatchProcessor, records: list[bytes], **kw: Any) -> Any:
+    return prepare(raw_frame(spark, records, **kw), processor.config)
 
 
 def read_topic(bootstrap: str, topic: str, expected: int, timeout: float = 30.0) -> list[Any]:
@@ -82,15 +88,26 @@ def test_batch_writes_valid_rows_and_sends_failures_with_headers(
         b"not json",
         event("c", payload=42),
     ]
-    result = processor.process_batch(raw_frame(spark, records), 0)
+    result = processor.process_batch(_batch(spark, processor, records), 0)
 
     assert results == [result]
     assert (result.input_rows, result.failure_records) == (4, 2)
     assert result.oldest_arrival is not None
-    assert sorted(_table_ids(spark, processor)) == ["a", "b"]
-    raw = spark.table(processor.table).where("id = 'b'").first()
-    assert raw["occurred_at_raw"] == "2026-01-02T03:04:05.987654321+09:00"
-    assert str(raw["event_date"]) == "2026-01-01"
+    assert (result.committed, result.table_records) == (True, 2)
+    assert sorted(table_ids(processor.table)) == ["a", "b"]
+    rows = {r["id"]: r for r in processor.table.scan().to_arrow().to_pylist()}
+    assert rows["b"]["occurred_at_raw"] == "2026-01-02T03:04:05.987654321+09:00"
+    assert rows["b"]["occurred_at"].isoformat() == "2026-01-01T18:04:05.987654"
+    # Partitioned by the UTC day of the event time: "b" happened on Jan 1st in UTC.
+    days = {str(d) for d in processor.table.inspect.partitions().column("partition").to_pylist()}
+    assert days == {
+        "{'occurred_at_day': datetime.date(2026, 1, 1)}",
+        "{'occurred_at_day': datetime.date(2026, 1, 2)}",
+    }
+    snapshot = processor.table.current_snapshot()
+    assert snapshot is not None
+    assert snapshot.summary["spark.sql.streaming.queryId"] == "query-1"
+    assert snapshot.summary["spark.sql.streaming.epochId"] == "0"
 
     messages = read_topic(endpoints.kafka_bootstrap, processor.kafka.topic, expected=2)
     by_key = {m.key().decode(): m for m in messages}
@@ -107,40 +124,51 @@ def test_batch_writes_valid_rows_and_sends_failures_with_headers(
     assert dict(by_key["stream-a/shardId-000000000000/4"].headers())["reason"] == b"wrong_type"
 
 
-def test_replayed_batch_and_cross_batch_duplicates_leave_one_row_per_id(
+def test_a_replayed_batch_is_not_committed_twice_and_duplicates_in_a_batch_collapse(
     spark: Any, endpoints: Endpoints, database: str
 ) -> None:
-    processor, _ = _processor(database, endpoints.kafka_bootstrap)
-    first = raw_frame(spark, [event("a"), event("b"), event("a")])
+    processor, results = _processor(database, endpoints.kafka_bootstrap)
+    first = _batch(spark, processor, [event("a"), event("b"), event("a")])
     processor.process_batch(first, 0)
+    snapshots = len(processor.table.snapshots())
     processor.process_batch(first, 0)  # Spark replays batch 0 after a crash
-    later = raw_frame(spark, [event("b"), event("c")], first_seq=10)
-    processor.process_batch(later, 1)  # "b" re-sent by the producer, next batch
+    assert [r.committed for r in results] == [True, False]
+    assert len(processor.table.snapshots()) == snapshots, "the replay commits nothing"
+    processor.process_batch(_batch(spark, processor, [event("c")], first_seq=10), 1)
 
-    ids = _table_ids(spark, processor)
-    assert sorted(ids) == ["a", "b", "c"]
-    batch_of = {r["id"]: r["batch_id"] for r in spark.table(processor.table).collect()}
-    assert batch_of == {"a": 0, "b": 0, "c": 1}, "first version wins across batches"
+    assert sorted(table_ids(processor.table)) == ["a", "b", "c"]
+    batch_of = {r["id"]: r["batch_id"] for r in processor.table.scan().to_arrow().to_pylist()}
+    assert batch_of == {"a": 0, "b": 0, "c": 1}
+
+
+def test_a_new_query_on_the_same_table_commits_its_own_batch_zero(
+    spark: Any, endpoints: Endpoints, database: str
+) -> None:
+    """The committed-batch mark belongs to a query id: a fresh checkpoint (a new
+    query) must not mistake its batch 0 for the old query's."""
+    processor, _ = _processor(database, endpoints.kafka_bootstrap)
+    processor.process_batch(_batch(spark, processor, [event("a")]), 0)
+    fresh = BatchProcessor(
+        processor.config, processor.kafka, table=processor.table, query_id="query-2"
+    )
+    assert fresh.process_batch(_batch(spark, fresh, [event("b")], first_seq=5), 0).committed
+    assert sorted(table_ids(processor.table)) == ["a", "b"]
 
 
 def test_the_whole_micro_batch_runs_exactly_one_shuffle(
     spark: Any, endpoints: Endpoints, database: str
 ) -> None:
     processor, _ = _processor(database, endpoints.kafka_bootstrap)
-    warm = raw_frame(spark, [event("w")])
-    processor.process_batch(warm, 0)  # table created, one partition stored
+    warm = _batch(spark, processor, [event("w")])
+    processor.process_batch(warm, 0)  # table created, one snapshot stored
 
-    batch = raw_frame(spark, [event("a"), event("a"), event("w"), b"bad"], first_seq=5)
-    # Counted once Spark's listener bus has delivered every event (exchanges_of).
-    # The flaky ['Exchange', 'Exchange'] of a full run was ONE Exchange read
-    # twice: the test read the status store while its listener still lagged
-    # behind (a loaded machine), so the append's plan was still AQE's
-    # "Current Plan" + "Initial Plan", each printing the same Exchange; the
-    # final-plan update had not been applied yet. Reproduced by slowing the
-    # store's listener queue (a 20 ms listener on it): the old reading gave
-    # ['Exchange', 'Exchange'], the same window read after draining gave
-    # ['Exchange'].
-    assert exchanges_of(spark, lambda: processor.process_batch(batch, 1)) == ["Exchange"]
+    batch = _batch(spark, processor, [event("a"), event("a"), event("w"), b"bad"], first_seq=5)
+    # The de-duplication's exchange (the state store's, in a streaming query)
+    # is the only shuffle: sending failures, writing files and committing add
+    # none. Counted in completed stages once Spark's listener bus has drained
+    # (shuffles_of), never in printed plans: the persisted batch prints its
+    # Exchange again in every execution that reads the cache.
+    assert shuffles_of(spark, lambda: processor.process_batch(batch, 1)) == 1
 
 
 def test_the_shuffle_count_holds_while_the_status_store_lags(
@@ -148,16 +176,16 @@ def test_the_shuffle_count_holds_while_the_status_store_lags(
 ) -> None:
     """The flaky run's condition, made to happen every time (see above)."""
     processor, _ = _processor(database, endpoints.kafka_bootstrap)
-    processor.process_batch(raw_frame(spark, [event("w")]), 0)
-    batch = raw_frame(spark, [event("a"), event("a"), event("w"), b"bad"], first_seq=5)
+    processor.process_batch(_batch(spark, processor, [event("w")]), 0)
+    batch = _batch(spark, processor, [event("a"), event("a"), event("w"), b"bad"], first_seq=5)
     behind: list[bool] = []
 
     def run() -> None:
         processor.process_batch(batch, 1)
         behind.append(status_store_behind(spark))
 
-    with slow_status_store(spark, delay_sec=0.01):
-        assert exchanges_of(spark, run) == ["Exchange"]
+    with slow_status_store(spark, delay_sec=0.05):
+        assert shuffles_of(spark, run) == 1
     assert behind == [True], "the store lagged when the batch returned: the case is real"
 
 
@@ -166,7 +194,7 @@ def test_undeliverable_failure_records_fail_the_batch_and_write_nothing(
 ) -> None:
     dead = f"127.0.0.1:{free_port()}"
     processor, results = _processor(database, dead)
-    batch = raw_frame(spark, [event("a"), b"bad"])
+    batch = _batch(spark, processor, [event("a"), b"bad"])
     started = time.monotonic()
     # The sender raises in a Python worker; the driver gets Spark's
     # PythonException carrying the worker's exception class and message.
@@ -178,31 +206,36 @@ def test_undeliverable_failure_records_fail_the_batch_and_write_nothing(
         processor.process_batch(batch, 0)
     assert time.monotonic() - started < 60, "bounded by delivery.timeout.ms"
     assert results == []
-    assert _table_ids(spark, processor) == [], "the valid row waits for the replay"
+    assert table_ids(processor.table) == [], "the valid row waits for the replay"
+    assert processor.table.current_snapshot() is None
 
 
-def test_what_a_killed_write_left_in_staging_is_discarded_not_merged(
+def test_files_a_killed_attempt_wrote_are_never_read_and_are_found_as_orphans(
     spark: Any, endpoints: Endpoints, database: str
 ) -> None:
-    from app.sinks.table import table_location
+    from datetime import timedelta
+
+    from app.sinks.iceberg_catalog import file_io_properties
+    from app.sinks.iceberg_files import RESULT_SCHEMA, data_files_of, file_writer
+    from app.transform import valid_rows
+    from local.table import orphan_files
 
     processor, _ = _processor(database, endpoints.kafka_bootstrap)
-    processor.process_batch(raw_frame(spark, [event("a")]), 0)
-    # A driver killed after its tasks committed "b" but before the job commit:
-    # the task output sits under _temporary/0, where Hadoop's job commit of the
-    # NEXT write would merge it.
-    location = table_location(spark, processor.table)
-    leftover = (
-        spark.table(processor.table)
-        .limit(0)
-        .unionByName(
-            spark.table(processor.table).selectExpr(
-                "'b' AS id", *[c for c in spark.table(processor.table).columns if c != "id"]
-            )
-        )
+    processor.process_batch(_batch(spark, processor, [event("a")]), 0)
+    # An attempt killed after its executors wrote "b" but before the commit.
+    rows = valid_rows(
+        _batch(spark, processor, [event("b")], first_seq=5),
+        fields=processor.config.event_fields,
+        batch_id=1,
     )
-    leftover.write.partitionBy("event_date").parquet(
-        f"{location}/_temporary/0/task_202601020304_0001_m_000000"
-    )
-    processor.process_batch(raw_frame(spark, [event("b")], first_seq=5), 1)
-    assert sorted(_table_ids(spark, processor)) == ["a", "b"]
+    written = rows.mapInArrow(
+        file_writer(processor.table, file_io_properties(processor.config)), RESULT_SCHEMA
+    ).collect()
+    leftovers = {f.file_path.removeprefix("file://") for f in data_files_of(written)}
+    assert leftovers, "the attempt wrote a file"
+    assert table_ids(processor.table) == ["a"], "nothing reads an uncommitted file"
+
+    processor.process_batch(_batch(spark, processor, [event("b")], first_seq=5), 1)
+    assert sorted(table_ids(processor.table)) == ["a", "b"]
+    orphans = {str(p) for p in orphan_files(processor.table, timedelta(0), now=time.time() + 1)}
+    assert orphans == leftovers

@@ -9,17 +9,17 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from app.config import DEFAULT_EVENT_FIELDS, EventField
+from app.table_layout import column_name, table_columns
 from app.transform import (
     ERROR_CLASS,
     MESSAGE,
     REASON,
     REASONS,
     classify,
-    column_name,
+    dedup_key,
+    deduplicated,
     failures,
-    latest_per_id,
     parse_timestamp,
-    table_columns,
     utc_date,
     valid_rows,
 )
@@ -34,12 +34,13 @@ def _reasons(spark: Any, records: list[bytes], **kw: Any) -> list[str | None]:
     return [r[REASON] for r in ordered.collect()]
 
 
-def test_column_names_are_snake_case_for_hive() -> None:
+def test_column_names_are_snake_case_for_glue() -> None:
     assert column_name("occurredAt") == "occurred_at"
     assert column_name("id") == "id"
-    names = [n for n, _ in table_columns(DEFAULT_EVENT_FIELDS)]
+    names = [c.name for c in table_columns(DEFAULT_EVENT_FIELDS)]
     assert names[:5] == ["id", "type", "occurred_at", "occurred_at_raw", "payload"]
-    assert names[-1] == "event_date", "the partition column comes last"
+    assert names[-1] == "batch_id"
+    assert "event_date" not in names, "the day partition is hidden (Iceberg), not a column"
 
 
 @pytest.mark.parametrize(
@@ -136,9 +137,7 @@ def test_nothing_is_dropped_every_record_is_valid_or_a_failure(spark: Any) -> No
     records = [event(f"e{i}") for i in range(5)] + [b"bad", b"[]", event("x", payload=1)]
     frame = classify(raw_frame(spark, records), max_record_bytes=MAX).cache()
     try:
-        valid = valid_rows(
-            frame, fields=DEFAULT_EVENT_FIELDS, event_time_field="occurredAt", batch_id=0
-        )
+        valid = valid_rows(frame, fields=DEFAULT_EVENT_FIELDS, batch_id=0)
         assert valid.count() + failures(frame).count() == len(records)
         assert valid.count() == 5
     finally:
@@ -148,9 +147,7 @@ def test_nothing_is_dropped_every_record_is_valid_or_a_failure(spark: Any) -> No
 def test_valid_row_values_raw_string_kept_and_payload_as_json(spark: Any) -> None:
     records = [event("a", "2026-01-02T03:04:05.123456789+09:00", payload={"k": [1, 2]})]
     frame = classify(raw_frame(spark, records), max_record_bytes=MAX)
-    valid = valid_rows(
-        frame, fields=DEFAULT_EVENT_FIELDS, event_time_field="occurredAt", batch_id=7
-    )
+    valid = valid_rows(frame, fields=DEFAULT_EVENT_FIELDS, batch_id=7)
     expected = spark.createDataFrame(
         [
             (
@@ -160,12 +157,12 @@ def test_valid_row_values_raw_string_kept_and_payload_as_json(spark: Any) -> Non
                 "2026-01-02T03:04:05.123456789+09:00",
                 '{"k":[1,2]}',
                 7,
-                dt.date(2026, 1, 1),
             )
         ],
         "id string, type string, occurred_at timestamp, occurred_at_raw string, "
-        "payload string, batch_id bigint, event_date date",
+        "payload string, batch_id bigint",
     )
+    assert valid.columns == [c.name for c in table_columns(DEFAULT_EVENT_FIELDS)]
     assertDataFrameEqual(valid.select(*expected.columns), expected)
 
 
@@ -202,40 +199,28 @@ def test_every_reason_has_an_error_class() -> None:
     assert set(ERROR_CLASSES) == set(REASONS)
 
 
-def _valid(spark: Any, records: list[bytes], batch_id: int = 0, **kw: Any) -> Any:
+def _deduplicated(spark: Any, records: list[bytes], **kw: Any) -> Any:
     frame = classify(raw_frame(spark, records, **kw), max_record_bytes=MAX)
-    return valid_rows(
-        frame, fields=DEFAULT_EVENT_FIELDS, event_time_field="occurredAt", batch_id=batch_id
-    )
+    return deduplicated(frame, id_column="id", horizon_hours=24)
 
 
-def test_duplicates_within_a_batch_keep_latest_time_then_highest_sequence(spark: Any) -> None:
-    records = [
-        event("a", "2026-01-02T03:04:05.000000001Z", payload={"v": 1}),
-        event("a", "2026-01-02T03:04:06Z", payload={"v": 2}),  # latest time wins
-        event("a", "2026-01-02T03:04:05.5Z", payload={"v": 3}),
-        event("b", "2026-01-02T03:04:05Z", payload={"v": 1}),
-        event("b", "2026-01-02T03:04:05Z", payload={"v": 2}),  # same time: higher sequence
-    ]
-    # Sequence numbers 9 and 10 differ in length: numeric, not lexical, order.
-    rows = _valid(spark, records, first_seq=6)
-    out = latest_per_id(rows, id_column="id", time_column="occurred_at")
-    got = {r["id"]: (r["payload"], r["sequence_number"]) for r in out.collect()}
-    assert got == {"a": ('{"v":2}', "7"), "b": ('{"v":2}', "10")}
+def test_one_record_per_id_and_failures_are_never_merged(spark: Any) -> None:
+    records = [event("a"), event("b"), event("a", payload={"v": 2}), b"bad", b"bad"]
+    out = _deduplicated(spark, records).collect()
+    assert sorted(r["id"] for r in out if r[REASON] is None) == ["a", "b"]
+    # Two identical bad records at different positions are two failures.
+    assert sorted(r["sequenceNumber"] for r in out if r[REASON] is not None) == ["4", "5"]
+    assert "_dedup_key" not in _deduplicated(spark, records).columns
 
 
-def test_ids_already_stored_are_dropped(spark: Any) -> None:
-    rows = _valid(spark, [event("a"), event("b"), event("c")])
-    stored = spark.createDataFrame([("b",), ("zzz",)], "id string")
-    out = latest_per_id(rows, id_column="id", time_column="occurred_at", existing_ids=stored)
-    assert sorted(r["id"] for r in out.collect()) == ["a", "c"]
-    assert out.columns == rows.columns
+def test_dedup_key_is_the_id_or_the_source_coordinates(spark: Any) -> None:
+    frame = classify(raw_frame(spark, [event("a"), b"bad"]), max_record_bytes=MAX)
+    keys = sorted(r[0] for r in frame.select(dedup_key("id")).collect())
+    assert keys == ["id:a", "src:stream-a/shardId-000000000000/2"]
 
 
-def test_reduction_plan_has_exactly_one_exchange(spark: Any) -> None:
-    rows = _valid(spark, [event("a"), event("a"), event("b")])
-    stored = spark.createDataFrame([("b",)], "id string")
-    out = latest_per_id(rows, id_column="id", time_column="occurred_at", existing_ids=stored)
+def test_dedup_plan_has_exactly_one_exchange(spark: Any) -> None:
+    out = _deduplicated(spark, [event("a"), event("a"), event("b"), b"bad"])
     before = out._jdf.queryExecution().executedPlan().toString()
     assert len(exchanges_in_plan(before)) == 1, before
     out.collect()

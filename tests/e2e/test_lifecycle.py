@@ -33,7 +33,7 @@ def test_stop_marker_ends_the_job_with_exit_zero_after_the_current_batch(
     assert set(local.checkpoint_offsets()) == local.committed_batches(), (
         "every planned batch was committed before the exit"
     )
-    assert local.summary(via="files").ok
+    assert local.summary().ok
 
 
 def test_second_copy_refuses_to_start_and_the_first_carries_on(
@@ -60,7 +60,7 @@ def test_second_copy_refuses_to_start_and_the_first_carries_on(
     local.produce(mix(500, seed=52, prefix="sc-b"))
     local.wait_until_accounted(timeout=240)
     assert local.stop_job() == 0, local.log_tail()
-    assert local.summary(via="files").ok
+    assert local.summary().ok
 
 
 def test_restart_after_a_pause_processes_the_backlog_in_bounded_batches(
@@ -89,7 +89,7 @@ def test_restart_after_a_pause_processes_the_backlog_in_bounded_batches(
     assert sum(sum(b.values()) for b in per_batch) == 10_000
     assert all(n <= limit for b in per_batch for n in b.values()), per_batch
     assert math.ceil(10_000 / (shards * limit)) <= len(nonempty) <= 10_000 // limit + 2
-    assert local.summary(via="files").ok
+    assert local.summary().ok
 
 
 def _records_per_shard(offsets: dict[int, dict], batch: int) -> dict[str, int]:
@@ -142,7 +142,7 @@ def test_shard_split_while_running_loses_and_duplicates_nothing(
     local.produce(mix(2_000, seed=82, prefix="rs-b"))
     local.wait_until_accounted(timeout=300)
     assert local.stop_job() == 0, local.log_tail()
-    summary = local.summary(via="files")
+    summary = local.summary()
     assert summary.ok, summary.problems
     assert summary.duplicate_ids == 0
     shards = local.kinesis.list_shards(StreamName=local.config.stream_name)["Shards"]

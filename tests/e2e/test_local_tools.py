@@ -17,13 +17,11 @@ import pytest
 from confluent_kafka import Producer
 
 from app.sinks.kafka import REASON_HEADER
-from app.sinks.table import STAGING_PREFIXES
 from app.transform import MALFORMED_JSON, NOT_UTF8, REASONS, TOO_LARGE
 from local import events, producer
 from local.emulators import Endpoints
 from local.failures import ensure_topic, read_topic
 from local.summary import RunFigures, percentile, summarize
-from local.table import HIDDEN_PREFIXES
 
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -80,10 +78,6 @@ def test_format_timestamp_keeps_the_instant(offset: str) -> None:
 
 def test_the_producer_can_make_every_reason_the_job_assigns() -> None:
     assert sorted(events.FAILURE_KINDS) == sorted(REASONS)
-
-
-def test_the_file_reader_skips_every_staging_directory_of_the_job() -> None:
-    assert all(prefix.startswith(HIDDEN_PREFIXES) for prefix in STAGING_PREFIXES)
 
 
 def test_mix_rejects_bad_shares_and_kinds() -> None:
