@@ -67,6 +67,31 @@ class Lease(Protocol):
     def renew_interval_sec(self) -> float | None: ...
 
 
+class WaitLog:
+    """Says, while a start waits for a held lease, who holds it and how long the
+    wait may still last: once at once, then every ``every_sec``. Replacing a
+    cluster is the common case (the old job holds the lease until it stops;
+    docs/deploy.md, "Replacing the cluster"), and a silent wait looks like a hang."""
+
+    def __init__(self, where: str, wait_sec: float, every_sec: float = 10.0) -> None:
+        self.where = where
+        self.deadline = time.monotonic() + wait_sec
+        self.every_sec = every_sec
+        self._next = 0.0
+
+    def held(self, holder: object) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + self.every_sec
+        log.warning(
+            "lease %s is held by %s; waiting at most %.0f s more for it (lease_wait_sec)",
+            self.where,
+            holder,
+            max(0.0, self.deadline - now),
+        )
+
+
 @dataclass
 class FileLease:
     """Local lease: ``flock`` held for the life of the process."""
@@ -84,11 +109,13 @@ class FileLease:
     def acquire(self, wait_sec: float) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        waiting = WaitLog(str(self.path), wait_sec)
 
         def locked() -> bool:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                waiting.held(self._read_holder())
                 return False
             return True
 
@@ -179,6 +206,7 @@ class S3Lease:
 
     def acquire(self, wait_sec: float) -> None:
         holder: dict[str, Any] = {}
+        waiting = WaitLog(f"s3://{self.bucket}/{self.key}", wait_sec)
 
         def acquired() -> bool:
             nonlocal holder
@@ -192,6 +220,9 @@ class S3Lease:
             if expired and self._put(IfMatch=etag):
                 log.warning("took over expired lease of %s", holder.get("owner", "unknown"))
                 return True
+            waiting.held(
+                f"{holder.get('owner', 'unknown')} (expires at {holder.get('expires_at', '?')})"
+            )
             return False
 
         if not wait_for(acquired, timeout=wait_sec, interval=self.poll_sec):

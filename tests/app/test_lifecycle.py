@@ -7,6 +7,7 @@ and no JVM (unit tier).
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -47,13 +48,21 @@ def test_lease_sits_beside_the_checkpoint() -> None:
     assert isinstance(make_lease("s3://b/cp", "i", 30, s3_client=object()), S3Lease)
 
 
-def test_file_lease_refuses_a_second_holder_then_frees_on_release(tmp_path: Path) -> None:
+def test_file_lease_refuses_a_second_holder_then_frees_on_release(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "cp" / "_lease"
     first = FileLease(path, "inst", "first")
     first.acquire(wait_sec=0)
     second = FileLease(path, "inst", "second", poll_sec=0.05)
-    with pytest.raises(LeaseHeldError, match=r"held by first.*refusing to start"):
+    with (
+        caplog.at_level(logging.WARNING, logger="app.lease"),
+        pytest.raises(LeaseHeldError, match=r"held by first.*refusing to start"),
+    ):
         second.acquire(wait_sec=0.3)
+    waits = [r.getMessage() for r in caplog.records if "waiting at most" in r.getMessage()]
+    assert len(waits) == 1, "said once at once, then every 10 s"
+    assert f"lease {path} is held by first" in waits[0]
     first.release()
     second.acquire(wait_sec=0)
     second.release()
