@@ -1,72 +1,77 @@
-"""``make bench``: benchmarks reported as ratios to a baseline measured in the same run.
+"""``make bench`` (``python -m bench [NAME ...] [--quick] [--out-dir DIR]``).
 
-Absolute records/s on a shared 2-core machine against moto say little; the
-ratio of the Spark source to a bare GetRecords loop over the same stream, in
-the same minute, is what a change to the source moves. Results go to
-``bench/results/<name>.json``.
+Runs the selected benchmarks (all by default) in one process: one
+SparkSession and one pair of emulators (moto + tansu) for the whole run,
+started on first use. Each benchmark writes ``<out-dir>/<name>.json`` and
+``<out-dir>/<name>.png``; one table of every figure is printed at the end.
+The exit code is 1 if a benchmark failed to run (a missed bar is a result,
+not an error).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench.framework import REPEATS, RESULTS, Context, Row, print_table
+
+
+def _benchmarks() -> dict[str, Callable[[Context], list[Row]]]:
+    from bench import growth, kinesis_source, overhead, state, throughput
+
+    # Order matters: growth's 1M-record fill is reused by state when both run.
+    return {
+        throughput.NAME: throughput.run,
+        growth.NAME: growth.run,
+        state.NAME: state.run,
+        overhead.NAME: overhead.run,
+        kinesis_source.NAME: kinesis_source.run,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("--records", type=int, default=20_000)
-    parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=RESULTS / "kinesis_source.json")
+    benchmarks = _benchmarks()
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "names", nargs="*", metavar="NAME", help=f"benchmarks to run: {', '.join(benchmarks)}"
+    )
+    parser.add_argument("--quick", action="store_true", help="scaled down (the smoke test's mode)")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where results go")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="repeats per figure (>= 3)")
     args = parser.parse_args(argv)
-
-    from bench.kinesis_source import REGION, fill_stream, raw_loop, spark_source
-    from local.emulators import FAKE_CREDENTIALS, running_emulators
-    from local.producer import kinesis_client
-
-    os.environ.update(FAKE_CREDENTIALS)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    with running_emulators() as emulators:
-        endpoint = emulators.endpoints.aws_url
-        client = kinesis_client(REGION, endpoint)
-        fill_stream(client, args.records, args.shards)
-        baseline_runs = [raw_loop(client) for _ in range(3)]
-        baseline = max(baseline_runs, key=lambda m: m.records_per_second)
-        subject = spark_source(endpoint, args.records)
-    if baseline.records != args.records or subject.records != args.records:
-        print(f"error: read {baseline.records} / {subject.records} of {args.records}")
+    unknown = [n for n in args.names if n not in benchmarks]
+    if unknown:
+        parser.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(benchmarks)}")
+    if args.repeats < REPEATS:
+        parser.error(f"--repeats {args.repeats}: at least {REPEATS}")
+    selected = args.names or list(benchmarks)
+    ctx = Context(quick=args.quick, out_dir=args.out_dir, repeats=args.repeats)
+    rows: list[Row] = []
+    failed: list[str] = []
+    started = time.monotonic()
+    try:
+        for name in selected:
+            began = time.monotonic()
+            print(f"== {name}{' (quick)' if args.quick else ''}", flush=True)
+            try:
+                rows.extend(benchmarks[name](ctx))
+            except Exception:
+                traceback.print_exc()
+                failed.append(name)
+                rows.append(Row(name, "error", "failed to run (traceback above)"))
+            print(f"== {name}: {time.monotonic() - began:.0f}s", flush=True)
+    finally:
+        ctx.close()
+    print()
+    print_table(rows)
+    print(f"\nresults in {args.out_dir}; wall time {time.monotonic() - started:.0f}s")
+    if failed:
+        print(f"failed: {', '.join(failed)}")
         return 1
-    result: dict[str, Any] = {
-        "benchmark": "python-kinesis source vs raw boto3 GetRecords loop (moto)",
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "records": args.records,
-        "shards": args.shards,
-        "baseline": {
-            "what": "boto3 GetRecords loop, one thread per shard, best of 3",
-            "seconds": round(baseline.seconds, 3),
-            "records_per_second": round(baseline.records_per_second, 1),
-        },
-        "subject": {
-            "what": "Spark streaming query, python-kinesis -> noop sink, from start()",
-            "seconds": round(subject.seconds, 3),
-            "records_per_second": round(subject.records_per_second, 1),
-        },
-        "ratio_subject_to_baseline": round(
-            subject.records_per_second / baseline.records_per_second, 3
-        ),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(result, indent=2))
     return 0
 
 

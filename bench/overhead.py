@@ -1,0 +1,221 @@
+"""Overhead: what a micro-batch costs when it carries (almost) nothing.
+
+The job's streaming query (``prepare`` + ``foreachBatch(BatchProcessor)``,
+processing-time trigger, Parquet file source with one file per batch) runs
+while the benchmark drops a 1-record file, waits for its batch and for the
+query to go idle, and again. Figures come from the query's progress events
+(``durationMs.triggerExecution``: trigger to checkpoint commit), with
+``spark.sql.streaming.noDataProgressEventInterval`` = 0 so that every idle
+trigger reports too:
+
+* 1-record batch: a trigger that ran a batch of 1 input row (bar: p50 < 1.5 s);
+* empty trigger: a trigger that found no new data and ran no batch
+  (bar: p50 < 0.5 s);
+* no-data batch (reported, no bar): the batch Spark runs without input after
+  the watermark moved, to evict expired state; it calls the job's
+  ``foreachBatch`` with an empty frame.
+
+Breakdown of the 1-record batch (medians): offset planning (latestOffset,
+walCommit, getBatch, queryPlanning), the state store (the de-duplication
+operator's update and commit time, inside addBatch), classify + failures to
+the broker and the table (data files + commit) from the job's per-batch log
+line, the Iceberg commit alone, and the checkpoint commit (commitOffsets).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from bench.framework import Context, Row, bars, figure, summary, write_result
+from bench.stream import (
+    batch_timings,
+    job_config,
+    now,
+    progress_events,
+    ran_batch,
+    start_query,
+    state_figures,
+    unique_records,
+    write_source_file,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
+
+NAME: Final = "overhead"
+ONE_RECORD_BAR: Final = 1.5
+EMPTY_BAR: Final = 0.5
+TRIGGER_SEC: Final = 0.25
+NO_DATA_INTERVAL: Final = "spark.sql.streaming.noDataProgressEventInterval"
+
+
+def _wait(
+    query: StreamingQuery, done: Callable[[list[dict[str, Any]]], bool], timeout: float = 120.0
+) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        if query.exception() is not None:
+            raise RuntimeError(f"query failed: {query.exception()}")
+        events = progress_events(query)
+        if done(events):
+            return events
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no progress in {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+def _idle_after(events: list[dict[str, Any]], count: int) -> int:
+    """Idle triggers reported after the last batch that ran."""
+    last_batch = max((i for i, e in enumerate(events) if ran_batch(e)), default=-1)
+    return sum(1 for e in events[last_batch + 1 :] if not ran_batch(e)) - count
+
+
+def _p50(values: list[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def run(ctx: Context) -> list[Row]:
+    spark = ctx.spark
+    samples = 3 if ctx.quick else 12
+    config = job_config(ctx, NAME)
+    source = Path(config.checkpoint_location).parent / "source"
+    source.mkdir(parents=True)
+    start = now()
+    previous = spark.conf.get(NO_DATA_INTERVAL, None)
+    spark.conf.set(NO_DATA_INTERVAL, "0")
+    try:
+        with batch_timings() as split:
+            query = start_query(spark, config, source, available_now=False, trigger_sec=TRIGGER_SEC)
+            try:
+                # Sample 0 warms the query up (first batch: Python workers, catalog); not counted.
+                for index in range(samples + 1):
+                    arrival = start + timedelta(seconds=index)
+                    write_source_file(
+                        source, index, unique_records(1, f"one{index}", arrival), arrival
+                    )
+                    ones = index + 1
+                    _wait(
+                        query,
+                        lambda ev, n=ones: (
+                            sum(  # type: ignore[misc]
+                                1 for e in ev if ran_batch(e) and int(e["numInputRows"]) == 1
+                            )
+                            >= n
+                            and _idle_after(ev, 3) >= 0
+                        ),
+                    )
+                events = progress_events(query)
+            finally:
+                query.stop()
+    finally:
+        if previous is None:
+            spark.conf.unset(NO_DATA_INTERVAL)
+        else:
+            spark.conf.set(NO_DATA_INTERVAL, previous)
+
+    first_data = next(i for i, e in enumerate(events) if ran_batch(e))
+    # Skip everything up to the warm-up batch and the no-data batch after it.
+    counted = events[first_data + 1 :]
+    one = [e for e in counted if ran_batch(e) and int(e["numInputRows"]) == 1]
+    no_data = [e for e in counted if ran_batch(e) and int(e["numInputRows"]) == 0]
+    idle = [e for e in counted if not ran_batch(e)]
+
+    def seconds(items: list[dict[str, Any]], key: str = "triggerExecution") -> list[float]:
+        return [e["durationMs"].get(key, 0) / 1000 for e in items]
+
+    def ms_sum(e: dict[str, Any], *keys: str) -> float:
+        return float(sum(e["durationMs"].get(k, 0) for k in keys)) / 1000
+
+    one_ids = [int(e["batchId"]) for e in one]
+    commits = split.commit[-len(one) :] if one else []
+    breakdown = {
+        "offset planning": _p50(
+            [ms_sum(e, "latestOffset", "walCommit", "getBatch", "queryPlanning") for e in one]
+        ),
+        "state store": _p50(
+            [
+                (
+                    state_figures(e).get("allUpdatesTimeMs", 0)
+                    + state_figures(e).get("commitTimeMs", 0)
+                )
+                / 1000
+                for e in one
+            ]
+        ),
+        "classify + failures to broker": _p50(
+            [split.classify_and_failures.get(b, 0.0) for b in one_ids]
+        ),
+        "table (files + commit)": _p50([split.table.get(b, 0.0) for b in one_ids]),
+        "of which Iceberg commit": _p50(commits),
+        "checkpoint commit": _p50(seconds(one, "commitOffsets")),
+    }
+    one_p50 = _p50(seconds(one))
+    idle_p50 = _p50(seconds(idle))
+    no_data_p50 = _p50(seconds(no_data))
+    write_result(
+        ctx,
+        NAME,
+        {
+            "what": __doc__,
+            "trigger_interval_sec": TRIGGER_SEC,
+            "one_record_batch": {
+                "samples": len(one),
+                "p50_seconds": round(one_p50, 3),
+                "seconds": summary(seconds(one)),
+                "bar": f"p50 < {ONE_RECORD_BAR}",
+                "met": one_p50 < ONE_RECORD_BAR,
+                "breakdown_p50_seconds": {k: round(v, 3) for k, v in breakdown.items()},
+                "durations_ms": [e["durationMs"] for e in one],
+            },
+            "empty_trigger": {
+                "samples": len(idle),
+                "p50_seconds": round(idle_p50, 3),
+                "seconds": summary(seconds(idle)),
+                "bar": f"p50 < {EMPTY_BAR}",
+                "met": idle_p50 < EMPTY_BAR,
+                "durations_ms_first": [e["durationMs"] for e in idle[:10]],
+            },
+            "no_data_batch_after_watermark_move": {
+                "samples": len(no_data),
+                "p50_seconds": round(no_data_p50, 3),
+                "seconds": summary(seconds(no_data)) if no_data else None,
+                "durations_ms": [e["durationMs"] for e in no_data],
+            },
+        },
+    )
+    with figure(ctx, NAME, ncols=2) as (_, axes):
+        bars(
+            axes[0],
+            ["empty trigger", "no-data batch", "1-record batch"],
+            [idle_p50, no_data_p50, one_p50],
+            "trigger to commit, p50",
+            "seconds",
+        )
+        bars(axes[1], list(breakdown), list(breakdown.values()), "1-record batch, p50", "seconds")
+    return [
+        Row(
+            NAME,
+            f"1-record batch p50 ({len(one)} samples)",
+            f"{one_p50:.2f}s",
+            f"< {ONE_RECORD_BAR}s",
+            one_p50 < ONE_RECORD_BAR,
+        ),
+        Row(
+            NAME,
+            f"empty trigger p50 ({len(idle)} samples)",
+            f"{idle_p50:.3f}s",
+            f"< {EMPTY_BAR}s",
+            idle_p50 < EMPTY_BAR,
+        ),
+        Row(NAME, f"no-data batch p50 ({len(no_data)} samples)", f"{no_data_p50:.2f}s"),
+        Row(
+            NAME,
+            "1-record breakdown (p50 s)",
+            ", ".join(f"{k} {v:.2f}" for k, v in breakdown.items()),
+        ),
+    ]

@@ -1,0 +1,129 @@
+"""State: the size of the de-duplication state after 1M records at the default horizon.
+
+1M valid records with distinct ids go through the job's streaming query
+(``prepare`` + ``foreachBatch(BatchProcessor)``, default 24 h horizon, RocksDB
+state store with changelog checkpointing) in batches of 100,000; nothing
+expires within the run (every arrival is within the horizon), so the state
+holds one key per id. When ``growth`` ran first in the same run, its fill is
+this fill (the same query), and its figures are read from there.
+
+Figures, per batch, from the progress event's ``stateOperators[0]``:
+``numRowsTotal``, ``memoryUsedBytes`` and the RocksDB custom metrics (SST file
+bytes among them); and the on-disk size of the checkpoint's ``state/``
+directory (what the checkpoint store holds: changelog files, and snapshots
+once the maintenance task made them). Bytes per key are those divided by
+``numRowsTotal``. A size, not a timing: measured once per batch, not repeated.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from bench.framework import Context, Row, figure, write_result
+from bench.stream import (
+    directory_bytes,
+    job_config,
+    now,
+    ran_batch,
+    run_to_end,
+    start_query,
+    state_figures,
+    unique_records,
+    write_source_file,
+)
+
+NAME: Final = "state"
+# The shape of the measured keys (bench.stream.unique_records).
+KEY_NOTE: Final = (
+    "keys are 'id:' + a random UUID (39 bytes); a longer or shorter id changes every key "
+    "by the difference, in memory, in the SST files and in the changelog"
+)
+
+
+def _fill(ctx: Context, records: int, chunk: int) -> dict[str, Any]:
+    config = job_config(ctx, NAME)
+    source = Path(config.checkpoint_location).parent / "source"
+    start = now()
+    for index, first in enumerate(range(0, records, chunk)):
+        write_source_file(
+            source,
+            index,
+            unique_records(min(chunk, records - first), f"state{index}", start),
+            start,
+        )
+    began = time.perf_counter()
+    events = run_to_end(start_query(ctx.spark, config, source))
+    return {
+        "records": records,
+        "batch_records": chunk,
+        "events": [e for e in events if ran_batch(e) and int(e["numInputRows"]) == chunk],
+        "checkpoint": config.checkpoint_location,
+        "state_dir_bytes": directory_bytes(Path(config.checkpoint_location) / "state"),
+        "seconds": time.perf_counter() - began,
+    }
+
+
+def run(ctx: Context) -> list[Row]:
+    fill = ctx.shared.get("state_fill")
+    source = "growth's (b) query, same run"
+    if fill is None:
+        records, chunk = (50_000, 25_000) if ctx.quick else (1_000_000, 100_000)
+        fill = _fill(ctx, records, chunk)
+        source = "its own query"
+    per_batch = []
+    for event in fill["events"]:
+        figures = state_figures(event)
+        per_batch.append({"batch_id": int(event["batchId"]), **figures})
+    if not per_batch:
+        raise RuntimeError("no state figures in the progress events")
+    last = per_batch[-1]
+    keys = last["numRowsTotal"]
+    disk = int(fill["state_dir_bytes"])
+    per_key = {
+        "checkpoint_state_dir": round(disk / keys, 1),
+        "rocksdb_sst_files": round(last["rocksdbSstFileSize"] / keys, 1),
+        "memory_used": round(last["memoryUsedBytes"] / keys, 1),
+    }
+    write_result(
+        ctx,
+        NAME,
+        {
+            "what": __doc__,
+            "fill": source,
+            "records": fill["records"],
+            "batch_records": fill["batch_records"],
+            "horizon_hours": 24,
+            "keys_in_state": keys,
+            "checkpoint_state_dir_bytes": disk,
+            "rocksdb_sst_file_bytes": last["rocksdbSstFileSize"],
+            "memory_used_bytes": last["memoryUsedBytes"],
+            "bytes_per_key": per_key,
+            "key_shape": KEY_NOTE,
+            "per_batch": per_batch,
+        },
+    )
+    with figure(ctx, NAME, ncols=2) as (_, axes):
+        rows = [b["numRowsTotal"] for b in per_batch]
+        axes[0].plot(rows, [b["memoryUsedBytes"] / 2**20 for b in per_batch], "o-", label="memory")
+        axes[0].plot(
+            rows, [b["rocksdbSstFileSize"] / 2**20 for b in per_batch], "s-", label="SST files"
+        )
+        axes[0].set_xlabel("keys in the state")
+        axes[0].set_ylabel("MiB")
+        axes[0].set_title("RocksDB state by keys (progress events)", fontsize=10)
+        axes[0].legend(fontsize=8)
+        axes[1].bar(list(per_key), list(per_key.values()), color="#4c72b0")
+        axes[1].set_title(f"bytes per key at {keys:,} keys", fontsize=10)
+        axes[1].tick_params(axis="x", labelsize=8)
+    return [
+        Row(
+            NAME,
+            f"de-dup state after {fill['records']:,} records (24 h horizon)",
+            f"{keys:,} keys; checkpoint state/ {disk / 2**20:.1f} MiB "
+            f"({per_key['checkpoint_state_dir']:.0f} B/key), "
+            f"SST {last['rocksdbSstFileSize'] / 2**20:.1f} MiB, "
+            f"memory {last['memoryUsedBytes'] / 2**20:.1f} MiB",
+        )
+    ]
