@@ -1,0 +1,39 @@
+"""``python -m bench --quick`` runs every benchmark end to end and writes its
+results: valid JSON with the run's machine facts, and a non-empty PNG chart per
+benchmark. No timing is asserted (benchmarks are not tests)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCHMARKS = ("throughput", "growth", "state", "overhead", "kinesis_source")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.spark  # the child process starts a JVM
+@pytest.mark.timeout(900)
+def test_quick_bench_writes_json_and_charts(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out-dir", str(out), *BENCHMARKS],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=840,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    for name in BENCHMARKS:
+        result = json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
+        assert result["benchmark"] == name
+        assert result["mode"] == "quick"
+        assert result["machine"]["cores"] >= 1
+        chart = (out / f"{name}.png").read_bytes()
+        assert chart.startswith(PNG_SIGNATURE), f"{name}.png is not a PNG"
+    assert "benchmark" in done.stdout and "figure" in done.stdout, "the final table is printed"
