@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Final
 
 from app.config import JobConfig
 from app.sinks.iceberg_catalog import ensure_table, file_io_properties
-from app.sinks.iceberg_commit import commit_batch, expire_snapshots
+from app.sinks.iceberg_commit import already_committed, commit_batch, expire_snapshots
 from app.sinks.iceberg_files import RESULT_SCHEMA as FILES_SCHEMA
 from app.sinks.iceberg_files import data_files_of, file_writer
 from app.sinks.kafka import RESULT_SCHEMA, KafkaSettings, arrow_sender
@@ -173,7 +173,16 @@ class BatchProcessor:
             files = 0
             records = 0
             committed = False
-            if dates:
+            if dates and already_committed(table, query_id, batch_id):
+                # A replay of a batch whose snapshot landed before the crash:
+                # its failures were re-sent above (at least once, keyed by
+                # coordinates); its rows are in the table already.
+                log.warning(
+                    "batch %d of query %s is already in the table: not written again",
+                    batch_id,
+                    query_id,
+                )
+            elif dates:
                 rows = valid_rows(prepared, fields=config.event_fields, batch_id=batch_id)
                 written = rows.mapInArrow(
                     file_writer(table, file_io_properties(config)), FILES_SCHEMA
@@ -210,7 +219,7 @@ class BatchProcessor:
             ",".join(d.isoformat() for d in dates) or "-",
             records,
             files,
-            "" if committed or not dates else " (already committed: replay)",
+            "" if committed or not dates else " (already committed: a replay)",
             finished - started,
             classified_at - started,
             finished - classified_at,

@@ -70,6 +70,8 @@ def committed_batch(table: Table, query_id: str) -> int | None:
 
 
 def already_committed(table: Table, query_id: str, batch_id: int) -> bool:
+    """Whether this query committed ``batch_id`` (or a later batch) to the
+    table, as of the table's last refresh."""
     last = committed_batch(table, query_id)
     return last is not None and last >= batch_id
 

@@ -8,9 +8,10 @@ two moments, aimed at by watching the table's files:
 * **while data files are being written**: the first new Parquet file of a
   batch appears under the table's ``data/`` (the executors are writing; the
   commit has not happened);
-* **between the Iceberg commit and Spark's**: a new ``metadata.json`` appears
-  (the batch's snapshot landed) and the job dies before Spark records the
-  batch in the checkpoint's ``commits/``.
+* **between the Iceberg commit and Spark's**: the catalog's pointer to the
+  table's current metadata moves (the batch's snapshot landed; read straight
+  from the SQLite catalog, a cheap poll) and the job dies before Spark records
+  the batch in the checkpoint's ``commits/``.
 
 After each kill the moment it really hit is read back from the dead job's
 state (the table's committed-batch mark against the checkpoint's commits, and
@@ -23,9 +24,11 @@ malformed record with its reason.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Final
@@ -49,21 +52,58 @@ def _files(root: Path, pattern: str) -> set[Path]:
     return set(root.rglob(pattern)) if root.exists() else set()
 
 
-def kill_when(local: LocalInstance, pattern: str, timeout: float) -> bool:
-    """SIGKILL the job the moment a new file matching ``pattern`` appears
-    under the table; False (and killed anyway) if none did in time."""
+def _metadata_pointer(local: LocalInstance) -> str | None:
+    """The table's current metadata location, read from the SQLite catalog."""
+    path = local.root / "catalog.db"
+    if not path.exists():
+        return None
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
+            row = db.execute(
+                "SELECT metadata_location FROM iceberg_tables WHERE table_name = ?",
+                (local.config.table,),
+            ).fetchone()
+    except sqlite3.Error:
+        return None
+    return str(row[0]) if row else None
+
+
+def kill_when(local: LocalInstance, changed: Callable[[], bool], timeout: float) -> bool:
+    """SIGKILL the job the moment ``changed()`` holds; False (and killed
+    anyway) if it did not in time."""
     job = local.job
     assert job is not None
-    before = _files(local.table_location, pattern)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and job.running:
-        if _files(local.table_location, pattern) - before:
+        if changed():
             job.kill()
             return True
         time.sleep(0.005)
     if job.running:
         job.kill()
     return False
+
+
+def new_data_file(local: LocalInstance) -> Callable[[], bool]:
+    before = _files(local.table_location, "*.parquet")
+    return lambda: bool(_files(local.table_location, "*.parquet") - before)
+
+
+def moved_pointer(local: LocalInstance) -> Callable[[], bool]:
+    """True once the table exists and its pointer moved after that (a commit;
+    creating the table is not one)."""
+    first: list[str] = []
+
+    def changed() -> bool:
+        now = _metadata_pointer(local)
+        if now is None:
+            return False
+        if not first:
+            first.append(now)
+            return False
+        return now != first[0]
+
+    return changed
 
 
 class Reader(threading.Thread):
@@ -106,12 +146,18 @@ def test_crash_loop_loses_and_duplicates_nothing(
         if pending:
             local.produce(pending.pop(0))
         orphans_before = _orphans(local)
-        local.start_job()
+        in_table_before = _committed_in_table(local)
         aim_after_commit = after_commit <= during_write
-        kill_when(local, "*.metadata.json" if aim_after_commit else "*.parquet", timeout=240)
+        trigger = moved_pointer(local) if aim_after_commit else new_data_file(local)
+        trigger()  # the state before the start
+        local.start_job()
+        kill_when(local, trigger, timeout=240)
         kills += 1
-        # What the kill hit, read from the dead job's state.
-        if _table_ahead_of_checkpoint(local):
+        # What the kill hit, read from the dead job's state: this run committed a
+        # batch that Spark's checkpoint does not have, or it left data files no
+        # snapshot references.
+        in_table = _committed_in_table(local)
+        if in_table is not None and in_table != in_table_before and _table_ahead(local, in_table):
             after_commit += 1
         elif _orphans(local) - orphans_before:
             during_write += 1
@@ -163,13 +209,14 @@ def _orphans(local: LocalInstance) -> set[Path]:
     return set(orphan_files(load_table(local.config), timedelta(0), now=time.time() + 1))
 
 
-def _table_ahead_of_checkpoint(local: LocalInstance) -> bool:
-    """The table holds a batch Spark's checkpoint has not committed."""
-    if not table_exists(local.config):
-        return False
+def _committed_in_table(local: LocalInstance) -> int | None:
+    """The last batch id this query committed to the table (its table property)."""
     query_id = local.query_id()
-    if query_id is None:
-        return False
-    in_table = committed_batch(load_table(local.config), query_id)
-    committed = local.committed_batches()
-    return in_table is not None and in_table > max(committed, default=-1)
+    if query_id is None or not table_exists(local.config):
+        return None
+    return committed_batch(load_table(local.config), query_id)
+
+
+def _table_ahead(local: LocalInstance, in_table: int) -> bool:
+    """The table holds a batch Spark's checkpoint has not committed."""
+    return in_table > max(local.committed_batches(), default=-1)
