@@ -11,6 +11,7 @@ not an error).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 import traceback
@@ -33,6 +34,10 @@ def _benchmarks() -> dict[str, Callable[[Context], list[Row]]]:
     }
 
 
+def _terminate(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     benchmarks = _benchmarks()
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
@@ -42,6 +47,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="scaled down (the smoke test's mode)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where results go")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="repeats per figure (>= 3)")
+    parser.add_argument(
+        "--growth-commits",
+        type=int,
+        default=None,
+        help="growth: earlier commits before (b) (default 2,000; quick 50)",
+    )
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in benchmarks]
     if unknown:
@@ -49,7 +60,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.repeats < REPEATS:
         parser.error(f"--repeats {args.repeats}: at least {REPEATS}")
     selected = args.names or list(benchmarks)
-    ctx = Context(quick=args.quick, out_dir=args.out_dir, repeats=args.repeats)
+    ctx = Context(
+        quick=args.quick,
+        out_dir=args.out_dir,
+        repeats=args.repeats,
+        growth_commits=args.growth_commits,
+    )
+    # A SIGTERM unwinds like Ctrl-C, so the emulators and Spark are stopped.
+    signal.signal(signal.SIGTERM, _terminate)
     rows: list[Row] = []
     failed: list[str] = []
     started = time.monotonic()

@@ -58,6 +58,8 @@ class Context:
     quick: bool
     out_dir: Path
     repeats: int = REPEATS
+    # growth's pre-fill commits (None: the benchmark's own default).
+    growth_commits: int | None = None
     shared: dict[str, Any] = field(default_factory=dict)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     _scratch: Path | None = None
