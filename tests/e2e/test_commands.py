@@ -7,7 +7,6 @@ root with the environment a shell would give it (no fixture state leaks in).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -53,36 +52,6 @@ def test_make_run_with_two_instances_passes_and_prints_the_summary(tmp_path: Pat
     assert len(re.findall(r"duplicate ids\s+0\b", out)) == 2, out
     assert len(re.findall(r"records produced\s+800\b", out)) == 2, out
     assert "PASS" in out
-
-
-def test_make_bench_reports_a_ratio_against_its_baseline(tmp_path: Path) -> None:
-    result_file = tmp_path / "bench.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "--records",
-            "2000",
-            "--shards",
-            "2",
-            "--out",
-            str(result_file),
-        ],
-        cwd=ROOT,
-        env=_clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    result = json.loads(result_file.read_text(encoding="utf-8"))
-    assert result["records"] == 2000
-    assert result["baseline"]["records_per_second"] > 0
-    assert result["subject"]["records_per_second"] > 0
-    expected = result["subject"]["records_per_second"] / result["baseline"]["records_per_second"]
-    assert result["ratio_subject_to_baseline"] == pytest.approx(expected, abs=1e-3)
 
 
 def test_make_help_lists_every_readme_target() -> None:
