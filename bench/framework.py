@@ -73,13 +73,21 @@ class Context:
             self._stack.callback(shutil.rmtree, self._scratch, True)
         return Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=self._scratch))
 
+    def __post_init__(self) -> None:
+        # Before any JVM starts: Spark's Python workers inherit the JVM's
+        # environment, fixed when the session starts, not this process's later one.
+        from local.emulators import FAKE_CREDENTIALS
+
+        os.environ.update(FAKE_CREDENTIALS)
+        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
     @property
     def emulators(self) -> Emulators:
         if self._emulators is None:
-            from local.emulators import FAKE_CREDENTIALS, running_emulators
+            from local.emulators import running_emulators
 
-            os.environ.update(FAKE_CREDENTIALS)
-            os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
             self._emulators = self._stack.enter_context(running_emulators())
         return self._emulators
 
@@ -89,8 +97,6 @@ class Context:
             from app.session import build_session
             from app.spark_conf import local_conf
 
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
             work = self.scratch("spark")
             conf = local_conf(str(work))
             # Progress events of every trigger, idle ones included, and enough

@@ -277,6 +277,10 @@ def state_figures(event: dict[str, Any]) -> dict[str, Any]:
         "memoryUsedBytes": int(op.get("memoryUsedBytes", 0)),
         "commitTimeMs": int(op.get("commitTimeMs", 0)),
         "allUpdatesTimeMs": int(op.get("allUpdatesTimeMs", 0)),
+        # dropDuplicatesWithinWatermark scans the WHOLE state every batch for
+        # expired keys (Spark's evictDupInfoFromState): this grows with the state.
+        "allRemovalsTimeMs": int(op.get("allRemovalsTimeMs", 0)),
+        "numRowsRemoved": int(op.get("numRowsRemoved", 0)),
         "rocksdbSstFileSize": int(custom.get("rocksdbSstFileSize", 0)),
         "rocksdbPinnedBlocksMemoryUsage": int(custom.get("rocksdbPinnedBlocksMemoryUsage", 0)),
         "customMetrics": {k: int(v) for k, v in custom.items()},
