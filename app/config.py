@@ -404,9 +404,12 @@ class TableMaintenance(_JobModel):
     ``orphan_file_retention_days``.
     """
 
+    # The Glue retention optimizer's age (whole days, at least one).
     snapshot_retention_hours: PositiveInt = 24
+    # The job keeps at most this many snapshots (plus up to expire_every_batches
+    # between two expiries): each commit copies the snapshot list, so its cost
+    # grows with what is kept. Expiry is a metadata-only commit every n-th batch.
     snapshots_to_retain: PositiveInt = 100
-    # The job expires snapshots after every n-th commit (a metadata-only commit).
     expire_every_batches: PositiveInt = 60
     # Manifests are merged once this many are small enough to merge (Iceberg's
     # ``commit.manifest.min-count-to-merge``), so the manifest list stays short.

@@ -241,11 +241,10 @@ def run(ctx: Context) -> list[Row]:
         "seconds": fill_seconds,
     }
     after_batches = metadata_figures(table)
-    # What the job's own expiry does once the snapshots are older than the
-    # retention (a day later; the job calls it every `expire_every_batches`).
+    # What the job's own expiry does (it runs every `expire_every_batches`
+    # commits): it keeps the newest `snapshots_to_retain`, whatever their age.
     maintenance = config.table_maintenance
-    later = now() + timedelta(hours=maintenance.snapshot_retention_hours, minutes=1)
-    expired = expire_snapshots(table, maintenance, now=later)
+    expired = expire_snapshots(table, maintenance)
     after_expiry = metadata_figures(table)
 
     a = [m["trigger_seconds"] for m in empty]
