@@ -169,12 +169,7 @@ def run(
     table = ensure_table(config)
 
     bootstrap = resolve_bootstrap_servers(config.kafka, region=config.region)
-    kafka = KafkaSettings.from_options(
-        config.kafka,
-        region=config.region,
-        instance_id=config.instance_id,
-        bootstrap_servers=bootstrap,
-    )
+    kafka = KafkaSettings.for_job(config, bootstrap)
     results = BatchResults()
     publisher = None
     listener = None

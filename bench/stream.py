@@ -38,6 +38,7 @@ def job_config(ctx: Context, name: str, **overrides: Any) -> JobConfig:
     """The job's configuration with the defaults (24 h horizon, table
     maintenance), a local SQLite catalog and the run's Kafka broker."""
     from app.config import JobConfig
+    from local.table import sql_catalog
 
     root = ctx.scratch(name)
     raw: dict[str, Any] = {
@@ -50,11 +51,7 @@ def job_config(ctx: Context, name: str, **overrides: Any) -> JobConfig:
             "topic": f"failures.{name}",
             "bootstrap_servers": ctx.emulators.endpoints.kafka_bootstrap,
         },
-        "catalog": {
-            "type": "sql",
-            "uri": f"sqlite:///{root}/catalog.db",
-            "warehouse": f"file://{root}/warehouse",
-        },
+        "catalog": sql_catalog(root),
     }
     raw.update(overrides)
     config = JobConfig.from_dict(raw)
@@ -68,12 +65,7 @@ def kafka_settings(config: JobConfig) -> Any:
     from app.sinks.kafka import KafkaSettings
 
     assert config.kafka.bootstrap_servers is not None
-    return KafkaSettings.from_options(
-        config.kafka,
-        region=config.region,
-        instance_id=config.instance_id,
-        bootstrap_servers=config.kafka.bootstrap_servers,
-    )
+    return KafkaSettings.for_job(config, config.kafka.bootstrap_servers)
 
 
 # --- records --------------------------------------------------------------------------------

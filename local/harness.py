@@ -28,7 +28,7 @@ from local.job_process import JobProcess, clear_stop_marker
 from local.metrics import PublishedMetrics, cloudwatch_client, read_published
 from local.producer import ProduceReport, ensure_stream, kinesis_client, put_all
 from local.summary import RunFigures, Summary, summarize
-from local.table import TableFigures, figures, read_rows
+from local.table import TableFigures, figures, read_rows, sql_catalog
 
 # An on-demand stream has no shard count in the config; moto creates 4 shards
 # for ON_DEMAND, as Kinesis does.
@@ -84,12 +84,7 @@ def build_job_config(
         aws_endpoint_url=endpoints.aws_url,
         source_format="python-kinesis",
     )
-    catalog = {
-        "type": "sql",
-        "uri": f"sqlite:///{root / 'catalog.db'}",
-        "warehouse": f"file://{root / 'warehouse'}",
-    }
-    config = replace_fields(config, {"catalog": catalog, **(overrides or {})})
+    config = replace_fields(config, {"catalog": sql_catalog(root), **(overrides or {})})
     return config
 
 

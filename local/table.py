@@ -22,6 +22,15 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 
+def sql_catalog(root: Path | str, warehouse: str = "warehouse") -> dict[str, str]:
+    """The ``catalog`` config of a local run: SQLite beside its warehouse under ``root``."""
+    return {
+        "type": "sql",
+        "uri": f"sqlite:///{Path(root) / 'catalog.db'}",
+        "warehouse": f"file://{Path(root) / warehouse}",
+    }
+
+
 @dataclass(frozen=True)
 class TableFigures:
     """What the summary shows of the table itself."""

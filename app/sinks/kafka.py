@@ -30,7 +30,7 @@ from app.transform import ERROR_CLASS, MESSAGE, REASON
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from app.config import KafkaOptions
+    from app.config import JobConfig, KafkaOptions
 
 # Header names on every failure record (consumers and the reprocess command read them).
 REASON_HEADER: Final = "reason"
@@ -65,6 +65,17 @@ class KafkaSettings:
     delivery_timeout_ms: int
     request_timeout_ms: int
     flush_timeout_sec: int
+
+    @classmethod
+    def for_job(cls, config: JobConfig, bootstrap_servers: str) -> KafkaSettings:
+        """The job's settings once its brokers are known (resolved from the MSK
+        cluster on AWS, ``kafka.bootstrap_servers`` locally)."""
+        return cls.from_options(
+            config.kafka,
+            region=config.region,
+            instance_id=config.instance_id,
+            bootstrap_servers=bootstrap_servers,
+        )
 
     @classmethod
     def from_options(

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from app.config import JobConfig
 from app.sinks.kafka import KafkaSettings
 from app.sources.schema import SOURCE_SCHEMA
+from local.table import sql_catalog
 
 ARRIVAL = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -69,7 +70,7 @@ def job_config(
 
 def local_catalog(root: str) -> dict[str, str]:
     """A SQLite Iceberg catalog with its warehouse under ``root``."""
-    return {"type": "sql", "uri": f"sqlite:///{root}/catalog.db", "warehouse": f"file://{root}/wh"}
+    return sql_catalog(root)
 
 
 def table_ids(table: Any) -> list[str]:
@@ -82,12 +83,7 @@ def table_ids(table: Any) -> list[str]:
 
 def kafka_settings(config: JobConfig) -> KafkaSettings:
     assert config.kafka.bootstrap_servers is not None
-    return KafkaSettings.from_options(
-        config.kafka,
-        region=config.region,
-        instance_id=config.instance_id,
-        bootstrap_servers=config.kafka.bootstrap_servers,
-    )
+    return KafkaSettings.for_job(config, config.kafka.bootstrap_servers)
 
 
 JOB_DESCRIPTION = "spark.job.description"

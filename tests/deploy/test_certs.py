@@ -9,32 +9,18 @@ import json
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
-import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtensionOID, NameOID
-from moto.server import ThreadedMotoServer
 
 from scripts.certs import default_bucket, node_domain
 
 REPO = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"  # moto's account
-
-
-@pytest.fixture
-def moto_url() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 def _certs(url: str, *args: str) -> subprocess.CompletedProcess[str]:

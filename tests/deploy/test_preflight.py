@@ -11,14 +11,12 @@ import io
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
-from moto.server import ThreadedMotoServer
 
 from infra.config import InstanceConfig, load_instances, read_cdk_context
 from scripts import preflight
@@ -44,17 +42,6 @@ def _config(**instance: Any) -> InstanceConfig:
     context["streaming"]["defaults"] = {"emr": {"tls_certificates_s3_uri": TLS}}
     context["streaming"]["instances"] = [{"domain": "orders", "region": "eu-west-1", **instance}]
     return load_instances(context)[0]
-
-
-@pytest.fixture
-def moto_url() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 # ------------------------------------------------------------------ the command
