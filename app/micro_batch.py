@@ -4,16 +4,17 @@ The streaming plan hands each batch already classified and de-duplicated
 (:func:`prepare`: the state store's exchange is the batch's only shuffle; the
 batch never reads the table). Order of work in a batch:
 
-1. persist the batch: the stateful stage runs once, both outputs read the cache;
-2. send the failure records to Kafka (executors). The same scan feeds an
-   ``Observation`` (input rows, failures, oldest arrival, event dates) so the
-   figures cost no extra job and no shuffle;
-3. executors write the valid rows as Iceberg data files
-   (:mod:`app.sinks.iceberg_files`); the driver commits them as ONE snapshot,
-   exactly once (:mod:`app.sinks.iceberg_commit`), after the failures were
-   delivered;
-4. now and then expire old snapshots; unpersist; hand the figures to the
-   metrics listener.
+1. the driver reads the table's committed-batch property (one read, whatever
+   the table's history): a replay of a batch that already landed writes no
+   data file again;
+2. ONE pass over the batch (:mod:`app.sinks.batch_task`): each task sends its
+   failure records to Kafka and writes its valid rows as Iceberg data files,
+   and returns its figures (rows, failures, oldest arrival, event dates) with
+   the files' descriptions. No cache, no second action, no ``Observation``;
+3. the driver commits the files as ONE snapshot, exactly once
+   (:mod:`app.sinks.iceberg_commit`), after every task's failures were
+   acknowledged;
+4. now and then expire old snapshots; hand the figures to the metrics listener.
 
 Any exception propagates: Spark stops the query without committing the batch.
 """
@@ -22,28 +23,19 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Final
 
 from app.config import JobConfig
-from app.sinks.iceberg_catalog import ensure_table, file_io_properties
+from app.sinks.batch_task import RESULT_SCHEMA as TASK_SCHEMA
+from app.sinks.batch_task import batch_task, combine
+from app.sinks.iceberg_catalog import ensure_table, file_io_properties, with_retries
 from app.sinks.iceberg_commit import already_committed, commit_batch, expire_snapshots
-from app.sinks.iceberg_files import RESULT_SCHEMA as FILES_SCHEMA
-from app.sinks.iceberg_files import data_files_of, file_writer
-from app.sinks.kafka import RESULT_SCHEMA, KafkaSettings, arrow_sender
-from app.sources.schema import ARRIVAL_TIMESTAMP
-from app.table_layout import column_name
-from app.transform import (
-    REASON,
-    classify,
-    deduplicated,
-    failures,
-    utc_date,
-    valid_rows,
-)
+from app.sinks.kafka import KafkaSettings
+from app.table_layout import ARRIVAL_TIME, column_name, table_columns
+from app.transform import classify, deduplicated, output_rows
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -128,101 +120,74 @@ class BatchProcessor:
         return found
 
     def process_batch(self, batch: DataFrame, batch_id: int) -> BatchResult:
-        from pyspark import StorageLevel
-        from pyspark.sql import Observation
-        from pyspark.sql import functions as sf
-
         config = self.config
         table = self.table
         query_id = self.query_id(batch)
-        time_column = column_name(config.event_time_field)
-        prepared = batch.persist(StorageLevel.MEMORY_AND_DISK)
         started = time.monotonic()
-        try:
-            figures = Observation(f"batch_{batch_id}_{uuid.uuid4().hex[:8]}")
-            observed = prepared.observe(
-                figures,
-                sf.count(sf.lit(1)).alias("rows"),
-                sf.count_if(sf.col(REASON).isNotNull()).alias("failures"),
-                sf.unix_micros(sf.min(ARRIVAL_TIMESTAMP)).alias("oldest_us"),
-                # A string: py4j hands observed arrays back as Java objects.
-                sf.array_join(
-                    sf.collect_set(
-                        sf.when(
-                            sf.col(REASON).isNull(), utc_date(sf.col(time_column)).cast("string")
-                        )
-                    ),
-                    ",",
-                ).alias("dates"),
+        # Read before the pass: a replay whose snapshot landed before the crash
+        # re-sends its failures (at least once, keyed by coordinates) but
+        # writes no data file again.
+        with_retries(table.refresh, f"refresh {'.'.join(table.name())}", config.catalog)
+        replay = already_committed(table, query_id, batch_id)
+        task = batch_task(
+            self.kafka,
+            table.metadata.model_dump_json(),
+            file_io_properties(config),
+            table_columns=tuple(c.name for c in table_columns(config.event_fields)),
+            arrival_column=ARRIVAL_TIME,
+            time_column=column_name(config.event_time_field),
+            write_files=not replay,
+        )
+        rows = output_rows(batch, fields=config.event_fields, batch_id=batch_id)
+        outcome = combine(rows.mapInArrow(task, TASK_SCHEMA).collect())
+        if outcome.sent != outcome.failures:
+            raise RuntimeError(
+                f"batch {batch_id}: {outcome.failures} failure records but "
+                f"{outcome.sent} acknowledged by Kafka"
             )
-            sent = 0
-            for row in (
-                failures(observed).mapInArrow(arrow_sender(self.kafka), RESULT_SCHEMA).collect()
-            ):
-                sent += int(row["sent"])
-            seen = figures.get
-            failed = int(seen["failures"])
-            if sent != failed:
-                raise RuntimeError(
-                    f"batch {batch_id}: {failed} failure records but {sent} acknowledged by Kafka"
-                )
-            dates = tuple(
-                sorted(date.fromisoformat(d) for d in (seen["dates"] or "").split(",") if d)
+        passed = time.monotonic()
+        committed = False
+        if replay and outcome.dates:
+            log.warning(
+                "batch %d of query %s is already in the table: not written again",
+                batch_id,
+                query_id,
             )
-            classified_at = time.monotonic()
-            files = 0
-            records = 0
-            committed = False
-            if dates and already_committed(table, query_id, batch_id):
-                # A replay of a batch whose snapshot landed before the crash:
-                # its failures were re-sent above (at least once, keyed by
-                # coordinates); its rows are in the table already.
-                log.warning(
-                    "batch %d of query %s is already in the table: not written again",
-                    batch_id,
-                    query_id,
-                )
-            elif dates:
-                rows = valid_rows(prepared, fields=config.event_fields, batch_id=batch_id)
-                written = rows.mapInArrow(
-                    file_writer(table, file_io_properties(config)), FILES_SCHEMA
-                ).collect()
-                outcome = commit_batch(
-                    table,
-                    data_files_of(written),
-                    query_id=query_id,
-                    batch_id=batch_id,
-                    options=config.catalog,
-                )
-                files, records, committed = outcome.data_files, outcome.records, outcome.committed
-                if committed and batch_id % config.table_maintenance.expire_every_batches == 0:
-                    expire_snapshots(table, config.table_maintenance)
-            result = BatchResult(
+        elif outcome.data_files:
+            commit = commit_batch(
+                table,
+                outcome.data_files,
+                query_id=query_id,
                 batch_id=batch_id,
-                input_rows=int(seen["rows"]),
-                failure_records=failed,
-                oldest_arrival=_from_micros(seen["oldest_us"]),
-                event_dates=dates,
-                data_files=files,
-                table_records=records,
-                committed=committed,
+                options=config.catalog,
             )
-        finally:
-            prepared.unpersist()
+            committed = commit.committed
+            if committed and batch_id % config.table_maintenance.expire_every_batches == 0:
+                expire_snapshots(table, config.table_maintenance)
+        result = BatchResult(
+            batch_id=batch_id,
+            input_rows=outcome.rows,
+            failure_records=outcome.failures,
+            oldest_arrival=_from_micros(outcome.oldest_us),
+            event_dates=outcome.dates,
+            data_files=len(outcome.data_files),
+            table_records=outcome.records,
+            committed=committed,
+        )
         finished = time.monotonic()
         log.info(
             "batch %d: %d records, %d failures, dates %s, %d rows in %d files%s; %.2fs "
-            "(classify + failures %.2fs, table %.2fs)",
+            "(pass %.2fs, commit %.2fs)",
             batch_id,
             result.input_rows,
             result.failure_records,
-            ",".join(d.isoformat() for d in dates) or "-",
-            records,
-            files,
-            "" if committed or not dates else " (already committed: a replay)",
+            ",".join(d.isoformat() for d in result.event_dates) or "-",
+            result.table_records,
+            result.data_files,
+            " (already committed: a replay)" if replay and result.event_dates else "",
             finished - started,
-            classified_at - started,
-            finished - classified_at,
+            passed - started,
+            finished - passed,
         )
         if self.on_result is not None:
             self.on_result(result)

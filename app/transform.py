@@ -273,16 +273,33 @@ def failures(classified: DataFrame) -> DataFrame:
     )  # fmt: skip
 
 
-def valid_rows(classified: DataFrame, *, fields: Sequence[EventField], batch_id: int) -> DataFrame:
-    """Valid events in the table's column order (:func:`app.table_layout.table_columns`);
-    ``batch_id`` records which micro-batch wrote the row."""
+def output_rows(classified: DataFrame, *, fields: Sequence[EventField], batch_id: int) -> DataFrame:
+    """Both outputs of a batch in one frame, for one pass over it
+    (:mod:`app.sinks.batch_task`): the table's columns in its order
+    (:func:`app.table_layout.table_columns`; ``batch_id`` records which
+    micro-batch wrote the row), then the failure columns. The original bytes
+    are kept on failure rows only: a valid row's bytes would cross into Python
+    for nothing."""
     from pyspark.sql import functions as sf
 
-    return classified.where(sf.col(REASON).isNull()).select(
+    return classified.select(
         *(name for name, _ in event_columns(fields)),
         *(sf.col(src).alias(name) for src, name in SOURCE_TABLE_COLUMNS),
         sf.lit(batch_id).cast("bigint").alias(layout.BATCH_ID),
+        sf.when(sf.col(REASON).isNotNull(), sf.col(DATA)).alias(DATA),
+        REASON,
+        MESSAGE,
+        ERROR_CLASS,
     )
+
+
+def valid_rows(classified: DataFrame, *, fields: Sequence[EventField], batch_id: int) -> DataFrame:
+    """Valid events as the table stores them."""
+    from pyspark.sql import functions as sf
+
+    table = [column.name for column in layout.table_columns(fields)]
+    rows = output_rows(classified, fields=fields, batch_id=batch_id)
+    return rows.where(sf.col(REASON).isNull()).select(*table)
 
 
 def dedup_key(id_column: str) -> Column:

@@ -85,8 +85,22 @@ def commit_batch(
 ) -> CommitResult:
     """Commit ``files`` as one snapshot unless this batch already landed."""
     records = sum(int(f.record_count) for f in files)
-    with_retries(table.refresh, f"refresh {table.name()}", options)
-    if already_committed(table, query_id, batch_id):
+
+    def commit() -> bool:
+        # Refreshed on every attempt: a retry after an outage must see whether
+        # the failed attempt landed before the connection dropped.
+        table.refresh()
+        if already_committed(table, query_id, batch_id):
+            return False
+        with table.transaction() as tx:
+            tx.set_properties({COMMITTED_PROPERTY: f"{query_id}:{batch_id}"})
+            summary = {QUERY_ID_SUMMARY: query_id, BATCH_ID_SUMMARY: str(batch_id)}
+            with tx.update_snapshot(snapshot_properties=summary).merge_append() as append:
+                for data_file in files:
+                    append.append_data_file(data_file)
+        return True
+
+    if not with_retries(commit, f"commit batch {batch_id}", options):
         log.warning(
             "batch %d of query %s is already in %s (a replay after a crash between the "
             "table commit and the checkpoint commit): %d files not committed again",
@@ -96,21 +110,6 @@ def commit_batch(
             len(files),
         )
         return CommitResult(False, None, len(files), records)
-
-    def commit() -> None:
-        # A retry after an outage re-reads the property first: the failed
-        # attempt may have landed before the connection dropped.
-        table.refresh()
-        if already_committed(table, query_id, batch_id):
-            return
-        with table.transaction() as tx:
-            tx.set_properties({COMMITTED_PROPERTY: f"{query_id}:{batch_id}"})
-            summary = {QUERY_ID_SUMMARY: query_id, BATCH_ID_SUMMARY: str(batch_id)}
-            with tx.update_snapshot(snapshot_properties=summary).merge_append() as append:
-                for data_file in files:
-                    append.append_data_file(data_file)
-
-    with_retries(commit, f"commit batch {batch_id}", options)
     snapshot = table.current_snapshot()
     return CommitResult(True, snapshot.snapshot_id if snapshot else None, len(files), records)
 
