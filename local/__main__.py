@@ -6,8 +6,10 @@ ports, creates each selected instance's stream and failure topic from
 EMR does (``python -m app --config ...``, same ``main()``, same Spark conf
 source, Hive catalog on an embedded metastore under ``.work/``), produces a
 known mix of events while it runs, shows progress, stops the job with its stop
-marker once every produced record is in the table or on the failure topic, and
-prints a summary. Exit 0 only if every event is accounted for exactly once.
+marker once every produced record is in the table or on the failure topic,
+prints a summary, saves what it read as a metrics dump (``metrics.json``) and
+renders the run report from it (``report/index.html``, PNG charts beside it;
+:mod:`local.report`). Exit 0 only if every event is accounted for exactly once.
 
 Emulators and jobs are stopped on exit, on failure, on Ctrl-C and on SIGTERM.
 """
@@ -35,9 +37,13 @@ from local.harness import (
 )
 from local.job_process import REPO_ROOT
 from local.producer import ProduceReport
+from local.report import render
+from local.report_data import RunDump
+from local.run_dump import DUMP_NAME, collect, write_dump
 from local.summary import Summary
 
 DEFAULT_WORK_DIR: Final = REPO_ROOT / ".work" / "run"
+REPORT_DIR: Final = "report"
 # The local run lowers the record size limit so that the ``too_large`` failure
 # kind can be shown: Kinesis itself refuses records above 1 MiB, the default.
 LOCAL_MAX_RECORD_BYTES: Final = 65_536
@@ -130,11 +136,23 @@ def run(args: argparse.Namespace) -> int:
                 summary = local.summary()
                 local.write_summary(summary)
                 summaries.append(summary)
+            report = _write_report(locals_, summaries, root)
         finally:
             for local in locals_:
                 for job in local.all_jobs:
                     job.close()
-    return _report(summaries, codes, time.monotonic() - started)
+    return _report(summaries, codes, report, time.monotonic() - started)
+
+
+def _write_report(locals_: list[LocalInstance], summaries: list[Summary], root: Path) -> str:
+    """Save the metrics dump and render the report from it; returns the page's
+    path, or why there is none (the report never overrules the verdict)."""
+    try:
+        dump = RunDump(tuple(collect(lo, s) for lo, s in zip(locals_, summaries, strict=True)))
+        source = write_dump(dump, root / DUMP_NAME)
+        return str(render(dump, root / REPORT_DIR, source=str(source)))
+    except Exception as exc:  # the emulators may be gone; the verdict still stands
+        return f"not written ({type(exc).__name__}: {exc})"
 
 
 def _produce_and_wait(locals_: list[LocalInstance], args: argparse.Namespace) -> None:
@@ -205,7 +223,7 @@ def _stop_all(locals_: list[LocalInstance]) -> dict[str, int]:
     return codes
 
 
-def _report(summaries: list[Summary], codes: dict[str, int], seconds: float) -> int:
+def _report(summaries: list[Summary], codes: dict[str, int], report: str, seconds: float) -> int:
     _say("")
     _say("=" * 72)
     ok = True
@@ -215,6 +233,7 @@ def _report(summaries: list[Summary], codes: dict[str, int], seconds: float) -> 
         code = codes.get(summary.instance)
         _say(f"  job exit code         {code}")
         ok = ok and summary.ok and code == 0
+    _say(f"report {report}")
     _say(f"wall time {seconds:.0f}s -> {'PASS' if ok else 'FAIL'}")
     _say("=" * 72)
     return 0 if ok else 1
