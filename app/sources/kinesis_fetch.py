@@ -12,9 +12,16 @@ An expired shard iterator (they live 5 minutes) is re-acquired
 ``AFTER_SEQUENCE_NUMBER`` of the last record seen, so no record is skipped or
 repeated.
 
-End of a closed shard: real Kinesis returns no ``NextShardIterator``; moto
-keeps returning one, so an empty answer at ``MillisBehindLatest == 0`` on a
-shard ListShards reports closed counts as its end too.
+Where a read stops (GetRecords API reference,
+https://docs.aws.amazon.com/kinesis/latest/APIReference/API_GetRecords.html):
+``MillisBehindLatest == 0`` means "caught up, no new records at this moment",
+so an open shard's batch ends on that page, without one more (empty) call.
+``NextShardIterator`` null means the shard is closed and returns no more data.
+moto keeps returning an iterator on a closed shard, so an *empty* answer at
+``MillisBehindLatest == 0`` on a shard ListShards reports closed counts as its
+end too; a closed shard is never declared finished on a page that still had
+records (moto truncates MillisBehindLatest to whole milliseconds, so it can be
+0 with records left).
 """
 
 from __future__ import annotations
@@ -43,8 +50,8 @@ RETRYABLE_CODES: Final = frozenset(
 EXPIRED_ITERATOR: Final = "ExpiredIteratorException"
 # Re-acquisitions of an expired iterator allowed for one GetRecords call.
 _MAX_REACQUIRE: Final = 3
-# A batch's read may take this many times kinesis.maxFetchTimePerShardSec:
-# it re-reads what the planning step already found within that budget.
+# A replayed batch's read may take this many times kinesis.maxFetchTimePerShardSec:
+# it re-reads what the first read found within that budget.
 READ_DEADLINE_FACTOR: Final = 6
 
 T = TypeVar("T")
@@ -120,7 +127,21 @@ def make_client(options: ReaderOptions) -> Any:
 class Page:
     records: list[dict[str, Any]]
     ended: bool  # no NextShardIterator: a closed shard read to its end
-    at_tip: bool  # nothing returned and nothing behind: caught up
+    caught_up: bool  # MillisBehindLatest == 0: nothing newer at this moment
+
+    @property
+    def at_tip(self) -> bool:
+        """Nothing returned and nothing behind: the shard holds no more now."""
+        return self.caught_up and not self.records
+
+
+@dataclass(frozen=True)
+class ShardBatch:
+    """What one batch read from one shard: its records, in order, and the
+    shard's state after them (the batch's end offset for this shard)."""
+
+    records: list[dict[str, Any]]
+    state: ShardState
 
 
 @dataclass
@@ -157,7 +178,7 @@ class _Cursor:
                 self.last = str(records[-1]["SequenceNumber"])
             self.iterator = response.get("NextShardIterator")
             behind = int(response.get("MillisBehindLatest") or 0)
-            return Page(records, self.iterator is None, not records and behind == 0)
+            return Page(records, self.iterator is None, behind == 0)
         raise RuntimeError(
             f"shard {self.shard_id}: iterator expired {_MAX_REACQUIRE + 1} times in a row"
         )
@@ -222,23 +243,27 @@ class ShardReader:
         response = self.call(lambda: self.client.get_shard_iterator(**args))
         return str(response["ShardIterator"])
 
-    def probe(self, shard: ShardInfo, start: ShardState) -> ShardState:
-        """Where the next batch of ``shard`` ends: at most
-        kinesis.maxFetchRecordsPerShard records after ``start``, found within
-        kinesis.maxFetchTimePerShardSec. Runs on the driver when planning."""
+    def next_batch(self, shard: ShardInfo, start: ShardState) -> ShardBatch:
+        """The next batch of ``shard``: at most kinesis.maxFetchRecordsPerShard
+        records after ``start``, read within kinesis.maxFetchTimePerShardSec,
+        and where it ends. Runs on the driver, once per record: the records
+        planned are the records handed to Spark."""
         limit = self.options.max_fetch_records_per_shard
         deadline = self.clock() + self.options.max_fetch_time_per_shard_sec
         cursor = _Cursor(self, shard.shard_id, start)
-        count = 0
+        records: list[dict[str, Any]] = []
         while True:
-            page = cursor.fetch(min(self.options.records_per_fetch, limit - count))
-            count += len(page.records)
+            page = cursor.fetch(min(self.options.records_per_fetch, limit - len(records)))
+            records.extend(page.records)
             if page.ended:
-                return start.advanced(cursor.last, done=True)
+                return ShardBatch(records, start.advanced(cursor.last, done=True))
             if page.at_tip:
-                return start.advanced(cursor.last, done=shard.closed)
-            if count >= limit or self.clock() >= deadline:
-                return start.advanced(cursor.last, done=False)
+                return ShardBatch(records, start.advanced(cursor.last, done=shard.closed))
+            if page.caught_up and not shard.closed:
+                # An open shard has nothing newer: end the batch on this page.
+                return ShardBatch(records, start.advanced(cursor.last, done=False))
+            if len(records) >= limit or self.clock() >= deadline:
+                return ShardBatch(records, start.advanced(cursor.last, done=False))
 
     def read_range(self, shard_id: str, start: ShardState, end: str) -> Iterator[dict[str, Any]]:
         """The records of ``shard_id`` in ``(start, end]``, in order. Raises

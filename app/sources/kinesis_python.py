@@ -4,33 +4,33 @@ The stand-in for the awslabs JVM connector wherever it is absent (locally,
 against moto) and a working reader against real Kinesis: same option names,
 same columns plus ``shardId``.
 
-How a micro-batch is made:
+Each record is read from Kinesis once. The reader is a
+``SimpleDataSourceStreamReader``, which Spark drives through its prefetch
+cache (``pyspark.sql.datasource_internal._SimpleStreamReaderWrapper``):
 
-* ``latestOffset`` (driver) lists shards (at most every
-  ``kinesis.describeShardInterval``), then for every readable shard probes up
-  to ``kinesis.maxFetchRecordsPerShard`` records to find where this batch ends.
-  A backlog is therefore consumed in several bounded batches. The probe reads
-  the records once more than strictly needed; that is the price of bounded,
-  replayable batches when Spark 4.0's Python API gives no admission control.
-* ``partitions`` makes one partition per shard that moved; ``read``
-  (executors) re-reads exactly ``(start, end]`` of its shard.
+* ``read(start)`` (driver, when Spark asks for the latest offset) lists shards
+  (at most every ``kinesis.describeShardInterval``), then reads every readable
+  shard, in up to 8 threads, up to ``kinesis.maxFetchRecordsPerShard`` records
+  or ``kinesis.maxFetchTimePerShardSec``; it returns those records and the end
+  offset. Spark keeps the records and, when it plans the batch, hands them to
+  the JVM block manager: executors read the block, no Python reads Kinesis
+  again. A backlog is consumed in several bounded batches.
+* ``readBetweenOffsets(start, end)`` (an executor, one task) re-reads exactly
+  ``(start, end]`` of every shard that moved. Spark calls it only when the
+  records are not cached: a batch replayed after a restart.
 
-Spark 4.0 does not pass the start offset to ``latestOffset``; the reader keeps
-the end it last returned, and learns it on restart from ``partitions``, which
-Spark calls with the latest offset in the checkpoint
-(``AcceptsLatestSeenOffset``) before asking for the next one.
+Why the driver and not executors: docs/source.md, "Why the driver reads".
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
 from app.sources.kinesis_fetch import DataLossError, ShardReader, make_client
 from app.sources.kinesis_offsets import (
@@ -53,17 +53,11 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 FORMAT_NAME: Final = "python-kinesis"
-# Threads probing shards in parallel on the driver (connector: checkNewRecordThreads).
-PROBE_THREADS: Final = 8
+# Threads reading shards in parallel (connector: checkNewRecordThreads).
+READ_THREADS: Final = 8
 
-
-@dataclass(frozen=True)
-class ShardRange(InputPartition):
-    """One shard's records ``(start, end]`` of a batch; pickled to an executor."""
-
-    shard_id: str
-    start: dict[str, Any]
-    end: str
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def record_row(stream: str, shard_id: str, record: dict[str, Any]) -> tuple[Any, ...]:
@@ -79,11 +73,20 @@ def record_row(stream: str, shard_id: str, record: dict[str, Any]) -> tuple[Any,
     )
 
 
-class KinesisStreamReader(DataSourceStreamReader):
+def in_threads(work: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``work`` over ``items`` in up to READ_THREADS threads, results in order:
+    a shard's GetRecords calls wait on the network, not on the GIL."""
+    todo = list(items)
+    if len(todo) <= 1:
+        return [work(item) for item in todo]
+    with ThreadPoolExecutor(min(READ_THREADS, len(todo)), thread_name_prefix="kinesis") as pool:
+        return list(pool.map(work, todo))
+
+
+class KinesisStreamReader(SimpleDataSourceStreamReader):
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
         self._reader: ShardReader | None = None
-        self._position: Offsets | None = None
         self._initial: Offsets | None = None
         self._shards: list[ShardInfo] = []
         self._shards_at: float | None = None
@@ -122,9 +125,9 @@ class KinesisStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 (Spark's API)
         return offsets_to_json(self._initial_offsets())
 
-    def latestOffset(self) -> dict[str, Any]:  # noqa: N802 (Spark's API)
-        start = self._position if self._position is not None else self._initial_offsets()
-        shards = self.list_shards()
+    def _tracked(self, start: Offsets, shards: list[ShardInfo]) -> Offsets:
+        """``start`` against the current shard list: expired finished shards
+        dropped, new shards added, vanished unfinished ones failed or closed."""
         gone = missing_shards(start, shards)
         if gone and self.options.fail_on_data_loss:
             raise DataLossError(
@@ -134,48 +137,58 @@ class KinesisStreamReader(DataSourceStreamReader):
         current = with_new_shards(forget_finished(start, shards), shards)
         for shard in gone:
             current[shard] = ShardState(current[shard].after, current[shard].ts, done=True)
-        readable = readable_shards(current, shards)
-        end = dict(current)
-        if readable:
-            reader = self.shard_reader  # one client, shared by the probe threads
-            workers = min(PROBE_THREADS, len(readable))
-            with ThreadPoolExecutor(workers, thread_name_prefix="kinesis-probe") as pool:
-                probed = pool.map(
-                    lambda info: (
-                        info.shard_id,
-                        reader.probe(info, current[info.shard_id]),
-                    ),
-                    readable,
-                )
-                end.update(probed)
-        self._position = end
-        return offsets_to_json(end)
+        return current
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[ShardRange]:
+    def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
+        """The next batch after ``start``: its rows and its end offset.
+
+        The rows come back as a list iterator: Spark's prefetch cache copies
+        it (``copy.copy``) each time it hands the batch over, which a
+        generator would not survive. Nothing new returns ``start`` itself, so
+        the idle triggers Spark 4.0.2 caches until the next commit share it.
+        """
+        begin = offsets_from_json(start)
+        shards = self.list_shards()
+        current = self._tracked(begin, shards)
+        readable = readable_shards(current, shards)
+        reader = self.shard_reader  # one client, shared by the threads
+        batches = in_threads(lambda info: reader.next_batch(info, current[info.shard_id]), readable)
+        end = dict(current)
+        stream = self.options.stream_name
+        rows: list[tuple[Any, ...]] = []
+        for info, batch in zip(readable, batches, strict=True):
+            end[info.shard_id] = batch.state
+            rows.extend(record_row(stream, info.shard_id, record) for record in batch.records)
+        end_json = offsets_to_json(end)
+        return iter(rows), (start if end_json == start else end_json)
+
+    def readBetweenOffsets(  # noqa: N802 (Spark's API)
+        self, start: dict[str, Any], end: dict[str, Any]
+    ) -> Iterator[tuple[Any, ...]]:
+        """Exactly the rows ``read(start)`` returned with ``end``, in the same
+        order: every shard that moved, ``(start, end]``, in shard order."""
         begin = offsets_from_json(start)
         finish = offsets_from_json(end)
-        self._position = finish
-        ranges = []
-        for shard_id in sorted(finish):
-            stop = finish[shard_id].after
-            first = begin.get(shard_id, ShardState())
-            if stop is not None and stop != first.after:
-                ranges.append(ShardRange(shard_id, first.to_json(), stop))
-        return ranges
-
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        if not isinstance(partition, ShardRange):
-            raise TypeError(f"python-kinesis: unexpected partition {partition!r}")
+        moved = [
+            (shard_id, begin.get(shard_id, ShardState()), state.after)
+            for shard_id, state in sorted(finish.items())
+            if state.after is not None and state.after != begin.get(shard_id, ShardState()).after
+        ]
+        reader = self.shard_reader
         stream = self.options.stream_name
-        start = ShardState.from_json(partition.start)
-        for record in self.shard_reader.read_range(partition.shard_id, start, partition.end):
-            yield record_row(stream, partition.shard_id, record)
+
+        def replay(item: tuple[str, ShardState, str]) -> list[tuple[Any, ...]]:
+            shard_id, first, stop = item
+            return [
+                record_row(stream, shard_id, record)
+                for record in reader.read_range(shard_id, first, stop)
+            ]
+
+        for rows in in_threads(replay, moved):
+            yield from rows
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: Kinesis keeps no consumer position; the checkpoint does."""
-
-    def stop(self) -> None:
-        self._reader = None
 
 
 class KinesisDataSource(DataSource):
@@ -188,7 +201,7 @@ class KinesisDataSource(DataSource):
     def schema(self) -> StructType:
         return SOURCE_SCHEMA
 
-    def streamReader(self, schema: StructType) -> KinesisStreamReader:  # noqa: N802 (Spark's API)
+    def simpleStreamReader(self, schema: StructType) -> KinesisStreamReader:  # noqa: N802 (Spark's API)
         return KinesisStreamReader(parse_options(dict(self.options)))
 
 

@@ -96,17 +96,33 @@ def running(frame: Any, checkpoint: str) -> Iterator[Callable[[], Collected]]:
 
 class FakeKinesis:
     """An in-memory Kinesis with real-service semantics where moto differs:
-    sequence numbers unique across the stream, a split keeps the parent's
-    records, a closed shard's last page has no NextShardIterator. Failures
-    can be scripted per call; iterators can be expired."""
+    sequence numbers unique across the stream, a split or merge keeps the
+    parents' records (moto moves or copies them into the children), a closed
+    shard's last page has no NextShardIterator. Failures can be scripted per
+    call; iterators can be expired; ``served`` counts how often each record
+    was returned by GetRecords.
 
-    def __init__(self, shards: int = 1, page_size: int = 100) -> None:
+    Two moto behaviours can be switched on: ``moto_closed_iterators`` (a
+    closed shard keeps returning a NextShardIterator) and ``moto_lag``
+    (MillisBehindLatest 0 although records remain: moto truncates the lag to
+    whole milliseconds, and records put together share one timestamp)."""
+
+    def __init__(
+        self,
+        shards: int = 1,
+        page_size: int = 100,
+        moto_closed_iterators: bool = False,
+        moto_lag: bool = False,
+    ) -> None:
         self.shards: dict[str, dict[str, Any]] = {}
         self.next_sequence = 49_000_000_000
         self.generation = 0
         self.page_size = page_size
+        self.moto_closed_iterators = moto_closed_iterators
+        self.moto_lag = moto_lag
         self.failures: list[Exception] = []
         self.calls: Counter[str] = Counter()
+        self.served: Counter[str] = Counter()
         for _ in range(shards):
             self.add_shard()
 
@@ -196,12 +212,13 @@ class FakeKinesis:
         position = int(position_text)
         records = shard["records"][position : position + min(Limit, self.page_size)]
         position += len(records)
+        self.served.update(str(r["PartitionKey"]) for r in records)
         at_end = position >= len(shard["records"])
         response: dict[str, Any] = {
             "Records": records,
-            "MillisBehindLatest": 0 if at_end else 1000,
+            "MillisBehindLatest": 0 if at_end or self.moto_lag else 1000,
         }
-        if not (shard["closed"] and at_end):
+        if not (shard["closed"] and at_end) or self.moto_closed_iterators:
             response["NextShardIterator"] = f"{shard_id}|{position}|{self.generation}"
         return response
 

@@ -1,8 +1,10 @@
 """The Kinesis source's logic without Spark: options, retries, offsets, resharding.
 
-The reader is driven the way Spark drives it (initialOffset, latestOffset,
-partitions, read) against FakeKinesis, which behaves like the real service
-where moto does not (see source_helpers.FakeKinesis).
+The reader is driven the way Spark 4.0 drives a SimpleDataSourceStreamReader
+(through pyspark's own prefetch wrapper: initialOffset, latestOffset,
+partitions, getCache, commit; readBetweenOffsets on a replay) against
+FakeKinesis, which behaves like the real service where moto does not (see
+source_helpers.FakeKinesis).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
 
 from app.config import MIN_FETCH_TIME_SEC, ConfigError, JobConfig, SourceOptions
 from app.sources.aws_kinesis import connector_options
@@ -23,7 +26,7 @@ from app.sources.kinesis_offsets import (
     readable_shards,
 )
 from app.sources.kinesis_options import parse_duration_ms, parse_options
-from app.sources.kinesis_python import KinesisStreamReader, ShardRange
+from app.sources.kinesis_python import KinesisStreamReader
 from tests.app.source_helpers import FakeKinesis, client_error, job_config
 
 # ---------------------------------------------------------------- options
@@ -266,18 +269,65 @@ def _reader(fake: FakeKinesis, **options: str) -> KinesisStreamReader:
     return reader
 
 
+def _as_spark(reader: KinesisStreamReader) -> _SimpleStreamReaderWrapper:
+    """The reader as Spark 4.0 drives it: wrapped in pyspark's prefetch cache
+    (what pyspark.sql.streaming.python_streaming_source_runner calls)."""
+    return _SimpleStreamReaderWrapper(reader)
+
+
 def _run(
-    reader: KinesisStreamReader, start: dict[str, Any]
+    spark: _SimpleStreamReaderWrapper, start: dict[str, Any]
 ) -> tuple[list[list[tuple[Any, ...]]], dict[str, Any]]:
-    """Batches as Spark would plan them until no new offset appears."""
-    batches = []
+    """Batches as Spark plans them until no new offset appears: latestOffset
+    (which reads), then the partitions and the cached rows of (start, end],
+    then the commit."""
+    batches: list[list[tuple[Any, ...]]] = []
     for _ in range(100):
-        end = reader.latestOffset()
+        end = spark.latestOffset()
         if end == start:
             return batches, start
-        batches.append([row for part in reader.partitions(start, end) for row in reader.read(part)])
+        assert len(spark.partitions(start, end)) == 1
+        cached = spark.getCache(start, end)
+        assert cached is not None, "the rows read by latestOffset are cached for the batch"
+        batches.append(list(cached))
+        spark.commit(end)
         start = end
     raise AssertionError("the source never caught up")
+
+
+def _keys(batches: list[list[tuple[Any, ...]]]) -> list[str]:
+    return [row[2] for rows in batches for row in rows]
+
+
+def _span(batches: list[list[tuple[Any, ...]]], shard: str) -> tuple[int, int]:
+    """First and last batch holding a record of ``shard``."""
+    found = [n for n, rows in enumerate(batches) if any(row[5] == shard for row in rows)]
+    assert found, f"no batch read {shard}"
+    return min(found), max(found)
+
+
+def test_each_record_is_fetched_once_in_bounded_batches() -> None:
+    fake = FakeKinesis(shards=2, page_size=4)
+    a, b = "shardId-000000000000", "shardId-000000000001"
+    fake.put(a, *[f"a{i}" for i in range(12)])
+    fake.put(b, *[f"b{i}" for i in range(3)])
+    spark = _as_spark(_reader(fake, **{"kinesis.maxFetchRecordsPerShard": "5"}))
+    batches, _ = _run(spark, spark.initialOffset())
+    assert sorted(_keys(batches)) == sorted(
+        [f"a{i}" for i in range(12)] + [f"b{i}" for i in range(3)]
+    )
+    assert set(fake.served.values()) == {1}  # GetRecords returned each record once
+    assert [len([r for r in rows if r[5] == a]) for rows in batches] == [5, 5, 2]
+
+
+def test_an_open_shard_caught_up_ends_its_batch_without_another_call() -> None:
+    fake = FakeKinesis(shards=1)
+    fake.put("shardId-000000000000", "x", "y")
+    spark = _as_spark(_reader(fake))
+    start = spark.initialOffset()
+    end = spark.latestOffset()
+    assert [row[2] for row in spark.getCache(start, end)] == ["x", "y"]
+    assert fake.calls["get_records"] == 1  # MillisBehindLatest 0 on the page with x, y
 
 
 def test_split_and_merge_read_every_record_once_parents_before_children() -> None:
@@ -285,10 +335,8 @@ def test_split_and_merge_read_every_record_once_parents_before_children() -> Non
     a, b = "shardId-000000000000", "shardId-000000000001"
     fake.put(a, *[f"a{i}" for i in range(12)])
     fake.put(b, *[f"b{i}" for i in range(3)])
-    reader = _reader(fake, **{"kinesis.maxFetchRecordsPerShard": "5"})
-    start = reader.initialOffset()
-    batches, start = _run(reader, start)
-    assert all(len([r for r in rows if r[5] == a]) <= 5 for rows in batches)
+    spark = _as_spark(_reader(fake, **{"kinesis.maxFetchRecordsPerShard": "5"}))
+    batches, start = _run(spark, spark.initialOffset())
 
     fake.put(a, *[f"a-late{i}" for i in range(7)])  # unread when the shard splits
     left, right = fake.split(a)
@@ -296,10 +344,9 @@ def test_split_and_merge_read_every_record_once_parents_before_children() -> Non
     fake.put(right, *[f"r{i}" for i in range(2)])
     merged = fake.merge(left, b)
     fake.put(merged, *[f"m{i}" for i in range(4)])
-    more, start = _run(reader, start)
+    more, start = _run(spark, start)
     batches += more
 
-    keys = [row[2] for rows in batches for row in rows]
     expected = (
         [f"a{i}" for i in range(12)]
         + [f"b{i}" for i in range(3)]
@@ -308,42 +355,86 @@ def test_split_and_merge_read_every_record_once_parents_before_children() -> Non
         + [f"r{i}" for i in range(2)]
         + [f"m{i}" for i in range(4)]
     )
-    assert sorted(keys) == sorted(expected)  # nothing lost, nothing twice
-
-    def batch_span(shard: str) -> tuple[int, int]:
-        found = [n for n, rows in enumerate(batches) if any(row[5] == shard for row in rows)]
-        return min(found), max(found)
-
-    assert batch_span(a)[1] < batch_span(left)[0]
-    assert batch_span(a)[1] < batch_span(right)[0]
-    assert max(batch_span(left)[1], batch_span(b)[1]) < batch_span(merged)[0]
+    assert sorted(_keys(batches)) == sorted(expected)  # nothing lost, nothing twice
+    assert set(fake.served.values()) == {1}
+    assert _span(batches, a)[1] < _span(batches, left)[0]
+    assert _span(batches, a)[1] < _span(batches, right)[0]
+    assert max(_span(batches, left)[1], _span(batches, b)[1]) < _span(batches, merged)[0]
     assert offsets_from_json(start)[a].done
 
 
-def test_replayed_batch_returns_the_same_records_and_restart_resumes() -> None:
-    fake = FakeKinesis(shards=1, page_size=3)
-    shard = "shardId-000000000000"
-    fake.put(shard, *[f"x{i}" for i in range(8)])
+def test_merge_child_waits_for_the_slower_parent() -> None:
+    """MergeShards on its own. Not against moto: its MergeShards copies both
+    parents' records into the child (moto/kinesis/models.py, merge_shards),
+    which local.moto_server does not patch, so every parent record would be
+    read twice there; FakeKinesis keeps them in the closed parents, as
+    Kinesis does."""
+    fake = FakeKinesis(shards=2, page_size=3)
+    fast, slow = "shardId-000000000000", "shardId-000000000001"
+    fake.put(fast, "f0", "f1")
+    fake.put(slow, *[f"s{i}" for i in range(11)])  # 3 batches of 4 records
+    child = fake.merge(fast, slow)
+    fake.put(child, *[f"c{i}" for i in range(6)])
+    spark = _as_spark(_reader(fake, **{"kinesis.maxFetchRecordsPerShard": "4"}))
+    batches, end = _run(spark, spark.initialOffset())
+
+    assert sorted(_keys(batches)) == sorted(
+        ["f0", "f1"] + [f"s{i}" for i in range(11)] + [f"c{i}" for i in range(6)]
+    )
+    assert set(fake.served.values()) == {1}
+    assert _span(batches, fast) == (0, 0)
+    assert _span(batches, slow) == (0, 2)
+    # The fast parent finished in batch 0; the child still waits for the slow one.
+    assert _span(batches, child)[0] == _span(batches, slow)[1] + 1
+    assert [row[2] for row in batches[-1]] == ["c4", "c5"]  # 4 per batch in the child too
+    offsets = offsets_from_json(end)
+    assert offsets[fast].done and offsets[slow].done and not offsets[child].done
+
+
+def test_a_closed_shard_is_finished_only_by_an_empty_page_on_moto() -> None:
+    """moto: a closed shard keeps its iterator, and MillisBehindLatest can be
+    0 with records left; neither may end the parent early (its children would
+    start while it still holds records)."""
+    fake = FakeKinesis(shards=1, page_size=2, moto_closed_iterators=True, moto_lag=True)
+    parent = "shardId-000000000000"
+    fake.put(parent, *[f"p{i}" for i in range(5)])
+    left, _ = fake.split(parent)
+    fake.put(left, "l0")
+    spark = _as_spark(_reader(fake))
+    batches, end = _run(spark, spark.initialOffset())
+    assert _keys(batches) == [f"p{i}" for i in range(5)] + ["l0"]
+    assert _span(batches, parent) == (0, 0)
+    assert _span(batches, left) == (1, 1)
+    assert offsets_from_json(end)[parent].done
+
+
+def test_replay_after_a_restart_returns_the_same_rows_and_resumes() -> None:
+    fake = FakeKinesis(shards=2, page_size=3)
+    a, b = "shardId-000000000000", "shardId-000000000001"
+    fake.put(a, *[f"x{i}" for i in range(8)])
+    fake.put(b, "b0", "b1")
     reader = _reader(fake, **{"kinesis.maxFetchRecordsPerShard": "5"})
-    start = reader.initialOffset()
-    end = reader.latestOffset()
-    first = [row for part in reader.partitions(start, end) for row in reader.read(part)]
-    fake.put(shard, *[f"y{i}" for i in range(4)])  # arrives before the replay
+    spark = _as_spark(reader)
+    start = spark.initialOffset()
+    end = spark.latestOffset()
+    first = list(spark.getCache(start, end))
+    fake.put(a, *[f"y{i}" for i in range(4)])  # arrives before the replay
 
-    replica = pickle.loads(pickle.dumps(reader))  # what an executor gets
-    assert replica._reader is None and replica._position is None
+    # The query dies before the commit; on restart Spark replays (start, end]
+    # in an executor, which gets a pickled reader and no cache.
+    replica = pickle.loads(pickle.dumps(reader))
+    assert replica._reader is None and replica._initial is None
     replica._reader = ShardReader(fake, replica.options, sleep=lambda _s: None)
-    parts = replica.partitions(start, end)
-    assert [type(p) for p in parts] == [ShardRange]
-    assert [row for part in parts for row in replica.read(part)] == first
-    assert [row[2] for row in first] == [f"x{i}" for i in range(5)]
+    assert list(replica.readBetweenOffsets(start, end)) == first
+    assert [row[2] for row in first] == [f"x{i}" for i in range(5)] + ["b0", "b1"]
 
-    # After a restart Spark calls partitions(latest, latest) before latestOffset.
-    replica.partitions(end, end)
-    batches, _ = _run(replica, end)
-    assert [row[2] for rows in batches for row in rows] == [f"x{i}" for i in range(5, 8)] + [
-        f"y{i}" for i in range(4)
-    ]
+    # The restarted driver: Spark calls partitions(latest, latest) first
+    # (AcceptsLatestSeenOffset), finds nothing cached, then reads on from there.
+    restarted = _as_spark(replica)
+    restarted.partitions(end, end)
+    assert restarted.getCache(start, end) is None
+    batches, _ = _run(restarted, end)
+    assert _keys(batches) == [f"x{i}" for i in range(5, 8)] + [f"y{i}" for i in range(4)]
 
 
 def test_latest_starts_after_existing_records_and_is_pinned_for_replays() -> None:
@@ -353,18 +444,21 @@ def test_latest_starts_after_existing_records_and_is_pinned_for_replays() -> Non
     reader = _reader(fake, **{"kinesis.startingPosition": "LATEST"})
     start = reader.initialOffset()
     assert reader.initialOffset() == start  # the same pin when asked twice
+    rows, idle = reader.read(start)
+    assert list(rows) == [] and idle is start  # idle triggers share the offset
     fake.put(shard, "new1", "new2")
-    batches, _ = _run(reader, start)
-    assert [row[2] for rows in batches for row in rows] == ["new1", "new2"]
+    batches, _ = _run(_as_spark(reader), start)
+    assert _keys(batches) == ["new1", "new2"]
 
 
 def test_vanished_shard_fails_the_query_only_with_fail_on_data_loss() -> None:
     fake = FakeKinesis(shards=2)
     strict = _reader(fake, **{"kinesis.failOnDataLoss": "true"})
     lenient = _reader(fake, **{"kinesis.failOnDataLoss": "false"})
-    strict.latestOffset()
-    lenient.latestOffset()
+    strict_start = strict.initialOffset()
+    lenient_start = lenient.initialOffset()
     del fake.shards["shardId-000000000001"]
     with pytest.raises(RuntimeError, match="shardId-000000000001"):
-        strict.latestOffset()
-    assert offsets_from_json(lenient.latestOffset())["shardId-000000000001"].done
+        strict.read(strict_start)
+    _, end = lenient.read(lenient_start)
+    assert offsets_from_json(end)["shardId-000000000001"].done
