@@ -233,7 +233,7 @@ def batches(
 ) -> Iterator[list[Entry]]:
     """PutRecords requests in read order: each at most ``max_records`` entries
     and ``max_bytes`` (data + partition keys). Lazy: a request is yielded as
-    soon as the next entry would not fit (or the input ends)."""
+    soon as it is full, or the next entry would not fit, or the input ends."""
     if not 1 <= max_records <= MAX_RECORDS_PER_CALL:
         raise PlanError(f"max_records={max_records}: must be 1..{MAX_RECORDS_PER_CALL}")
     current: list[Entry] = []
@@ -241,11 +241,14 @@ def batches(
     for entry in entries:
         if entry.size > max_bytes:
             raise PlanError(f"record {entry.record.coordinates}: {entry.size} bytes > {max_bytes}")
-        if current and (len(current) == max_records or size + entry.size > max_bytes):
+        if current and size + entry.size > max_bytes:
             yield current
             current, size = [], 0
         current.append(entry)
         size += entry.size
+        if len(current) == max_records:
+            yield current
+            current, size = [], 0
     if current:
         yield current
 
