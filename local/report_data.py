@@ -201,24 +201,33 @@ def _time(value: Any, where: str) -> datetime:
 
 
 def dump_from_json(raw: Any, source: str = "metrics dump") -> RunDump:
-    """Parse and check a dump; errors name the field, e.g.
-    ``metrics dump x.json: instances[0].metrics.BatchDurationMs[2].max``."""
-    top = _mapping(raw, source)
+    """Parse and check a dump; errors name the source and the field, e.g.
+    ``metrics dump x.json: instances[0].metrics.BatchDurationMs[2].max: ...``."""
+    try:
+        return _dump(raw)
+    except DumpError as exc:
+        raise DumpError(f"{source}: {exc}") from None
+
+
+def _dump(raw: Any) -> RunDump:
+    top = _mapping(raw, "the top level")
     if top.get("format") != DUMP_FORMAT:
-        raise DumpError(f"{source}.format: expected {DUMP_FORMAT!r}, got {top.get('format')!r}")
+        raise DumpError(f"format: expected {DUMP_FORMAT!r}, got {top.get('format')!r}")
     if top.get("version") != DUMP_VERSION:
-        raise DumpError(f"{source}.version: expected {DUMP_VERSION}, got {top.get('version')!r}")
-    items = _list(_need(top, "instances", source), f"{source}.instances")
+        raise DumpError(f"version: expected {DUMP_VERSION}, got {top.get('version')!r}")
+    if "instances" not in top:
+        raise DumpError("instances: missing (the dump format: local/report_data.py)")
+    items = _list(top["instances"], "instances")
     runs = tuple(
-        _run_from_json(_mapping(item, f"{source}.instances[{i}]"), f"{source}.instances[{i}]")
+        _run_from_json(_mapping(item, f"instances[{i}]"), f"instances[{i}]")
         for i, item in enumerate(items)
     )
     if not runs:
-        raise DumpError(f"{source}.instances: empty; expected at least one instance")
+        raise DumpError("instances: empty; expected at least one instance")
     names = [r.instance for r in runs]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise DumpError(f"{source}.instances: {', '.join(twice)} listed more than once")
+        raise DumpError(f"instances: {', '.join(twice)} listed more than once")
     return RunDump(runs)
 
 

@@ -31,7 +31,7 @@ def points(*pairs: tuple[float, float]) -> list[dict[str, Any]]:
     return [{"at": at(s), "count": 1, "sum": v, "max": v} for s, v in pairs]
 
 
-def instance(name: str, *, reasons: dict[str, int] | None = None) -> dict[str, Any]:
+def instance(name: str) -> dict[str, Any]:
     return {
         "instance": name,
         "trigger_interval_sec": 2,
@@ -47,7 +47,7 @@ def instance(name: str, *, reasons: dict[str, int] | None = None) -> dict[str, A
             ),
             contract.FAILURE_RECORDS: points((10, 40), (25, 10), (30, 0), (34, 0)),
         },
-        "failures_by_reason": reasons if reasons is not None else {"malformed_json": 30, "not_utf8": 20},
+        "failures_by_reason": {"malformed_json": 30, "not_utf8": 20},
         "thresholds": {contract.END_TO_END_LATENCY_MS: 20000},
         "summary": [f"instance {name}", "  records produced         2,850"],
         "batches": [
