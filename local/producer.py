@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -250,14 +251,9 @@ def ensure_stream(client: Any, stream: str, shard_count: int | None, timeout: fl
         raise TimeoutError(f"stream {stream} not ACTIVE within {timeout:.0f}s: {exc}") from exc
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m local.producer",
-        description="Put a known mix of sample events on a Kinesis stream (moto or real).",
-    )
-    parser.add_argument("--stream", required=True, help="Kinesis stream name")
-    parser.add_argument("--region", required=True, help="AWS region of the stream")
-    parser.add_argument("--endpoint-url", help="Kinesis endpoint (moto: http://127.0.0.1:PORT)")
+def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt") -> None:
+    """The options of the event mix and its pace: shared by ``python -m
+    local.producer`` and ``python -m scripts.produce`` (``make produce``)."""
     parser.add_argument("--count", type=int, default=5000, help="records to put (default 5000)")
     parser.add_argument(
         "--rate", type=float, default=0.0, help="max records per second (default 0: unthrottled)"
@@ -282,12 +278,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help=f"size of {TOO_LARGE} records (above the job's max_record_bytes)",
     )
     parser.add_argument("--seed", type=int, default=7, help="RNG seed (default 7)")
-    parser.add_argument("--id-prefix", default="evt", help="prefix of event ids (default evt)")
+    parser.add_argument(
+        "--id-prefix", default=id_prefix, help=f"prefix of event ids (default {id_prefix})"
+    )
+    parser.add_argument("--report", type=Path, help="write the full report (ids, keys) as JSON")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m local.producer",
+        description="Put a known mix of sample events on a Kinesis stream (moto or real).",
+    )
+    parser.add_argument("--stream", required=True, help="Kinesis stream name")
+    parser.add_argument("--region", required=True, help="AWS region of the stream")
+    parser.add_argument("--endpoint-url", help="Kinesis endpoint (moto: http://127.0.0.1:PORT)")
+    add_mix_arguments(parser)
     parser.add_argument(
         "--create", action="store_true", help="create the stream if absent (--shards)"
     )
     parser.add_argument("--shards", type=int, default=None, help="with --create; none: on-demand")
-    parser.add_argument("--report", type=Path, help="write the full report (ids, keys) as JSON")
     return parser.parse_args(argv)
 
 
@@ -305,6 +314,21 @@ def spec_from_args(args: argparse.Namespace) -> MixSpec:
     )
 
 
+def produce_mix(
+    client: Any, stream: str, spec: MixSpec, *, rate: float = 0.0, start: datetime | None = None
+) -> ProduceReport:
+    """Generate the mix of ``spec`` (valid events in the minute before ``start``,
+    default now) and put every record: ``generate`` and ``put_all``, the two
+    functions ``make run`` uses for each instance."""
+    return put_all(client, stream, generate(spec, start or now_utc()), rate=rate)
+
+
+def write_report(report: ProduceReport, path: Path) -> None:
+    """The full report (ids, failure keys, last sequence per shard) as JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report.to_dict(), indent=1), encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -315,15 +339,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = kinesis_client(args.region, args.endpoint_url)
     if args.create:
         ensure_stream(client, args.stream, args.shards)
-    records = generate(spec, now_utc())
     try:
-        report = put_all(client, args.stream, records, rate=args.rate)
+        report = produce_mix(client, args.stream, spec, rate=args.rate)
     except ProduceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.report:
-        args.report.parent.mkdir(parents=True, exist_ok=True)
-        args.report.write_text(json.dumps(report.to_dict(), indent=1), encoding="utf-8")
+        write_report(report, args.report)
     print(json.dumps(report.to_dict(full=False), indent=1))
     return 0
 

@@ -1,0 +1,120 @@
+"""Put sample events on an instance's stream: ``make produce INSTANCE=<id> ARGS=...``.
+
+The sample producer of ``make run`` (:mod:`local.events` for the mix,
+:func:`local.producer.put_all` for the sending: at most 500 records and 5 MiB
+per PutRecords call, rejected entries re-sent with a bounded backoff), aimed
+at an instance instead of a stream name:
+
+* ``--work-dir DIR``: a local run's stream, on that run's moto server (the
+  endpoint from the run's job config, ``DIR/<instance>/job.json``);
+* otherwise the instance's stream on AWS (name and region from ``cdk.json``,
+  credentials from boto3's default chain); ``--endpoint-url`` overrides.
+
+Event ids default to a prefix unique to the invocation
+(``<domain>-<UTC time>``): the job de-duplicates by id, so two runs with the
+same prefix and seed would put the same events and the second would land
+nothing. Prints the summary as JSON; ``--report`` writes the full report
+(every id, every failure key, the last sequence number per shard).
+
+Exit codes: 0 every record accepted, 1 records still rejected after the last
+attempt, 2 bad arguments, unknown instance or unreachable endpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from local.producer import (
+    PRODUCER_LIMITS,
+    ProduceError,
+    add_mix_arguments,
+    produce_mix,
+    spec_from_args,
+    write_report,
+)
+from scripts.status_target import (
+    EXIT_USAGE,
+    OperatorError,
+    Target,
+    declared_instance,
+    local_config_path,
+    parse_config,
+    run_command,
+    target_arguments,
+)
+
+EXIT_OK: Final = 0
+EXIT_REJECTED: Final = 1
+AUTO_PREFIX: Final = "auto"
+
+
+def default_id_prefix(domain: str, now: datetime) -> str:
+    """Unique per invocation (to the second), readable in the table."""
+    return f"{domain}-{now:%Y%m%d%H%M%S}"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.produce", description=__doc__.split("\n")[0]
+    )
+    target_arguments(p)
+    add_mix_arguments(p, id_prefix=AUTO_PREFIX)
+    return p
+
+
+def stream_target(args: argparse.Namespace) -> tuple[str, str, Any]:
+    """(stream, region, Kinesis client) of the instance, locally or on AWS."""
+    if args.work_dir is not None:
+        path = local_config_path(args.work_dir, args.instance)
+        config = parse_config(path.read_text(encoding="utf-8"), str(path), args.instance)
+        target = Target(config, str(path), "", local=True, endpoint_url=args.endpoint_url)
+        return config.stream_name, config.region, target.client("kinesis", PRODUCER_LIMITS)
+    if args.config is not None:
+        raise OperatorError(EXIT_USAGE, "--config: not used by produce (the stream is in cdk.json)")
+    from app import aws_clients
+
+    declared = declared_instance(args.instance, args.cdk_json)
+    client = aws_clients.client(
+        "kinesis", PRODUCER_LIMITS, region=declared.region, endpoint_url=args.endpoint_url
+    )
+    return declared.stream_name, declared.region, client
+
+
+def produce(args: argparse.Namespace, out: Any) -> int:
+    if args.id_prefix == AUTO_PREFIX:
+        args.id_prefix = default_id_prefix(args.instance.split("-", 1)[0], datetime.now(UTC))
+    try:
+        spec = spec_from_args(args)
+    except ValueError as exc:
+        raise OperatorError(EXIT_USAGE, str(exc)) from exc
+    stream, _region, kinesis = stream_target(args)
+    try:
+        kinesis.describe_stream_summary(StreamName=stream)
+    except kinesis.exceptions.ResourceNotFoundException as exc:
+        raise OperatorError(EXIT_USAGE, f"stream {stream}: not found") from exc
+    try:
+        report = produce_mix(kinesis, stream, spec, rate=args.rate)
+    except ProduceError as exc:
+        print(f"produce: {exc}", file=sys.stderr)
+        return EXIT_REJECTED
+    if args.report:
+        write_report(report, args.report)
+    summary = report.to_dict(full=False)
+    summary["id_prefix"] = spec.id_prefix
+    summary["last_sequence_by_shard"] = report.last_sequence_by_shard()
+    print(json.dumps(summary, indent=1), file=out)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, out: Any = None) -> int:
+    args = parser().parse_args(argv)
+    return run_command("produce", lambda: produce(args, out or sys.stdout))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""Which job an operator command is about: the instance's job config, and clients for it.
+
+``status``, ``stop`` and ``produce`` act on the config the job itself runs
+with, so they look where the job looks (one source of truth):
+
+* a local run (``--work-dir``, e.g. ``.work/run`` after ``make run``):
+  ``<work-dir>/<instance>/job.json``, the file ``local.harness`` hands to
+  ``python -m app``; its endpoints point at that run's emulators, which take
+  the emulators' fake credentials;
+* AWS (the default): the instance must be declared in ``cdk.json``; the job's
+  config is the ``job-config.json`` next to the deployed artifact, whose S3
+  URI comes from the stack output ``JobStepSpec`` (read as
+  ``make redeploy`` reads it, with :func:`scripts.redeploy.stack_outputs`);
+* ``--config PATH|s3://…``: any job config file, as ``python -m app --config``.
+
+``--endpoint-url`` sends every client to one endpoint (moto server).
+Failures are :class:`OperatorError`: one line naming what is wrong, and an
+exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from app import aws_clients
+from app.config import ConfigError, JobConfig
+from app.storage_uri import is_s3, local_path, parse_s3_uri
+from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
+from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
+from local.emulators import FAKE_CREDENTIALS
+from local.producer import client_credentials
+from scripts.status_checkpoint import CheckpointError
+
+EXIT_USAGE: Final = 2
+EXIT_AWS: Final = 5
+LOCAL_CONFIG_FILE: Final = "job.json"
+DEFAULT_CDK_JSON: Final = Path("cdk.json")
+# An operator waits at the terminal: short connects, one retry. (GetRecords
+# may return up to 10 MiB, hence the longer read.)
+OPERATOR_LIMITS: Final = aws_clients.ClientLimits(
+    connect_timeout_sec=3, read_timeout_sec=30, retries=1
+)
+
+
+class OperatorError(Exception):
+    """What stops an operator command: ``code`` is its exit code, the message one line."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Target:
+    """An instance's job as an operator command sees it."""
+
+    config: JobConfig
+    origin: str  # where the config was read, for the report's header
+    stack_name: str
+    local: bool  # a local run: fake credentials, the run's own endpoints
+    endpoint_url: str | None = None  # --endpoint-url: every client goes there
+
+    @property
+    def instance_id(self) -> str:
+        return self.config.instance_id
+
+    def endpoint(self, service: str) -> str | None:
+        """The endpoint the job itself uses for ``service`` (None: AWS's own)."""
+        if self.endpoint_url:
+            return self.endpoint_url
+        config = self.config
+        return {
+            "kinesis": config.kinesis_endpoint_url,
+            "s3": config.s3_endpoint_url,
+            "cloudwatch": config.metrics.endpoint_url,
+            "glue": config.catalog.endpoint_url,
+        }.get(service)
+
+    def client(self, service: str, limits: aws_clients.ClientLimits = OPERATOR_LIMITS) -> Any:
+        return aws_clients.client(
+            service,
+            limits,
+            region=self.config.region,
+            endpoint_url=self.endpoint(service),
+            credentials=client_credentials(FAKE_CREDENTIALS) if self.local else None,
+        )
+
+
+def declared_instance(instance: str, cdk_json: Path) -> InstanceConfig:
+    """The instance as ``cdk.json`` declares it; an unknown one names the declared ones."""
+    try:
+        declared = load_instances(read_cdk_context(cdk_json))
+    except (OSError, ValueError, InstanceConfigError) as exc:
+        raise OperatorError(EXIT_USAGE, f"{cdk_json}: {_first_line(exc)}") from exc
+    for config in declared:
+        if config.instance_id == instance:
+            return config
+    names = ", ".join(c.instance_id for c in declared)
+    raise OperatorError(
+        EXIT_USAGE, f"--instance {instance!r}: not declared in {cdk_json}; declared: {names}"
+    )
+
+
+def local_runs(work_dir: Path) -> list[str]:
+    """Instances with a job config under a local run's work dir."""
+    if not work_dir.is_dir():
+        return []
+    return sorted(d.name for d in work_dir.iterdir() if (d / LOCAL_CONFIG_FILE).is_file())
+
+
+def local_config_path(work_dir: Path, instance: str) -> Path:
+    """Where ``local.harness`` writes the config of ``instance`` in a run's work dir."""
+    path = work_dir / instance / LOCAL_CONFIG_FILE
+    if not work_dir.is_dir():
+        raise OperatorError(
+            EXIT_USAGE,
+            f"--work-dir {work_dir}: no such directory (make run leaves its work dir at .work/run)",
+        )
+    if not path.is_file():
+        runs = ", ".join(local_runs(work_dir)) or "none"
+        raise OperatorError(
+            EXIT_USAGE,
+            f"--instance {instance!r}: no local run under {work_dir} (no {path}); "
+            f"instances run there: {runs}",
+        )
+    return path
+
+
+def parse_config(text: str, origin: str, instance: str) -> JobConfig:
+    try:
+        config = JobConfig.from_json(text, origin)
+    except ConfigError as exc:
+        problem = _first_line(exc)
+        raise OperatorError(EXIT_USAGE, f"{origin}: invalid job config: {problem}") from exc
+    if config.instance_id != instance:
+        raise OperatorError(
+            EXIT_USAGE,
+            f"{origin}: is the config of instance {config.instance_id!r}, not {instance!r}",
+        )
+    return config
+
+
+def read_text(uri: str, s3: Any) -> str:
+    """A local file or an S3 object, as text."""
+    if is_s3(uri):
+        bucket, key = parse_s3_uri(uri)
+        try:
+            body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except s3.exceptions.NoSuchKey as exc:
+            raise OperatorError(EXIT_USAGE, f"{uri}: no such object") from exc
+        return str(body.decode("utf-8"))
+    path = Path(local_path(uri))
+    if not path.is_file():
+        raise OperatorError(EXIT_USAGE, f"{uri}: no such file")
+    return path.read_text(encoding="utf-8")
+
+
+def deployed_config_uri(outputs: Mapping[str, str], stack_name: str) -> str:
+    """The S3 URI of the deployed job config, from the stack output ``JobStepSpec``."""
+    raw = outputs.get(STEP_SPEC_OUTPUT)
+    if not raw:
+        raise OperatorError(
+            EXIT_USAGE,
+            f"stack {stack_name}: no output {STEP_SPEC_OUTPUT}; deploy the instance "
+            "(cdk deploy) or pass --config",
+        )
+    try:
+        return StepSpec.from_dict(json.loads(raw)).config_uri
+    except (ValueError, TypeError) as exc:
+        raise OperatorError(
+            EXIT_USAGE, f"stack {stack_name}: output {STEP_SPEC_OUTPUT}: {exc}"
+        ) from exc
+
+
+def resolve(
+    instance: str,
+    *,
+    work_dir: Path | None = None,
+    config_file: str | None = None,
+    cdk_json: Path = DEFAULT_CDK_JSON,
+    endpoint_url: str | None = None,
+) -> Target:
+    """The instance's job config, from a local run, a given file or the deployed stack."""
+    if work_dir is not None:
+        path = local_config_path(work_dir, instance)
+        config = parse_config(path.read_text(encoding="utf-8"), str(path), instance)
+        return Target(
+            config, f"{path} (local run)", _stack_of(config), local=True, endpoint_url=endpoint_url
+        )
+    declared = declared_instance(instance, cdk_json)
+
+    def client(service: str) -> Any:
+        return aws_clients.client(
+            service, OPERATOR_LIMITS, region=declared.region, endpoint_url=endpoint_url
+        )
+
+    uri = config_file
+    if uri is None:
+        from scripts.redeploy import RedeployError, stack_outputs
+
+        try:
+            outputs = stack_outputs(client("cloudformation"), declared.stack_name)
+        except RedeployError as exc:
+            raise OperatorError(exc.code, _first_line(exc)) from exc
+        uri = deployed_config_uri(outputs, declared.stack_name)
+    text = read_text(uri, client("s3") if is_s3(uri) else None)
+    config = parse_config(text, uri, instance)
+    return Target(config, uri, declared.stack_name, local=False, endpoint_url=endpoint_url)
+
+
+def _stack_of(config: JobConfig) -> str:
+    """The stack an instance id belongs to (``<domain>-<region>`` → ``Streaming-…``)."""
+    from app import contract
+
+    domain, _, region = config.instance_id.partition("-")
+    return contract.stack_name(domain, region)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def target_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags that pick the instance's job; shared by status, stop and produce."""
+    p.add_argument("--instance", required=True, help="<domain>-<region>, e.g. orders-eu-west-1")
+    p.add_argument(
+        "--work-dir",
+        type=Path,
+        help="a local run's work dir (make run: .work/run); default: the deployed stack",
+    )
+    p.add_argument("--config", help="a job config file or s3:// URI instead of the stack's")
+    p.add_argument("--cdk-json", type=Path, default=DEFAULT_CDK_JSON, help="declared instances")
+    p.add_argument("--endpoint-url", help="one endpoint for every AWS client (moto server)")
+
+
+def endpoint_problem(exc: BaseException) -> str | None:
+    """The one-line message for an endpoint that cannot be reached, else None."""
+    from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
+
+    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
+        url = exc.kwargs.get("endpoint_url", "?")
+        return f"endpoint {url} unreachable ({type(exc).__name__}); is the run or network up?"
+    return None
+
+
+def run_command(name: str, action: Callable[[], int]) -> int:
+    """Run an operator command; every expected failure becomes one line and an exit code."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return action()
+    except OperatorError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return exc.code
+    except CheckpointError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (BotoCoreError, ClientError) as exc:
+        problem = endpoint_problem(exc)
+        if problem is not None:
+            print(f"{name}: {problem}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"{name}: AWS call failed: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_AWS

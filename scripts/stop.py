@@ -1,0 +1,177 @@
+"""Stop an instance's job gracefully: ``make stop-job INSTANCE=<domain-region> [ARGS=...]``.
+
+Writes the job's stop marker (``stop_marker_path`` of the job's own config: a
+file beside a local run's checkpoint, an object in the data bucket on AWS; see
+:mod:`scripts.status_target` for where the config comes from) and waits, at
+most ``--timeout`` seconds, for the job to exit. The job checks the marker
+every ``stop_poll_interval_sec``, stops between batches (a running batch
+finishes and commits), deletes the marker and releases its lease
+(:mod:`app.job`, :mod:`app.graceful_stop`).
+
+"Exited" is read from the job's lease (:mod:`scripts.status_lease`), the same
+way locally and on EMR: free, and locally the last holder's process gone. The
+EMR step says nothing here: it completes once YARN has accepted the job.
+
+A job that is not running gets no marker: a marker left behind would stop
+the next start of the job at its first check.
+
+Exit codes: 0 the job stopped (or was not running); 1 the job exited without
+taking the marker (it failed or was killed meanwhile; the marker is removed);
+2 bad arguments, unknown instance, unreachable endpoint, no stop marker in
+the config; 4 still running after ``--timeout`` (the marker stays: the job
+still stops at its next check; ``graceful_stop_timeout_sec`` bounds a batch
+that will not finish); 5 another AWS call failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from app.polling import wait_for
+from app.storage_uri import is_s3, local_path, parse_s3_uri
+from scripts.status_lease import JobState, job_state, process_alive
+from scripts.status_target import (
+    EXIT_USAGE,
+    OperatorError,
+    Target,
+    resolve,
+    run_command,
+    target_arguments,
+)
+
+EXIT_STOPPED: Final = 0
+EXIT_NOT_TAKEN: Final = 1
+EXIT_TIMEOUT: Final = 4
+MARKER_TEXT: Final = "stop\n"
+
+
+class Marker:
+    """The stop marker at a local path or an S3 URI: write, check, remove."""
+
+    def __init__(self, path: str, s3: Any) -> None:
+        self.path = path
+        self._s3 = s3
+
+    def write(self) -> None:
+        if is_s3(self.path):
+            bucket, key = parse_s3_uri(self.path)
+            self._s3.put_object(Bucket=bucket, Key=key, Body=MARKER_TEXT.encode())
+            return
+        path = Path(local_path(self.path))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(MARKER_TEXT, encoding="utf-8")
+
+    def present(self) -> bool:
+        if is_s3(self.path):
+            bucket, key = parse_s3_uri(self.path)
+            found = self._s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+            return any(item["Key"] == key for item in found.get("Contents", []))
+        return Path(local_path(self.path)).exists()
+
+    def remove(self) -> None:
+        if is_s3(self.path):
+            bucket, key = parse_s3_uri(self.path)
+            self._s3.delete_object(Bucket=bucket, Key=key)
+        else:
+            Path(local_path(self.path)).unlink(missing_ok=True)
+
+
+def exited(state: JobState, pid: int | None, alive: Callable[[int], bool]) -> bool:
+    """The job has exited: its lease is free and the process that held it
+    (when it ran on this host) is gone. Pure given ``alive``."""
+    return not state.running and (pid is None or not alive(pid))
+
+
+def stop(
+    target: Target,
+    *,
+    timeout: float,
+    poll_sec: float,
+    log: Callable[[str], None],
+    clock: Callable[[], float] = time.time,
+) -> int:
+    config = target.config
+    if config.stop_marker_path is None:
+        raise OperatorError(
+            EXIT_USAGE, f"{target.origin}: the job config has no stop_marker_path to write"
+        )
+    s3 = target.client("s3")
+    before = job_state(config, s3, clock())
+    if not before.running:
+        log(f"{target.instance_id}: job {before.line()}; nothing to stop, no marker written")
+        return EXIT_STOPPED
+    marker = Marker(config.stop_marker_path, s3)
+    marker.write()
+    started = time.monotonic()
+    log(f"{target.instance_id}: job {before.line()}; stop marker written to {marker.path}")
+    if timeout <= 0:
+        return EXIT_STOPPED
+    pid = before.local_pid
+    last = [before]
+
+    def done() -> bool:
+        last[0] = job_state(config, s3, clock())
+        return exited(last[0], pid, process_alive)
+
+    if not wait_for(done, timeout=timeout, interval=poll_sec):
+        log(
+            f"{target.instance_id}: job still {last[0].line()} after {timeout:.0f}s; the marker "
+            f"stays, the job stops at its next check (every {config.stop_poll_interval_sec}s, "
+            f"a running batch finishing within graceful_stop_timeout_sec="
+            f"{config.graceful_stop_timeout_sec})"
+        )
+        return EXIT_TIMEOUT
+    seconds = time.monotonic() - started
+    if marker.present():
+        marker.remove()
+        log(
+            f"{target.instance_id}: job exited after {seconds:.1f}s without taking the stop "
+            "marker (it failed or was killed meanwhile; see its log); marker removed"
+        )
+        return EXIT_NOT_TAKEN
+    log(f"{target.instance_id}: job stopped gracefully after {seconds:.1f}s")
+    return EXIT_STOPPED
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m scripts.stop", description=__doc__.split("\n")[0])
+    target_arguments(p)
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds to wait for the job to exit (default 300; 0: write the marker only)",
+    )
+    p.add_argument("--poll-sec", type=float, default=1.0, help="lease poll interval (default 1)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None, out: Any = None) -> int:
+    args = parser().parse_args(argv)
+    stream = out or sys.stdout
+
+    def action() -> int:
+        target = resolve(
+            args.instance,
+            work_dir=args.work_dir,
+            config_file=args.config,
+            cdk_json=args.cdk_json,
+            endpoint_url=args.endpoint_url,
+        )
+        return stop(
+            target,
+            timeout=args.timeout,
+            poll_sec=args.poll_sec,
+            log=lambda line: print(line, file=stream, flush=True),
+        )
+
+    return run_command("stop", action)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
