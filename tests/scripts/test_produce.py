@@ -1,0 +1,93 @@
+"""scripts.produce: the make run producer aimed at an instance (in-process moto)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from scripts import produce
+from tests.scripts.test_status import INSTANCE, REGION, STREAM, write_local_run
+
+
+@pytest.fixture
+def stream() -> Iterator[Any]:
+    with mock_aws():
+        kinesis = boto3.client("kinesis", region_name=REGION)
+        kinesis.create_stream(StreamName=STREAM, ShardCount=2)
+        yield kinesis
+
+
+def records_on(kinesis: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for shard in kinesis.list_shards(StreamName=STREAM)["Shards"]:
+        iterator = kinesis.get_shard_iterator(
+            StreamName=STREAM, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        found += kinesis.get_records(ShardIterator=iterator, Limit=10_000)["Records"]
+    return found
+
+
+def test_produce_puts_the_mix_on_the_instances_stream(stream: Any, tmp_path: Path) -> None:
+    out = io.StringIO()
+    report_path = tmp_path / "report.json"
+    args = ["--instance", INSTANCE, "--count", "200", "--rate", "0", "--report", str(report_path)]
+    assert produce.main(args, out) == 0
+    summary = json.loads(out.getvalue())
+    assert summary["stream"] == STREAM and summary["records"] == 200
+    assert summary["counts"] == {
+        "duplicate": 10, "malformed_json": 1, "missing_field": 1, "wrong_type": 1,
+        "not_utf8": 1, "valid": 186,
+    }  # fmt: skip
+    assert summary["id_prefix"].startswith("orders-")
+    on_stream = records_on(stream)
+    assert len(on_stream) == 200
+    last = summary["last_sequence_by_shard"]
+    assert {r["SequenceNumber"] for r in on_stream} >= set(last.values())
+    full = json.loads(report_path.read_text())
+    assert len(full["ids"]) == full["unique_valid_ids"] == 186
+    assert all(i.startswith(summary["id_prefix"]) for i in full["ids"])
+
+
+def test_each_invocation_gets_its_own_ids(stream: Any) -> None:
+    prefixes = set()
+    for second in (1, 2):
+        prefix = produce.default_id_prefix("orders", datetime(2026, 1, 2, 3, 4, second, tzinfo=UTC))
+        prefixes.add(prefix)
+    assert prefixes == {"orders-20260102030401", "orders-20260102030402"}
+    out = io.StringIO()
+    args = ["--instance", INSTANCE, "--count", "5", "--malformed-share", "0"]
+    assert produce.main([*args, "--duplicate-share", "0", "--id-prefix", "mine"], out) == 0
+    assert json.loads(out.getvalue())["id_prefix"] == "mine"
+    assert {json.loads(r["Data"])["id"] for r in records_on(stream)} == {
+        f"mine-{i:07d}" for i in range(5)
+    }
+
+
+def test_produce_to_a_local_run(stream: Any, tmp_path: Path) -> None:
+    """--work-dir: the stream and endpoint of the run's own job config."""
+    write_local_run(tmp_path)
+    out = io.StringIO()
+    args = ["--instance", INSTANCE, "--work-dir", str(tmp_path), "--count", "30"]
+    assert produce.main(args, out) == 0
+    assert json.loads(out.getvalue())["records"] == 30 == len(records_on(stream))
+
+
+def test_errors_are_one_line_with_exit_2(
+    stream: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert produce.main(["--instance", "nope-eu-west-1", "--count", "1"]) == 2
+    assert "declared: orders-ap-northeast-2" in capsys.readouterr().err
+    assert produce.main(["--instance", INSTANCE, "--malformed-share", "2"]) == 2
+    assert "malformed_share=2.0: must be between 0 and 1" in capsys.readouterr().err
+    assert produce.main(["--instance", "payments-ap-northeast-2", "--count", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "stream streaming-payments-ap-northeast-2: not found" in err
+    assert len(err.strip().splitlines()) == 1

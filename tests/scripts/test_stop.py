@@ -1,0 +1,219 @@
+"""scripts.stop: the marker, the bounded wait on the lease, the exit codes.
+
+The "job" here is a small Python process that holds the real lease
+(:class:`app.lease.FileLease`) and watches the real marker
+(:class:`app.graceful_stop.StopMarker`), behaving as told: stop gracefully,
+ignore the marker, or exit without taking it. No Spark: the command only
+sees the lease and the marker, which is all it relies on.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from app.config import JobConfig
+from app.polling import poll_until
+from local.harness import replace_fields
+from scripts import stop
+from scripts.status_lease import JobState, file_lease_state, process_alive, s3_lease_state
+from scripts.status_target import Target
+from tests.scripts.test_status import INSTANCE, REGION, write_local_run
+
+FAKE_JOB = """
+import pathlib, sys, time
+from app.graceful_stop import StopMarker
+from app.lease import FileLease, owner_id
+checkpoint, marker_path, mode = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+lease = FileLease(checkpoint / "_lease", "t", owner_id())
+lease.acquire(5)
+(checkpoint / "ready").write_text("1")
+marker = StopMarker(marker_path)
+while not marker.present() or mode == "ignore":
+    time.sleep(0.05)
+if mode == "graceful":
+    time.sleep(0.5)  # the batch in flight
+    marker.consume()
+lease.release()
+"""
+
+
+@pytest.fixture
+def local_job(tmp_path: Path) -> Iterator[tuple[JobConfig, list[subprocess.Popen[bytes]]]]:
+    config = write_local_run(tmp_path)
+    started: list[subprocess.Popen[bytes]] = []
+    yield config, started
+    for process in started:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def start(config: JobConfig, mode: str, started: list[subprocess.Popen[bytes]]) -> int:
+    checkpoint = Path(config.checkpoint_location)
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    assert config.stop_marker_path is not None
+    process = subprocess.Popen(
+        [sys.executable, "-c", FAKE_JOB, str(checkpoint), config.stop_marker_path, mode]
+    )
+    started.append(process)
+    poll_until(
+        (checkpoint / "ready").exists,
+        timeout=30,
+        interval=0.05,
+        on_timeout=lambda: TimeoutError("the fake job did not take the lease"),
+    )
+    return process.pid
+
+
+def run_stop(work_dir: Path, *extra: str) -> tuple[int, str, float]:
+    out = io.StringIO()
+    began = time.monotonic()
+    code = stop.main(["--instance", INSTANCE, "--work-dir", str(work_dir), *extra], out)
+    return code, out.getvalue(), time.monotonic() - began
+
+
+def test_the_lease_says_whether_the_job_runs(
+    local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]],
+) -> None:
+    config, started = local_job
+    lease = Path(config.checkpoint_location) / "_lease"
+    assert file_lease_state(lease) == JobState(False, str(lease))
+    pid = start(config, "ignore", started)
+    held = file_lease_state(lease)
+    assert held.running and held.local_pid == pid
+    started[0].kill()
+    started[0].wait(timeout=10)
+    assert not file_lease_state(lease).running  # the kernel dropped the flock
+    assert not process_alive(pid)
+
+
+def test_stop_waits_for_a_graceful_exit(
+    tmp_path: Path, local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]]
+) -> None:
+    config, started = local_job
+    pid = start(config, "graceful", started)
+    code, out, seconds = run_stop(tmp_path, "--timeout", "30", "--poll-sec", "0.1")
+    assert code == stop.EXIT_STOPPED, out
+    assert "stop marker written" in out and "stopped gracefully" in out
+    assert not process_alive(pid) and started[0].poll() == 0
+    assert config.stop_marker_path is not None and not Path(config.stop_marker_path).exists()
+    assert seconds < 30
+
+
+def test_a_job_that_is_not_running_gets_no_marker(
+    tmp_path: Path, local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]]
+) -> None:
+    config, _ = local_job
+    code, out, _ = run_stop(tmp_path)
+    assert code == stop.EXIT_STOPPED and "nothing to stop, no marker written" in out
+    assert config.stop_marker_path is not None and not Path(config.stop_marker_path).exists()
+
+
+def test_a_job_that_does_not_stop_in_time_keeps_its_marker(
+    tmp_path: Path, local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]]
+) -> None:
+    config, started = local_job
+    start(config, "ignore", started)
+    code, out, seconds = run_stop(tmp_path, "--timeout", "1", "--poll-sec", "0.2")
+    assert code == stop.EXIT_TIMEOUT and "still running" in out and "the marker stays" in out
+    assert config.stop_marker_path is not None and Path(config.stop_marker_path).exists()
+    assert seconds < 10
+
+
+def test_a_job_that_exits_without_the_marker_is_reported(
+    tmp_path: Path, local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]]
+) -> None:
+    config, started = local_job
+    start(config, "crash", started)
+    code, out, _ = run_stop(tmp_path, "--timeout", "30", "--poll-sec", "0.1")
+    assert code == stop.EXIT_NOT_TAKEN and "without taking the stop marker" in out
+    assert config.stop_marker_path is not None and not Path(config.stop_marker_path).exists()
+
+
+def test_timeout_zero_only_writes_the_marker(
+    tmp_path: Path, local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]]
+) -> None:
+    config, started = local_job
+    start(config, "ignore", started)
+    code, _, seconds = run_stop(tmp_path, "--timeout", "0")
+    assert code == stop.EXIT_STOPPED and seconds < 10
+    assert config.stop_marker_path is not None and Path(config.stop_marker_path).exists()
+
+
+def test_unknown_instance_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_local_run(tmp_path)
+    assert stop.main(["--instance", "x-eu-west-1", "--work-dir", str(tmp_path)]) == 2
+    assert f"instances run there: {INSTANCE}" in capsys.readouterr().err
+
+
+def test_exited_needs_a_free_lease_and_a_gone_process() -> None:
+    free, held = JobState(False, "l"), JobState(True, "l", "h:1")
+    assert stop.exited(free, None, lambda _: True)
+    assert not stop.exited(held, None, lambda _: False)
+    assert not stop.exited(free, 42, lambda _: True)
+    assert stop.exited(free, 42, lambda _: False)
+
+
+def test_s3_lease_expiry_decides() -> None:
+    body = json.dumps({"owner": "ip-10-0-0-1:77", "expires_at": 1000.0}).encode()
+    assert s3_lease_state("s3://b/k", body, now=999.0).running
+    assert not s3_lease_state("s3://b/k", body, now=1000.0).running
+    assert not s3_lease_state("s3://b/k", None, now=0).running
+    assert not s3_lease_state("s3://b/k", b"not json", now=0).running
+
+
+def test_stop_on_s3(tmp_path: Path) -> None:
+    """On AWS the marker and the lease are S3 objects: a live lease gets the
+    marker and the bounded wait; an expired one (a killed job) gets none."""
+    local = write_local_run(tmp_path)
+    config = replace_fields(
+        local,
+        {"checkpoint_location": "s3://data/checkpoints/x/", "stop_marker_path": "s3://data/stop"},
+    )
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket="data", CreateBucketConfiguration={"LocationConstraint": REGION})
+        target = Target(config, "test", "Streaming-x", local=False)
+        lines: list[str] = []
+
+        def lease(expires_at: float) -> None:
+            body = json.dumps({"owner": "ip-10-0-0-1:77", "expires_at": expires_at})
+            s3.put_object(Bucket="data", Key="checkpoints/x/_lease", Body=body.encode())
+
+        lease(time.time() - 1)
+        assert stop.stop(target, timeout=5, poll_sec=0.1, log=lines.append) == 0
+        assert "not running" in lines[-1]
+        assert s3.list_objects_v2(Bucket="data", Prefix="stop").get("KeyCount") == 0
+        lease(time.time() + 3600)
+        assert stop.stop(target, timeout=0.5, poll_sec=0.1, log=lines.append) == 4
+        assert s3.get_object(Bucket="data", Key="stop")["Body"].read() == b"stop\n"
+        s3.delete_object(Bucket="data", Key="stop")
+
+        def job_takes_the_marker() -> None:  # what app.job does: consume, then release
+            poll_until(
+                lambda: s3.list_objects_v2(Bucket="data", Prefix="stop").get("KeyCount"),
+                timeout=10,
+                interval=0.05,
+                on_timeout=lambda: TimeoutError("no marker"),
+            )
+            time.sleep(0.3)
+            s3.delete_object(Bucket="data", Key="stop")
+            s3.delete_object(Bucket="data", Key="checkpoints/x/_lease")
+
+        job = threading.Thread(target=job_takes_the_marker)
+        job.start()
+        assert stop.stop(target, timeout=10, poll_sec=0.1, log=lines.append) == 0
+        job.join(timeout=10)
+        assert "stopped gracefully" in lines[-1]
