@@ -10,6 +10,7 @@ them, in that namespace only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -203,55 +204,115 @@ class Alarms(Construct):
             targets=[targets.SnsTopic(self.topic)],
         )
 
-        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=props.name_prefix)
-        self.dashboard.add_widgets(
+        self.dashboard = self._dashboard(props, metric, iterator_age)
+
+    def _dashboard(
+        self,
+        props: AlarmsProps,
+        metric: Callable[[str, str], cw.Metric],
+        iterator_age: cw.IMetric,
+    ) -> cw.Dashboard:
+        """What the run report (``local/report.py``) shows, for a deployed
+        instance: the time range's totals, batch duration against the trigger
+        interval with the batch count, end-to-end latency, lag, input vs
+        processed rate, and failure records against records in. Failures *by
+        reason* are on the failure topic only: the job publishes their total,
+        not a metric per reason.
+
+        Statistics (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Statistics-definitions.html):
+        ``SampleCount`` of a per-batch metric is the number of batches in the
+        period, ``Sum`` of ``InputRows`` the records in, ``Maximum`` of
+        ``BatchDurationMs`` the slowest batch. A single-value widget with
+        ``setPeriodToTimeRange`` shows one value for the whole time range
+        (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/CloudWatch-Dashboard-Body-Structure.html).
+        """
+        config = props.config
+        trigger_ms = props.trigger_interval_sec * 1000
+
+        def labelled(name: str, statistic: str, label: str) -> cw.Metric:
+            return metric(name, statistic).with_(label=label)
+
+        batches = labelled(contract.BATCH_DURATION_MS, "SampleCount", "batches")
+        dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=props.name_prefix)
+        dashboard.add_widgets(
             cw.AlarmStatusWidget(alarms=list(self.alarms.values()), title="Alarms", width=24)
         )
-        graphs: list[tuple[str, list[cw.IMetric], float | None]] = [
-            (
-                "Batch duration (ms) vs trigger",
-                [self.metrics[contract.BATCH_DURATION_MS]],
-                props.trigger_interval_sec * 1000,
-            ),
-            (
-                "End-to-end latency (ms)",
-                [self.metrics[contract.END_TO_END_LATENCY_MS]],
-                config.end_to_end_latency_ms,
-            ),
-            (
-                "Scheduling-delay ratio",
-                [self.metrics[contract.SCHEDULING_DELAY_RATIO]],
-                config.scheduling_delay_ratio,
-            ),
-            (
-                "Consumer lag (ms)",
-                [iterator_age, self.metrics[contract.SOURCE_LAG_MS]],
-                config.iterator_age_ms,
-            ),
-            (
-                "Throughput (rows/s)",
-                [
-                    self.metrics[contract.INPUT_ROWS_PER_SECOND],
-                    self.metrics[contract.PROCESSED_ROWS_PER_SECOND],
+        dashboard.add_widgets(
+            cw.SingleValueWidget(
+                title="This time range",
+                metrics=[
+                    batches,
+                    labelled(contract.INPUT_ROWS, "Sum", "records in"),
+                    labelled(contract.FAILURE_RECORDS, "Sum", "failure records"),
+                    labelled(contract.BATCH_DURATION_MS, "Maximum", "slowest batch (ms)"),
+                    labelled(contract.END_TO_END_LATENCY_MS, "Maximum", "max latency (ms)"),
                 ],
-                None,
-            ),
-            ("Failure records", [self.metrics[contract.FAILURE_RECORDS]], config.failure_records),
-            ("Heartbeat", [self.metrics[contract.HEARTBEAT]], None),
-        ]
-        for title, metrics, limit in graphs:
-            self.dashboard.add_widgets(
-                cw.GraphWidget(
-                    title=title,
-                    left=metrics,
-                    width=12,
-                    left_annotations=(
-                        [cw.HorizontalAnnotation(value=limit, label="alarm")]
-                        if limit is not None
-                        else None
-                    ),
-                )
+                set_period_to_time_range=True,
+                width=24,
             )
+        )
+
+        def alarm_line(value: float, label: str) -> list[cw.HorizontalAnnotation]:
+            return [cw.HorizontalAnnotation(value=value, label=label)]
+
+        graphs: list[cw.GraphWidget] = [
+            cw.GraphWidget(
+                width=12,
+                title="Batch duration (ms) vs trigger interval",
+                left=[
+                    labelled(contract.BATCH_DURATION_MS, "Average", "average batch"),
+                    labelled(contract.BATCH_DURATION_MS, "Maximum", "slowest batch"),
+                ],
+                right=[batches],
+                left_annotations=alarm_line(
+                    trigger_ms,
+                    f"trigger interval {props.trigger_interval_sec} s ({FALLING_BEHIND} alarm)",
+                ),
+            ),
+            cw.GraphWidget(
+                width=12,
+                title="End-to-end latency (ms)",
+                left=[self.metrics[contract.END_TO_END_LATENCY_MS]],
+                left_annotations=alarm_line(
+                    config.end_to_end_latency_ms, f"{END_TO_END_LATENCY} alarm"
+                ),
+            ),
+            cw.GraphWidget(
+                width=12,
+                title="Scheduling-delay ratio",
+                left=[self.metrics[contract.SCHEDULING_DELAY_RATIO]],
+                left_annotations=alarm_line(
+                    config.scheduling_delay_ratio, f"{SCHEDULING_DELAY} alarm"
+                ),
+            ),
+            cw.GraphWidget(
+                width=12,
+                title="Consumer lag (ms)",
+                left=[iterator_age, self.metrics[contract.SOURCE_LAG_MS]],
+                left_annotations=alarm_line(
+                    config.iterator_age_ms, f"{CONSUMER_LAG} / {SOURCE_LAG} alarm"
+                ),
+            ),
+            cw.GraphWidget(
+                width=12,
+                title="Input vs processed rate (rows/s)",
+                left=[
+                    labelled(contract.INPUT_ROWS_PER_SECOND, "Average", "input rows/s"),
+                    labelled(contract.PROCESSED_ROWS_PER_SECOND, "Average", "processed rows/s"),
+                ],
+            ),
+            cw.GraphWidget(
+                width=12,
+                title="Failure records vs records in",
+                left=[labelled(contract.FAILURE_RECORDS, "Sum", "failure records")],
+                right=[labelled(contract.INPUT_ROWS, "Sum", "records in")],
+                left_annotations=alarm_line(config.failure_records, f"{FAILURE_RECORDS} alarm"),
+            ),
+            cw.GraphWidget(width=12, title="Heartbeat", left=[self.metrics[contract.HEARTBEAT]]),
+        ]
+        for graph in graphs:
+            dashboard.add_widgets(graph)
+        return dashboard
 
     def grant_job(self, role: iam.IRole) -> None:
         """Publish the metrics these alarms watch. ``PutMetricData`` has no
