@@ -52,6 +52,11 @@ def test_make_run_with_two_instances_passes_and_prints_the_summary(tmp_path: Pat
     assert len(re.findall(r"duplicate ids\s+0\b", out)) == 2, out
     assert len(re.findall(r"records produced\s+800\b", out)) == 2, out
     assert "PASS" in out
+    report = (tmp_path / "work").resolve() / "report" / "index.html"
+    assert f"report {report}" in out and all(
+        f"<h2>{i}</h2>" in report.read_text(encoding="utf-8")
+        for i in ("orders-ap-northeast-2", "payments-ap-northeast-2")
+    ), out[-2000:]
 
 
 def test_make_help_lists_every_readme_target() -> None:
