@@ -163,8 +163,8 @@ def _measured(events: list[dict[str, Any]], split: BatchTimings, size: int) -> l
                 "batch_id": batch_id,
                 "trigger_seconds": durations["triggerExecution"] / 1000,
                 "durations_ms": durations,
-                "job_classify_and_failures_seconds": split.classify_and_failures.get(batch_id),
-                "job_table_seconds": split.table.get(batch_id),
+                "job_one_pass_seconds": split.one_pass.get(batch_id),
+                "job_commit_seconds": split.table.get(batch_id),
                 "state": {k: v for k, v in state_figures(event).items() if k != "customMetrics"},
             }
         )

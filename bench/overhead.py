@@ -17,9 +17,10 @@ trigger reports too:
 
 Breakdown of the 1-record batch (medians): offset planning (latestOffset,
 walCommit, getBatch, queryPlanning), the state store (the de-duplication
-operator's update and commit time, inside addBatch), classify + failures to
-the broker and the table (data files + commit) from the job's per-batch log
-line, the Iceberg commit alone, and the checkpoint commit (commitOffsets).
+operator's update and commit time, inside addBatch), the job's one pass
+(the stateful stage, failures to the broker, data files) and its table commit
+from the job's per-batch log line, the Iceberg commit alone, and the
+checkpoint commit (commitOffsets).
 """
 
 from __future__ import annotations
@@ -147,10 +148,10 @@ def run(ctx: Context) -> list[Row]:
                 for e in one
             ]
         ),
-        "classify + failures to broker": _p50(
-            [split.classify_and_failures.get(b, 0.0) for b in one_ids]
+        "one pass (failures to broker, data files)": _p50(
+            [split.one_pass.get(b, 0.0) for b in one_ids]
         ),
-        "table (files + commit)": _p50([split.table.get(b, 0.0) for b in one_ids]),
+        "table commit (+ expiry)": _p50([split.table.get(b, 0.0) for b in one_ids]),
         "of which Iceberg commit": _p50(commits),
         "checkpoint commit": _p50(seconds(one, "commitOffsets")),
     }

@@ -144,14 +144,14 @@ def arrival_of(index: int, start: datetime) -> datetime:
 class BatchTimings:
     """The job's own split of a batch (its log line) and the commit's time."""
 
-    classify_and_failures: dict[int, float] = field(default_factory=dict)
+    one_pass: dict[int, float] = field(default_factory=dict)
     table: dict[int, float] = field(default_factory=dict)
     commit: list[float] = field(default_factory=list)
 
 
 class _BatchLog(logging.Handler):
     """Reads ``app.micro_batch``'s per-batch line: ``batch %d: ... %.2fs
-    (classify + failures %.2fs, table %.2fs)``."""
+    (pass %.2fs, commit %.2fs)``."""
 
     def __init__(self, into: BatchTimings) -> None:
         super().__init__(logging.INFO)
@@ -159,10 +159,10 @@ class _BatchLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         args = record.args
-        if not isinstance(args, tuple) or "classify + failures" not in str(record.msg):
+        if not isinstance(args, tuple) or "(pass " not in str(record.msg):
             return
-        batch_id, classify, table = int(str(args[0])), float(str(args[-2])), float(str(args[-1]))
-        self.into.classify_and_failures[batch_id] = classify
+        batch_id, one_pass, table = int(str(args[0])), float(str(args[-2])), float(str(args[-1]))
+        self.into.one_pass[batch_id] = one_pass
         self.into.table[batch_id] = table
 
 

@@ -78,49 +78,48 @@ def _noop(frame: DataFrame) -> None:
 def phases(
     raw: DataFrame, config: JobConfig, kafka: KafkaSettings, table: Table, batch_id: int
 ) -> dict[str, float]:
-    """The micro-batch's steps as separate actions, each on a cached input
-    where the job would read its persisted batch."""
-    from pyspark import StorageLevel
-
+    """The micro-batch's steps as cumulative actions (each runs the batch from
+    the input file up to that step, with the job's own functions), so each
+    step's cost is a difference of two of them."""
     from app.micro_batch import prepare
+    from app.sinks.batch_task import RESULT_SCHEMA, batch_task, combine
     from app.sinks.iceberg_catalog import file_io_properties
     from app.sinks.iceberg_commit import commit_batch
-    from app.sinks.iceberg_files import RESULT_SCHEMA as FILES_SCHEMA
-    from app.sinks.iceberg_files import data_files_of, file_writer
-    from app.sinks.kafka import RESULT_SCHEMA, arrow_sender
-    from app.transform import classify, failures, valid_rows
+    from app.table_layout import ARRIVAL_TIME, column_name, table_columns
+    from app.transform import classify, output_rows
 
     fields = config.event_fields
+
+    def one_pass(write_files: bool) -> list[Any]:
+        task = batch_task(
+            kafka,
+            table.metadata.model_dump_json(),
+            file_io_properties(config),
+            table_columns=tuple(c.name for c in table_columns(fields)),
+            arrival_column=ARRIVAL_TIME,
+            time_column=column_name(config.event_time_field),
+            write_files=write_files,
+        )
+        rows = output_rows(prepare(raw, config), fields=fields, batch_id=batch_id)
+        return combine(rows.mapInArrow(task, RESULT_SCHEMA).collect()).data_files
+
     took: dict[str, float] = {}
     took["classify"] = timed(
         lambda: _noop(classify(raw, fields=fields, max_record_bytes=config.max_record_bytes))
     )
     took["prepare"] = timed(lambda: _noop(prepare(raw, config)))
-    cached = prepare(raw, config).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        took["prepare_and_persist"] = timed(cached.count)
-        took["failures"] = timed(
-            lambda: failures(cached).mapInArrow(arrow_sender(kafka), RESULT_SCHEMA).collect()
+    took["pass_failures"] = timed(lambda: one_pass(write_files=False))
+    written: list[Any] = []
+    took["pass_all"] = timed(lambda: written.extend(one_pass(write_files=True)))
+    took["commit"] = timed(
+        lambda: commit_batch(
+            table,
+            written,
+            query_id="bench-throughput-phases",
+            batch_id=batch_id,
+            options=config.catalog,
         )
-        written: list[Any] = []
-        took["data_files"] = timed(
-            lambda: written.extend(
-                valid_rows(cached, fields=fields, batch_id=batch_id)
-                .mapInArrow(file_writer(table, file_io_properties(config)), FILES_SCHEMA)
-                .collect()
-            )
-        )
-        took["commit"] = timed(
-            lambda: commit_batch(
-                table,
-                data_files_of(written),
-                query_id="bench-throughput-phases",
-                batch_id=batch_id,
-                options=config.catalog,
-            )
-        )
-    finally:
-        cached.unpersist()
+    )
     return took
 
 
@@ -162,12 +161,11 @@ def run(ctx: Context) -> list[Row]:
     breakdown = {
         "parse_validate": step("classify"),
         "deduplicate": max(0.0, step("prepare") - step("classify")),
-        "persist": max(0.0, step("prepare_and_persist") - step("prepare")),
-        "failures_to_broker": step("failures"),
-        "data_files": step("data_files"),
+        "to_python_and_failures": max(0.0, step("pass_failures") - step("prepare")),
+        "data_files": max(0.0, step("pass_all") - step("pass_failures")),
         "commit": step("commit"),
     }
-    breakdown["other (observation, driver)"] = max(0.0, med(ours) - sum(breakdown.values()))
+    breakdown["other (driver)"] = max(0.0, med(ours) - sum(breakdown.values()))
     ratios = [b / o for b, o in zip(base, ours, strict=True)]
     ratio = med(base) / med(ours)
     write_result(
@@ -189,17 +187,16 @@ def run(ctx: Context) -> list[Row]:
             },
             "breakdown_seconds_median": {k: round(v, 3) for k, v in breakdown.items()},
             "breakdown_method": (
-                "each step of the job's micro-batch run as a separate Spark action, with "
-                "the job's own functions, after each repeat of the whole batch: "
-                "parse_validate = classify() of the input file to Spark's noop sink; "
-                "deduplicate = prepare() (classify + dropDuplicates by key) to noop, minus "
-                "parse_validate; persist = prepare() persisted (MEMORY_AND_DISK, as the "
-                "job does) and counted, minus prepare() to noop; failures_to_broker = "
-                "the failure rows of that cached batch through the job's Kafka sender "
-                "(mapInArrow, flush, delivery check); data_files = the valid rows of the "
-                "cached batch through the job's Iceberg file writer (mapInArrow); "
-                "commit = commit_batch of those files (a second table); other = the "
-                "whole process_batch minus the sum (its Observation, driver work)"
+                "each step of the job's micro-batch as a cumulative Spark action from the "
+                "input file, with the job's own functions, after each repeat of the whole "
+                "batch: parse_validate = classify() to Spark's noop sink; deduplicate = "
+                "prepare() (classify + dropDuplicates by key) to noop, minus parse_validate; "
+                "to_python_and_failures = the job's one pass (output_rows + batch_task via "
+                "mapInArrow) with the data files switched off: the Arrow hand-off to the "
+                "Python workers, the split and the failures to the broker, minus prepare; "
+                "data_files = the same pass writing the Iceberg data files, minus the pass "
+                "without them; commit = commit_batch of those files (a second table); "
+                "other = the whole process_batch minus the sum (driver work)"
             ),
             "phase_runs_seconds": {name: summary([s[name] for s in steps]) for name in steps[0]},
         },
