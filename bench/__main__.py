@@ -22,7 +22,7 @@ from bench.framework import REPEATS, RESULTS, Context, Row, print_table
 
 
 def _benchmarks() -> dict[str, Callable[[Context], list[Row]]]:
-    from bench import growth, kinesis_source, overhead, state, throughput
+    from bench import growth, incident, kinesis_source, latency, overhead, scale, state, throughput
 
     # Order matters: growth's 1M-record fill is reused by state when both run.
     return {
@@ -31,6 +31,9 @@ def _benchmarks() -> dict[str, Callable[[Context], list[Row]]]:
         state.NAME: state.run,
         overhead.NAME: overhead.run,
         kinesis_source.NAME: kinesis_source.run,
+        incident.NAME: incident.run,
+        latency.NAME: latency.run,
+        scale.NAME: scale.run,
     }
 
 

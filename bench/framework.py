@@ -220,3 +220,76 @@ def print_table(rows: Sequence[Row]) -> None:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip())
         if index == 0:
             print("  ".join("-" * w for w in widths))
+
+
+# --- helpers added for incident, latency and scale ------------------------------------------
+
+
+def machine_load() -> dict[str, Any]:
+    """How busy the shared machine was around a measurement: the 1/5/15-minute
+    load averages and the other JVMs and Python processes running (the other
+    agents' Spark sessions and tests), so a slow figure can be read against it."""
+    load1, load5, load15 = os.getloadavg()
+    others = {"java": 0, "python": 0}
+    try:
+        import psutil  # type: ignore[import-untyped]
+
+        me = os.getpid()
+        for process in psutil.process_iter(["name", "pid"]):
+            name = (process.info.get("name") or "").lower()
+            if process.info.get("pid") == me:
+                continue
+            for kind in others:
+                if name.startswith(kind):
+                    others[kind] += 1
+    except ImportError:  # psutil is optional: the load averages are enough
+        pass
+    return {
+        "load_average_1_5_15_min": [round(load1, 2), round(load5, 2), round(load15, 2)],
+        "cores": os.cpu_count(),
+        "java_processes": others["java"],
+        "python_processes": others["python"],
+    }
+
+
+def shuffles_of(spark: SparkSession, action: Callable[[], object]) -> int:
+    """How many shuffles ``action`` ran: the completed stages of its Spark jobs
+    that wrote shuffle output (a stage skipped because its output was cached or
+    reused does not count). A printed plan is not the measure: a cached frame's
+    plan still shows its Exchange in every job that reads the cache.
+
+    The jobs are found by a unique job description set around ``action``;
+    the status store is fed by the asynchronous listener bus, which is drained
+    first. (The tests have their own copy: bench may not import tests.)"""
+    import uuid
+
+    tag = f"bench-shuffles-{uuid.uuid4().hex}"
+    context = spark.sparkContext
+    previous = context.getLocalProperty("spark.job.description")
+    context.setLocalProperty("spark.job.description", tag)
+    try:
+        action()
+    finally:
+        context.setLocalProperty("spark.job.description", previous)  # type: ignore[arg-type]
+    jvm_context = spark._jsparkSession.sparkContext()
+    jvm_context.listenerBus().waitUntilEmpty(60_000)
+    store = jvm_context.statusStore()
+    jobs = store.jobsList(None)
+    stage_ids: set[int] = set()
+    for index in range(jobs.size()):
+        job = jobs.apply(index)
+        description = job.description()
+        if description.isDefined() and description.get() == tag:
+            ids = job.stageIds()
+            stage_ids.update(int(ids.apply(i)) for i in range(ids.size()))
+    if not stage_ids:
+        raise RuntimeError(f"no Spark job ran under {tag}: nothing to count")
+    shuffles = 0
+    for stage_id in sorted(stage_ids):
+        try:
+            stage = store.lastStageAttempt(stage_id)
+        except Exception:  # a skipped stage never ran an attempt
+            continue
+        if str(stage.status()) == "COMPLETE" and int(stage.shuffleWriteRecords()) > 0:
+            shuffles += 1
+    return shuffles

@@ -1,0 +1,507 @@
+"""Latency: from a record's put to its row being readable in the table.
+
+A producer puts the job's record mix (2 % malformed, 5 % re-sent ids) on a
+2-shard Kinesis stream (moto) at a steady 1,000 records/s: one ``PutRecords``
+of 100 records every 0.1 s, through the producer's own ``put_all``. The job's
+streaming query runs in this process exactly as ``app.job`` builds it:
+``read_stream`` (the ``python-kinesis`` source) -> ``prepare`` ->
+``foreachBatch(BatchProcessor)``, with a 1 s processing-time trigger.
+
+* put time: when the ``PutRecords`` call carrying the record was issued;
+* readable time: when a reader polling the table's catalog (pyiceberg, every
+  0.2 s) first saw the snapshot that holds the row (each snapshot carries its
+  batch id; each row its ``batch_id``), so the figure includes the catalog
+  pointer swap a user's query waits for; the poll interval bounds its error;
+* latency of an id: readable - put, for the first put of each valid id
+  (failure records and re-sends are put but not measured).
+
+A warm-up (200 records, waited for) starts the query's Python workers and
+catalog first; then the measured run produces for ``repeats`` consecutive
+windows of 60 s (quick: one of 10 s), and each window's p50/p99 is a repeat.
+
+Baseline, in the same run on the same stream: a bare consumer, one boto3
+GetRecords loop over both shards from ``LATEST`` polling every 0.2 s (Kinesis
+allows 5 GetRecords calls per second per shard), which decodes each record's
+id: put -> seen by the simplest reader. ratio = our p99 / the loop's p99: how
+much the micro-batch adds over reading the stream. Bar (issue 11): p99 < 5 s.
+
+The stream lives on a moto server of its own, the harness's
+(``local.moto_server``) plus one patch: moto 5.2.5's ``Shard.get_records``
+iterates the shard's records in Python while a concurrent ``PutRecords``
+(another server thread) inserts, so a read during a put fails with HTTP 500
+("OrderedDict mutated during iteration"), which the job's source rightly does
+not retry (it is no Kinesis error code). The patch reads a copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from app.polling import poll_until
+from bench.framework import Context, Row, bars, figure, machine_load, summary, write_result
+from bench.stream import job_config, kafka_settings, progress_events
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    from app.config import JobConfig
+    from local.events import SampleRecord
+
+NAME: Final = "latency"
+BAR_P99_SEC: Final = 5.0
+STREAM: Final = "bench-latency"
+REGION: Final = "us-east-1"
+SHARDS: Final = 2
+RATE: Final = 1_000  # records per second
+PUTS_PER_SECOND: Final = 10
+TRIGGER_SEC: Final = 1
+TABLE_POLL_SEC: Final = 0.2
+# Kinesis: at most 5 GetRecords calls per second per shard
+# (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html).
+LOOP_POLL_SEC: Final = 0.2
+WARM_UP_RECORDS: Final = 200
+DRAIN_TIMEOUT_SEC: Final = 300.0
+
+
+def patch_shard_reads() -> None:
+    """moto's ``Shard.get_records`` on a copy of the shard's records: ``list()``
+    of a dict's items is one C call, so no put lands in the middle of it."""
+    import copy
+    from collections import OrderedDict
+
+    from moto.kinesis import models
+
+    original = models.Shard.get_records
+
+    def get_records(self: Any, last_sequence_id: str, limit: int | None) -> Any:
+        view = copy.copy(self)
+        view.records = OrderedDict(list(self.records.items()))
+        return original(view, last_sequence_id, limit)
+
+    models.Shard.get_records = get_records  # type: ignore[method-assign]
+
+
+def serve_moto() -> None:
+    """Child process entry: the harness's moto server, reads patched."""
+    from local.moto_server import main
+
+    patch_shard_reads()
+    main(sys.argv[1:])
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/moto-api/", timeout=0.5):
+            return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+_SERVE: Final = "from bench.latency import serve_moto; serve_moto()"
+
+
+@contextlib.contextmanager
+def patched_moto() -> Iterator[str]:
+    """A moto server for this benchmark (its URL), stopped at the end."""
+    from local.emulators import FAKE_CREDENTIALS, LOOPBACK, ChildServer, free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-c", _SERVE, "-H", LOOPBACK, "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **FAKE_CREDENTIALS},
+        cwd=str(Path(__file__).resolve().parents[1]),
+    )
+    server = ChildServer("moto", port, process)
+    url = f"http://{LOOPBACK}:{port}"
+    try:
+        poll_until(
+            lambda: _answers(url),
+            timeout=60,
+            interval=0.1,
+            on_timeout=lambda: TimeoutError(f"moto server on {url} not up within 60s"),
+        )
+        yield url
+    finally:
+        server.stop()
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of a non-empty sample."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))  # ceil(n * q / 100), at least 1
+    return float(ordered[int(rank) - 1])
+
+
+@dataclass
+class Seen:
+    """First-seen times (monotonic seconds), written by a watcher thread."""
+
+    at: dict[str, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def first(self, key: str, when: float) -> None:
+        with self.lock:
+            self.at.setdefault(key, when)
+
+    def snapshot(self) -> dict[str, float]:
+        with self.lock:
+            return dict(self.at)
+
+
+class TableWatcher(threading.Thread):
+    """Polls the table through its catalog, as a reader would: the first time
+    each batch's snapshot is visible, and the table's row count."""
+
+    def __init__(self, config: JobConfig) -> None:
+        super().__init__(name="table-watcher", daemon=True)
+        from local.table import load_table
+
+        self.table = load_table(config)
+        self.batches = Seen()
+        self.rows = 0
+        self.polls = 0
+        self.poll_seconds = 0.0
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def poll(self) -> None:
+        from app.sinks.iceberg_catalog import BATCH_ID_SUMMARY
+
+        started = time.monotonic()
+        self.table.refresh()
+        now = time.monotonic()
+        for snap in self.table.snapshots():
+            batch = snap.summary.get(BATCH_ID_SUMMARY) if snap.summary is not None else None
+            if batch is not None:
+                self.batches.first(str(batch), now)
+        current = self.table.current_snapshot()
+        if current is not None and current.summary is not None:
+            self.rows = int(current.summary.get("total-records") or 0)
+        self.polls += 1
+        self.poll_seconds += time.monotonic() - started
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                self.poll()
+                self.stop.wait(TABLE_POLL_SEC)
+        except BaseException as exc:  # reported by the benchmark, not lost in a thread
+            self.error = exc
+
+
+class BareLoop(threading.Thread):
+    """The baseline reader: GetRecords on every shard from LATEST, every 0.2 s."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(name="bare-getrecords", daemon=True)
+        self.client = client
+        self.ids = Seen()
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        shards = client.list_shards(StreamName=STREAM)["Shards"]
+        self.iterators = {
+            s["ShardId"]: client.get_shard_iterator(
+                StreamName=STREAM, ShardId=s["ShardId"], ShardIteratorType="LATEST"
+            )["ShardIterator"]
+            for s in shards
+        }
+
+    def run(self) -> None:
+        import json
+
+        try:
+            while not self.stop.is_set():
+                for shard, iterator in list(self.iterators.items()):
+                    response = self.client.get_records(ShardIterator=iterator, Limit=10_000)
+                    now = time.monotonic()
+                    for record in response["Records"]:
+                        try:
+                            event_id = json.loads(record["Data"])["id"]
+                        except (ValueError, KeyError, TypeError):
+                            continue  # a malformed record: not measured
+                        if isinstance(event_id, str):
+                            self.ids.first(event_id, now)
+                    self.iterators[shard] = response["NextShardIterator"]
+                self.stop.wait(LOOP_POLL_SEC)
+        except BaseException as exc:
+            self.error = exc
+
+
+def produce(
+    client: Any, records: Sequence[SampleRecord], rate: int, puts: dict[str, float]
+) -> float:
+    """Put ``records`` at ``rate`` per second in calls of rate/10 records, on a
+    fixed schedule (a late call is not made up by a burst beyond the next
+    one); ``puts`` gets each valid id's first put time. Returns the seconds taken."""
+    from local.producer import put_all
+
+    per_call = max(1, rate // PUTS_PER_SECOND)
+    started = time.monotonic()
+    for index in range(0, len(records), per_call):
+        due = started + index / rate
+        wait = due - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        chunk = records[index : index + per_call]
+        issued = time.monotonic()
+        put_all(client, STREAM, chunk)
+        for record in chunk:
+            if record.event_id is not None and not record.is_failure:
+                puts.setdefault(record.event_id, issued)
+    return time.monotonic() - started
+
+
+def start_job_query(spark: SparkSession, config: JobConfig) -> StreamingQuery:
+    """The job's query as ``app.job.run`` builds it (no lease, no metrics)."""
+    from app.micro_batch import BatchProcessor, prepare
+    from app.sinks.iceberg_catalog import ensure_table
+    from app.sources import read_stream
+
+    processor = BatchProcessor(config, kafka_settings(config), table=ensure_table(config))
+    return (
+        prepare(read_stream(spark, config), config)
+        .writeStream.option("checkpointLocation", config.checkpoint_location)
+        .trigger(processingTime=f"{config.trigger_interval_sec} seconds")
+        .foreachBatch(processor)
+        .start()
+    )
+
+
+def wait_rows(query: StreamingQuery, watcher: TableWatcher, rows: int, timeout: float) -> None:
+    """Until the table holds ``rows`` rows; a failed query or watcher ends the wait."""
+
+    def landed() -> bool:
+        failure = query.exception()
+        if failure is not None:
+            raise RuntimeError(f"query failed: {failure}")
+        if watcher.error is not None:
+            raise RuntimeError(f"table watcher failed: {watcher.error}")
+        return watcher.rows >= rows
+
+    poll_until(
+        landed,
+        timeout=timeout,
+        interval=0.2,
+        on_timeout=lambda: TimeoutError(
+            f"{watcher.rows} of {rows} rows in the table after {timeout:.0f}s"
+        ),
+    )
+
+
+def _stats(latencies: Sequence[float]) -> dict[str, Any]:
+    return {
+        "records": len(latencies),
+        "p50_seconds": round(percentile(latencies, 50), 3),
+        "p99_seconds": round(percentile(latencies, 99), 3),
+        "max_seconds": round(max(latencies), 3),
+    }
+
+
+def _batch_figures(events: list[dict[str, Any]]) -> dict[str, Any]:
+    ran = [e for e in events if "addBatch" in e.get("durationMs", {})]
+    if not ran:
+        return {"batches": 0}
+    keys = sorted({k for e in ran for k in e["durationMs"]})
+    return {
+        "batches": len(ran),
+        "input_rows_per_batch_median": statistics.median(int(e["numInputRows"]) for e in ran),
+        "trigger_execution_seconds": summary(
+            [e["durationMs"]["triggerExecution"] / 1000 for e in ran]
+        ),
+        "trigger_execution_p99_seconds": round(
+            percentile([e["durationMs"]["triggerExecution"] / 1000 for e in ran], 99), 3
+        ),
+        "duration_ms_median": {
+            k: statistics.median(e["durationMs"].get(k, 0) for e in ran) for k in keys
+        },
+    }
+
+
+def run(ctx: Context) -> list[Row]:
+    windows, window_sec = (1, 10) if ctx.quick else (ctx.repeats, 60)
+    with patched_moto() as endpoint:
+        return _run(ctx, endpoint, windows, window_sec)
+
+
+def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row]:
+    from local.events import MixSpec, expected_ids, generate, now_utc
+    from local.producer import ensure_stream, kinesis_client
+
+    client = kinesis_client(REGION, endpoint)
+    ensure_stream(client, STREAM, SHARDS)
+    config = job_config(
+        ctx,
+        NAME,
+        stream_name=STREAM,
+        trigger_interval_sec=TRIGGER_SEC,
+        kinesis_endpoint_url=endpoint,
+        metrics={"enabled": False},
+    )
+    warm = generate(MixSpec(count=WARM_UP_RECORDS, id_prefix="warm", seed=3), now_utc())
+    measured = generate(
+        MixSpec(count=RATE * window_sec * windows, id_prefix="lat", seed=11), now_utc()
+    )
+    spark = ctx.spark
+    load_before = machine_load()
+    query = start_job_query(spark, config)
+    watcher = TableWatcher(config)
+    watcher.start()
+    loop: BareLoop | None = None
+    puts: dict[str, float] = {}
+    try:
+        warm_started = time.monotonic()
+        produce(client, warm, RATE, {})
+        wait_rows(query, watcher, len(expected_ids(warm)), DRAIN_TIMEOUT_SEC)
+        warm_up_seconds = time.monotonic() - warm_started
+        warm_batches = max((int(e["batchId"]) for e in progress_events(query)), default=-1)
+        loop = BareLoop(client)
+        loop.start()
+        produced_started = time.monotonic()
+        production_seconds = produce(client, measured, RATE, puts)
+        total = len(expected_ids(warm)) + len(expected_ids(measured))
+        wait_rows(query, watcher, total, DRAIN_TIMEOUT_SEC)
+        watcher.poll()
+        events = [e for e in progress_events(query) if int(e["batchId"]) > warm_batches]
+    finally:
+        watcher.stop.set()
+        if loop is not None:
+            loop.stop.set()
+        query.stop()
+    watcher.join(10)
+    if loop is not None:
+        loop.join(10)
+        if loop.error is not None:
+            raise RuntimeError(f"bare GetRecords loop failed: {loop.error}")
+    load_after = machine_load()
+
+    rows = watcher.table.scan(selected_fields=("id", "batch_id")).to_arrow().to_pylist()
+    batch_seen = watcher.batches.snapshot()
+    readable = {str(r["id"]): batch_seen[str(r["batch_id"])] for r in rows}
+    seen_by_loop = loop.ids.snapshot() if loop is not None else {}
+    ours: list[list[float]] = [[] for _ in range(windows)]
+    theirs: list[list[float]] = [[] for _ in range(windows)]
+    missing = 0
+    for event_id, put in puts.items():
+        window = min(windows - 1, int((put - produced_started) // window_sec))
+        if event_id not in readable:
+            missing += 1
+            continue
+        ours[window].append(readable[event_id] - put)
+        if event_id in seen_by_loop:
+            theirs[window].append(seen_by_loop[event_id] - put)
+    if missing:
+        raise RuntimeError(f"{missing} produced ids never became readable in the table")
+    per_window = [_stats(w) for w in ours]
+    loop_windows = [_stats(w) for w in theirs if w]
+    all_ours = [x for w in ours for x in w]
+    all_theirs = [x for w in theirs for x in w]
+    p99s = [w["p99_seconds"] for w in per_window]
+    p50s = [w["p50_seconds"] for w in per_window]
+    p99 = float(statistics.median(p99s))
+    p50 = float(statistics.median(p50s))
+    loop_p99 = percentile(all_theirs, 99) if all_theirs else float("nan")
+    ratio = p99 / loop_p99 if all_theirs else float("nan")
+    batches = _batch_figures(events)
+    write_result(
+        ctx,
+        NAME,
+        {
+            "what": __doc__,
+            "repeats": windows,
+            "rate_records_per_second": RATE,
+            "achieved_rate_records_per_second": round(len(measured) / production_seconds, 1),
+            "window_seconds": window_sec,
+            "windows": windows,
+            "shards": SHARDS,
+            "trigger_interval_sec": TRIGGER_SEC,
+            "table_poll_interval_sec": TABLE_POLL_SEC,
+            "records_put": len(measured),
+            "ids_measured": len(all_ours),
+            "warm_up": {"records": WARM_UP_RECORDS, "seconds": round(warm_up_seconds, 1)},
+            "subject": {
+                "what": "put -> row readable in the table (job's query, 1 s trigger)",
+                "p50_seconds": summary(p50s),
+                "p99_seconds": summary(p99s),
+                "per_window": per_window,
+                "whole_run": _stats(all_ours),
+                "bar": f"p99 < {BAR_P99_SEC}",
+                "met": p99 < BAR_P99_SEC,
+            },
+            "baseline": {
+                "what": "put -> seen by a bare boto3 GetRecords loop (0.2 s poll), same stream",
+                "per_window": loop_windows,
+                "whole_run": _stats(all_theirs) if all_theirs else None,
+            },
+            "ratio_subject_p99_to_baseline_p99": round(ratio, 2),
+            "batches": batches,
+            "table_watcher": {
+                "polls": watcher.polls,
+                "mean_poll_seconds": round(watcher.poll_seconds / max(1, watcher.polls), 4),
+            },
+            "load_before": load_before,
+            "load_after": load_after,
+        },
+    )
+    with figure(ctx, NAME, ncols=2) as (_, axes):
+        bars(
+            axes[0],
+            ["GetRecords loop p50", "GetRecords loop p99", "table p50", "table p99"],
+            [
+                percentile(all_theirs, 50) if all_theirs else 0.0,
+                loop_p99 if all_theirs else 0.0,
+                p50,
+                p99,
+            ],
+            f"put -> visible, {RATE:,} records/s, {TRIGGER_SEC} s trigger",
+            "seconds",
+        )
+        ax = axes[1]
+        ordered = sorted(all_ours)
+        ax.plot(
+            ordered, [i / len(ordered) for i in range(1, len(ordered) + 1)], label="table (ours)"
+        )
+        if all_theirs:
+            loop_sorted = sorted(all_theirs)
+            ax.plot(
+                loop_sorted,
+                [i / len(loop_sorted) for i in range(1, len(loop_sorted) + 1)],
+                label="bare GetRecords loop",
+            )
+        ax.axvline(BAR_P99_SEC, color="#c44e52", linestyle="--", label=f"bar p99 {BAR_P99_SEC} s")
+        ax.set_xlabel("seconds from put")
+        ax.set_ylabel("share of records")
+        ax.set_title("latency distribution", fontsize=10)
+        ax.legend(fontsize=8)
+    trigger = batches.get("trigger_execution_seconds", {}).get("median", float("nan"))
+    return [
+        Row(
+            NAME,
+            f"put -> readable p99 ({windows} x {window_sec}s at {RATE:,}/s)",
+            f"{p99:.2f}s (p50 {p50:.2f}s; loop p99 {loop_p99:.2f}s, {ratio:.0f}x)",
+            f"< {BAR_P99_SEC:g}s",
+            p99 < BAR_P99_SEC,
+        ),
+        Row(
+            NAME,
+            "batches (median)",
+            f"{batches.get('batches', 0)} batches, "
+            f"{batches.get('input_rows_per_batch_median', 0):,.0f} rows, {trigger:.2f}s each",
+        ),
+    ]

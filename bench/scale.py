@@ -1,0 +1,388 @@
+"""Scale: records/s by batch size, peak memory at the largest, synth time by instance count.
+
+1. Batch size. ``BatchProcessor.process_batch(prepare(static frame))``, as the
+   throughput benchmark runs it, on 10,000, 100,000 and 1,000,000 records
+   (quick: 1,000, 10,000 and 50,000) of the job's mix (2 % malformed, 5 %
+   re-sent ids), one Parquet file each; every repeat runs each size once, so
+   all sizes see the same machine load. Cost per record = seconds / records.
+   Bar: the cost per record at each size is at most 1.2x the cost at the size
+   below (it must not grow; 20 % is the run-to-run spread of this shared
+   machine, e.g. bench/results/throughput.json).
+2. Memory. While the largest batch runs, resident set sizes are sampled every
+   0.2 s (psutil): the JVM (in local mode the driver and its executor are one
+   process), the Python workers (the JVM's Python children: ``pyspark.daemon``
+   and its forks; RSS counts their shared pages once per process) and this
+   driver Python process. Reported, no bar.
+3. Synth. The CDK app with a generated context (cdk.json's defaults plus N
+   instances ``scale<i>``/``eu-west-1``, the example's synth-check flag, cdk-nag
+   on), built and synthesized in a fresh Python process per synth: what
+   ``cdk synth`` runs (``python3 app.py``), without the CLI. 1, 3 and 6
+   instances (quick: 1 and 2). Bars: 6 instances in under 60 s, and no worse
+   than linear: the time each instance adds from 3 to 6 is at most 1.25x what
+   each added from 1 to 3 (on the fastest of the repeats: these runs are short
+   and the machine is shared).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from bench.framework import (
+    Context,
+    Row,
+    bars,
+    figure,
+    machine_load,
+    summary,
+    timed,
+    write_result,
+)
+from bench.stream import job_config, kafka_settings, mixed_records, now, write_source_file
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+NAME: Final = "scale"
+SIZES: Final = (10_000, 100_000, 1_000_000)
+QUICK_SIZES: Final = (1_000, 10_000, 50_000)
+PER_RECORD_BAR: Final = 1.2
+INSTANCES: Final = (1, 3, 6)
+QUICK_INSTANCES: Final = (1, 2)
+SYNTH_BAR_SEC: Final = 60.0
+MARGINAL_BAR: Final = 1.25
+SAMPLE_SEC: Final = 0.2
+REPO: Final = Path(__file__).resolve().parents[1]
+SYNTH_REGION: Final = "eu-west-1"
+_SYNTH: Final = "from bench.scale import synth_main; synth_main()"
+
+
+# --- synth ----------------------------------------------------------------------------------
+
+
+def synth_context(instances: int) -> dict[str, Any]:
+    """cdk.json's context with ``instances`` generated instances on its defaults."""
+    from infra.config import CONTEXT_KEY, SYNTH_CHECK_CONTEXT_KEY, read_cdk_context
+
+    context = dict(read_cdk_context(REPO / "cdk.json"))
+    declared = context[CONTEXT_KEY]
+    context[CONTEXT_KEY] = {
+        "defaults": declared.get("defaults", {}),
+        "instances": [{"domain": f"scale{i}", "region": SYNTH_REGION} for i in range(instances)],
+    }
+    # The example's TLS zip is a placeholder; a synth meant as a check says so.
+    context[SYNTH_CHECK_CONTEXT_KEY] = True
+    return context
+
+
+def synth_main() -> None:
+    """Child process: ``<instances> <outdir>``; prints its own split as JSON."""
+    started = time.perf_counter()
+    from infra.stacks.application import build_app
+
+    imported = time.perf_counter()
+    instances, outdir = int(sys.argv[1]), sys.argv[2]
+    app, stacks = build_app(synth_context(instances), outdir=outdir)
+    built = time.perf_counter()
+    app.synth()
+    done = time.perf_counter()
+    templates = sorted(p.name for p in Path(outdir).glob("*.template.json"))
+    if len(templates) != len(stacks) or len(stacks) != instances:
+        raise SystemExit(f"{instances} instances gave {len(stacks)} stacks, {templates}")
+    print(
+        json.dumps(
+            {
+                "import_seconds": round(imported - started, 3),
+                "build_seconds": round(built - imported, 3),
+                "synth_seconds": round(done - built, 3),
+                "stacks": len(stacks),
+            }
+        )
+    )
+
+
+def synth_once(instances: int, outdir: Path) -> tuple[float, dict[str, Any]]:
+    """Wall seconds of one synth in a fresh process, and the child's own split."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", _SYNTH, str(instances), str(outdir)],
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"synth of {instances} instances failed:\n{done.stderr[-3000:]}")
+    return seconds, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# --- memory ---------------------------------------------------------------------------------
+
+
+@dataclass
+class PeakMemory:
+    """Peak RSS (bytes) of the JVM, its Python workers and this process."""
+
+    jvm: int = 0
+    workers_total: int = 0
+    worker_max: int = 0
+    workers_most: int = 0
+    driver_python: int = 0
+    samples: int = 0
+    jvm_heap_option: str = ""
+    errors: list[str] = field(default_factory=list)
+
+    def sample(self) -> None:
+        import psutil  # type: ignore[import-untyped]
+
+        me = psutil.Process()
+        self.driver_python = max(self.driver_python, me.memory_info().rss)
+        jvm_rss = 0
+        workers: list[int] = []
+        for child in me.children(recursive=True):
+            try:
+                if child.name() != "java":
+                    continue
+                jvm_rss += child.memory_info().rss
+                if not self.jvm_heap_option:
+                    self.jvm_heap_option = " ".join(
+                        a for a in child.cmdline() if a.startswith(("-Xmx", "-Xms"))
+                    )
+                for worker in child.children(recursive=True):
+                    if worker.name().startswith("python"):
+                        workers.append(worker.memory_info().rss)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue  # a worker that ended between listing and reading
+        self.jvm = max(self.jvm, jvm_rss)
+        self.workers_total = max(self.workers_total, sum(workers))
+        self.worker_max = max([self.worker_max, *workers])
+        self.workers_most = max(self.workers_most, len(workers))
+        self.samples += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        mib = 2**20
+        return {
+            "jvm_driver_and_executor_mib": round(self.jvm / mib, 1),
+            "python_workers_total_mib": round(self.workers_total / mib, 1),
+            "python_worker_largest_mib": round(self.worker_max / mib, 1),
+            "python_workers_at_most": self.workers_most,
+            "driver_python_process_mib": round(self.driver_python / mib, 1),
+            "jvm_heap_option": self.jvm_heap_option or "(Spark's default)",
+            "samples": self.samples,
+        }
+
+
+class Sampler(threading.Thread):
+    """Samples ``peak`` every 0.2 s until stopped."""
+
+    def __init__(self, peak: PeakMemory) -> None:
+        super().__init__(name="rss-sampler", daemon=True)
+        self.peak = peak
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.peak.sample()
+            except Exception as exc:  # a sampling failure must not kill the benchmark
+                self.peak.errors.append(repr(exc))
+            self.stop.wait(SAMPLE_SEC)
+
+    def __enter__(self) -> Sampler:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop.set()
+        self.join(10)
+
+
+# --- the benchmark --------------------------------------------------------------------------
+
+
+def _batch_sizes(ctx: Context) -> dict[int, list[float]]:
+    return {n: [] for n in (QUICK_SIZES if ctx.quick else SIZES)}
+
+
+def run(ctx: Context) -> list[Row]:
+    from app.micro_batch import BatchProcessor, prepare
+
+    spark = ctx.spark
+    repeats = 1 if ctx.quick else ctx.repeats
+    times = _batch_sizes(ctx)
+    largest = max(times)
+    work = ctx.scratch(NAME)
+    start = now()
+    sources: dict[int, Path] = {}
+    for n in times:
+        sources[n] = work / f"source-{n}"
+        write_source_file(sources[n], 0, mixed_records(n, f"sc{n}"), start)
+    config = job_config(ctx, NAME)
+    processor = BatchProcessor(config, kafka_settings(config), query_id="bench-scale")
+    _ = processor.table  # created before the clock starts, as at the job's start
+    load_before = machine_load()
+
+    def raw(n: int) -> DataFrame:
+        return spark.read.parquet(str(sources[n]))
+
+    batch_ids = iter(range(1, 1_000_000))
+
+    def batch(n: int) -> None:
+        processor.process_batch(prepare(raw(n), config), next(batch_ids))
+
+    batch(min(times))  # warm-up (JIT, Python workers, broker, catalog), not timed
+    peak = PeakMemory()
+    for _ in range(repeats):
+        for n in times:
+            if n == largest:
+                with Sampler(peak):
+                    times[n].append(timed(lambda n=n: batch(n)))  # type: ignore[misc]
+            else:
+                times[n].append(timed(lambda n=n: batch(n)))  # type: ignore[misc]
+    load_mid = machine_load()
+
+    instance_counts = QUICK_INSTANCES if ctx.quick else INSTANCES
+    synth: dict[int, list[float]] = {n: [] for n in instance_counts}
+    synth_split: dict[int, list[dict[str, Any]]] = {n: [] for n in instance_counts}
+    for rep in range(repeats):
+        for n in instance_counts:
+            seconds, split = synth_once(n, ctx.scratch(f"cdk-{n}-{rep}"))
+            synth[n].append(seconds)
+            synth_split[n].append(split)
+
+    med = statistics.median
+    per_record = {n: med(t) / n for n, t in times.items()}
+    sizes = sorted(times)
+    growth = [per_record[b] / per_record[a] for a, b in itertools.pairwise(sizes)]
+    per_record_met = all(g <= PER_RECORD_BAR for g in growth)
+    fastest = {n: min(t) for n, t in synth.items()}
+    counts = sorted(synth)
+    marginal = [(fastest[b] - fastest[a]) / (b - a) for a, b in itertools.pairwise(counts)]
+    marginal_ratio = marginal[-1] / marginal[0] if len(marginal) > 1 and marginal[0] > 0 else None
+    most = counts[-1]
+    synth_most = med(synth[most])
+    synth_met = synth_most < SYNTH_BAR_SEC
+    linear_met = marginal_ratio is None or marginal_ratio <= MARGINAL_BAR
+    write_result(
+        ctx,
+        NAME,
+        {
+            "what": __doc__,
+            "repeats": repeats,
+            "batches": {
+                str(n): {
+                    "records": n,
+                    "seconds": summary(times[n]),
+                    "records_per_second": round(n / med(times[n]), 1),
+                    "microseconds_per_record": round(per_record[n] * 1e6, 2),
+                }
+                for n in sizes
+            },
+            "per_record_cost_growth": {
+                f"{b:,} vs {a:,}": round(g, 3)
+                for (a, b), g in zip(itertools.pairwise(sizes), growth, strict=True)
+            },
+            "per_record_bar": f"each <= {PER_RECORD_BAR}",
+            "per_record_met": per_record_met,
+            "peak_memory_at_largest": {"records": largest, **peak.to_dict()},
+            "peak_memory_errors": peak.errors[:5],
+            "synth": {
+                str(n): {
+                    "instances": n,
+                    "seconds": summary(synth[n]),
+                    "child_split_first_run": synth_split[n][0],
+                }
+                for n in counts
+            },
+            "synth_marginal_seconds_per_instance": {
+                f"{a}->{b}": round(m, 2)
+                for (a, b), m in zip(itertools.pairwise(counts), marginal, strict=True)
+            },
+            "synth_marginal_ratio": None if marginal_ratio is None else round(marginal_ratio, 3),
+            "synth_bars": {
+                f"{most} instances median": f"< {SYNTH_BAR_SEC:g} s",
+                "marginal ratio (last step / first step)": f"<= {MARGINAL_BAR}",
+            },
+            "synth_met": synth_met,
+            "synth_linear_met": linear_met,
+            "load_before": load_before,
+            "load_after_batches": load_mid,
+            "load_after": machine_load(),
+        },
+    )
+    with figure(ctx, NAME, ncols=3, width=4.5) as (_, axes):
+        bars(
+            axes[0],
+            [f"{n:,}" for n in sizes],
+            [n / med(times[n]) for n in sizes],
+            "records/s by batch size (median)",
+            "records/s",
+        )
+        mem = peak.to_dict()
+        bars(
+            axes[1],
+            ["JVM", "Python workers", "largest worker", "driver Python"],
+            [
+                mem["jvm_driver_and_executor_mib"],
+                mem["python_workers_total_mib"],
+                mem["python_worker_largest_mib"],
+                mem["driver_python_process_mib"],
+            ],
+            f"peak RSS, {largest:,}-record batch",
+            "MiB",
+        )
+        bars(
+            axes[2],
+            [f"{n} instance{'s' if n > 1 else ''}" for n in counts],
+            [med(synth[n]) for n in counts],
+            "cdk synth (fresh process, median)",
+            "seconds",
+        )
+    mem = peak.to_dict()
+    return [
+        Row(
+            NAME,
+            "records/s by batch size (median)",
+            ", ".join(f"{n:,}: {n / med(times[n]):,.0f}/s" for n in sizes),
+        ),
+        Row(
+            NAME,
+            "cost per record, each size vs the one below",
+            ", ".join(f"{g:.2f}x" for g in growth),
+            f"<= {PER_RECORD_BAR}x",
+            per_record_met,
+        ),
+        Row(
+            NAME,
+            f"peak RSS at {largest:,} records",
+            f"JVM {mem['jvm_driver_and_executor_mib']:,.0f} MiB, Python workers "
+            f"{mem['python_workers_total_mib']:,.0f} MiB (largest "
+            f"{mem['python_worker_largest_mib']:,.0f}), driver Python "
+            f"{mem['driver_python_process_mib']:,.0f} MiB",
+        ),
+        Row(
+            NAME,
+            f"synth {', '.join(str(n) for n in counts)} instances (median)",
+            ", ".join(f"{med(synth[n]):.1f}s" for n in counts),
+            f"{most}: < {SYNTH_BAR_SEC:g}s",
+            synth_met,
+        ),
+        Row(
+            NAME,
+            "synth s per added instance (fastest runs)",
+            ", ".join(f"{m:.2f}" for m in marginal)
+            + (f" (ratio {marginal_ratio:.2f})" if marginal_ratio is not None else ""),
+            f"ratio <= {MARGINAL_BAR}",
+            linear_met if marginal_ratio is not None else None,
+        ),
+    ]
