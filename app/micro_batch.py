@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Final
 
 from app.config import JobConfig
 from app.sinks.batch_task import RESULT_SCHEMA as TASK_SCHEMA
-from app.sinks.batch_task import batch_task, combine
+from app.sinks.batch_task import TaskOutcome, batch_task, combine
 from app.sinks.iceberg_catalog import ensure_table, file_io_properties, with_retries
 from app.sinks.iceberg_commit import already_committed, commit_batch, expire_snapshots
 from app.sinks.kafka import KafkaSettings
@@ -78,6 +78,31 @@ def prepare(raw: DataFrame, config: JobConfig) -> DataFrame:
         id_column=column_name(config.id_field),
         horizon_hours=config.dedup_horizon_hours,
     )
+
+
+def one_pass(
+    batch: DataFrame,
+    batch_id: int,
+    *,
+    config: JobConfig,
+    kafka: KafkaSettings,
+    table: Table,
+    write_files: bool,
+) -> TaskOutcome:
+    """The batch's one Spark job: every task sends its failures and (unless
+    ``write_files`` is off, for a replay) writes its data files; nothing is
+    committed here."""
+    task = batch_task(
+        kafka,
+        table.metadata.model_dump_json(),
+        file_io_properties(config),
+        table_columns=tuple(c.name for c in table_columns(config.event_fields)),
+        arrival_column=ARRIVAL_TIME,
+        time_column=column_name(config.event_time_field),
+        write_files=write_files,
+    )
+    rows = output_rows(batch, fields=config.event_fields, batch_id=batch_id)
+    return combine(rows.mapInArrow(task, TASK_SCHEMA).collect())
 
 
 class BatchProcessor:
@@ -129,17 +154,9 @@ class BatchProcessor:
         # writes no data file again.
         with_retries(table.refresh, f"refresh {'.'.join(table.name())}", config.catalog)
         replay = already_committed(table, query_id, batch_id)
-        task = batch_task(
-            self.kafka,
-            table.metadata.model_dump_json(),
-            file_io_properties(config),
-            table_columns=tuple(c.name for c in table_columns(config.event_fields)),
-            arrival_column=ARRIVAL_TIME,
-            time_column=column_name(config.event_time_field),
-            write_files=not replay,
+        outcome = one_pass(
+            batch, batch_id, config=config, kafka=self.kafka, table=table, write_files=not replay
         )
-        rows = output_rows(batch, fields=config.event_fields, batch_id=batch_id)
-        outcome = combine(rows.mapInArrow(task, TASK_SCHEMA).collect())
         if outcome.sent != outcome.failures:
             raise RuntimeError(
                 f"batch {batch_id}: {outcome.failures} failure records but "

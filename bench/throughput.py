@@ -81,36 +81,26 @@ def phases(
     """The micro-batch's steps as cumulative actions (each runs the batch from
     the input file up to that step, with the job's own functions), so each
     step's cost is a difference of two of them."""
-    from app.micro_batch import prepare
-    from app.sinks.batch_task import RESULT_SCHEMA, batch_task, combine
-    from app.sinks.iceberg_catalog import file_io_properties
+    from app.micro_batch import one_pass, prepare
     from app.sinks.iceberg_commit import commit_batch
-    from app.table_layout import ARRIVAL_TIME, column_name, table_columns
-    from app.transform import classify, output_rows
+    from app.transform import classify
 
     fields = config.event_fields
 
-    def one_pass(write_files: bool) -> list[Any]:
-        task = batch_task(
-            kafka,
-            table.metadata.model_dump_json(),
-            file_io_properties(config),
-            table_columns=tuple(c.name for c in table_columns(fields)),
-            arrival_column=ARRIVAL_TIME,
-            time_column=column_name(config.event_time_field),
-            write_files=write_files,
-        )
-        rows = output_rows(prepare(raw, config), fields=fields, batch_id=batch_id)
-        return combine(rows.mapInArrow(task, RESULT_SCHEMA).collect()).data_files
+    def files(write_files: bool) -> list[Any]:
+        batch = prepare(raw, config)
+        return one_pass(
+            batch, batch_id, config=config, kafka=kafka, table=table, write_files=write_files
+        ).data_files
 
     took: dict[str, float] = {}
     took["classify"] = timed(
         lambda: _noop(classify(raw, fields=fields, max_record_bytes=config.max_record_bytes))
     )
     took["prepare"] = timed(lambda: _noop(prepare(raw, config)))
-    took["pass_failures"] = timed(lambda: one_pass(write_files=False))
+    took["pass_failures"] = timed(lambda: files(write_files=False))
     written: list[Any] = []
-    took["pass_all"] = timed(lambda: written.extend(one_pass(write_files=True)))
+    took["pass_all"] = timed(lambda: written.extend(files(write_files=True)))
     took["commit"] = timed(
         lambda: commit_batch(
             table,

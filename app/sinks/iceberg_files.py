@@ -1,14 +1,15 @@
 """Executors write a batch's data files; the driver only collects their descriptions.
 
-:func:`file_writer` returns the function ``mapInArrow`` runs in each task: it
-turns the task's rows into Parquet files laid out as the table wants them (one
-file per day of event time in that task, at the table's location, with
-Iceberg's column ids and statistics) and yields one row per file: the pickled
-``DataFile`` (what a commit needs: path, partition, size, counts, bounds) and
-its record count. Nothing is visible to readers until the driver commits those
-descriptions as one snapshot (:mod:`app.sinks.iceberg_commit`); the files of an
-attempt that dies before the commit are unreferenced orphans, removed by the
-orphan-file optimizer (AWS) or ``python -m local maintain`` (locally).
+:func:`write_data_files` runs in each task of the batch's pass
+(:mod:`app.sinks.batch_task`): it turns the task's rows into Parquet files laid
+out as the table wants them (one file per day of event time in that task, at
+the table's location, with Iceberg's column ids and statistics) and returns
+their ``DataFile`` descriptions (what a commit needs: path, partition, size,
+counts, bounds), which travel back to the driver pickled. Nothing is visible
+to readers until the driver commits those descriptions as one snapshot
+(:mod:`app.sinks.iceberg_commit`); the files of an attempt that dies before
+the commit are unreferenced orphans, removed by the orphan-file optimizer
+(AWS) or ``make maintain`` (locally).
 
 pyiceberg is pinned (requirements) because this uses its file-writing path
 below the public ``Table.append``: that API writes on the caller, which would
@@ -17,18 +18,13 @@ move every byte of the batch through the driver.
 
 from __future__ import annotations
 
-import pickle
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.manifest import DataFile
-    from pyiceberg.table import Table
-
-# One row per written file, back to the driver.
-RESULT_SCHEMA: Final = "data_file binary, records long"
 
 
 def _naive_utc(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -72,31 +68,3 @@ def write_data_files(
             write_uuid=uuid.uuid4(),
         )
     )
-
-
-def file_writer(
-    table: Table, io_properties: Mapping[str, str]
-) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
-    """The ``mapInArrow`` function for this table (metadata travels as JSON:
-    small, and the executors need no catalog access at all)."""
-    metadata_json = table.metadata.model_dump_json()
-    props = dict(io_properties)
-
-    def write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
-
-        files = write_data_files(metadata_json, props, batches)
-        yield pa.RecordBatch.from_pydict(
-            {
-                "data_file": [pickle.dumps(f) for f in files],
-                "records": [int(f.record_count) for f in files],
-            },
-            schema=pa.schema([("data_file", pa.binary()), ("records", pa.int64())]),
-        )
-
-    return write
-
-
-def data_files_of(rows: Iterable[Any]) -> list[DataFile]:
-    """The driver's side: the collected rows back to ``DataFile`` objects."""
-    return [pickle.loads(bytes(row["data_file"])) for row in rows]

@@ -215,23 +215,21 @@ def test_files_a_killed_attempt_wrote_are_never_read_and_are_found_as_orphans(
 ) -> None:
     from datetime import timedelta
 
-    from app.sinks.iceberg_catalog import file_io_properties
-    from app.sinks.iceberg_files import RESULT_SCHEMA, data_files_of, file_writer
-    from app.transform import valid_rows
+    from app.micro_batch import one_pass
     from local.table import orphan_files
 
     processor, _ = _processor(database, endpoints.kafka_bootstrap)
     processor.process_batch(_batch(spark, processor, [event("a")]), 0)
     # An attempt killed after its executors wrote "b" but before the commit.
-    rows = valid_rows(
+    written = one_pass(
         _batch(spark, processor, [event("b")], first_seq=5),
-        fields=processor.config.event_fields,
-        batch_id=1,
-    )
-    written = rows.mapInArrow(
-        file_writer(processor.table, file_io_properties(processor.config)), RESULT_SCHEMA
-    ).collect()
-    leftovers = {f.file_path.removeprefix("file://") for f in data_files_of(written)}
+        1,
+        config=processor.config,
+        kafka=processor.kafka,
+        table=processor.table,
+        write_files=True,
+    ).data_files
+    leftovers = {f.file_path.removeprefix("file://") for f in written}
     assert leftovers, "the attempt wrote a file"
     assert table_ids(processor.table) == ["a"], "nothing reads an uncommitted file"
 
