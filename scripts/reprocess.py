@@ -259,7 +259,7 @@ def print_plan(
         low, high = watermarks[start.partition]
         print(
             f"  partition {start.partition}: from {start.offset} ({start.source}); "
-            f"retained {low}..{high}",
+            f"watermarks {low}..{high}",
             file=out,
         )
         if start.warning:
