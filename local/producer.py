@@ -92,6 +92,9 @@ class ProduceReport:
             if p.record.is_failure
         }
 
+    def records_by_shard(self) -> dict[str, int]:
+        return dict(sorted(Counter(p.shard_id for p in self.placed).items()))
+
     def last_sequence_by_shard(self) -> dict[str, str]:
         last: dict[str, str] = {}
         for p in self.placed:
@@ -105,6 +108,7 @@ class ProduceReport:
             "records": len(self.placed),
             "counts": self.counts(),
             "unique_valid_ids": len(self.expected_ids()),
+            "records_by_shard": self.records_by_shard(),
             "calls": self.calls,
             "retried_entries": self.retried_entries,
             "seconds": round(self.seconds, 3),

@@ -23,9 +23,13 @@ The lag is then an estimate, the records counted plus the arrival rate seen
 over them times the ``MillisBehindLatest`` still left, and the tip of an open
 shard comes from a short read at ``AT_TIMESTAMP`` now minus ``tip_window_sec``.
 
-Age lag: ``MillisBehindLatest`` of the first response at the committed
-position, and the age of the oldest unread record (now minus its
-``ApproximateArrivalTimestamp``).
+Age lag, two figures: how far behind the tip the committed position is in
+arrival time (the unread records' arrival span, plus the
+``MillisBehindLatest`` still left when a scan stops short), and the age of the
+oldest unread record (now minus its ``ApproximateArrivalTimestamp``), which
+keeps growing while the job is down even when nothing new arrives. A response
+that reaches the tip reports ``MillisBehindLatest`` 0 whatever it skipped, so
+that field alone is no age.
 """
 
 from __future__ import annotations
@@ -97,8 +101,7 @@ class Scan:
     last_sequence: str | None = None
     first_arrival: datetime | None = None
     last_arrival: datetime | None = None
-    first_behind_ms: int | None = None
-    last_behind_ms: int | None = None
+    last_behind_ms: int | None = None  # MillisBehindLatest of the last response
     calls: int = 0
 
 
@@ -136,7 +139,6 @@ def add_response(found: Scan, response: dict[str, Any]) -> Scan:
         last_arrival=records[-1].get("ApproximateArrivalTimestamp")
         if records
         else found.last_arrival,
-        first_behind_ms=found.first_behind_ms if found.calls else behind_ms,
         last_behind_ms=behind_ms,
         calls=found.calls + 1,
     )
@@ -149,7 +151,7 @@ class Lag:
     records: int  # exact when ``exact``, else counted so far (a lower bound)
     exact: bool
     estimate: int | None  # when not exact: counted + rate x time still behind
-    behind_ms: int | None  # MillisBehindLatest at the committed position
+    behind_ms: int | None  # tip arrival - first unread arrival (None: unknown)
     oldest_unread_age_ms: int  # now - arrival of the first unread record; 0: none
 
 
@@ -168,13 +170,17 @@ def estimate_records(found: Scan) -> int | None:
 def lag_of(found: Scan, now: datetime) -> Lag:
     """The lag a scan from the committed position shows. Pure."""
     age = 0
+    behind = found.last_behind_ms
     if found.first_arrival is not None and found.records:
         age = max(0, round((now - found.first_arrival).total_seconds() * 1000.0))
+        if found.last_arrival is not None:
+            span = (found.last_arrival - found.first_arrival).total_seconds() * 1000.0
+            behind = round(span) + (found.last_behind_ms or 0)
     return Lag(
         records=found.records,
         exact=found.reached_tip,
         estimate=None if found.reached_tip else estimate_records(found),
-        behind_ms=found.first_behind_ms,
+        behind_ms=behind,
         oldest_unread_age_ms=age,
     )
 

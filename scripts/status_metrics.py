@@ -7,7 +7,8 @@ minute (60 seconds) and must be a multiple of 60"
 (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_MetricStat.html).
 A row is then one minute of batches: duration and latency are the period's
 maximum, rows and failures its sum, rates its average, and ``batches`` the
-heartbeat's sample count. moto keeps every point, so locally a 1-second
+batch duration's sample count (one per batch; the heartbeat is also sent
+when the query starts and while it idles). moto keeps every point, so locally a 1-second
 period gives one row per batch.
 
 Alarms are the stack's: each is named ``<stack>-<name>``
@@ -27,7 +28,7 @@ from app import contract
 
 # (column, metric, statistic): what a row of the last batches shows.
 COLUMNS: Final = (
-    ("batches", contract.HEARTBEAT, "SampleCount"),
+    ("batches", contract.BATCH_DURATION_MS, "SampleCount"),
     ("duration_ms", contract.BATCH_DURATION_MS, "Maximum"),
     ("input_rows", contract.INPUT_ROWS, "Sum"),
     ("input_rows_per_sec", contract.INPUT_ROWS_PER_SECOND, "Average"),
@@ -68,7 +69,7 @@ class BatchRow:
 
 def rows_from_results(results: Iterable[Mapping[str, Any]], last: int) -> list[BatchRow]:
     """Merge GetMetricData results into rows by timestamp, oldest first, the
-    last ``last`` periods that had a heartbeat (a batch ran). Pure."""
+    last ``last`` periods in which a batch ran. Pure."""
     by_time: dict[datetime, dict[str, float]] = {}
     for result in results:
         points = zip(result.get("Timestamps", []), result.get("Values", []), strict=True)

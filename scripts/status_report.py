@@ -119,8 +119,8 @@ def shard_lines(report: StatusReport) -> list[str]:
             s.tip or "-",
             s.committed.describe(),
             lag_records(s.lag),
-            number(s.lag.oldest_unread_age_ms),
             number(s.lag.behind_ms),
+            number(s.lag.oldest_unread_age_ms),
         ]
         for s in report.shards
     ]
@@ -131,12 +131,12 @@ def shard_lines(report: StatusReport) -> list[str]:
             "",
             "",
             lag_records(total),
-            number(total.oldest_unread_age_ms),
             number(total.behind_ms),
+            number(total.oldest_unread_age_ms),
         ]
     )
     lines = columns(
-        ["shard", "tip", "committed", "lag records", "oldest unread ms", "ms behind"], rows
+        ["shard", "tip", "committed", "lag records", "ms behind tip", "oldest unread age ms"], rows
     )
     notes = sorted({s.tip_note for s in report.shards if s.tip_note != "read to the tip"})
     lines += [f"  tip: {note}" for note in notes]

@@ -21,7 +21,7 @@ from moto import mock_aws
 
 from app import contract
 from app.config import JobConfig
-from app.monitoring import metric_data, progress_datums
+from app.monitoring import Datum, metric_data, progress_datums
 from local.harness import load_example_instances, replace_fields
 from local.job_process import write_config
 from local.table import sql_catalog
@@ -282,19 +282,19 @@ def test_responses_fold_into_a_scan() -> None:
         first,
         {"Records": [record(6, t0 + timedelta(seconds=1))], "MillisBehindLatest": 0},
     )
-    assert (first.records, first.reached_tip, first.first_behind_ms) == (1, False, 9000)
+    assert (first.records, first.reached_tip, first.last_behind_ms) == (1, False, 9000)
     assert both == Scan(
         records=2,
         reached_tip=True,
         last_sequence="6",
         first_arrival=t0,
         last_arrival=t0 + timedelta(seconds=1),
-        first_behind_ms=9000,
         last_behind_ms=0,
         calls=2,
     )
     lag = lag_of(both, NOW)
-    assert (lag.records, lag.exact, lag.estimate, lag.behind_ms) == (2, True, None, 9000)
+    # The tip arrived 1 s after the oldest unread record, which waited 10 s.
+    assert (lag.records, lag.exact, lag.estimate, lag.behind_ms) == (2, True, None, 1000)
     assert lag.oldest_unread_age_ms == 10_000
 
 
@@ -305,13 +305,13 @@ def test_an_unfinished_scan_extrapolates_the_arrival_rate() -> None:
         records=101,
         first_arrival=t0,
         last_arrival=t0 + timedelta(seconds=10),
-        first_behind_ms=70_000,
         last_behind_ms=60_000,
         calls=1,
     )
     assert estimate_records(found) == 101 + 600
     lag = lag_of(found, NOW)
     assert not lag.exact and lag.records == 101 and lag.estimate == 701
+    assert lag.behind_ms == 70_000  # 10 s read + 60 s still behind
     assert lag_records(lag) == ">=101 (~701 est.)"
     # All read records arrived at once: no rate, only the lower bound.
     same_time = Scan(records=5, first_arrival=t0, last_arrival=t0, last_behind_ms=1000)
@@ -382,14 +382,14 @@ def test_an_empty_shard_has_no_tip_and_no_lag(aws: None) -> None:
 # ------------------------------------------------------------------ metrics, alarms
 
 
-def test_metric_results_merge_into_rows_with_a_heartbeat() -> None:
+def test_metric_results_merge_into_rows_of_batches() -> None:
     t = [NOW + timedelta(seconds=i) for i in range(4)]
     results = [
-        {"Id": "batches", "Timestamps": [t[3], t[1], t[0]], "Values": [1.0, 1.0, 1.0]},
+        {"Id": "batches", "Timestamps": [t[3], t[2], t[1], t[0]], "Values": [1.0, 0.0, 1.0, 1.0]},
         {"Id": "duration_ms", "Timestamps": [t[3], t[2], t[1]], "Values": [30.0, 99.0, 20.0]},
     ]
     rows = rows_from_results(results, last=2)
-    assert [r.at for r in rows] == [t[1], t[3]]  # t[2] had no heartbeat; t[0] is older
+    assert [r.at for r in rows] == [t[1], t[3]]  # no batch in t[2]; t[0] is older
     assert rows[0].values == {"batches": 1.0, "duration_ms": 20.0}
     assert rows_from_results(results, last=0) == []
 
@@ -403,10 +403,16 @@ def test_batches_are_read_back_as_the_job_publishes_them(aws: None) -> None:
         cloudwatch.put_metric_data(
             Namespace=contract.METRIC_NAMESPACE, MetricData=metric_data(datums, INSTANCE)
         )
+    idle = Datum(contract.HEARTBEAT, 1.0, "Count", NOW - timedelta(seconds=5))
+    cloudwatch.put_metric_data(
+        Namespace=contract.METRIC_NAMESPACE, MetricData=metric_data([idle], INSTANCE)
+    )
     rows = read_batches(cloudwatch, INSTANCE, now=NOW, minutes=5, period_sec=1, last=2)
     assert [r.values["duration_ms"] for r in rows] == [1001.0, 1002.0]
     assert [r.values["input_rows"] for r in rows] == [20.0, 30.0]
     assert all(r.values["batches"] == 1.0 for r in rows)
+    every = read_batches(cloudwatch, INSTANCE, now=NOW, minutes=5, period_sec=1, last=10)
+    assert len(every) == 3  # the idle heartbeat is not a batch
 
 
 def test_alarms_are_the_stacks_own(aws: None) -> None:

@@ -1,0 +1,123 @@
+"""The operator commands against a real local run: produce, status, stop.
+
+The job runs as ``make run`` runs it (``python -m app`` on moto and tansu,
+through :mod:`local.harness`); the commands get only the run's work dir, as an
+operator would. What ``status`` prints must be what is there: the committed
+offsets are the checkpoint's, the tips are the last records produced, the lag
+is the number of records put after the job stopped, the snapshot is the
+table's current one. ``stop`` must end the job gracefully within its bound.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from app.polling import poll_until
+from local.emulators import Emulators
+from local.harness import LocalInstance
+from scripts import produce, status, stop
+from tests.e2e.conftest import MakeLocal
+
+INSTANCE = "orders-ap-northeast-2"
+STOP_BOUND_SEC = 120
+# The first batch waits for the JVM and the Python workers: minutes on a busy machine.
+COMMIT_BOUND_SEC = 420
+
+
+def run(command: Any, *args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = command.main(list(args), out)
+    return code, out.getvalue()
+
+
+def committed_offset(local: LocalInstance) -> dict[str, Any]:
+    """The source offset of the last batch with a commit, read directly."""
+    committed = local.committed_batches()
+    if not committed:
+        return {}
+    return dict(local.checkpoint_offsets().get(max(committed), {}).get("shards", {}))
+
+
+def test_status_and_stop_on_a_running_job(
+    emulators: Emulators, make_local: MakeLocal, tmp_path: Path
+) -> None:
+    local = make_local(emulators, INSTANCE, shards=2)
+    job = local.start_job()
+    target = ["--instance", INSTANCE, "--work-dir", str(tmp_path)]
+
+    first_report = tmp_path / "first.json"
+    code, _ = run(produce, *target, "--count", "300", "--report", str(first_report))
+    assert code == 0
+    produced = json.loads(first_report.read_text())
+    tips: dict[str, str] = produced["last_sequence_by_shard"]
+    assert set(tips) == {"shardId-000000000000", "shardId-000000000001"}
+
+    def all_committed() -> bool:
+        assert job.running, local.log_tail()
+        return {s: o.get("after") for s, o in committed_offset(local).items()} == tips
+
+    poll_until(
+        all_committed,
+        timeout=COMMIT_BOUND_SEC,
+        interval=1,
+        on_timeout=lambda: TimeoutError(
+            f"offsets not committed: {committed_offset(local)}\n{local.log_tail()}"
+        ),
+    )
+
+    before = max(local.committed_batches())
+    code, out = run(status, *target, "--json")
+    assert code == 0
+    seen = json.loads(out)
+    assert seen["job"]["running"] is True
+    # No-data batches (the de-duplication state's watermark) may commit meanwhile.
+    assert before <= seen["checkpoint"]["batches"]["committed"] <= max(local.committed_batches())
+    for shard in seen["shards"]:
+        shard_id = shard["shard"]["shard_id"]
+        assert shard["tip"] == tips[shard_id]
+        assert shard["committed"] == {"kind": "AFTER_SEQUENCE_NUMBER", "sequence": tips[shard_id],
+                                      "timestamp": None}  # fmt: skip
+        assert shard["lag"]["records"] == 0 and shard["lag"]["exact"] is True
+    table = local.table_figures()
+    snapshot = seen["table"]
+    assert snapshot["snapshot_id"] is not None and snapshot["snapshots"] == table.snapshots
+    assert snapshot["total_records"] == table.rows == len(produced["ids"])
+
+    began = time.monotonic()
+    code, out = run(stop, *target, "--timeout", str(STOP_BOUND_SEC), "--poll-sec", "0.5")
+    stopped_after = time.monotonic() - began
+    assert code == 0, out + local.log_tail()
+    assert "stopped gracefully" in out and stopped_after < STOP_BOUND_SEC
+    assert not job.running and job.returncode == 0
+
+    later_report = tmp_path / "later.json"
+    code, _ = run(
+        produce, *target, "--count", "40", "--malformed-share", "0", "--duplicate-share", "0",
+        "--report", str(later_report),
+    )  # fmt: skip
+    assert code == 0
+    later = json.loads(later_report.read_text())
+
+    code, out = run(status, *target, "--json")
+    assert code == 0
+    seen = json.loads(out)
+    assert seen["job"]["running"] is False
+    lag = {s["shard"]["shard_id"]: s["lag"] for s in seen["shards"]}
+    assert {s: v["records"] for s, v in lag.items()} == {
+        s: later["records_by_shard"].get(s, 0) for s in tips
+    }
+    assert all(v["exact"] for v in lag.values()) and seen["total_lag"]["records"] == 40
+    assert {s["shard"]["shard_id"]: s["tip"] for s in seen["shards"]} == {
+        s: later["last_sequence_by_shard"].get(s, tips[s]) for s in tips
+    }
+    assert {s["shard"]["shard_id"]: s["committed"]["sequence"] for s in seen["shards"]} == tips
+    assert seen["batches"], "the job's per-batch metrics were not read back"
+    assert seen["table"]["snapshot_id"] == snapshot["snapshot_id"]
+
+    code, text = run(status, *target)
+    assert code == 0 and "not running" in text and "total" in text
+    print(text)  # the report's own figures, for a reader of the test log (-s)
