@@ -96,7 +96,9 @@ def consumer_config(topic: Topic, group: str) -> dict[str, Any]:
             "auto.offset.reset": "earliest",
             "socket.timeout.ms": 10_000,
             "session.timeout.ms": 10_000,
-            "log_level": 3,
+            # librdkafka logs every failed connect (level 3) until a call's
+            # timeout; the command reports the failure once, with the brokers.
+            "log_level": 2,
         }
     )
     return conf
@@ -130,7 +132,7 @@ class FailureTopicReader:
         except Exception as exc:
             raise KafkaReadError(
                 f"brokers {self.topic.bootstrap_servers}: cannot list topic "
-                f"{self.topic.name}: {exc}"
+                f"{self.topic.name} (are the brokers reachable from here?): {exc}"
             ) from exc
         found = metadata.topics.get(self.topic.name)
         if found is None or found.error is not None or not found.partitions:
