@@ -27,7 +27,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
@@ -46,9 +45,11 @@ from app.sources.kinesis_offsets import (
     with_new_shards,
 )
 from app.sources.kinesis_options import ReaderOptions, parse_options
+from app.sources.kinesis_rows import records_to_batch
 from app.sources.schema import SOURCE_SCHEMA
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
@@ -58,19 +59,6 @@ READ_THREADS: Final = 8
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-def record_row(stream: str, shard_id: str, record: dict[str, Any]) -> tuple[Any, ...]:
-    """A GetRecords record as a row of SOURCE_SCHEMA."""
-    arrival = record.get("ApproximateArrivalTimestamp")
-    return (
-        bytes(record["Data"]),
-        stream,
-        record.get("PartitionKey"),
-        str(record["SequenceNumber"]),
-        arrival.astimezone(UTC) if arrival is not None else None,
-        shard_id,
-    )
 
 
 def in_threads(work: Callable[[T], R], items: Iterable[T]) -> list[R]:
@@ -139,10 +127,11 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
             current[shard] = ShardState(current[shard].after, current[shard].ts, done=True)
         return current
 
-    def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
-        """The next batch after ``start``: its rows and its end offset.
+    def read(self, start: dict[str, Any]) -> tuple[Iterator[pa.RecordBatch], dict[str, Any]]:
+        """The next batch after ``start``: its rows, one Arrow batch per shard
+        that had records (app.sources.kinesis_rows), and its end offset.
 
-        The rows come back as a list iterator: Spark's prefetch cache copies
+        The batches come back as a list iterator: Spark's prefetch cache copies
         it (``copy.copy``) each time it hands the batch over, which a
         generator would not survive. Nothing new returns ``start`` itself, so
         the idle triggers Spark 4.0.2 caches until the next commit share it.
@@ -152,19 +141,25 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
         current = self._tracked(begin, shards)
         readable = readable_shards(current, shards)
         reader = self.shard_reader  # one client, shared by the threads
-        batches = in_threads(lambda info: reader.next_batch(info, current[info.shard_id]), readable)
-        end = dict(current)
         stream = self.options.stream_name
-        rows: list[tuple[Any, ...]] = []
-        for info, batch in zip(readable, batches, strict=True):
-            end[info.shard_id] = batch.state
-            rows.extend(record_row(stream, info.shard_id, record) for record in batch.records)
+
+        def read_shard(info: ShardInfo) -> tuple[ShardState, pa.RecordBatch | None]:
+            batch = reader.next_batch(info, current[info.shard_id])
+            rows = records_to_batch(stream, info.shard_id, batch.records) if batch.records else None
+            return batch.state, rows
+
+        end = dict(current)
+        batches = []
+        for info, (state, rows) in zip(readable, in_threads(read_shard, readable), strict=True):
+            end[info.shard_id] = state
+            if rows is not None:
+                batches.append(rows)
         end_json = offsets_to_json(end)
-        return iter(rows), (start if end_json == start else end_json)
+        return iter(batches), (start if end_json == start else end_json)
 
     def readBetweenOffsets(  # noqa: N802 (Spark's API)
         self, start: dict[str, Any], end: dict[str, Any]
-    ) -> Iterator[tuple[Any, ...]]:
+    ) -> Iterator[pa.RecordBatch]:
         """Exactly the rows ``read(start)`` returned with ``end``, in the same
         order: every shard that moved, ``(start, end]``, in shard order."""
         begin = offsets_from_json(start)
@@ -177,15 +172,13 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
         reader = self.shard_reader
         stream = self.options.stream_name
 
-        def replay(item: tuple[str, ShardState, str]) -> list[tuple[Any, ...]]:
+        def replay(item: tuple[str, ShardState, str]) -> pa.RecordBatch:
             shard_id, first, stop = item
-            return [
-                record_row(stream, shard_id, record)
-                for record in reader.read_range(shard_id, first, stop)
-            ]
+            return records_to_batch(
+                stream, shard_id, list(reader.read_range(shard_id, first, stop))
+            )
 
-        for rows in in_threads(replay, moved):
-            yield from rows
+        yield from in_threads(replay, moved)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: Kinesis keeps no consumer position; the checkpoint does."""

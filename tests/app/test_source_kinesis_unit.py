@@ -10,6 +10,7 @@ source_helpers.FakeKinesis).
 from __future__ import annotations
 
 import pickle
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +28,7 @@ from app.sources.kinesis_offsets import (
 )
 from app.sources.kinesis_options import parse_duration_ms, parse_options
 from app.sources.kinesis_python import KinesisStreamReader
+from app.sources.schema import SOURCE_COLUMNS
 from tests.app.source_helpers import FakeKinesis, client_error, job_config
 
 # ---------------------------------------------------------------- options
@@ -275,6 +277,15 @@ def _as_spark(reader: KinesisStreamReader) -> _SimpleStreamReaderWrapper:
     return _SimpleStreamReaderWrapper(reader)
 
 
+def _rows(batches: Iterable[Any]) -> list[tuple[Any, ...]]:
+    """Arrow batches as Spark receives them, as tuples of SOURCE_COLUMNS."""
+    found = []
+    for batch in batches:
+        assert batch.schema.names == list(SOURCE_COLUMNS)
+        found.extend(tuple(row[name] for name in SOURCE_COLUMNS) for row in batch.to_pylist())
+    return found
+
+
 def _run(
     spark: _SimpleStreamReaderWrapper, start: dict[str, Any]
 ) -> tuple[list[list[tuple[Any, ...]]], dict[str, Any]]:
@@ -289,7 +300,7 @@ def _run(
         assert len(spark.partitions(start, end)) == 1
         cached = spark.getCache(start, end)
         assert cached is not None, "the rows read by latestOffset are cached for the batch"
-        batches.append(list(cached))
+        batches.append(_rows(cached))
         spark.commit(end)
         start = end
     raise AssertionError("the source never caught up")
@@ -318,6 +329,9 @@ def test_each_record_is_fetched_once_in_bounded_batches() -> None:
     )
     assert set(fake.served.values()) == {1}  # GetRecords returned each record once
     assert [len([r for r in rows if r[5] == a]) for rows in batches] == [5, 5, 2]
+    put = fake.shards[a]["records"][0]
+    [row] = [row for rows in batches for row in rows if row[2] == "a0"]
+    assert row == (b"a0", "s", "a0", put["SequenceNumber"], put["ApproximateArrivalTimestamp"], a)
 
 
 def test_an_open_shard_caught_up_ends_its_batch_without_another_call() -> None:
@@ -326,7 +340,7 @@ def test_an_open_shard_caught_up_ends_its_batch_without_another_call() -> None:
     spark = _as_spark(_reader(fake))
     start = spark.initialOffset()
     end = spark.latestOffset()
-    assert [row[2] for row in spark.getCache(start, end)] == ["x", "y"]
+    assert [row[2] for row in _rows(spark.getCache(start, end))] == ["x", "y"]
     assert fake.calls["get_records"] == 1  # MillisBehindLatest 0 on the page with x, y
 
 
@@ -417,7 +431,7 @@ def test_replay_after_a_restart_returns_the_same_rows_and_resumes() -> None:
     spark = _as_spark(reader)
     start = spark.initialOffset()
     end = spark.latestOffset()
-    first = list(spark.getCache(start, end))
+    first = _rows(spark.getCache(start, end))
     fake.put(a, *[f"y{i}" for i in range(4)])  # arrives before the replay
 
     # The query dies before the commit; on restart Spark replays (start, end]
@@ -425,7 +439,7 @@ def test_replay_after_a_restart_returns_the_same_rows_and_resumes() -> None:
     replica = pickle.loads(pickle.dumps(reader))
     assert replica._reader is None and replica._initial is None
     replica._reader = ShardReader(fake, replica.options, sleep=lambda _s: None)
-    assert list(replica.readBetweenOffsets(start, end)) == first
+    assert _rows(replica.readBetweenOffsets(start, end)) == first
     assert [row[2] for row in first] == [f"x{i}" for i in range(5)] + ["b0", "b1"]
 
     # The restarted driver: Spark calls partitions(latest, latest) first
@@ -445,7 +459,7 @@ def test_latest_starts_after_existing_records_and_is_pinned_for_replays() -> Non
     start = reader.initialOffset()
     assert reader.initialOffset() == start  # the same pin when asked twice
     rows, idle = reader.read(start)
-    assert list(rows) == [] and idle is start  # idle triggers share the offset
+    assert _rows(rows) == [] and idle is start  # idle triggers share the offset
     fake.put(shard, "new1", "new2")
     batches, _ = _run(_as_spark(reader), start)
     assert _keys(batches) == ["new1", "new2"]
