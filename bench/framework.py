@@ -293,3 +293,17 @@ def shuffles_of(spark: SparkSession, action: Callable[[], object]) -> int:
         if str(stage.status()) == "COMPLETE" and int(stage.shuffleWriteRecords()) > 0:
             shuffles += 1
     return shuffles
+
+
+def code_version() -> dict[str, Any]:
+    """The commit measured, and the job's files that differed from it (other
+    work in progress in the same tree changes what a figure means)."""
+    root = Path(__file__).resolve().parents[1]
+    head = _command_line(["git", "-C", str(root), "rev-parse", "--short", "HEAD"]).strip()
+    changed = _command_line(["git", "-C", str(root), "status", "--porcelain", "--", "app"])
+    return {
+        "commit": head or "unknown",
+        "job_files_changed_since_commit": sorted(
+            line[3:] for line in changed.splitlines() if line.strip()
+        ),
+    }

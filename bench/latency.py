@@ -50,7 +50,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from app.polling import poll_until
-from bench.framework import Context, Row, bars, figure, machine_load, summary, write_result
+from bench.framework import (
+    Context,
+    Row,
+    bars,
+    code_version,
+    figure,
+    machine_load,
+    summary,
+    write_result,
+)
 from bench.stream import job_config, kafka_settings, progress_events
 
 if TYPE_CHECKING:
@@ -74,6 +83,8 @@ TABLE_POLL_SEC: Final = 0.2
 LOOP_POLL_SEC: Final = 0.2
 WARM_UP_RECORDS: Final = 200
 DRAIN_TIMEOUT_SEC: Final = 300.0
+# A backlog drains at 100 records/s at least, or the run fails.
+DRAIN_RECORDS_PER_SEC: Final = 100
 
 
 def patch_shard_reads() -> None:
@@ -376,7 +387,7 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
         produced_started = time.monotonic()
         production_seconds = produce(client, measured, RATE, puts)
         total = len(expected_ids(warm)) + len(expected_ids(measured))
-        wait_rows(query, watcher, total, DRAIN_TIMEOUT_SEC)
+        wait_rows(query, watcher, total, DRAIN_TIMEOUT_SEC + total / DRAIN_RECORDS_PER_SEC)
         watcher.poll()
         events = [e for e in progress_events(query) if int(e["batchId"]) > warm_batches]
     finally:
@@ -455,6 +466,7 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
                 "polls": watcher.polls,
                 "mean_poll_seconds": round(watcher.poll_seconds / max(1, watcher.polls), 4),
             },
+            "code": code_version(),
             "load_before": load_before,
             "load_after": load_after,
         },

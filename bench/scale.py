@@ -2,7 +2,7 @@
 
 1. Batch size. ``BatchProcessor.process_batch(prepare(static frame))``, as the
    throughput benchmark runs it, on 10,000, 100,000 and 1,000,000 records
-   (quick: 1,000, 10,000 and 50,000) of the job's mix (2 % malformed, 5 %
+   (quick: 1,000, 5,000 and 20,000) of the job's mix (2 % malformed, 5 %
    re-sent ids), one Parquet file each; every repeat runs each size once, so
    all sizes see the same machine load. Cost per record = seconds / records.
    Bar: the cost per record at each size is at most 1.2x the cost at the size
@@ -40,6 +40,7 @@ from bench.framework import (
     Context,
     Row,
     bars,
+    code_version,
     figure,
     machine_load,
     summary,
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
 NAME: Final = "scale"
 SIZES: Final = (10_000, 100_000, 1_000_000)
-QUICK_SIZES: Final = (1_000, 10_000, 50_000)
+QUICK_SIZES: Final = (1_000, 5_000, 20_000)
 PER_RECORD_BAR: Final = 1.2
 INSTANCES: Final = (1, 3, 6)
 QUICK_INSTANCES: Final = (1, 2)
@@ -315,6 +316,7 @@ def run(ctx: Context) -> list[Row]:
             },
             "synth_met": synth_met,
             "synth_linear_met": linear_met,
+            "code": code_version(),
             "load_before": load_before,
             "load_after_batches": load_mid,
             "load_after": machine_load(),

@@ -12,12 +12,21 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BENCHMARKS = ("throughput", "growth", "state", "overhead", "kinesis_source")
+BENCHMARKS = (
+    "throughput",
+    "growth",
+    "state",
+    "overhead",
+    "kinesis_source",
+    "incident",
+    "latency",
+    "scale",
+)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.spark  # the child process starts a JVM
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)
 def test_quick_bench_writes_json_and_charts(tmp_path: Path) -> None:
     out = tmp_path / "results"
     done = subprocess.run(
@@ -25,7 +34,7 @@ def test_quick_bench_writes_json_and_charts(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=840,
+        timeout=1140,
         check=False,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
@@ -37,3 +46,18 @@ def test_quick_bench_writes_json_and_charts(tmp_path: Path) -> None:
         chart = (out / f"{name}.png").read_bytes()
         assert chart.startswith(PNG_SIGNATURE), f"{name}.png is not a PNG"
     assert "benchmark" in done.stdout and "figure" in done.stdout, "the final table is printed"
+    _assert_measured_something(out)
+
+
+def _assert_measured_something(out: Path) -> None:
+    """The newer benchmarks measured what they say (counts, not times)."""
+    incident = json.loads((out / "incident.json").read_text(encoding="utf-8"))
+    assert incident["shuffles"]["baseline"] >= 1 and incident["shuffles"]["subject"] >= 1
+    assert incident["baseline_keys_saved"] > 0 and incident["subject_table_rows"] > 0
+    latency = json.loads((out / "latency.json").read_text(encoding="utf-8"))
+    assert latency["ids_measured"] > 0
+    assert latency["subject"]["whole_run"]["records"] == latency["ids_measured"]
+    scale = json.loads((out / "scale.json").read_text(encoding="utf-8"))
+    assert len(scale["batches"]) == 3
+    assert scale["peak_memory_at_largest"]["jvm_driver_and_executor_mib"] > 0
+    assert all(s["seconds"]["runs"] for s in scale["synth"].values())
