@@ -36,9 +36,9 @@ from local.harness import (
     select_instances,
 )
 from local.job_process import REPO_ROOT
+from local.metrics_dump import RunDump
 from local.producer import ProduceReport
 from local.report import render
-from local.report_data import RunDump
 from local.run_dump import DUMP_NAME, collect, write_dump
 from local.summary import Summary
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from app import aws_clients, contract
-from local.report_data import MetricPoint
+from local.metrics_dump import MetricPoint
 
 READER_LIMITS: Final = aws_clients.ClientLimits(
     connect_timeout_sec=5, read_timeout_sec=30, retries=3

@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from app import contract
+from local.metrics_dump import InstanceRun, RunDump
 from local.report_data import (
     Figures,
-    InstanceRun,
-    RunDump,
     Series,
     batch_durations,
     end_to_end_latency,
@@ -52,6 +51,10 @@ def _n(value: float | None, unit: str = "") -> str:
     if value is None:
         return "n/a"
     return f"{value:,.0f}{' ' + unit if unit else ''}"
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,8 @@ def batch_chart(run: InstanceRun, fig: Figures) -> Chart:
     series = batch_durations(run)
     alt = (
         f"Batch duration vs trigger interval, {run.instance}: "
-        f"{fig.batches_measured:,} batches measured, p50 {_n(fig.batch_p50_ms, 'ms')}, "
+        f"{_count(fig.batches_measured, 'batch', 'batches')} measured, "
+        f"p50 {_n(fig.batch_p50_ms, 'ms')}, "
         f"max {_n(fig.batch_max_ms, 'ms')}, trigger {_n(fig.trigger_ms, 'ms')}, "
         f"{fig.over_trigger:,} slower than the trigger"
     )
@@ -126,7 +130,7 @@ def latency_chart(run: InstanceRun, fig: Figures) -> Chart:
     alarm = run.thresholds.get(contract.END_TO_END_LATENCY_MS)
     alt = (
         f"End-to-end latency, {run.instance}: max {_n(fig.latency_max_ms, 'ms')} over "
-        f"{len(series.y):,} batches with records"
+        f"{_count(len(series.y), 'batch', 'batches')} with records"
         + (f", alarm at {_n(alarm, 'ms')}" if alarm is not None else "")
     )
 

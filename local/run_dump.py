@@ -1,4 +1,4 @@
-"""Gather, write and read a metrics dump (the I/O around :mod:`local.report_data`).
+"""Gather, write and read a metrics dump (the I/O around :mod:`local.metrics_dump`).
 
 ``make run`` calls :func:`collect` per instance once the jobs have stopped:
 the metrics the job published (moto's CloudWatch), the failure topic's counts
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from app import contract
 from local.metrics import cloudwatch_client, read_series
-from local.report_data import (
+from local.metrics_dump import (
     Arrival,
     Batch,
     DumpError,

@@ -2,7 +2,7 @@
 
 ``make run`` writes its dump to ``<work dir>/metrics.json`` and renders the
 report itself; this command draws the same report again from any dump
-(format: :mod:`local.report_data`), optionally with a checkpoint directory's
+(format: :mod:`local.metrics_dump`), optionally with a checkpoint directory's
 batches instead of the dump's (``--checkpoint DIR`` for a one-instance dump,
 ``--checkpoint INSTANCE=DIR`` otherwise, repeatable). Prints the page's path.
 
@@ -17,8 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from local.metrics_dump import DumpError
 from local.report import render
-from local.report_data import DumpError
 from local.run_dump import load_dump, with_checkpoints
 
 EXIT_OK, EXIT_USAGE = 0, 2

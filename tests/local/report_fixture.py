@@ -4,7 +4,9 @@ Numbers chosen so every figure is easy to check by hand: trigger 2 s; four
 batches of 12,000, 1,500, 2,500 and 900 ms (p50 1,500, two over the trigger);
 latency peaking at 15,000 ms; 2,800 input rows; 50 failure records (30
 malformed_json, 20 not_utf8); one shard of eight records and a checkpoint of
-three batches, from which the source lag is derived.
+three batches, from which the source lag is derived: at its planned time,
+batch 0 (from TRIM_HORIZON) finds records 1-3 waiting, the oldest for 3 s;
+batch 1 finds 3-7 past batch 0's end (13 s); batch 2 finds 6-8 (22 s).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def instance(name: str) -> dict[str, Any]:
         "thresholds": {contract.END_TO_END_LATENCY_MS: 20000},
         "summary": [f"instance {name}", "  records produced         2,850"],
         "batches": [
-            # batch 0 ends after record 2 (record 3 waits 1 s), batch 1 after 5 (6 and 7 wait)
+            # batch 0 ends after record 2, batch 1 after 5, batch 2 after 8
             {"id": 0, "planned_at": at(0), "committed": True, "shards": {SHARD: {"after": "2"}}},
             {"id": 1, "planned_at": at(12), "committed": True, "shards": {SHARD: {"after": "5"}}},
             {"id": 2, "planned_at": at(27), "committed": False, "shards": {SHARD: {"after": "8"}}},

@@ -99,7 +99,7 @@ def test_the_page_shows_the_runs_own_numbers(rendered: tuple[Path, _Page]) -> No
         assert (
             "max 15,000 ms over 3 batches with records, alarm at 20,000 ms" in by_chart["latency"]
         )
-        assert "at most 2 records waiting, the oldest for 7,000 ms" in by_chart["source-lag"]
+        assert "at most 5 records waiting, the oldest for 22,000 ms" in by_chart["source-lag"]
         assert (
             "input max 800 rows/s, processed max 333 rows/s, 2,800 input rows" in by_chart["rates"]
         )

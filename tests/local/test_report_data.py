@@ -10,16 +10,18 @@ import pytest
 
 from app import contract
 from app.sources.kinesis_offsets import ShardState
-from local.report_data import (
+from local.metrics_dump import (
     Batch,
     DumpError,
-    batch_durations,
     dump_from_json,
     dump_to_json,
+    parse_offsets_file,
+)
+from local.report_data import (
+    batch_durations,
     figures,
     input_rate,
     lag_from_checkpoint,
-    parse_offsets_file,
     processed_rate,
     source_lag,
 )
@@ -51,35 +53,35 @@ def test_figures_are_the_runs_numbers() -> None:
     assert fig.failure_records_metric == 50
     assert fig.failures_by_reason == {"malformed_json": 30, "not_utf8": 20}
     assert fig.failures_total == 50
-    assert (fig.lag_origin, fig.lag_max_ms, fig.lag_max_records) == ("checkpoint", 7000.0, 2)
+    assert (fig.lag_origin, fig.lag_max_ms, fig.lag_max_records) == ("checkpoint", 22000.0, 5)
 
 
 def test_source_lag_is_derived_from_the_checkpoint_offsets_and_arrivals() -> None:
     run = dump_from_json(dump()).runs[0]
     points = lag_from_checkpoint(run.batches, run.arrivals or {})
-    # batch 0 (0 s) ends after record 2: record 3 (arrived -1 s) waits;
-    # batch 1 (12 s) ends after 5: records 6 (5 s) and 7 (11 s) wait, 8 is not there yet;
-    # batch 2 (27 s) ends after 8: nothing waits.
+    # batch 0 (0 s) starts at TRIM_HORIZON: records 1-3 have arrived, the oldest at -3 s;
+    # batch 1 (12 s) starts after record 2: 3-7 have arrived (8 comes at 20 s);
+    # batch 2 (27 s) starts after record 5: 6-8, the oldest at 5 s.
     assert [(p.batch_id, p.records, p.age_ms) for p in points] == [
-        (0, 1, 1000.0),
-        (1, 2, 7000.0),
-        (2, 0, 0.0),
+        (0, 3, 3000.0),
+        (1, 5, 13000.0),
+        (2, 3, 22000.0),
     ]
 
 
-def test_source_lag_from_trim_horizon_latest_and_an_unlisted_shard() -> None:
-    arrivals = {SHARD: [("1", ms(1)), ("2", ms(2))], "shardId-000000000001": [("9", ms(3))]}
-    at_5s = T0 + timedelta(seconds=5)
-    nothing_read = Batch(0, at_5s, True, {SHARD: ShardState()})  # shard 1 not listed yet
-    pinned = Batch(
-        1,
-        at_5s,
-        True,
-        {SHARD: ShardState(ts=ms(2) / 1000), "shardId-000000000001": ShardState(after="9")},
+def test_source_lag_from_latest_an_unlisted_shard_and_a_gap() -> None:
+    other = "shardId-000000000001"
+    arrivals = {SHARD: [("1", ms(1)), ("2", ms(2))], other: [("9", ms(3))]}
+    # The query started at LATEST pinned at 2 s; shard 1 was not listed yet.
+    first = Batch(0, T0 + timedelta(seconds=5), True, {SHARD: ShardState(ts=ms(2) / 1000)})
+    second = Batch(
+        1, T0 + timedelta(seconds=6), True, {SHARD: ShardState(after="2"), other: ShardState()}
     )
-    lag = lag_from_checkpoint([nothing_read, pinned], arrivals)
-    assert (lag[0].records, lag[0].age_ms) == (3, 4000.0)
-    assert (lag[1].records, lag[1].age_ms) == (1, 3000.0)  # LATEST at 2 s: record 1 never read
+    after_a_gap = Batch(3, T0 + timedelta(seconds=9), True, {SHARD: ShardState(after="2")})
+    lag = lag_from_checkpoint([first, second, after_a_gap], arrivals)
+    # record 1 (before LATEST) is never read; record 2 and shard 1's record 9 wait for
+    # both batches (batch 0 read nothing); batch 3's start (batch 2) is not in the list
+    assert [(p.batch_id, p.records, p.age_ms) for p in lag] == [(0, 2, 3000.0), (1, 2, 4000.0)]
 
 
 def test_the_published_source_lag_wins_and_its_absence_is_explained() -> None:
@@ -101,7 +103,7 @@ def test_a_checkpoint_that_does_not_match_the_stream_is_reported_not_drawn() -> 
     raw["instances"][0]["batches"][1]["shards"][SHARD]["after"] = "77"
     lag = source_lag(dump_from_json(raw).runs[0])
     assert lag.origin == "none"
-    assert "batch 1" in lag.note and "after=77" in lag.note
+    assert "batch 2" in lag.note and "after=77" in lag.note  # batch 2 starts there
 
 
 def test_the_dump_round_trips_through_json() -> None:
