@@ -277,7 +277,7 @@ def print_report(report: Report, out: TextIO) -> None:
         + (
             ""
             if report.dry_run
-            else f"  ({report.calls} PutRecords calls, {report.retried_entries} entries retried)"
+            else f"  (PutRecords calls {report.calls}, entries retried {report.retried_entries})"
         ),
         f"  rejected          {len(report.rejected):8,}",
         f"  failed            {len(report.failed):8,}",

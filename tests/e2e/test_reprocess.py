@@ -193,9 +193,9 @@ def test_reprocess_repairs_failures_exactly_once_across_a_kill(
     assert 0 < kept_total <= sent_before_kill + 5, kept
 
     # The next run resumes at the committed positions and re-sends the rest.
-    code, output = run(local, "--fix", HOOK)
-    assert code == 0, output
-    resumed = figures(output)
+    code, resumed_output = run(local, "--fix", HOOK)
+    assert code == 0, resumed_output
+    resumed = figures(resumed_output)
     assert resumed["failed"] == 0 and resumed["rejected"] == 0 and resumed["skipped"] == 0
     assert resumed["read"] == resumed["re-sent"] == topic_records - kept_total
     assert sum(v or 0 for v in committed(local).values()) == topic_records
@@ -225,8 +225,10 @@ def test_reprocess_repairs_failures_exactly_once_across_a_kill(
     assert set(ids) == local.expected_ids() | repaired, "nothing lost, nothing extra"
     assert local.read_topic().keys == set(failures), "every repair was valid: no new failures"
     landed = len(repaired & set(ids))
+    print("\n--- the resumed run's report ---")
+    print("\n".join(x for x in resumed_output.splitlines() if not x.startswith("progress:")))
     print(
-        f"\nreprocess figures: topic records {topic_records}; killed run re-sent "
+        f"reprocess figures: topic records {topic_records}; killed run re-sent "
         f"{sent_before_kill} (committed {kept_total}); resumed run read {resumed['read']}, "
         f"re-sent {resumed['re-sent']}, rejected {resumed['rejected']}, failed "
         f"{resumed['failed']}; from-offset-0 run re-sent {again['re-sent']}; "
