@@ -234,7 +234,7 @@ def read_checkpoint(files: CheckpointFiles) -> CheckpointState:
     if not files.exists() or not batch_ids(offsets):
         raise CheckpointError(
             f"checkpoint {files.location}: missing (no {OFFSETS_DIR}/ batch files there); "
-            "has the job ever started on this instance?"
+            "the job has not planned a batch yet (never started here, or still starting)"
         )
     commits = files.names(COMMITS_DIR)
     batches = last_batches(batch_ids(offsets), batch_ids(commits))

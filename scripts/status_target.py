@@ -246,7 +246,10 @@ def endpoint_problem(exc: BaseException) -> str | None:
 
     if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
         url = exc.kwargs.get("endpoint_url", "?")
-        return f"endpoint {url} unreachable ({type(exc).__name__}); is the run or network up?"
+        return (
+            f"endpoint {url} unreachable ({type(exc).__name__}); a local run's emulators "
+            "live only while its make run runs"
+        )
     return None
 
 
