@@ -80,15 +80,17 @@ def _hline(ax: Any, value: float, label: str, color: str = TRIGGER_COLOR) -> Non
     ax.axhline(value, color=color, linestyle="--", linewidth=1.2, label=label)
 
 
-def _time_axis(ax: Any, unit: str) -> None:
+def _time_axis(ax: Any, unit: str, run: InstanceRun) -> None:
+    """Every time chart spans the whole run, so the charts line up."""
     from matplotlib.ticker import StrMethodFormatter
 
+    ax.set_xlim(0, max(1.0, (run.end - run.start).total_seconds()))
     ax.set_xlabel("seconds since the run started")
     ax.set_ylabel(unit)
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="best")
 
 
 def batch_chart(run: InstanceRun, fig: Figures) -> Chart:
@@ -120,7 +122,7 @@ def batch_chart(run: InstanceRun, fig: Figures) -> Chart:
             label=f"{series.label}; red: slower than the trigger",
         )
         _hline(ax, fig.trigger_ms, f"trigger interval ({_n(fig.trigger_ms, 'ms')})")
-        _time_axis(ax, "ms")
+        _time_axis(ax, "ms", run)
 
     return Chart("batch-duration", "Batch duration vs trigger interval", alt, draw)
 
@@ -141,7 +143,7 @@ def latency_chart(run: InstanceRun, fig: Figures) -> Chart:
         _line(ax, series, COLORS[0])
         if alarm is not None and alarm <= 2 * (series.peak or 0):
             _hline(ax, alarm, f"alarm ({_n(alarm, 'ms')})")
-        _time_axis(ax, "ms")
+        _time_axis(ax, "ms", run)
 
     return Chart("latency", "End-to-end latency (oldest record of each batch)", alt, draw)
 
@@ -165,7 +167,7 @@ def lag_chart(run: InstanceRun, fig: Figures) -> Chart:
             _no_data(ax, lag.note)
             return
         _line(ax, lag.age, COLORS[0])
-        _time_axis(ax, "ms")
+        _time_axis(ax, "ms", run)
         if lag.records:
             from matplotlib.ticker import MaxNLocator
 
@@ -194,7 +196,7 @@ def rate_chart(run: InstanceRun, fig: Figures) -> Chart:
             return
         _line(ax, into, COLORS[0])
         _line(ax, done, COLORS[2], marker="s")
-        _time_axis(ax, "rows/s")
+        _time_axis(ax, "rows/s", run)
 
     return Chart("rates", "Input vs processed rate", alt, draw)
 
