@@ -67,13 +67,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def stream_target(args: argparse.Namespace) -> tuple[str, str, Any]:
-    """(stream, region, Kinesis client) of the instance, locally or on AWS."""
+def stream_target(args: argparse.Namespace) -> tuple[str, Any]:
+    """(stream, Kinesis client) of the instance, locally or on AWS."""
     if args.work_dir is not None:
         path = local_config_path(args.work_dir, args.instance)
         config = parse_config(path.read_text(encoding="utf-8"), str(path), args.instance)
         target = Target(config, str(path), "", local=True, endpoint_url=args.endpoint_url)
-        return config.stream_name, config.region, target.client("kinesis", PRODUCER_LIMITS)
+        return config.stream_name, target.client("kinesis", PRODUCER_LIMITS)
     if args.config is not None:
         raise OperatorError(EXIT_USAGE, "--config: not used by produce (the stream is in cdk.json)")
     from app import aws_clients
@@ -82,7 +82,7 @@ def stream_target(args: argparse.Namespace) -> tuple[str, str, Any]:
     client = aws_clients.client(
         "kinesis", PRODUCER_LIMITS, region=declared.region, endpoint_url=args.endpoint_url
     )
-    return declared.stream_name, declared.region, client
+    return declared.stream_name, client
 
 
 def produce(args: argparse.Namespace, out: Any) -> int:
@@ -92,7 +92,7 @@ def produce(args: argparse.Namespace, out: Any) -> int:
         spec = spec_from_args(args)
     except ValueError as exc:
         raise OperatorError(EXIT_USAGE, str(exc)) from exc
-    stream, _region, kinesis = stream_target(args)
+    stream, kinesis = stream_target(args)
     try:
         kinesis.describe_stream_summary(StreamName=stream)
     except kinesis.exceptions.ResourceNotFoundException as exc:

@@ -15,7 +15,8 @@ Prints, for the instance's job (``--work-dir`` for a local run, e.g.
 
 ``--json`` prints the same as one JSON object. Reading the shards takes
 GetRecords calls from the same 5-per-second-per-shard budget as the job's
-own reads; ``--scan-calls`` bounds them (default 3 per shard).
+own reads (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html);
+``--scan-calls`` bounds them (default 3 per shard).
 
 Exit codes: 0 printed; 2 unknown instance, unreachable endpoint, missing
 stream or checkpoint (one line naming it); 5 another AWS call failed.
@@ -29,7 +30,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from scripts.status_checkpoint import CheckpointFiles, read_checkpoint
+from scripts.status_checkpoint import SHARD_END, CheckpointFiles, read_checkpoint
 from scripts.status_kinesis import Budget, list_shards, position_for, shard_status
 from scripts.status_lease import job_state
 from scripts.status_metrics import alarm_prefix, read_alarms, read_batches
@@ -79,7 +80,7 @@ def collect(target: Target, args: argparse.Namespace, now: Callable[[], datetime
     untracked = sorted(
         shard
         for shard, position in (committed or {}).items()
-        if shard not in listed and position.kind != "SHARD_END"
+        if shard not in listed and position.kind != SHARD_END
     )
     at = now()
     period = args.metrics_period or (LOCAL_PERIOD_SEC if target.local else AWS_PERIOD_SEC)
