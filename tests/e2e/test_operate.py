@@ -111,6 +111,7 @@ def test_status_and_stop_on_a_running_job(
         s: later["records_by_shard"].get(s, 0) for s in tips
     }
     assert all(v["exact"] for v in lag.values()) and seen["total_lag"]["records"] == 40
+    assert all(v["oldest_unread_age_ms"] > 0 for v in lag.values() if v["records"])
     assert {s["shard"]["shard_id"]: s["tip"] for s in seen["shards"]} == {
         s: later["last_sequence_by_shard"].get(s, tips[s]) for s in tips
     }
