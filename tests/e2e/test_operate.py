@@ -50,8 +50,8 @@ def test_status_and_stop_on_a_running_job(
     target = ["--instance", INSTANCE, "--work-dir", str(tmp_path)]
 
     first_report = tmp_path / "first.json"
-    code, _ = run(produce, *target, "--count", "300", "--report", str(first_report))
-    assert code == 0
+    code, produce_out = run(produce, *target, "--count", "300", "--report", str(first_report))
+    assert code == 0, produce_out
     produced = json.loads(first_report.read_text())
     tips: dict[str, str] = produced["last_sequence_by_shard"]
     assert set(tips) == {"shardId-000000000000", "shardId-000000000001"}
@@ -88,10 +88,10 @@ def test_status_and_stop_on_a_running_job(
     assert snapshot["total_records"] == table.rows == len(produced["ids"])
 
     began = time.monotonic()
-    code, out = run(stop, *target, "--timeout", str(STOP_BOUND_SEC), "--poll-sec", "0.5")
+    code, stop_out = run(stop, *target, "--timeout", str(STOP_BOUND_SEC), "--poll-sec", "0.5")
     stopped_after = time.monotonic() - began
-    assert code == 0, out + local.log_tail()
-    assert "stopped gracefully" in out and stopped_after < STOP_BOUND_SEC
+    assert code == 0, stop_out + local.log_tail()
+    assert "stopped gracefully" in stop_out and stopped_after < STOP_BOUND_SEC
     assert not job.running and job.returncode == 0
 
     later_report = tmp_path / "later.json"
@@ -121,4 +121,5 @@ def test_status_and_stop_on_a_running_job(
 
     code, text = run(status, *target)
     assert code == 0 and "not running" in text and "total" in text
-    print(text)  # the report's own figures, for a reader of the test log (-s)
+    # The commands' own output, for a reader of the test log (-s).
+    print(produce_out, stop_out, text, sep="\n")
