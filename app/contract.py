@@ -23,6 +23,11 @@ END_TO_END_LATENCY_MS: Final = "EndToEndLatencyMs"
 SOURCE_LAG_MS: Final = "SourceLagMs"
 SCHEDULING_DELAY_RATIO: Final = "SchedulingDelayRatio"
 HEARTBEAT: Final = "Heartbeat"
+# Failure records per reason (the job's failure taxonomy, app.transform.REASONS):
+# one series per reason, with the Reason dimension besides the instance's, so
+# it is not in ALL_METRICS (readers of those query the instance dimension only).
+FAILURE_RECORDS_BY_REASON: Final = "FailureRecordsByReason"
+REASON_DIMENSION: Final = "Reason"
 
 ALL_METRICS: Final = (
     BATCH_DURATION_MS,
@@ -70,6 +75,9 @@ def database_name(domain: str, region: str) -> str:
     return f"{STACK_PREFIX.lower()}_{domain}_{region.replace('-', '_')}"
 
 
-def dimensions(instance: str) -> list[dict[str, str]]:
+def dimensions(instance: str, reason: str | None = None) -> list[dict[str, str]]:
     """CloudWatch dimensions in the shape ``put_metric_data`` takes."""
-    return [{"Name": INSTANCE_DIMENSION, "Value": instance}]
+    found = [{"Name": INSTANCE_DIMENSION, "Value": instance}]
+    if reason is not None:
+        found.append({"Name": REASON_DIMENSION, "Value": reason})
+    return found

@@ -61,6 +61,8 @@ class BatchResult:
     table_records: int = 0
     # False when the batch had already been committed (a replay), or had no valid row.
     committed: bool = False
+    # Failure records per reason (app.transform.REASONS), only reasons seen.
+    failures_by_reason: tuple[tuple[str, int], ...] = ()
 
 
 def _from_micros(micros: int | None) -> datetime | None:
@@ -190,6 +192,7 @@ class BatchProcessor:
             data_files=len(outcome.data_files),
             table_records=outcome.records,
             committed=committed,
+            failures_by_reason=tuple(outcome.failures_by_reason.items()),
         )
         finished = time.monotonic()
         log.info(

@@ -44,6 +44,8 @@ class Datum:
     value: float
     unit: str
     timestamp: datetime
+    # The Reason dimension (FailureRecordsByReason only).
+    reason: str | None = None
 
 
 def _number(value: object) -> float | None:
@@ -163,6 +165,11 @@ def progress_datums(
     if result is not None and result.oldest_arrival is not None:
         latency = (now - result.oldest_arrival).total_seconds() * 1000.0
         datums.append(Datum(contract.END_TO_END_LATENCY_MS, max(0.0, latency), "Milliseconds", now))
+    if result is not None:
+        datums.extend(
+            Datum(contract.FAILURE_RECORDS_BY_REASON, float(count), "Count", now, reason)
+            for reason, count in result.failures_by_reason
+        )
     lag = source_lag_ms(progress)
     if lag is not None:
         datums.append(Datum(contract.SOURCE_LAG_MS, lag, "Milliseconds", now))
@@ -174,7 +181,7 @@ def metric_data(datums: list[Datum], instance: str) -> list[dict[str, Any]]:
     return [
         {
             "MetricName": d.name,
-            "Dimensions": contract.dimensions(instance),
+            "Dimensions": contract.dimensions(instance, d.reason),
             "Timestamp": d.timestamp,
             "Value": d.value,
             "Unit": d.unit,

@@ -22,6 +22,7 @@ only after ``flush`` acknowledged each of its failure records.
 from __future__ import annotations
 
 import pickle
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 # One row per task, back to the driver.
 RESULT_SCHEMA: Final = (
     "sent long, rows long, failures long, oldest_us long, dates array<date>, "
-    "data_files array<binary>, records long"
+    "data_files array<binary>, records long, reasons array<string>, reason_counts array<long>"
 )
 _FAILURE_COLUMNS: Final = (DATA, REASON, MESSAGE, ERROR_CLASS)
 
@@ -54,6 +55,7 @@ class TaskOutcome:
     dates: tuple[date, ...]
     data_files: list[Any]
     records: int
+    failures_by_reason: dict[str, int]
 
 
 def split(
@@ -113,6 +115,7 @@ def batch_task(
                 stamps = good.column(time_column).cast(pa.timestamp("us", "UTC"))
                 days.update(d for d in pc.unique(stamps.cast(pa.date32())).to_pylist() if d)
         # Failures first: a broker outage fails the task before it writes files.
+        reasons = Counter(str(row[REASON]) for row in failed)
         sent = deliver(iter(failed), kafka) if failed else 0
         files = write_data_files(metadata_json, props, valid) if write_files else []
         yield pa.RecordBatch.from_pydict(
@@ -124,6 +127,8 @@ def batch_task(
                 "dates": [sorted(days)],
                 "data_files": [[pickle.dumps(f) for f in files]],
                 "records": [sum(int(f.record_count) for f in files)],
+                "reasons": [list(reasons)],
+                "reason_counts": [list(reasons.values())],
             },
             schema=pa.schema(
                 [
@@ -134,6 +139,8 @@ def batch_task(
                     ("dates", pa.list_(pa.date32())),
                     ("data_files", pa.list_(pa.binary())),
                     ("records", pa.int64()),
+                    ("reasons", pa.list_(pa.string())),
+                    ("reason_counts", pa.list_(pa.int64())),
                 ]
             ),
         )
@@ -147,6 +154,7 @@ def combine(rows: Iterable[Any]) -> TaskOutcome:
     oldest: int | None = None
     days: set[date] = set()
     files: list[Any] = []
+    by_reason: Counter[str] = Counter()
     for row in rows:
         sent += int(row["sent"])
         total += int(row["rows"])
@@ -157,6 +165,8 @@ def combine(rows: Iterable[Any]) -> TaskOutcome:
             oldest = value if oldest is None else min(oldest, value)
         days.update(row["dates"] or ())
         files.extend(pickle.loads(bytes(blob)) for blob in row["data_files"] or ())
+        for reason, count in zip(row["reasons"] or (), row["reason_counts"] or (), strict=True):
+            by_reason[str(reason)] += int(count)
     return TaskOutcome(
         sent=sent,
         rows=total,
@@ -165,4 +175,5 @@ def combine(rows: Iterable[Any]) -> TaskOutcome:
         dates=tuple(sorted(days)),
         data_files=files,
         records=records,
+        failures_by_reason=dict(sorted(by_reason.items())),
     )

@@ -27,6 +27,7 @@ from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
 from app import contract
+from app.transform import REASONS
 from infra.config import AlarmConfig
 
 CONSUMER_LAG: Final = "ConsumerLag"
@@ -215,9 +216,9 @@ class Alarms(Construct):
         """What the run report (``local/report.py``) shows, for a deployed
         instance: the time range's totals, batch duration against the trigger
         interval with the batch count, end-to-end latency, lag, input vs
-        processed rate, and failure records against records in. Failures *by
-        reason* are on the failure topic only: the job publishes their total,
-        not a metric per reason.
+        processed rate, failure records against records in, and failure records
+        by reason (one ``FailureRecordsByReason`` series per reason of the
+        job's taxonomy, each with the ``Reason`` dimension).
 
         Statistics (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Statistics-definitions.html):
         ``SampleCount`` of a per-batch metric is the number of batches in the
@@ -307,6 +308,21 @@ class Alarms(Construct):
                 left=[labelled(contract.FAILURE_RECORDS, "Sum", "failure records")],
                 right=[labelled(contract.INPUT_ROWS, "Sum", "records in")],
                 left_annotations=alarm_line(config.failure_records, f"{FAILURE_RECORDS} alarm"),
+            ),
+            cw.GraphWidget(
+                width=12,
+                title="Failure records by reason",
+                left=[
+                    metric(contract.FAILURE_RECORDS_BY_REASON, "Sum").with_(
+                        dimensions_map={
+                            contract.INSTANCE_DIMENSION: props.instance_id,
+                            contract.REASON_DIMENSION: reason,
+                        },
+                        label=reason,
+                    )
+                    for reason in REASONS
+                ],
+                stacked=True,
             ),
             cw.GraphWidget(width=12, title="Heartbeat", left=[self.metrics[contract.HEARTBEAT]]),
         ]

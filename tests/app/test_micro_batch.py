@@ -92,6 +92,7 @@ def test_batch_writes_valid_rows_and_sends_failures_with_headers(
 
     assert results == [result]
     assert (result.input_rows, result.failure_records) == (4, 2)
+    assert dict(result.failures_by_reason) == {"malformed_json": 1, "wrong_type": 1}
     assert result.oldest_arrival is not None
     assert (result.committed, result.table_records) == (True, 2)
     assert sorted(table_ids(processor.table)) == ["a", "b"]

@@ -56,6 +56,24 @@ def test_progress_becomes_every_contract_metric() -> None:
     assert values[contract.HEARTBEAT] == 1
 
 
+def test_failures_by_reason_become_one_datum_each_with_the_reason_dimension() -> None:
+    result = BatchResult(
+        7, 1200, 5, None, (), failures_by_reason=(("malformed_json", 3), ("wrong_type", 2))
+    )
+    datums = progress_datums(PROGRESS, trigger_interval_sec=10, result=result, now=NOW)
+    by_reason = {d.reason: d.value for d in datums if d.name == contract.FAILURE_RECORDS_BY_REASON}
+    assert by_reason == {"malformed_json": 3, "wrong_type": 2}
+    payload = metric_data(
+        [d for d in datums if d.name == contract.FAILURE_RECORDS_BY_REASON], "orders-eu-west-1"
+    )
+    assert payload[0]["Dimensions"] == [
+        {"Name": contract.INSTANCE_DIMENSION, "Value": "orders-eu-west-1"},
+        {"Name": contract.REASON_DIMENSION, "Value": "malformed_json"},
+    ]
+    total = _by_name(datums)[contract.FAILURE_RECORDS]
+    assert total == sum(by_reason.values())
+
+
 def test_no_latency_without_records_and_no_lag_when_the_source_reports_none() -> None:
     progress = {**PROGRESS, "sources": [{"metrics": {}}], "inputRowsPerSecond": "NaN"}
     values = _by_name(progress_datums(progress, trigger_interval_sec=10, result=None, now=NOW))

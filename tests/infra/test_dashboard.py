@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from app import contract
+from app.transform import REASONS
 from infra.constructs.alarms import FAILURE_RECORDS, FALLING_BEHIND
 from tests.infra.conftest import Synthesized
 from tests.infra.test_templates import ALL
@@ -124,3 +125,20 @@ def test_totals_rates_and_failures_against_records_in(synthesized: Synthesized, 
     (line,) = failures["annotations"]["horizontal"]
     assert line["value"] == config.alarms.failure_records
     assert FAILURE_RECORDS in line["label"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_failures_by_reason_one_line_per_reason_of_this_instance(
+    synthesized: Synthesized, name: str
+) -> None:
+    instance = synthesized.config(name).instance_id
+    widget = _widget(_body(synthesized, name), "Failure records by reason")
+    lines = []
+    for line in widget["metrics"]:
+        names = [x for x in line if isinstance(x, str)]
+        dims = dict(zip(names[2::2], names[3::2], strict=False))
+        lines.append((names[1], dims, line[-1].get("stat")))
+    assert {dims[contract.REASON_DIMENSION] for _, dims, _ in lines} == set(REASONS)
+    assert all(m == contract.FAILURE_RECORDS_BY_REASON for m, _, _ in lines)
+    assert all(d[contract.INSTANCE_DIMENSION] == instance for _, d, _ in lines)
+    assert all(stat == "Sum" for _, _, stat in lines)
