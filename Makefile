@@ -64,6 +64,26 @@ run: $(STAMP) ## Run the local pipeline end to end on the embedded emulators (AR
 maintain: $(STAMP) ## Expire snapshots and delete orphan files of a local run's tables (ARGS="--work-dir .work/run")
 	$(PY) -m local.maintain $(ARGS)
 
+.PHONY: report
+report: $(STAMP) ## Render the run report from a metrics dump (ARGS="--metrics .work/run/metrics.json --out .work/report")
+	$(PY) -m scripts.report $(ARGS)
+
+.PHONY: status
+status: $(STAMP) ## Shards and tips, committed offsets, lag, last batches, alarms, last snapshot (INSTANCE=domain-region [ARGS="--work-dir .work/run"])
+	$(PY) -m scripts.status --instance "$(INSTANCE)" $(ARGS)
+
+.PHONY: stop-job
+stop-job: $(STAMP) ## Write the stop marker and wait, bounded, for the job to exit (INSTANCE=domain-region [ARGS="--timeout 300"])
+	$(PY) -m scripts.stop --instance "$(INSTANCE)" $(ARGS)
+
+.PHONY: produce
+produce: $(STAMP) ## Put the sample event mix on an instance's stream (INSTANCE=domain-region ARGS="--count N --rate R")
+	$(PY) -m scripts.produce --instance "$(INSTANCE)" $(ARGS)
+
+.PHONY: reprocess
+reprocess: $(STAMP) ## Re-send an instance's failure records to its stream (INSTANCE=domain-region ARGS="[--dry-run] [--fix mod:fn]")
+	$(PY) -m scripts.reprocess --instance "$(INSTANCE)" $(ARGS)
+
 .PHONY: bench
 bench: $(STAMP) ## Benchmarks: ratios against a baseline measured in the same run
 	$(PY) -m bench $(ARGS)

@@ -70,4 +70,6 @@ def test_make_help_lists_every_readme_target() -> None:
     )
     listed = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
     assert {"run", "test", "synth", "check", "bench", "redeploy", "install"} <= listed
+    operate = {"status", "stop-job", "produce", "reprocess", "report", "maintain"}
+    assert operate <= listed, "the operator commands"
     assert {"test-fast", "test-synth", "test-integration", "test-e2e"} <= listed, "the tiers"
