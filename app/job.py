@@ -198,6 +198,9 @@ def run(
         return supervise(query, config, stop=stop, keeper=keeper, marker=marker)
     finally:
         if listener is not None:
+            # Bounded: the last batch's progress event is still on Spark's
+            # listener bus right after the query stops (see make_listener).
+            listener.terminated.wait(timeout=config.metrics.timeout_sec)
             spark.streams.removeListener(listener)
         if publisher is not None:
             publisher.close()

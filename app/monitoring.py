@@ -374,6 +374,15 @@ def make_listener(
     last_batch: list[tuple[float, float]] = []
 
     class MetricsListener(StreamingQueryListener):
+        def __init__(self) -> None:
+            super().__init__()
+            # Set once the termination event was handled. Spark's listener bus
+            # delivers a query's events in order, so every progress event (the
+            # last batch's too) has been published by then: the job waits for
+            # it before it removes the listener, or the last batch's metrics
+            # could be lost.
+            self.terminated = threading.Event()
+
         def onQueryStarted(self, event: Any) -> None:  # noqa: N802
             publisher.publish([Datum(contract.HEARTBEAT, 1.0, "Count", now())])
 
@@ -402,5 +411,6 @@ def make_listener(
 
         def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
             publisher.flush()
+            self.terminated.set()
 
     return MetricsListener()

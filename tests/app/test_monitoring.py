@@ -3,11 +3,13 @@ CloudWatch outage that is logged and counted but never raised."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -19,6 +21,7 @@ from app.monitoring import (
     BatchResults,
     CloudWatchPublisher,
     Datum,
+    make_listener,
     metric_data,
     progress_datums,
     scheduling_delay_ms,
@@ -188,6 +191,28 @@ def test_flush_reports_whether_what_was_pending_reached_cloudwatch() -> None:
     assert (publisher.published, publisher.dropped, publisher.failed_calls) == (2, 3, 1)
     publisher.publish([Datum(contract.HEARTBEAT, 1.0, "Count", NOW)])
     assert publisher.dropped == 4, "published after close: dropped and counted"
+
+
+def test_listener_publishes_the_last_batch_before_it_says_terminated() -> None:
+    """The job waits for ``terminated`` before it removes the listener: by then
+    the last progress event (delivered before the termination event, in order)
+    must be published and flushed."""
+    sent: list[dict[str, Any]] = []
+    publisher = CloudWatchPublisher("i", lambda **kw: sent.extend(kw["MetricData"]))
+    results = BatchResults()
+    results.put(BatchResult(7, 1200, 12, NOW - timedelta(seconds=42), ()))
+    listener = make_listener(publisher, results, 10, clock=lambda: NOW)
+    try:
+        listener.onQueryProgress(
+            SimpleNamespace(progress=SimpleNamespace(json=json.dumps(PROGRESS)))
+        )
+        assert not listener.terminated.is_set()
+        listener.onQueryTerminated(None)
+        assert listener.terminated.is_set()
+        names = {d["MetricName"] for d in sent}
+        assert contract.FAILURE_RECORDS in names, "published (flushed) before terminated"
+    finally:
+        publisher.close(timeout=5)
 
 
 def test_cloudwatch_outage_is_logged_and_counted_never_raised(
