@@ -30,7 +30,10 @@ The stream lives on a moto server of its own, the harness's
 iterates the shard's records in Python while a concurrent ``PutRecords``
 (another server thread) inserts, so a read during a put fails with HTTP 500
 ("OrderedDict mutated during iteration"), which the job's source rightly does
-not retry (it is no Kinesis error code). The patch reads a copy.
+not retry (it is no Kinesis error code). The patch reads a snapshot of the
+shard (and finds the start by bisection instead of a scan from the shard's
+first record, and a put finds the last sequence number without listing the
+shard's keys, so neither slows down as the shard grows).
 """
 
 from __future__ import annotations
@@ -87,29 +90,51 @@ DRAIN_TIMEOUT_SEC: Final = 300.0
 DRAIN_RECORDS_PER_SEC: Final = 100
 
 
-def patch_shard_reads() -> None:
-    """moto's ``Shard.get_records`` on a copy of the shard's records: ``list()``
-    of a dict's items is one C call, so no put lands in the middle of it."""
-    import copy
-    from collections import OrderedDict
+def shard_records_after(
+    records: Sequence[tuple[int, Any]], last_sequence_id: str, limit: int | None
+) -> tuple[list[Any], int, int]:
+    """moto's ``Shard.get_records`` on a snapshot ``[(sequence number, record)]``
+    in ascending order: the records after ``last_sequence_id`` (at most
+    ``limit``), the last sequence number returned (or the one given) and the
+    milliseconds between the last returned record and the newest."""
+    import bisect
 
+    last = int(last_sequence_id)
+    start = bisect.bisect_right(records, last, key=lambda item: item[0])
+    chosen = records[start : start + limit if limit else None]
+    if not chosen:
+        return [], last, 0
+    newest = records[-1][1]
+    behind = newest.created_at - chosen[-1][1].created_at
+    return [record for _, record in chosen], chosen[-1][0], int(behind * 1000)
+
+
+def patch_shards() -> None:
+    """moto's ``Shard.get_records`` on a snapshot of the shard (``list()`` of a
+    dict's items is one C call, so no put lands in the middle of it), and its
+    ``put_record`` finding the last sequence number in O(1) (moto lists every
+    key of the shard for each record put)."""
     from moto.kinesis import models
 
-    original = models.Shard.get_records
-
     def get_records(self: Any, last_sequence_id: str, limit: int | None) -> Any:
-        view = copy.copy(self)
-        view.records = OrderedDict(list(self.records.items()))
-        return original(view, last_sequence_id, limit)
+        return shard_records_after(list(self.records.items()), last_sequence_id, limit)
+
+    def put_record(self: Any, partition_key: str, data: str, explicit_hash_key: str) -> str:
+        sequence_number = next(reversed(self.records), 0) + 1
+        self.records[sequence_number] = models.Record(
+            partition_key, data, sequence_number, explicit_hash_key
+        )
+        return str(sequence_number)
 
     models.Shard.get_records = get_records  # type: ignore[method-assign]
+    models.Shard.put_record = put_record  # type: ignore[method-assign]
 
 
 def serve_moto() -> None:
     """Child process entry: the harness's moto server, reads patched."""
     from local.moto_server import main
 
-    patch_shard_reads()
+    patch_shards()
     main(sys.argv[1:])
 
 
