@@ -39,7 +39,9 @@ shard's keys, so neither slows down as the shard grows).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -280,6 +282,46 @@ class BareLoop(threading.Thread):
             self.error = exc
 
 
+class JobSplit(logging.Handler):
+    """The job's own split of each batch, from its per-batch log line
+    (``app.micro_batch``: ``batch %d: ... %.2fs (pass %.2fs, commit %.2fs)``);
+    a line of another shape is ignored, so a reworded log costs a figure, not
+    the benchmark."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seconds: dict[int, dict[str, float]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text, args = str(record.msg), record.args
+        if not text.startswith("batch %d:") or not isinstance(args, tuple) or len(args) < 4:
+            return
+        names = re.findall(r"(\w+) %\.2fs", text.rsplit(";", 1)[-1])
+        values = args[-len(names) - 1 :] if names else ()
+        if len(names) + 1 != len(values):
+            return
+        try:
+            figures = {"total": float(str(values[0]))}
+            figures.update({n: float(str(v)) for n, v in zip(names, values[1:], strict=True)})
+            self.seconds[int(str(args[0]))] = figures
+        except ValueError:
+            return
+
+    @contextlib.contextmanager
+    def attached(self) -> Iterator[JobSplit]:
+        from app import micro_batch
+
+        logger = logging.getLogger(micro_batch.__name__)
+        level = logger.level
+        logger.setLevel(logging.INFO)
+        logger.addHandler(self)
+        try:
+            yield self
+        finally:
+            logger.removeHandler(self)
+            logger.setLevel(level)
+
+
 def produce(
     client: Any, records: Sequence[SampleRecord], rate: int, puts: dict[str, float]
 ) -> float:
@@ -396,30 +438,32 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
     )
     spark = ctx.spark
     load_before = machine_load()
-    query = start_job_query(spark, config)
-    watcher = TableWatcher(config)
-    watcher.start()
-    loop: BareLoop | None = None
-    puts: dict[str, float] = {}
-    try:
-        warm_started = time.monotonic()
-        produce(client, warm, RATE, {})
-        wait_rows(query, watcher, len(expected_ids(warm)), DRAIN_TIMEOUT_SEC)
-        warm_up_seconds = time.monotonic() - warm_started
-        warm_batches = max((int(e["batchId"]) for e in progress_events(query)), default=-1)
-        loop = BareLoop(client)
-        loop.start()
-        produced_started = time.monotonic()
-        production_seconds = produce(client, measured, RATE, puts)
-        total = len(expected_ids(warm)) + len(expected_ids(measured))
-        wait_rows(query, watcher, total, DRAIN_TIMEOUT_SEC + total / DRAIN_RECORDS_PER_SEC)
-        watcher.poll()
-        events = [e for e in progress_events(query) if int(e["batchId"]) > warm_batches]
-    finally:
-        watcher.stop.set()
-        if loop is not None:
-            loop.stop.set()
-        query.stop()
+    split = JobSplit()
+    with split.attached():
+        query = start_job_query(spark, config)
+        watcher = TableWatcher(config)
+        watcher.start()
+        loop: BareLoop | None = None
+        puts: dict[str, float] = {}
+        try:
+            warm_started = time.monotonic()
+            produce(client, warm, RATE, {})
+            wait_rows(query, watcher, len(expected_ids(warm)), DRAIN_TIMEOUT_SEC)
+            warm_up_seconds = time.monotonic() - warm_started
+            warm_batches = max((int(e["batchId"]) for e in progress_events(query)), default=-1)
+            loop = BareLoop(client)
+            loop.start()
+            produced_started = time.monotonic()
+            production_seconds = produce(client, measured, RATE, puts)
+            total = len(expected_ids(warm)) + len(expected_ids(measured))
+            wait_rows(query, watcher, total, DRAIN_TIMEOUT_SEC + total / DRAIN_RECORDS_PER_SEC)
+            watcher.poll()
+            events = [e for e in progress_events(query) if int(e["batchId"]) > warm_batches]
+        finally:
+            watcher.stop.set()
+            if loop is not None:
+                loop.stop.set()
+            query.stop()
     watcher.join(10)
     if loop is not None:
         loop.join(10)
@@ -455,6 +499,11 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
     loop_p99 = percentile(all_theirs, 99) if all_theirs else float("nan")
     ratio = p99 / loop_p99 if all_theirs else float("nan")
     batches = _batch_figures(events)
+    measured_batches = [b for b in split.seconds if b > warm_batches]
+    job_split = {
+        name: round(statistics.median(split.seconds[b].get(name, 0.0) for b in measured_batches), 3)
+        for name in sorted({n for b in measured_batches for n in split.seconds[b]})
+    }
     write_result(
         ctx,
         NAME,
@@ -487,6 +536,10 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
             },
             "ratio_subject_p99_to_baseline_p99": round(ratio, 2),
             "batches": batches,
+            "job_split_seconds_median": {
+                "what": "the job's own per-batch log line (app.micro_batch), measured batches",
+                **job_split,
+            },
             "table_watcher": {
                 "polls": watcher.polls,
                 "mean_poll_seconds": round(watcher.poll_seconds / max(1, watcher.polls), 4),
@@ -539,6 +592,11 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
             NAME,
             "batches (median)",
             f"{batches.get('batches', 0)} batches, "
-            f"{batches.get('input_rows_per_batch_median', 0):,.0f} rows, {trigger:.2f}s each",
+            f"{batches.get('input_rows_per_batch_median', 0):,.0f} rows, {trigger:.2f}s each"
+            + (
+                " (" + ", ".join(f"{k} {v:.2f}s" for k, v in job_split.items()) + " in the job)"
+                if job_split
+                else ""
+            ),
         ),
     ]
