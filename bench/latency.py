@@ -22,8 +22,11 @@ windows of 60 s (quick: one of 10 s), and each window's p50/p99 is a repeat.
 Baseline, in the same run on the same stream: a bare consumer, one boto3
 GetRecords loop over both shards from ``LATEST`` polling every 0.2 s (Kinesis
 allows 5 GetRecords calls per second per shard), which decodes each record's
-id: put -> seen by the simplest reader. ratio = our p99 / the loop's p99: how
-much the micro-batch adds over reading the stream. Bar (issue 11): p99 < 5 s.
+id: put -> seen by the simplest reader. ratio = our p99 / the loop's p99 in
+the same window (median of the windows): how much the micro-batch adds over
+reading the stream. Bar (issue 11): p99 < 5 s (median of the windows). The
+producer shares the machine (and this process) with the job: the rate it
+achieved is reported.
 
 The stream lives on a moto server of its own, the harness's
 (``local.moto_server``) plus one patch: moto 5.2.5's ``Shard.get_records``
@@ -496,8 +499,17 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
     p50s = [w["p50_seconds"] for w in per_window]
     p99 = float(statistics.median(p99s))
     p50 = float(statistics.median(p50s))
-    loop_p99 = percentile(all_theirs, 99) if all_theirs else float("nan")
-    ratio = p99 / loop_p99 if all_theirs else float("nan")
+    # Each window's p99 against the loop's in the same window (same load).
+    paired = [(o, t) for o, t in zip(ours, theirs, strict=True) if o and t]
+    loop_p99 = (
+        float(statistics.median(percentile(t, 99) for _, t in paired)) if paired else float("nan")
+    )
+    ratio = (
+        float(statistics.median(percentile(o, 99) / percentile(t, 99) for o, t in paired))
+        if paired
+        else float("nan")
+    )
+    achieved = len(measured) / production_seconds
     batches = _batch_figures(events)
     measured_batches = [b for b in split.seconds if b > warm_batches]
     job_split = {
@@ -511,7 +523,7 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
             "what": __doc__,
             "repeats": windows,
             "rate_records_per_second": RATE,
-            "achieved_rate_records_per_second": round(len(measured) / production_seconds, 1),
+            "achieved_rate_records_per_second": round(achieved, 1),
             "window_seconds": window_sec,
             "windows": windows,
             "shards": SHARDS,
@@ -534,7 +546,10 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
                 "per_window": loop_windows,
                 "whole_run": _stats(all_theirs) if all_theirs else None,
             },
-            "ratio_subject_p99_to_baseline_p99": round(ratio, 2),
+            "ratio_subject_p99_to_baseline_p99": {
+                "median_of_windows": round(ratio, 2),
+                "what": "each window's p99 over the bare loop's p99 in the same window",
+            },
             "batches": batches,
             "job_split_seconds_median": {
                 "what": "the job's own per-batch log line (app.micro_batch), measured batches",
@@ -554,8 +569,10 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
             axes[0],
             ["GetRecords loop p50", "GetRecords loop p99", "table p50", "table p99"],
             [
-                percentile(all_theirs, 50) if all_theirs else 0.0,
-                loop_p99 if all_theirs else 0.0,
+                float(statistics.median(w["p50_seconds"] for w in loop_windows))
+                if loop_windows
+                else 0.0,
+                loop_p99 if paired else 0.0,
                 p50,
                 p99,
             ],
@@ -583,8 +600,8 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
     return [
         Row(
             NAME,
-            f"put -> readable p99 ({windows} x {window_sec}s at {RATE:,}/s)",
-            f"{p99:.2f}s (p50 {p50:.2f}s; loop p99 {loop_p99:.2f}s, {ratio:.0f}x)",
+            f"put -> readable p99 ({windows} x {window_sec}s, {achieved:,.0f} of {RATE:,}/s put)",
+            f"{p99:.2f}s (p50 {p50:.2f}s; bare loop p99 {loop_p99:.2f}s, {ratio:.1f}x)",
             f"< {BAR_P99_SEC:g}s",
             p99 < BAR_P99_SEC,
         ),
