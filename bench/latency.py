@@ -1,8 +1,9 @@
 """Latency: from a record's put to its row being readable in the table.
 
-A producer puts the job's record mix (2 % malformed, 5 % re-sent ids) on a
-2-shard Kinesis stream (moto) at a steady 1,000 records/s: one ``PutRecords``
-of 100 records every 0.1 s, through the producer's own ``put_all``. The job's
+A producer (a process of its own) puts the job's record mix (2 % malformed,
+5 % re-sent ids) on a 2-shard Kinesis stream (moto) at a steady 1,000
+records/s: one ``PutRecords`` of 100 records every 0.1 s, through the
+producer's own ``put_all``. The job's
 streaming query runs in this process exactly as ``app.job`` builds it:
 ``read_stream`` (the ``python-kinesis`` source) -> ``prepare`` ->
 ``foreachBatch(BatchProcessor)``, with a 1 s processing-time trigger.
@@ -328,9 +329,11 @@ class JobSplit(logging.Handler):
 def produce(
     client: Any, records: Sequence[SampleRecord], rate: int, puts: dict[str, float]
 ) -> float:
-    """Put ``records`` at ``rate`` per second in calls of rate/10 records, on a
-    fixed schedule (a late call is not made up by a burst beyond the next
-    one); ``puts`` gets each valid id's first put time. Returns the seconds taken."""
+    """Put ``records`` at ``rate`` per second in calls of rate/10 records on a
+    fixed schedule (a late call is followed at once by the next, until the
+    schedule is met again); ``puts`` gets each valid id's first put time
+    (``time.monotonic``: one clock for every process of the machine).
+    Returns the seconds taken."""
     from local.producer import put_all
 
     per_call = max(1, rate // PUTS_PER_SECOND)
@@ -347,6 +350,41 @@ def produce(
             if record.event_id is not None and not record.is_failure:
                 puts.setdefault(record.event_id, issued)
     return time.monotonic() - started
+
+
+def _produce_child(endpoint: str, records: Sequence[SampleRecord], rate: int, out: Any) -> None:
+    """A producer process: its own interpreter, so the driver's threads (py4j
+    callbacks, the table watcher, the bare loop) never hold it back."""
+    from local.producer import kinesis_client
+
+    puts: dict[str, float] = {}
+    started = time.monotonic()
+    seconds = produce(kinesis_client(REGION, endpoint), records, rate, puts)
+    out.send((started, seconds, puts))
+    out.close()
+
+
+def produce_elsewhere(
+    endpoint: str, records: Sequence[SampleRecord], rate: int
+) -> tuple[float, float, dict[str, float]]:
+    """:func:`produce` in a child process: (started, seconds, put times)."""
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    receive, send = spawn.Pipe(duplex=False)
+    child = spawn.Process(target=_produce_child, args=(endpoint, records, rate, send))
+    child.start()
+    send.close()
+    limit = len(records) / rate * 4 + 120
+    try:
+        if not receive.poll(limit):
+            raise TimeoutError(f"producer did not finish {len(records)} records in {limit:.0f}s")
+        started, seconds, puts = receive.recv()
+    finally:
+        child.join(30)
+        if child.is_alive():
+            child.terminate()
+    return float(started), float(seconds), dict(puts)
 
 
 def start_job_query(spark: SparkSession, config: JobConfig) -> StreamingQuery:
@@ -456,8 +494,7 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
             warm_batches = max((int(e["batchId"]) for e in progress_events(query)), default=-1)
             loop = BareLoop(client)
             loop.start()
-            produced_started = time.monotonic()
-            production_seconds = produce(client, measured, RATE, puts)
+            produced_started, production_seconds, puts = produce_elsewhere(endpoint, measured, RATE)
             total = len(expected_ids(warm)) + len(expected_ids(measured))
             wait_rows(query, watcher, total, DRAIN_TIMEOUT_SEC + total / DRAIN_RECORDS_PER_SEC)
             watcher.poll()
