@@ -252,49 +252,6 @@ def machine_load() -> dict[str, Any]:
     }
 
 
-def shuffles_of(spark: SparkSession, action: Callable[[], object]) -> int:
-    """How many shuffles ``action`` ran: the completed stages of its Spark jobs
-    that wrote shuffle output (a stage skipped because its output was cached or
-    reused does not count). A printed plan is not the measure: a cached frame's
-    plan still shows its Exchange in every job that reads the cache.
-
-    The jobs are found by a unique job description set around ``action``;
-    the status store is fed by the asynchronous listener bus, which is drained
-    first. (The tests have their own copy: bench may not import tests.)"""
-    import uuid
-
-    tag = f"bench-shuffles-{uuid.uuid4().hex}"
-    context = spark.sparkContext
-    previous = context.getLocalProperty("spark.job.description")
-    context.setLocalProperty("spark.job.description", tag)
-    try:
-        action()
-    finally:
-        context.setLocalProperty("spark.job.description", previous)  # type: ignore[arg-type]
-    jvm_context = spark._jsparkSession.sparkContext()
-    jvm_context.listenerBus().waitUntilEmpty(60_000)
-    store = jvm_context.statusStore()
-    jobs = store.jobsList(None)
-    stage_ids: set[int] = set()
-    for index in range(jobs.size()):
-        job = jobs.apply(index)
-        description = job.description()
-        if description.isDefined() and description.get() == tag:
-            ids = job.stageIds()
-            stage_ids.update(int(ids.apply(i)) for i in range(ids.size()))
-    if not stage_ids:
-        raise RuntimeError(f"no Spark job ran under {tag}: nothing to count")
-    shuffles = 0
-    for stage_id in sorted(stage_ids):
-        try:
-            stage = store.lastStageAttempt(stage_id)
-        except Exception:  # a skipped stage never ran an attempt
-            continue
-        if str(stage.status()) == "COMPLETE" and int(stage.shuffleWriteRecords()) > 0:
-            shuffles += 1
-    return shuffles
-
-
 def code_version() -> dict[str, Any]:
     """The commit measured, and the job's files that differed from it (other
     work in progress in the same tree changes what a figure means)."""

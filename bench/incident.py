@@ -43,12 +43,12 @@ from bench.framework import (
     code_version,
     figure,
     machine_load,
-    shuffles_of,
     summary,
     timed,
     write_result,
 )
 from bench.stream import job_config, kafka_settings, mixed_records, now, write_source_file
+from local.spark_stages import shuffles_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

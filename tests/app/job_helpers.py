@@ -6,7 +6,6 @@ import json
 import re
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -86,7 +85,6 @@ def kafka_settings(config: JobConfig) -> KafkaSettings:
     return KafkaSettings.for_job(config, config.kafka.bootstrap_servers)
 
 
-JOB_DESCRIPTION = "spark.job.description"
 _EXCHANGE = re.compile(r"^[\s:+\-|]*(\w*Exchange)\b", re.M)
 
 
@@ -103,55 +101,6 @@ def exchanges_in_plan(description: str) -> list[str]:
     if "== Final Plan ==" in tree:
         tree = tree.split("== Final Plan ==", 1)[1].split("== Initial Plan ==", 1)[0]
     return _EXCHANGE.findall(tree)
-
-
-def shuffles_of(spark: Any, action: Callable[[], object]) -> int:
-    """How many shuffles ``action`` ran: the completed stages of its jobs that
-    wrote shuffle output. A stage skipped because its output was cached or
-    reused is not counted; a persisted batch's plan still PRINTS its Exchange
-    in every execution that reads the cache, which is why plans are not the
-    measure here.
-
-    Spark's status store is written by a listener on the asynchronous listener
-    bus: when ``action`` returns the store may still miss a stage, so the bus is
-    drained first. The jobs are picked by a unique job description set around
-    ``action`` (``spark.job.description``), not by position in the store: a
-    position counts whatever else ran meanwhile and shifts when the store drops
-    old entries.
-    """
-    tag = f"shuffles-of-{uuid.uuid4().hex}"
-    context = spark.sparkContext
-    previous = context.getLocalProperty(JOB_DESCRIPTION)
-    context.setLocalProperty(JOB_DESCRIPTION, tag)
-    try:
-        action()
-    finally:
-        context.setLocalProperty(JOB_DESCRIPTION, previous)
-    jvm_context = spark._jsparkSession.sparkContext()
-    jvm_context.listenerBus().waitUntilEmpty(60_000)  # ms; raises past it
-    store = jvm_context.statusStore()
-    jobs = store.jobsList(None)
-    stage_ids: set[int] = set()
-    tagged = 0
-    for index in range(jobs.size()):
-        job = jobs.apply(index)
-        description = job.description()
-        if not description.isDefined() or description.get() != tag:
-            continue
-        tagged += 1
-        assert str(job.status()) != "RUNNING", f"job {job.jobId()} still runs"
-        ids = job.stageIds()
-        stage_ids.update(int(ids.apply(i)) for i in range(ids.size()))
-    assert tagged, f"no Spark job was tagged {tag}"
-    shuffles = 0
-    for stage_id in sorted(stage_ids):
-        try:
-            stage = store.lastStageAttempt(stage_id)
-        except Exception:  # a skipped stage never ran an attempt
-            continue
-        if str(stage.status()) == "COMPLETE" and int(stage.shuffleWriteRecords()) > 0:
-            shuffles += 1
-    return shuffles
 
 
 class _SlowListener:

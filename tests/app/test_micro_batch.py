@@ -17,12 +17,12 @@ from pyspark.errors import PythonException
 from app.micro_batch import BatchProcessor, BatchResult, prepare
 from app.sinks.kafka import KafkaDeliveryError
 from local.emulators import Endpoints, free_port
+from local.spark_stages import shuffles_of
 from tests.app.job_helpers import (
     event,
     job_config,
     kafka_settings,
     raw_frame,
-    shuffles_of,
     slow_status_store,
     status_store_behind,
     table_ids,
