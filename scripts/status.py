@@ -40,9 +40,9 @@ from scripts.status_target import (
     EXIT_USAGE,
     OperatorError,
     Target,
-    resolve,
     run_command,
     target_arguments,
+    target_from_args,
 )
 
 EXIT_OK: Final = 0
@@ -147,13 +147,7 @@ def main(argv: Sequence[str] | None = None, out: Any = None) -> int:
     stream = out or sys.stdout
 
     def action() -> int:
-        target = resolve(
-            args.instance,
-            work_dir=args.work_dir,
-            config_file=args.config,
-            cdk_json=args.cdk_json,
-            endpoint_url=args.endpoint_url,
-        )
+        target = target_from_args(args)
         report = collect(target, args, lambda: datetime.now(UTC))
         print(to_json(report) if args.json else format_report(report), file=stream)
         return EXIT_OK

@@ -240,6 +240,17 @@ def target_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--endpoint-url", help="one endpoint for every AWS client (moto server)")
 
 
+def target_from_args(args: argparse.Namespace) -> Target:
+    """The target the :func:`target_arguments` flags pick."""
+    return resolve(
+        args.instance,
+        work_dir=args.work_dir,
+        config_file=args.config,
+        cdk_json=args.cdk_json,
+        endpoint_url=args.endpoint_url,
+    )
+
+
 def endpoint_problem(exc: BaseException) -> str | None:
     """The one-line message for an endpoint that cannot be reached, else None."""
     from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError

@@ -39,9 +39,9 @@ from scripts.status_target import (
     EXIT_USAGE,
     OperatorError,
     Target,
-    resolve,
     run_command,
     target_arguments,
+    target_from_args,
 )
 
 EXIT_STOPPED: Final = 0
@@ -156,13 +156,7 @@ def main(argv: Sequence[str] | None = None, out: Any = None) -> int:
     stream = out or sys.stdout
 
     def action() -> int:
-        target = resolve(
-            args.instance,
-            work_dir=args.work_dir,
-            config_file=args.config,
-            cdk_json=args.cdk_json,
-            endpoint_url=args.endpoint_url,
-        )
+        target = target_from_args(args)
         return stop(
             target,
             timeout=args.timeout,
