@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any, Final
 
+from app.python_worker import keep_archive_directories
 from app.sinks.iceberg_files import write_data_files
 from app.sinks.kafka import KafkaSettings, deliver
 from app.sources.schema import DATA
@@ -94,6 +95,8 @@ def batch_task(
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        # From this worker's next task on, no archive re-read before the task starts.
+        keep_archive_directories()
         rows = 0
         oldest: int | None = None
         days: set[date] = set()
