@@ -4,7 +4,8 @@ The batch is handed to the executors once (``mapInArrow`` over
 :func:`app.transform.output_rows`); each task splits its rows by verdict:
 
 * failure records go to the failure topic (:func:`app.sinks.kafka.deliver`,
-  one producer per task, only when the task has failures);
+  only when the task has failures; the Python worker keeps its producer
+  between tasks);
 * valid rows become Iceberg data files (:func:`app.sinks.iceberg_files.write_data_files`),
   unless the driver found the batch already committed (a replay);
 

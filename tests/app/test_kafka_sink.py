@@ -12,6 +12,7 @@ from app.config import KafkaOptions
 from app.sinks.kafka import (
     KafkaDeliveryError,
     KafkaSettings,
+    ProducerCache,
     deliver,
     producer_config,
     record_headers,
@@ -67,6 +68,10 @@ class FakeProducer:
         self.full_once = full_once
         self.pending: list[tuple[Any, Any]] = []
         self.sent: list[dict[str, Any]] = []
+        self.purged = False
+
+    def purge(self) -> None:
+        self.purged = True
 
     def produce(self, topic: str, **kw: Any) -> None:
         if self.full_once:
@@ -89,13 +94,53 @@ class FakeProducer:
 def test_every_delivery_report_is_checked() -> None:
     fake = FakeProducer(fail={1})
     with pytest.raises(KafkaDeliveryError, match="1 of 3 failure records not delivered"):
-        deliver(iter([ROW, ROW, ROW]), SETTINGS, producer_factory=lambda _c: fake)
+        deliver(iter([ROW, ROW, ROW]), SETTINGS, ProducerCache(lambda _c: fake))
 
 
 def test_full_local_queue_is_retried_and_all_delivered() -> None:
     fake = FakeProducer(full_once=True)
-    assert deliver(iter([ROW, ROW]), SETTINGS, producer_factory=lambda _c: fake) == 2
+    assert deliver(iter([ROW, ROW]), SETTINGS, ProducerCache(lambda _c: fake)) == 2
     assert [m["key"] for m in fake.sent] == [b"s/shardId-1/42"] * 2
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_producer_is_kept_between_tasks_until_it_fails_or_idles() -> None:
+    made: list[FakeProducer] = []
+    fail_next = {"on": False}
+
+    def factory(conf: dict[str, Any]) -> FakeProducer:
+        assert conf["enable.idempotence"] is True
+        made.append(FakeProducer(fail={0} if fail_next["on"] else None))
+        return made[-1]
+
+    clock = Clock()
+    cache = ProducerCache(factory, idle_sec=60.0, clock=clock)
+    assert deliver(iter([ROW]), SETTINGS, cache) == 1
+    clock.now = 30.0
+    assert deliver(iter([ROW, ROW]), SETTINGS, cache) == 2
+    assert len(made) == 1, "the second task reuses the first task's producer"
+    assert len(made[0].sent) == 3
+
+    other = KafkaSettings("b:9092", "other", "PLAINTEXT", "us-east-1", "inst", 5_000, 3_000, 5)
+    assert deliver(iter([ROW]), other, cache) == 1
+    assert len(made) == 2, "other settings, another producer"
+
+    clock.now = 91.0  # 61 s after the last use of SETTINGS' producer
+    fail_next["on"] = True
+    with pytest.raises(KafkaDeliveryError):
+        deliver(iter([ROW]), SETTINGS, cache)
+    assert len(made) == 3, "an idle producer is replaced"
+    assert made[0].purged and made[2].purged, "replaced and failed producers are dropped"
+    fail_next["on"] = False
+    assert deliver(iter([ROW]), SETTINGS, cache) == 1
+    assert len(made) == 4, "after a failed delivery the next task starts a new producer"
 
 
 class FakeKafkaClient:
