@@ -204,12 +204,13 @@ class ProducerCache:
         self._kept: dict[KafkaSettings, tuple[Any, float]] = {}
 
     def get(self, settings: KafkaSettings) -> Any:
-        kept = self._kept.get(settings)
         now = self._clock()
-        if kept is not None and now - kept[1] <= self._idle_sec:
+        for idle in [s for s, (_, used) in self._kept.items() if now - used > self._idle_sec]:
+            self.discard(idle)  # this one's and any other's (e.g. a broker long gone)
+        kept = self._kept.get(settings)
+        if kept is not None:
             producer = kept[0]
         else:
-            self.discard(settings)
             factory = self._factory
             if factory is None:
                 from confluent_kafka import Producer
@@ -236,12 +237,17 @@ def deliver(
     producers: ProducerCache | None = None,
 ) -> int:
     """Produce every row, flush, check every report. Returns how many were sent."""
-    cache = WORKER_PRODUCERS if producers is None else producers
-    producer = cache.get(settings)
+    if producers is None:
+        # Kept only inside a Spark task; a driver-side caller (a script, a
+        # test) gets a producer of its own, gone with the call.
+        from pyspark import TaskContext
+
+        producers = WORKER_PRODUCERS if TaskContext.get() is not None else ProducerCache()
+    producer = producers.get(settings)
     try:
         return _deliver(rows, settings, producer)
     except BaseException:
-        cache.discard(settings)
+        producers.discard(settings)
         raise
 
 

@@ -138,6 +138,7 @@ def test_a_producer_is_kept_between_tasks_until_it_fails_or_idles() -> None:
         deliver(iter([ROW]), SETTINGS, cache)
     assert len(made) == 3, "an idle producer is replaced"
     assert made[0].purged and made[2].purged, "replaced and failed producers are dropped"
+    assert made[1].purged, "any producer idle that long goes too (a broker long gone)"
     fail_next["on"] = False
     assert deliver(iter([ROW]), SETTINGS, cache) == 1
     assert len(made) == 4, "after a failed delivery the next task starts a new producer"
