@@ -29,15 +29,9 @@ reading the stream. Bar (issue 11): p99 < 5 s (median of the windows). The
 producer shares the machine (and this process) with the job: the rate it
 achieved is reported.
 
-The stream lives on a moto server of its own, the harness's
-(``local.moto_server``) plus one patch: moto 5.2.5's ``Shard.get_records``
-iterates the shard's records in Python while a concurrent ``PutRecords``
-(another server thread) inserts, so a read during a put fails with HTTP 500
-("OrderedDict mutated during iteration"), which the job's source rightly does
-not retry (it is no Kinesis error code). The patch reads a snapshot of the
-shard (and finds the start by bisection instead of a scan from the shard's
-first record, and a put finds the last sequence number without listing the
-shard's keys, so neither slows down as the shard grows).
+The stream lives on a moto server of its own (``local.moto_server``, the
+harness's: its shard patch makes a read during a put safe and keeps reads and
+puts O(log n) as the shards grow), so no other benchmark's streams share it.
 """
 
 from __future__ import annotations
@@ -96,54 +90,6 @@ DRAIN_TIMEOUT_SEC: Final = 300.0
 DRAIN_RECORDS_PER_SEC: Final = 100
 
 
-def shard_records_after(
-    records: Sequence[tuple[int, Any]], last_sequence_id: str, limit: int | None
-) -> tuple[list[Any], int, int]:
-    """moto's ``Shard.get_records`` on a snapshot ``[(sequence number, record)]``
-    in ascending order: the records after ``last_sequence_id`` (at most
-    ``limit``), the last sequence number returned (or the one given) and the
-    milliseconds between the last returned record and the newest."""
-    import bisect
-
-    last = int(last_sequence_id)
-    start = bisect.bisect_right(records, last, key=lambda item: item[0])
-    chosen = records[start : start + limit if limit else None]
-    if not chosen:
-        return [], last, 0
-    newest = records[-1][1]
-    behind = newest.created_at - chosen[-1][1].created_at
-    return [record for _, record in chosen], chosen[-1][0], int(behind * 1000)
-
-
-def patch_shards() -> None:
-    """moto's ``Shard.get_records`` on a snapshot of the shard (``list()`` of a
-    dict's items is one C call, so no put lands in the middle of it), and its
-    ``put_record`` finding the last sequence number in O(1) (moto lists every
-    key of the shard for each record put)."""
-    from moto.kinesis import models
-
-    def get_records(self: Any, last_sequence_id: str, limit: int | None) -> Any:
-        return shard_records_after(list(self.records.items()), last_sequence_id, limit)
-
-    def put_record(self: Any, partition_key: str, data: str, explicit_hash_key: str) -> str:
-        sequence_number = next(reversed(self.records), 0) + 1
-        self.records[sequence_number] = models.Record(
-            partition_key, data, sequence_number, explicit_hash_key
-        )
-        return str(sequence_number)
-
-    models.Shard.get_records = get_records  # type: ignore[method-assign]
-    models.Shard.put_record = put_record  # type: ignore[method-assign]
-
-
-def serve_moto() -> None:
-    """Child process entry: the harness's moto server, reads patched."""
-    from local.moto_server import main
-
-    patch_shards()
-    main(sys.argv[1:])
-
-
 def _answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/moto-api/", timeout=0.5):
@@ -152,17 +98,14 @@ def _answers(url: str) -> bool:
         return False
 
 
-_SERVE: Final = "from bench.latency import serve_moto; serve_moto()"
-
-
 @contextlib.contextmanager
-def patched_moto() -> Iterator[str]:
+def own_moto() -> Iterator[str]:
     """A moto server for this benchmark (its URL), stopped at the end."""
     from local.emulators import FAKE_CREDENTIALS, LOOPBACK, ChildServer, free_port
 
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-c", _SERVE, "-H", LOOPBACK, "-p", str(port)],
+        [sys.executable, "-m", "local.moto_server", "-H", LOOPBACK, "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, **FAKE_CREDENTIALS},
@@ -455,7 +398,7 @@ def _batch_figures(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run(ctx: Context) -> list[Row]:
     windows, window_sec = (1, 10) if ctx.quick else (ctx.repeats, 60)
-    with patched_moto() as endpoint:
+    with own_moto() as endpoint:
         return _run(ctx, endpoint, windows, window_sec)
 
 

@@ -10,15 +10,31 @@ look broken after a shard split:
   matches, which is the closed parent (Kinesis only writes to open shards).
   Its range check also excludes each shard's ``EndingHashKey``.
 
-``python -m local.moto_server`` patches exactly those two methods and then
+and a shard's reads race its writes and slow down as it grows:
+
+* ``Shard.get_records`` iterates the shard's dict in Python while another
+  server thread's ``PutRecords`` inserts into it, so a read during a put fails
+  with HTTP 500 ("OrderedDict mutated during iteration"), which no reader
+  should retry (it is no Kinesis error);
+* that read scans from the shard's first record, and every put, ``LATEST``
+  iterator and shard description lists all the shard's keys: each call costs
+  O(records in the shard), so a long local run slows down by itself.
+
+``python -m local.moto_server`` patches exactly those methods (the shard ones
+behind one lock, with an index of sequence numbers beside moto's dict) and then
 runs moto's own server entry point; every other API is stock moto.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import sys
+import threading
 from typing import Any
+
+# Every shard's records and index change together, and are read, under it.
+_SHARDS_LOCK = threading.Lock()
 
 
 def _split_shard(self: Any, shard_to_split: str, new_starting_hash_key: str) -> None:
@@ -59,11 +75,67 @@ def _shard_for_key(self: Any, partition_key: str, explicit_hash_key: str) -> Any
     return None
 
 
+def _order(shard: Any) -> list[int]:
+    """The shard's sequence numbers, ascending: an index beside moto's dict,
+    rebuilt when something other than :func:`_put_record` changed the dict.
+    Call with the lock held."""
+    order: list[int] | None = shard.__dict__.get("_sequence_order")
+    if order is None or len(order) != len(shard.records):
+        order = list(shard.records)
+        shard._sequence_order = order
+    return order
+
+
+def _put_record(self: Any, partition_key: str, data: str, explicit_hash_key: str) -> str:
+    from moto.kinesis import models
+
+    with _SHARDS_LOCK:
+        order = _order(self)
+        sequence_number = (order[-1] if order else 0) + 1
+        self.records[sequence_number] = models.Record(
+            partition_key, data, sequence_number, explicit_hash_key
+        )
+        order.append(sequence_number)
+    return str(sequence_number)
+
+
+def _get_records(self: Any, last_sequence_id: str, limit: int | None) -> tuple[list[Any], int, int]:
+    """moto's answer (records after ``last_sequence_id``, at most ``limit``; the
+    last sequence number returned or the one given; milliseconds from the last
+    returned record to the newest) in O(log n + limit)."""
+    last = int(last_sequence_id)
+    with _SHARDS_LOCK:
+        order = _order(self)
+        start = bisect.bisect_right(order, last)
+        chosen = order[start : start + limit if limit else None]
+        if not chosen:
+            return [], last, 0
+        records = [self.records[number] for number in chosen]
+        newest = self.records[order[-1]]
+    return records, chosen[-1], int((newest.created_at - records[-1].created_at) * 1000)
+
+
+def _min_sequence_number(self: Any) -> int:
+    with _SHARDS_LOCK:
+        order = _order(self)
+        return order[0] if order else 0
+
+
+def _max_sequence_number(self: Any) -> int:
+    with _SHARDS_LOCK:
+        order = _order(self)
+        return order[-1] if order else 0
+
+
 def patch_kinesis() -> None:
     from moto.kinesis import models
 
     models.Stream.split_shard = _split_shard  # type: ignore[method-assign]
     models.Stream.get_shard_for_key = _shard_for_key  # type: ignore[method-assign]
+    models.Shard.put_record = _put_record  # type: ignore[method-assign]
+    models.Shard.get_records = _get_records  # type: ignore[method-assign]
+    models.Shard.get_min_sequence_number = _min_sequence_number  # type: ignore[method-assign]
+    models.Shard.get_max_sequence_number = _max_sequence_number  # type: ignore[method-assign]
 
 
 def main(argv: list[str] | None = None) -> None:

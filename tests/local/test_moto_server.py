@@ -1,0 +1,77 @@
+"""local.moto_server's shard patch: moto's answers, without its race or its scans."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from local.moto_server import patch_kinesis
+
+SHARD_METHODS = ("put_record", "get_records", "get_min_sequence_number", "get_max_sequence_number")
+STREAM_METHODS = ("split_shard", "get_shard_for_key")
+
+
+@pytest.fixture
+def models(monkeypatch: pytest.MonkeyPatch) -> object:
+    """moto's Kinesis models, every method patch_kinesis replaces restored after the test."""
+    from moto.kinesis import models
+
+    for name in SHARD_METHODS:
+        monkeypatch.setattr(models.Shard, name, getattr(models.Shard, name))
+    for name in STREAM_METHODS:
+        monkeypatch.setattr(models.Stream, name, getattr(models.Stream, name))
+    return models
+
+
+def test_shard_reads_answer_as_stock_moto_does(models: object) -> None:
+    from moto.kinesis import models as m
+
+    stock_get = m.Shard.get_records
+    stock_min, stock_max = m.Shard.get_min_sequence_number, m.Shard.get_max_sequence_number
+    shard = m.Shard(0, 0, 2**128)
+    for i in range(30):
+        shard.put_record(f"k{i}", "ZGF0YQ==", "")
+    cases = [("0", 10), ("0", None), ("12", 7), ("29", 5), ("30", 5), ("45", 3)]
+    expected = [stock_get(shard, last, limit) for last, limit in cases]
+
+    patch_kinesis()
+    for (last, limit), (records, end, lag) in zip(cases, expected, strict=True):
+        mine, my_end, my_lag = m.Shard.get_records(shard, last, limit)
+        assert [r.sequence_number for r in mine] == [r.sequence_number for r in records]
+        assert (my_end, my_lag) == (end, lag), (last, limit)
+    middle = m.Shard.get_records(shard, "12", 7)[0]
+    assert [r.sequence_number for r in middle] == list(range(13, 20))
+    assert (shard.get_min_sequence_number(), shard.get_max_sequence_number()) == (
+        stock_min(shard),
+        stock_max(shard),
+    )
+
+    fresh = m.Shard(1, 0, 2**128)
+    assert (fresh.get_min_sequence_number(), fresh.get_max_sequence_number()) == (0, 0)
+    numbers = [fresh.put_record(f"k{i}", "ZGF0YQ==", "") for i in range(5)]
+    assert numbers == ["1", "2", "3", "4", "5"]
+    assert [r.sequence_number for r in fresh.get_records("2", None)[0]] == [3, 4, 5]
+    assert shard.put_record("k", "ZGF0YQ==", "") == "31", "numbering goes on after stock puts"
+
+
+def test_a_read_during_puts_never_fails_and_sees_a_prefix(models: object) -> None:
+    from moto.kinesis import models as m
+
+    patch_kinesis()
+    shard = m.Shard(0, 0, 2**128)
+    total = 3_000
+
+    def put_all() -> None:
+        for i in range(total):
+            shard.put_record(f"k{i}", "ZGF0YQ==", "")
+
+    writer = threading.Thread(target=put_all)
+    writer.start()
+    reads = 0
+    while writer.is_alive() or reads == 0:
+        numbers = [r.sequence_number for r in shard.get_records("0", None)[0]]
+        assert numbers == list(range(1, len(numbers) + 1))
+        reads += 1
+    writer.join()
+    assert [r.sequence_number for r in shard.get_records("0", None)[0]] == list(range(1, total + 1))
