@@ -38,18 +38,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import statistics
-import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from app.polling import poll_until
@@ -90,37 +84,14 @@ DRAIN_TIMEOUT_SEC: Final = 300.0
 DRAIN_RECORDS_PER_SEC: Final = 100
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/moto-api/", timeout=0.5):
-            return True
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 @contextlib.contextmanager
 def own_moto() -> Iterator[str]:
     """A moto server for this benchmark (its URL), stopped at the end."""
-    from local.emulators import FAKE_CREDENTIALS, LOOPBACK, ChildServer, free_port
+    from local.emulators import LOOPBACK, start_moto
 
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "local.moto_server", "-H", LOOPBACK, "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, **FAKE_CREDENTIALS},
-        cwd=str(Path(__file__).resolve().parents[1]),
-    )
-    server = ChildServer("moto", port, process)
-    url = f"http://{LOOPBACK}:{port}"
+    server = start_moto()
     try:
-        poll_until(
-            lambda: _answers(url),
-            timeout=60,
-            interval=0.1,
-            on_timeout=lambda: TimeoutError(f"moto server on {url} not up within 60s"),
-        )
-        yield url
+        yield f"http://{LOOPBACK}:{server.port}"
     finally:
         server.stop()
 

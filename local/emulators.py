@@ -93,7 +93,7 @@ class ChildServer:
 def start_moto(port: int | None = None, log_dir: Path | None = None) -> ChildServer:
     port = port or free_port()
     log = _log_file(log_dir, "moto")
-    # local.moto_server: stock moto with Kinesis' SplitShard semantics.
+    # local.moto_server: stock moto with Kinesis' resharding and shard reads fixed.
     process = subprocess.Popen(
         [sys.executable, "-m", "local.moto_server", "-H", LOOPBACK, "-p", str(port)],
         stdout=log,
