@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-import time
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -103,11 +103,16 @@ def exchanges_in_plan(description: str) -> list[str]:
     return _EXCHANGE.findall(tree)
 
 
-class _SlowListener:
-    """A ``SparkListenerInterface`` in Python that sleeps on every event."""
+class _HeldListener:
+    """A ``SparkListenerInterface`` in Python that holds every event until the
+    test releases it. A sleep per event made the store lag only while events
+    kept arriving: a batch whose last seconds posted none (the driver's table
+    commit) let the store catch up before the check, and the check failed in
+    a full CI run."""
 
-    def __init__(self, delay_sec: float) -> None:
-        self.delay_sec = delay_sec
+    def __init__(self, limit_sec: float) -> None:
+        self.limit_sec = limit_sec
+        self.released = threading.Event()
         self.events = 0
 
     # Object's methods, asked by the bus's list when it removes a listener: the
@@ -119,7 +124,7 @@ class _SlowListener:
         return id(self) & 0x7FFFFFFF
 
     def toString(self) -> str:  # noqa: N802 (Java's name)
-        return f"slow listener ({self.delay_sec}s per event)"
+        return "held listener"
 
     def __getattr__(self, name: str) -> Callable[..., None]:
         if not name.startswith("on"):  # every method of the interface: onJobEnd...
@@ -127,7 +132,8 @@ class _SlowListener:
 
         def handle(*_event: object) -> None:
             self.events += 1
-            time.sleep(self.delay_sec)
+            # Bounded: a test that never releases still ends.
+            self.released.wait(self.limit_sec)
 
         return handle
 
@@ -136,15 +142,16 @@ class _SlowListener:
 
 
 @contextmanager
-def slow_status_store(spark: Any, delay_sec: float) -> Iterator[None]:
-    """The status store falls behind, as on a loaded machine: a listener that
-    sleeps on every event shares the store's listener queue (``appStatus``,
-    one thread), so the store's own listener sees each event late."""
+def held_status_store(spark: Any, limit_sec: float = 60.0) -> Iterator[Callable[[], None]]:
+    """The status store falls behind, as on a loaded machine, until the caller
+    calls the yielded release: a listener that blocks on every event shares
+    the store's listener queue (``appStatus``, one thread), so the store's own
+    listener sees no event posted after the first one until then."""
     from pyspark.java_gateway import ensure_callback_server_started
 
     gateway = spark.sparkContext._gateway
     ensure_callback_server_started(gateway)
-    listener = _SlowListener(delay_sec)
+    listener = _HeldListener(limit_sec)
     # py4j makes a new Java proxy each time a Python object is passed, and the
     # bus removes a listener by identity: make one proxy and keep it.
     holder = gateway.jvm.java.util.concurrent.atomic.AtomicReference()
@@ -153,13 +160,14 @@ def slow_status_store(spark: Any, delay_sec: float) -> Iterator[None]:
     bus = spark._jsparkSession.sparkContext().listenerBus()
     bus.addToStatusQueue(proxy)
     try:
-        yield
+        yield listener.released.set
     finally:
+        listener.released.set()
         bus.removeListener(proxy)
     seen = listener.events
     spark.range(1).collect()
     bus.waitUntilEmpty(60_000)
-    assert listener.events == seen, "the slow listener is still on the bus"
+    assert listener.events == seen, "the held listener is still on the bus"
 
 
 def status_store_behind(spark: Any) -> bool:

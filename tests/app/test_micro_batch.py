@@ -20,10 +20,10 @@ from local.emulators import Endpoints, free_port
 from local.spark_stages import shuffles_of
 from tests.app.job_helpers import (
     event,
+    held_status_store,
     job_config,
     kafka_settings,
     raw_frame,
-    slow_status_store,
     status_store_behind,
     table_ids,
 )
@@ -181,11 +181,13 @@ def test_the_shuffle_count_holds_while_the_status_store_lags(
     batch = _batch(spark, processor, [event("a"), event("a"), event("w"), b"bad"], first_seq=5)
     behind: list[bool] = []
 
-    def run() -> None:
-        processor.process_batch(batch, 1)
-        behind.append(status_store_behind(spark))
+    with held_status_store(spark) as release:
 
-    with slow_status_store(spark, delay_sec=0.05):
+        def run() -> None:
+            processor.process_batch(batch, 1)
+            behind.append(status_store_behind(spark))
+            release()  # the events reach the store only now, after the batch
+
         assert shuffles_of(spark, run) == 1
     assert behind == [True], "the store lagged when the batch returned: the case is real"
 
