@@ -121,33 +121,51 @@ def _json_path(name: str) -> str:
     return "$['" + name.replace("'", "\\'") + "']"
 
 
-def _kind_ok(spec: EventField, json_text: Column, variant_kind: Column | None) -> Column:
-    """True when the JSON value has the schema's type (``json_text`` is the
-    value re-serialized: its first character tells the JSON type;
-    ``variant_kind`` is ``schema_of_variant`` of the value, for integers)."""
+# ``schema_of_variant`` of a scalar JSON value, by the schema's type. Spark's
+# JSON parser stores integers in the smallest integral type that holds them,
+# other numbers as DECIMAL(p,s) or DOUBLE, and ``null`` as VOID.
+_INTEGRAL: Final = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+# JSON text kept as the value (the type check reads its first character).
+_TEXT_TYPES: Final = ("object", "array")
+
+
+def _kind(spec: EventField, sub: Column) -> Column:
+    """What the type check of one field reads: for object/array fields the
+    value's JSON text (also what the table stores), for scalar fields
+    ``schema_of_variant``. Serializing every value to JSON text to read its
+    first character cost 0.5 s per field per 200,000 records; the schema of a
+    scalar is a type tag."""
     from pyspark.sql import functions as sf
 
-    first = sf.substring(json_text, 1, 1)
-    if spec.type in ("string", "timestamp"):
-        return first == sf.lit('"')
+    return sf.to_json(sub) if spec.type in _TEXT_TYPES else sf.schema_of_variant(sub)
+
+
+def _kind_ok(spec: EventField, kind: Column) -> Column:
+    """True when the JSON value has the schema's type (``kind`` from :func:`_kind`)."""
+    from pyspark.sql import functions as sf
+
     if spec.type == "object":
-        return first == sf.lit("{")
+        return sf.substring(kind, 1, 1) == sf.lit("{")
     if spec.type == "array":
-        return first == sf.lit("[")
+        return sf.substring(kind, 1, 1) == sf.lit("[")
+    if spec.type in ("string", "timestamp"):
+        return kind == sf.lit("STRING")
     if spec.type == "boolean":
-        return json_text.isin("true", "false")
-    if spec.type == "long" and variant_kind is not None:
-        return variant_kind.isin("TINYINT", "SMALLINT", "INT", "BIGINT")
-    return first.rlike("[-0-9]")  # double: any JSON number
+        return kind == sf.lit("BOOLEAN")
+    if spec.type == "long":
+        return kind.isin(*_INTEGRAL)
+    # double: any JSON number
+    return kind.isin(*_INTEGRAL, "FLOAT", "DOUBLE") | kind.startswith("DECIMAL(")
 
 
-def _value(spec: EventField, doc: Column, json_text: Column) -> Column:
+def _value(spec: EventField, sub: Column, kind: Column) -> Column:
+    """The field's column value, read from the field's own variant (no second
+    path lookup in the document)."""
     from pyspark.sql import functions as sf
 
-    path = _json_path(spec.name)
-    if spec.type in ("object", "array"):
-        return json_text
-    return sf.try_variant_get(doc, path, _SPARK_TYPES[spec.type])
+    if spec.type in _TEXT_TYPES:
+        return kind
+    return sf.try_variant_get(sub, "$", _SPARK_TYPES[spec.type])
 
 
 def classify(
@@ -177,30 +195,31 @@ def classify(
     staged = staged.select("*", sf.when(is_object, sf.col("_parsed")).alias("_doc"))
 
     doc = sf.col("_doc")
-    extracted: list[Column] = []
-    for i, spec in enumerate(fields):
-        sub = sf.try_variant_get(doc, _json_path(spec.name), "variant")
-        extracted.append(sf.to_json(sub).alias(f"_j{i}"))
-        if spec.type == "long":
-            extracted.append(sf.schema_of_variant(sub).alias(f"_k{i}"))
-    staged = staged.select("*", *extracted)
+    # Each field's value as a variant of its own: the one path lookup per field.
+    staged = staged.select(
+        "*",
+        *(
+            sf.try_variant_get(doc, _json_path(spec.name), "variant").alias(f"_v{i}")
+            for i, spec in enumerate(fields)
+        ),
+    )
+    staged = staged.select(
+        "*", *(_kind(spec, sf.col(f"_v{i}")).alias(f"_k{i}") for i, spec in enumerate(fields))
+    )
 
     missing_checks: list[tuple[Column, str]] = []
     type_checks: list[tuple[Column, str]] = []
     time_checks: list[tuple[Column, str]] = []
     values: list[Column] = []
     for i, spec in enumerate(fields):
-        json_text = sf.col(f"_j{i}")
-        present = json_text.isNotNull() & (json_text != sf.lit("null"))
+        sub = sf.col(f"_v{i}")
+        kind = sf.col(f"_k{i}")
+        present = sub.isNotNull() & ~sf.is_variant_null(sub)
         name = column_name(spec.name)
         if spec.required:
             missing_checks.append((~present, f"required field {spec.name!r} is absent or null"))
-        kind = sf.col(f"_k{i}") if spec.type == "long" else None
         type_checks.append(
-            (
-                present & ~_kind_ok(spec, json_text, kind),
-                f"field {spec.name!r} must be a JSON {spec.type}",
-            )
+            (present & ~_kind_ok(spec, kind), f"field {spec.name!r} must be a JSON {spec.type}")
         )
         if spec.type == "timestamp":
             time_checks.append(
@@ -210,10 +229,10 @@ def classify(
                     "(yyyy-MM-ddTHH:mm:ss[.fffffffff][Z|+hh:mm])",
                 )
             )
-            raw_text = sf.when(present, sf.try_variant_get(doc, _json_path(spec.name), "string"))
+            raw_text = sf.when(present, sf.try_variant_get(sub, "$", "string"))
             values.append(raw_text.alias(raw_column_name(spec.name)))
         else:
-            values.append(sf.when(present, _value(spec, doc, json_text)).alias(name))
+            values.append(sf.when(present, _value(spec, sub, kind)).alias(name))
     staged = staged.select("*", *values)
     # Timestamps parse from the staged raw strings: once per row.
     staged = staged.select(
@@ -327,10 +346,27 @@ def deduplicated(classified: DataFrame, *, id_column: str, horizon_hours: int) -
     on arrival time with a delay of at least the stream's retention
     (``JobConfig`` enforces it, and the job checks the live stream at start),
     so no record the stream can still return is ever that old.
-    """
 
-    keyed = classified.select("*", dedup_key(id_column))
+    A valid row's original bytes are dropped before the exchange: only a
+    failure record is sent with them (:func:`output_rows`), and the bytes were
+    half of what crossed the shuffle.
+    """
+    from pyspark.sql import functions as sf
+
+    slim = classified.withColumn(DATA, sf.when(sf.col(REASON).isNotNull(), sf.col(DATA)))
+    keyed = slim.select("*", dedup_key(id_column))
     if not keyed.isStreaming:  # one static batch (tests, benchmarks): the same rule, no state
-        return keyed.dropDuplicates([DEDUP_KEY]).drop(DEDUP_KEY)
+        return _first_per_key(keyed, slim.columns)
     watermarked = keyed.withWatermark(ARRIVAL_TIMESTAMP, f"{horizon_hours} hours")
     return watermarked.dropDuplicatesWithinWatermark([DEDUP_KEY]).drop(DEDUP_KEY)
+
+
+def _first_per_key(keyed: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """A static frame's ``dropDuplicates`` by key, with the row packed into one
+    struct column. Spark plans it as a sort-based aggregate with one ``first``
+    per column, evaluated without code generation: one struct instead of 14
+    columns halved the de-duplication of 200,000 records (2.2 s -> 1.0 s)."""
+    from pyspark.sql import functions as sf
+
+    packed = keyed.select(DEDUP_KEY, sf.struct(*columns).alias("_row"))
+    return packed.dropDuplicates([DEDUP_KEY]).select("_row.*")

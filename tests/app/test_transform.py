@@ -193,6 +193,49 @@ def test_configurable_schema_types_and_optional_fields(spark: Any) -> None:
     assert [tuple(r) for r in got] == [("a", 5, True, '["x"]'), ("b", 5, None, None)]
 
 
+def test_every_json_type_is_told_apart(spark: Any) -> None:
+    """The type check reads a type tag per field (``schema_of_variant``), not
+    the value's JSON text: each schema type against each JSON type."""
+    fields = (
+        EventField("id", "string"),
+        EventField("x", "double", required=False),
+        EventField("n", "long", required=False),
+        EventField("ok", "boolean", required=False),
+        EventField("tags", "array", required=False),
+        EventField("obj", "object", required=False),
+    )
+    cases = {
+        '"x":5': None,
+        '"x":-5.25': None,
+        '"x":1e3': None,
+        '"x":"5"': "wrong_type",
+        '"x":true': "wrong_type",
+        '"n":-128': None,
+        '"n":9223372036854775807': None,
+        '"n":9223372036854775808': "wrong_type",  # past a long: DECIMAL
+        '"n":1e3': "wrong_type",
+        '"ok":false': None,
+        '"ok":0': "wrong_type",
+        '"ok":"true"': "wrong_type",
+        '"tags":[]': None,
+        '"tags":{"a":1}': "wrong_type",
+        '"tags":"[1]"': "wrong_type",
+        '"obj":{}': None,
+        '"obj":[{}]': "wrong_type",
+        '"obj":"{}"': "wrong_type",
+        '"id":5': "wrong_type",
+        '"id":["a"]': "wrong_type",
+        '"obj":null': None,  # optional and null: absent
+    }
+    records = [
+        ("{" + (body if body.startswith('"id"') else f'"id":"r{i}",{body}') + "}").encode()
+        for i, body in enumerate(cases)
+    ]
+    assert dict(zip(cases, _reasons(spark, records, fields=fields), strict=True)) == cases
+    frame = classify(raw_frame(spark, records[:3]), max_record_bytes=MAX, fields=fields)
+    assert sorted(r[0] for r in frame.select("x").collect()) == [-5.25, 5.0, 1000.0]
+
+
 def test_every_reason_has_an_error_class() -> None:
     from app.transform import ERROR_CLASSES
 
