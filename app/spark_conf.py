@@ -37,6 +37,8 @@ class ExecutorSizing:
         return self.instances * self.cores
 
 
+# Spark's "no byte limit" value for an Arrow batch (Scala's Int.MaxValue).
+ARROW_UNBOUNDED_BYTES: Final = 2**31 - 1
 ROCKSDB_PROVIDER: Final = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
@@ -58,6 +60,12 @@ def streaming_conf(sizing: ExecutorSizing) -> dict[str, str]:
         # ("RocksDB State Store Implementation", "Changelog Checkpointing").
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        # The batch's one pass hands every row to Python through Arrow. Below
+        # Int.MaxValue, Spark 4.0 sizes the Arrow batch after EVERY row
+        # (BatchedPythonArrowInput.writeSizedBatch: ArrowWriter.sizeInBytes
+        # walks every vector): 6 % of a 200,000-record batch's executor time.
+        # maxRecordsPerBatch (10,000 rows by default) still bounds each batch.
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_UNBOUNDED_BYTES),
         # A long-running job: retry a lost driver a few times, but forget
         # failures older than an hour so a week-old blip does not count.
         "spark.yarn.maxAppAttempts": "4",

@@ -82,7 +82,6 @@ ISO_TIMESTAMP: Final = (
     r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
     r"(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})?$"
 )
-_OFFSET_SUFFIX: Final = r"(Z|[+-][0-9]{2}:[0-9]{2})$"
 _MICROS_PER_DAY: Final = 86_400_000_000
 
 _SPARK_TYPES: Final = {
@@ -105,7 +104,11 @@ def parse_timestamp(text: Column) -> Column:
     A value without offset is read as UTC, independent of the session zone."""
     from pyspark.sql import functions as sf
 
-    with_offset = sf.when(text.rlike(_OFFSET_SUFFIX), text).otherwise(sf.concat(text, sf.lit("Z")))
+    # Once the shape matched, an offset is there exactly when the text ends in
+    # 'Z' or its 6th character from the end is the offset's sign ("+hh:mm"):
+    # a string test instead of a second regular expression per row.
+    has_offset = text.endswith("Z") | sf.substring(text, -6, 1).isin("+", "-")
+    with_offset = sf.when(has_offset, text).otherwise(sf.concat(text, sf.lit("Z")))
     return sf.when(text.rlike(ISO_TIMESTAMP), sf.try_to_timestamp(with_offset))
 
 

@@ -47,7 +47,7 @@ from bench.framework import (
     timed,
     write_result,
 )
-from bench.stream import job_config, kafka_settings, mixed_records, now, write_source_file
+from bench.stream import job_config, kafka_settings, mixed_records, now, write_batch_files
 from local.spark_stages import shuffles_of
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ def run(ctx: Context) -> list[Row]:
     work = ctx.scratch(NAME)
     source = work / "source"
     # The throughput benchmark's records: same generator, count, prefix and seed.
-    write_source_file(source, 0, mixed_records(count, "tp"), now())
+    write_batch_files(source, mixed_records(count, "tp"), now())
     config = job_config(ctx, NAME)
     processor = BatchProcessor(config, kafka_settings(config), query_id="bench-incident")
     _ = processor.table  # created before the clock starts, as at the job's start

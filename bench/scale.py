@@ -47,7 +47,7 @@ from bench.framework import (
     timed,
     write_result,
 )
-from bench.stream import job_config, kafka_settings, mixed_records, now, write_source_file
+from bench.stream import job_config, kafka_settings, mixed_records, now, write_batch_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -237,7 +237,7 @@ def run(ctx: Context) -> list[Row]:
     sources: dict[int, Path] = {}
     for n in times:
         sources[n] = work / f"source-{n}"
-        write_source_file(sources[n], 0, mixed_records(n, f"sc{n}"), start)
+        write_batch_files(sources[n], mixed_records(n, f"sc{n}"), start)
     config = job_config(ctx, NAME)
     processor = BatchProcessor(config, kafka_settings(config), query_id="bench-scale")
     _ = processor.table  # created before the clock starts, as at the job's start

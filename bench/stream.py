@@ -127,6 +127,27 @@ def write_source_file(
     return path
 
 
+# Shards of the stream a static batch is read from (the latency benchmark's stream too).
+BATCH_SHARDS: Final = 2
+
+
+def write_batch_files(
+    directory: Path, records: Sequence[bytes], arrival: datetime, shards: int = BATCH_SHARDS
+) -> list[Path]:
+    """One static micro-batch as a stream of ``shards`` shards delivers it: one
+    file per shard (contiguous slices of ``records``), so Spark reads it in
+    ``shards`` partitions, as the Kinesis source hands the job one partition
+    per shard. A single file of one row group is read by ONE task: every
+    narrow step of the batch (the parse above all) then ran on one core of two,
+    for the subject and for every baseline alike."""
+    size = -(-len(records) // shards)  # ceiling: every record in some file
+    slices = [records[shard * size : (shard + 1) * size] for shard in range(shards)]
+    return [
+        write_source_file(directory, shard, part, arrival, shard)
+        for shard, part in enumerate(slices)
+    ]
+
+
 def now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 

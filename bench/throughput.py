@@ -24,7 +24,7 @@ from bench.stream import (
     kafka_settings,
     mixed_records,
     now,
-    write_source_file,
+    write_batch_files,
 )
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def run(ctx: Context) -> list[Row]:
     count = 20_000 if ctx.quick else 200_000
     work = ctx.scratch(NAME)
     source = work / "source"
-    write_source_file(source, 0, mixed_records(count, "tp"), now())
+    write_batch_files(source, mixed_records(count, "tp"), now())
     config = job_config(ctx, NAME)
     kafka = kafka_settings(config)
     processor = BatchProcessor(config, kafka, query_id="bench-throughput")

@@ -52,6 +52,12 @@ def test_column_names_are_snake_case_for_glue() -> None:
         ("2026-01-02T03:04:05.1Z", dt.datetime(2026, 1, 2, 3, 4, 5, 100000)),
         ("2026-01-02T03:04:05Z", dt.datetime(2026, 1, 2, 3, 4, 5)),
         ("2026-01-02T03:04:05.123456", dt.datetime(2026, 1, 2, 3, 4, 5, 123456)),
+        # No offset (read as UTC) whatever the fraction's length: the offset is
+        # told by the 6th character from the end, never a digit or ':' here.
+        ("2026-01-02T03:04:05", dt.datetime(2026, 1, 2, 3, 4, 5)),
+        ("2026-01-02T03:04:05.1", dt.datetime(2026, 1, 2, 3, 4, 5, 100000)),
+        ("2026-01-02T03:04:05.12", dt.datetime(2026, 1, 2, 3, 4, 5, 120000)),
+        ("2026-01-02T03:04:05+00:30", dt.datetime(2026, 1, 2, 2, 34, 5)),
         ("2026-01-02T03:04:05.1234567891Z", None),  # 10 digits: not ISO-8601
         ("2026-02-30T00:00:00Z", None),
         ("2026-01-02", None),
