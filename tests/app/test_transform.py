@@ -262,6 +262,16 @@ def test_one_record_per_id_and_failures_are_never_merged(spark: Any) -> None:
     assert "_dedup_key" not in _deduplicated(spark, records).columns
 
 
+def test_only_failure_records_keep_their_bytes_across_the_shuffle(spark: Any) -> None:
+    records = [event("a"), event("a"), b"bad"]
+    out = _deduplicated(spark, records)
+    classified = classify(raw_frame(spark, records), max_record_bytes=MAX)
+    assert out.columns == classified.columns, "the packed row comes back in its order"
+    rows = out.collect()
+    assert [(r["id"], r["data"]) for r in rows if r[REASON] is None] == [("a", None)]
+    assert [bytes(r["data"]) for r in rows if r[REASON] is not None] == [b"bad"]
+
+
 def test_dedup_key_is_the_id_or_the_source_coordinates(spark: Any) -> None:
     frame = classify(raw_frame(spark, [event("a"), b"bad"]), max_record_bytes=MAX)
     keys = sorted(r[0] for r in frame.select(dedup_key("id")).collect())

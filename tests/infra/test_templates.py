@@ -290,6 +290,8 @@ def test_spark_defaults_from_the_single_conf_source(synthesized: Synthesized, na
     assert spark["spark.shuffle.service.enabled"] == "false"
     assert spark["spark.sql.catalogImplementation"] == "hive"
     assert spark["spark.speculation"] == "false"
+    # Arrow batches bounded by rows only: no byte count after every row.
+    assert spark["spark.sql.execution.arrow.maxBytesPerBatch"] == str(2**31 - 1)
     sizing = size_executors(config.emr.core_instance_type, config.emr.core_instance_count)
     assert spark["spark.executor.instances"] == str(sizing.instances)
     assert spark["spark.executor.cores"] == str(sizing.cores)
