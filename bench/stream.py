@@ -127,7 +127,7 @@ def write_source_file(
     return path
 
 
-# Shards of the stream a static batch is read from (the latency benchmark's stream too).
+# Shards of the stream a static batch is read from.
 BATCH_SHARDS: Final = 2
 
 
