@@ -55,7 +55,14 @@ from bench.framework import (
     timed,
     write_result,
 )
-from bench.stream import job_config, kafka_settings, mixed_records, now, write_batch_files
+from bench.stream import (
+    job_config,
+    kafka_settings,
+    micro_batch_session,
+    mixed_records,
+    now,
+    write_batch_files,
+)
 from local.spark_stages import shuffles_of
 
 if TYPE_CHECKING:
@@ -181,7 +188,8 @@ def incident_batch(events: DataFrame, store: Path, partitions: int) -> IncidentR
 def run(ctx: Context) -> list[Row]:
     from app.micro_batch import BatchProcessor, prepare
 
-    spark = ctx.spark
+    # Both sides are streaming jobs: their batches run as Spark runs micro-batches.
+    spark = micro_batch_session(ctx.spark)
     count = 5_000 if ctx.quick else 200_000
     # quick: the smoke test's one pass of each, after one warm-up run
     repeats = 1 if ctx.quick else max(ctx.repeats, REPEATS)

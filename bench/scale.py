@@ -48,7 +48,14 @@ from bench.framework import (
     timed,
     write_result,
 )
-from bench.stream import job_config, kafka_settings, mixed_records, now, write_batch_files
+from bench.stream import (
+    job_config,
+    kafka_settings,
+    micro_batch_session,
+    mixed_records,
+    now,
+    write_batch_files,
+)
 
 NAME: Final = "scale"
 SIZES: Final = (10_000, 100_000, 1_000_000)
@@ -226,7 +233,7 @@ def _batch_sizes(ctx: Context) -> dict[int, list[float]]:
 def run(ctx: Context) -> list[Row]:
     from app.micro_batch import BatchProcessor, prepare
 
-    spark = ctx.spark
+    spark = micro_batch_session(ctx.spark)  # as a streaming query runs its batches
     repeats = 1 if ctx.quick else ctx.repeats
     times = _batch_sizes(ctx)
     largest = max(times)
