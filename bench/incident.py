@@ -79,7 +79,7 @@ HANDLERS: Final = (
 )
 # Timed repeats (full mode): this figure sits closest to its bar, and one
 # repeat of either side moves by up to 20 % on a shared 2-core machine.
-REPEATS: Final = 5
+TIMED_REPEATS: Final = 5
 # Store calls per key: the lookup and the save.
 CALLS_PER_KEY: Final = 2
 # Round-trip times to price the store calls at (assumed, for a database on the network).
@@ -192,7 +192,7 @@ def run(ctx: Context) -> list[Row]:
     spark = micro_batch_session(ctx.spark)
     count = 5_000 if ctx.quick else 200_000
     # quick: the smoke test's one pass of each, after one warm-up run
-    repeats = 1 if ctx.quick else max(ctx.repeats, REPEATS)
+    repeats = 1 if ctx.quick else max(ctx.repeats, TIMED_REPEATS)
     warmups = 1 if ctx.quick else WARMUP_BATCHES
     work = ctx.scratch(NAME)
     source = work / "source"
