@@ -30,11 +30,11 @@ from pydantic import Field, PositiveInt, ValidationError, model_validator
 
 from app import contract
 from app.config import Allowed, ConfigModel, JobSettings, JsonTuple, bad_value, problems
-from infra.releases import RELEASES, applications_for, supported_labels
+from infra.releases import JOB_SPARK_VERSION, Release, release_for, supported_labels
 from infra.sizing import INSTANCE_TYPES
 
 CONTEXT_KEY: Final = "streaming"
-DEFAULT_RELEASE_LABEL: Final = "emr-spark-8.0.0"
+DEFAULT_RELEASE_LABEL: Final = "emr-spark-8.1.0"
 
 RemovalPolicyName = Literal["RETAIN", "DESTROY"]
 
@@ -90,8 +90,9 @@ Account = Annotated[str, _matches(ACCOUNT_PATTERN, "12 digits or null")]
 ReleaseLabel = Annotated[
     str,
     Allowed(
-        lambda value: value in RELEASES,
-        f"a supported EMR release label: {', '.join(supported_labels())} (infra/releases.py)",
+        lambda value: value in supported_labels(),
+        f"a release label whose Spark is the job's {JOB_SPARK_VERSION}: "
+        f"{', '.join(supported_labels())} (infra/releases.py)",
     ),
 ]
 Ec2InstanceType = Annotated[
@@ -142,11 +143,33 @@ class EmrConfig(ConfigModel):
     # trustedCertificates.pem) that exists before the cluster starts; see docs/infra.md.
     # No default: every deployment names its own.
     tls_certificates_s3_uri: TlsZipUri
+    # The job's interpreter on the nodes; None: the release's first listed
+    # Python (infra/releases.py). emr-spark-8.1.0 lists 3.11 and 3.13 only.
+    python: str | None = None
+
+    @model_validator(mode="after")
+    def _python_on_the_release(self) -> Self:
+        if self.python is not None and self.python not in self.release.pythons:
+            raise bad_value(
+                self.python,
+                f"a Python that {self.release_label} ships: {', '.join(self.release.pythons)}",
+                "python",
+            )
+        return self
+
+    @property
+    def release(self) -> Release:
+        return release_for(self.release_label)
 
     @property
     def applications(self) -> tuple[str, ...]:
         """What ``AWS::EMR::Cluster.Applications`` names for this release (infra/releases.py)."""
-        return applications_for(self.release_label)
+        return self.release.applications
+
+    @property
+    def job_python(self) -> str:
+        """The interpreter the bootstrap installs for and the step runs the job on."""
+        return self.python or self.release.pythons[0]
 
     @property
     def tls_is_placeholder(self) -> bool:

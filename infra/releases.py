@@ -1,62 +1,125 @@
-"""Supported EMR release labels and the application names each one accepts.
+"""The EMR release labels the bundle knows, and the one Spark the job is built for.
 
-Why a table: ``AWS::EMR::Cluster.Applications`` must name applications the
-release actually ships. The emr-spark-8.x releases no longer list ``Hadoop``
-as an application (YARN and HDFS come with Spark), so the fixed
-``("Hadoop", "Spark")`` of the 7.x line fails cluster creation there. A label
-missing from this table stops ``cdk synth`` (``infra.config``) with the list of
-labels that are known, instead of failing minutes into a deploy.
+Why a table: a release label decides what runs on the cluster, and three of its
+facts must agree with this repository or a deploy fails minutes (or days) in:
 
-Each row cites the release page its application names come from. Only
-releases whose Spark matches the job's runtime belong here: the jar lock pins
-Jackson to the Spark of the ``pyspark`` wheel (4.0.2, which emr-spark-8.0.0
-runs), so an emr-7.x label (Spark 3.5) or a later 8.x with another Spark is
-not added until the lock and the wheel move with it. To add a release: read
-its page's "application versions" list, add a row with the names this job
-needs, and cite the page.
+* ``AWS::EMR::Cluster.Applications`` must name applications the release ships.
+  The emr-spark-8.x releases list no ``Hadoop`` (YARN and HDFS come with Spark),
+  so the 7.x line's ``("Hadoop", "Spark")`` fails cluster creation there.
+* The release's Spark must be the Spark the job is tested on: the jar lock
+  (``bootstrap/jars.lock``) pins Jackson to the version inside the pinned
+  ``pyspark`` wheel, and the job's code follows that Spark's behaviour (the 4.1
+  migration items in docs/job.md). :data:`JOB_SPARK_VERSION` is that Spark.
+* The job's Python must be one the release ships; the bootstrap installs the
+  locked packages for that interpreter.
+
+A label missing from the table stops ``cdk synth`` (``infra.config``) with the
+labels that are known; a known label whose Spark is not :data:`JOB_SPARK_VERSION`
+stops it too, naming the supported labels, instead of failing minutes into a
+deploy. To add a release: read its page's application and Python lists, add a
+row, and cite the page; moving to another Spark moves the wheel pin, the jar
+lock and :data:`JOB_SPARK_VERSION` together (docs/deploy.md, "Moving to another
+EMR release").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
+
+# The Spark the job is built and tested on: the ``pyspark`` pin of
+# requirements-dev.txt (tests/infra/test_releases.py holds the three equal).
+JOB_SPARK_VERSION: Final = "4.1.1"
+
+KinesisSource = Literal["python-kinesis", "aws-kinesis"]
 
 
 @dataclass(frozen=True)
 class Release:
     label: str
+    # Upstream Spark version (the release page's "4.1.1-amzn-0" less its suffix).
+    spark: str
     applications: tuple[str, ...]
-    source: str  # the release page the application names come from
+    # Interpreters the release page lists, as paths on the nodes (AL2023 ships
+    # each one as /usr/bin/pythonX.Y); the first is the job's default.
+    pythons: tuple[str, ...]
+    # The Kinesis source the job uses on this release when the instance does
+    # not choose one, and why (``make preflight`` and the job's start print it).
+    kinesis_source: KinesisSource
+    source_reason: str
+    source: str  # the release page the facts come from
+    end_of_support: str  # ISO date, from the same page
 
+    @property
+    def supported(self) -> bool:
+        """The job runs here only if the release's Spark is the job's."""
+        return self.spark == JOB_SPARK_VERSION
+
+
+_PYTHON_SOURCE_REASON: Final = (
+    "the awslabs aws-kinesis connector is not listed on this release's page and its "
+    "Spark 4.1 build is unreleased (awslabs/spark-sql-kinesis-connector PR #87), so the "
+    "job's own python-kinesis reader (boto3 GetRecords, tested here) is the default; "
+    "set job.source.format to aws-kinesis to use the connector (enhanced fan-out)"
+)
 
 RELEASES: Final[dict[str, Release]] = {
     release.label: release
     for release in (
-        # "This release includes the following applications: AmazonCloudWatchAgent,
-        # Delta, Hudi, Iceberg, JupyterEnterpriseGateway, Livy, and Spark."
+        # "Applications: AmazonCloudWatchAgent, Delta, Hudi, Iceberg,
+        # JupyterEnterpriseGateway, Livy, and Spark"; Spark 4.1.1-amzn-0;
+        # Python 3.11 and 3.13; LTS, supported until 2029-09-07.
         Release(
-            "emr-spark-8.0.0",
-            ("Spark",),
-            "https://docs.amazonaws.cn/en_us/emr/latest/ReleaseGuide/emr-spark800-release.html",
+            label="emr-spark-8.1.0",
+            spark="4.1.1",
+            applications=("Spark",),
+            pythons=("/usr/bin/python3.11", "/usr/bin/python3.13"),
+            kinesis_source="python-kinesis",
+            source_reason=_PYTHON_SOURCE_REASON,
+            source="https://docs.aws.amazon.com/emr/latest/ReleaseGuide/emr-spark810-release.html",
+            end_of_support="2029-09-07",
+        ),
+        # Kept so that a stack pinned to it gets a clear refusal rather than
+        # "unknown label": its Spark (4.0.2, Jackson 2.18.2) is not the job's.
+        Release(
+            label="emr-spark-8.0.0",
+            spark="4.0.2",
+            applications=("Spark",),
+            pythons=("/usr/bin/python3.11", "/usr/bin/python3.12", "/usr/bin/python3.13"),
+            kinesis_source="python-kinesis",
+            source_reason=_PYTHON_SOURCE_REASON,
+            source="https://docs.amazonaws.cn/en_us/emr/latest/ReleaseGuide/emr-spark800-release.html",
+            end_of_support="2027-05-20",
         ),
     )
 }
 
 
 class UnsupportedReleaseError(ValueError):
-    """A release label the bundle has no application table for."""
+    """A release label the bundle cannot deploy the job on."""
 
 
 def supported_labels() -> tuple[str, ...]:
-    return tuple(sorted(RELEASES))
+    """Labels whose Spark is the job's, newest first."""
+    return tuple(sorted((r.label for r in RELEASES.values() if r.supported), reverse=True))
+
+
+def release_for(label: str) -> Release:
+    """The release of ``label``; raises naming the supported labels when the
+    label is unknown or runs another Spark than the job's."""
+    release = RELEASES.get(label)
+    allowed = f"allowed: {', '.join(supported_labels())}"
+    if release is None:
+        raise UnsupportedReleaseError(f"EMR release label {label!r} is not supported; {allowed}")
+    if not release.supported:
+        raise UnsupportedReleaseError(
+            f"EMR release label {label!r} runs Spark {release.spark}, but the job is built "
+            f"and tested on Spark {JOB_SPARK_VERSION} (pyspark pin, Jackson jar lock); "
+            f"{allowed}"
+        )
+    return release
 
 
 def applications_for(label: str) -> tuple[str, ...]:
-    """The ``Applications`` of a cluster on ``label``; raises for an unknown label."""
-    release = RELEASES.get(label)
-    if release is None:
-        raise UnsupportedReleaseError(
-            f"EMR release label {label!r} is not supported; "
-            f"allowed: {', '.join(supported_labels())}"
-        )
-    return release.applications
+    """The ``Applications`` of a cluster on ``label``; raises for an unsupported label."""
+    return release_for(label).applications

@@ -82,7 +82,9 @@ class JobDeploymentProps:
     instance_id: str
     artifacts_bucket: s3.IBucket
     job_config: JobConfig
-    python: str = "/usr/bin/python3.11"
+    # The job's interpreter on the nodes: the instance's ``emr.job_python``
+    # (one the release ships, infra/releases.py).
+    python: str
     jar_artifacts: tuple[str, ...] = DEFAULT_JARS
     jar_repository: str = MAVEN_CENTRAL
     allow_unverified_jars: bool = False

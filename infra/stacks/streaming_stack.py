@@ -170,6 +170,7 @@ class StreamingStack(Stack):
                 instance_id=config.instance_id,
                 artifacts_bucket=self.buckets.artifacts,
                 job_config=job_config,
+                python=config.emr.job_python,
             ),
         )
 

@@ -29,13 +29,25 @@ REQUIRED = {
 }
 
 
+def wheel_version(artifact: str) -> str:
+    """The version of ``artifact`` that Spark runs with: its jar in the wheel."""
+    found = [
+        m[1]
+        for path in WHEEL_JARS.glob(f"{artifact}-*.jar")
+        if (m := re.fullmatch(rf"{re.escape(artifact)}-(\d[^-]*)\.jar", path.name))
+    ]
+    assert len(found) == 1, f"expected one {artifact} in {WHEEL_JARS}, found {found}"
+    return found[0]
+
+
 def spark_jackson_version() -> str:
     """The Jackson version Spark runs with: the wheel's jackson-databind."""
-    found = sorted(WHEEL_JARS.glob("jackson-databind-*.jar"))
-    assert len(found) == 1, f"expected one jackson-databind in {WHEEL_JARS}, found {found}"
-    match = re.fullmatch(r"jackson-databind-(.+)\.jar", found[0].name)
-    assert match is not None
-    return match[1]
+    return wheel_version("jackson-databind")
+
+
+def release_train(version: str) -> str:
+    """``2.20.0`` -> ``2.20``: Jackson's annotations carry the train alone from 2.20 on."""
+    return ".".join(version.split(".")[:2])
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +62,19 @@ def test_lock_lists_every_jackson_artifact_the_job_needs(locked: tuple[LockedJar
 def test_all_jackson_entries_share_the_spark_runtime_version(
     locked: tuple[LockedJar, ...],
 ) -> None:
+    """One Jackson release train, each artifact at the version Spark ships it in;
+    an artifact the wheel lacks (CBOR) at jackson-databind's version."""
     jackson = [jar for jar in locked if jar.group.startswith(JACKSON_GROUP)]
     assert len(jackson) >= len(REQUIRED)
-    assert {jar.version for jar in jackson} == {spark_jackson_version()}
-    assert spark_jackson_version() == "2.18.2"  # what Spark 4.0.x ships in pyspark/jars/
+    for jar in jackson:
+        in_wheel = (WHEEL_JARS / jar.file_name).is_file() or any(
+            WHEEL_JARS.glob(f"{jar.artifact}-*.jar")
+        )
+        expected = wheel_version(jar.artifact) if in_wheel else spark_jackson_version()
+        assert jar.version == expected, f"{jar.artifact}: lock {jar.version}, Spark {expected}"
+    assert {release_train(jar.version) for jar in jackson} == {"2.20"}
+    # What Spark 4.1.x ships in pyspark/jars/ (4.0.x shipped 2.18.2).
+    assert spark_jackson_version() == "2.20.0"
 
 
 def test_checksums_match_the_wheel_copies(locked: tuple[LockedJar, ...]) -> None:
@@ -79,7 +100,7 @@ def test_jars_not_in_the_wheel_do_not_claim_wheel_provenance(
 def test_repository_path_is_maven_layout(locked: tuple[LockedJar, ...]) -> None:
     core = next(jar for jar in locked if jar.artifact == "jackson-core")
     assert core.repository_path == (
-        "com/fasterxml/jackson/core/jackson-core/2.18.2/jackson-core-2.18.2.jar"
+        "com/fasterxml/jackson/core/jackson-core/2.20.0/jackson-core-2.20.0.jar"
     )
 
 

@@ -50,7 +50,9 @@ def build(root: Path, outdir: Path | None = None, **props: Any) -> tuple[Any, An
     from cdk_nag import AwsSolutionsChecks
 
     from app.config import JobConfig, KafkaOptions
+    from infra.config import DEFAULT_RELEASE_LABEL
     from infra.constructs.job_deployment import JobDeployment, JobDeploymentProps
+    from infra.releases import RELEASES
 
     # An explicit outdir: CDK's default temporary one can vanish before the
     # test reads the staged assets.
@@ -77,7 +79,7 @@ def build(root: Path, outdir: Path | None = None, **props: Any) -> tuple[Any, An
         stack,
         "Cluster",
         name=f"Streaming-{INSTANCE_ID}",
-        release_label="emr-spark-8.0.0",
+        release_label=DEFAULT_RELEASE_LABEL,
         applications=[emr.CfnCluster.ApplicationProperty(name="Spark")],
         instances=emr.CfnCluster.JobFlowInstancesConfigProperty(
             keep_job_flow_alive_when_no_steps=True,
@@ -107,6 +109,7 @@ def build(root: Path, outdir: Path | None = None, **props: Any) -> tuple[Any, An
             instance_id=INSTANCE_ID,
             artifacts_bucket=artifacts,
             job_config=config,
+            python=RELEASES[DEFAULT_RELEASE_LABEL].pythons[0],
             source_root=root,
             **props,
         ),

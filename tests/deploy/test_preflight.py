@@ -70,7 +70,7 @@ def test_the_command_reports_each_check_with_its_fix(moto_url: str, tmp_path: Pa
     assert any(line.startswith("PASS  imported MSK cluster: the stack creates") for line in lines)
     assert any(line.startswith("PASS  Kinesis capacity: 2 shards needed") for line in lines)
     assert any(
-        line.startswith("PASS  EMR release label: emr-spark-8.0.0 is available") for line in lines
+        line.startswith("PASS  EMR release label: emr-spark-8.1.0 is available") for line in lines
     )
 
     s3 = boto3.client("s3", region_name="eu-west-1", endpoint_url=moto_url)
@@ -115,7 +115,7 @@ class Stub:
 
 
 def test_release_label_passes_when_the_region_lists_it() -> None:
-    clients = {"emr": Stub(list_release_labels={"ReleaseLabels": ["emr-spark-8.0.0"]})}
+    clients = {"emr": Stub(list_release_labels={"ReleaseLabels": ["emr-spark-8.1.0"]})}
     assert preflight.check_release_label(_config(), clients).ok
 
 
@@ -123,7 +123,7 @@ def test_release_label_missing_in_the_region_fails_with_the_fix() -> None:
     clients = {"emr": Stub(list_release_labels={"ReleaseLabels": ["emr-7.10.0"]})}
     result = preflight.check_release_label(_config(), clients)
     assert not result.ok
-    assert "emr-spark-8.0.0 is not offered in eu-west-1 (found: emr-7.10.0)" in result.detail
+    assert "emr-spark-8.1.0 is not offered in eu-west-1 (found: emr-7.10.0)" in result.detail
     assert "infra/releases.py" in result.fix
 
 
@@ -232,7 +232,7 @@ def test_created_vpc_zones_must_exist() -> None:
 def test_output_format_prints_pass_fail_and_fix() -> None:
     out = io.StringIO()
     clients = {
-        "emr": Stub(list_release_labels={"ReleaseLabels": ["emr-spark-8.0.0"]}),
+        "emr": Stub(list_release_labels={"ReleaseLabels": ["emr-spark-8.1.0"]}),
         "s3": Stub(head_object={}),
         "ec2": Stub(
             describe_availability_zones={

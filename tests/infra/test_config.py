@@ -46,7 +46,7 @@ def test_shipped_example_parses_into_two_domains_and_two_regions() -> None:
     assert orders.database_name == contract.database_name("orders", "ap-northeast-2")
     assert orders.failure_topic_name == contract.failure_topic_name("orders", "ap-northeast-2")
     assert orders.stream.shard_count == 4  # instance entry deep-merged over defaults
-    assert orders.emr.release_label == "emr-spark-8.0.0"  # from defaults
+    assert orders.emr.release_label == "emr-spark-8.1.0"  # from defaults
     assert orders.job.source.starting_position == "TRIM_HORIZON"
 
 
@@ -54,7 +54,7 @@ def test_defaults_apply_when_the_context_omits_them() -> None:
     (config,) = load_instances(
         _context(_instance(emr={"tls_certificates_s3_uri": "s3://certs-bucket/a.zip"}), defaults={})
     )
-    assert config.emr.release_label == "emr-spark-8.0.0"
+    assert config.emr.release_label == "emr-spark-8.1.0"
     assert config.stream.on_demand
     assert config.removal_policy == "RETAIN"
     # The failure topic's durable defaults (issue 10, item 6).
@@ -165,13 +165,35 @@ def test_msk_cluster_in_another_region() -> None:
 
 
 @pytest.mark.parametrize(
-    "label", ["emr-8", "spark-8.0.0", "EMR-7.9.0", "emr-7.9", "emr-7.9.0", "emr-spark-9.9.9"]
+    "label",
+    [
+        "emr-8",
+        "spark-8.0.0",
+        "EMR-7.9.0",
+        "emr-7.9",
+        "emr-7.9.0",
+        "emr-spark-9.9.9",
+        # Known, but its Spark (4.0.2) is not the job's 4.1.1.
+        "emr-spark-8.0.0",
+    ],
 )
 def test_unsupported_release_label_names_the_allowed_ones(label: str) -> None:
-    """Well-formed but unknown labels fail too: the application names are per release."""
+    """Well-formed but unknown labels fail too (the application names are per
+    release), and so does a known release whose Spark is not the job's."""
     message = _error(_context(_instance(emr={"release_label": label})))
     assert f"field emr.release_label: bad value {label!r}" in message
-    assert "allowed: a supported EMR release label: emr-spark-8.0.0" in message
+    assert "allowed: a release label whose Spark is the job's 4.1.1: emr-spark-8.1.0" in message
+
+
+def test_the_job_python_defaults_to_the_releases_first_and_must_be_one_it_ships() -> None:
+    config = load_instances(_context(_instance()))[0]
+    assert config.emr.job_python == "/usr/bin/python3.11"
+    chosen = load_instances(_context(_instance(emr={"python": "/usr/bin/python3.13"})))[0]
+    assert chosen.emr.job_python == "/usr/bin/python3.13"
+    # Listed for emr-spark-8.0.0, not for 8.1.0.
+    message = _error(_context(_instance(emr={"python": "/usr/bin/python3.12"})))
+    assert "field emr.python: bad value '/usr/bin/python3.12'" in message
+    assert "allowed: a Python that emr-spark-8.1.0 ships: /usr/bin/python3.11, " in message
 
 
 def test_core_instance_type_must_be_sized() -> None:

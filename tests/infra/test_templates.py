@@ -222,7 +222,7 @@ def test_emr_cluster_shape(synthesized: Synthesized, name: str) -> None:
     config = synthesized.config(name)
     cluster = _props(synthesized, name, "AWS::EMR::Cluster")
     assert cluster["ReleaseLabel"] == config.emr.release_label
-    # From the release table: emr-spark-8.0.0's page lists no "Hadoop" application.
+    # From the release table: emr-spark-8.1.0's page lists no "Hadoop" application.
     assert [a["Name"] for a in cluster["Applications"]] == list(
         RELEASES[config.emr.release_label].applications
     )
