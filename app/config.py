@@ -283,14 +283,19 @@ class SourceSettings(_JobModel):
     )
     describe_shard_interval_sec: PositiveInt = 30
     consumer_type: ConsumerType = "GetRecords"
+    # None: the EMR release's default reader (infra/releases.py); enhanced
+    # fan-out (SubscribeToShard) needs the aws-kinesis connector.
+    format: SourceFormat | None = None
 
 
 class SourceOptions(SourceSettings):
     """Everything the reader gets: the settings plus what the stack derives
-    (the reader, the enhanced fan-out consumer) and what is not negotiable per
-    instance (an expired or vanished shard stops the query)."""
+    (the reader, why it was chosen, the enhanced fan-out consumer) and what is
+    not negotiable per instance (an expired or vanished shard stops the query)."""
 
     format: SourceFormat = "python-kinesis"
+    # Why this reader runs, as the stack decided it: the job logs it at start.
+    format_reason: str = ""
     consumer_name: str | None = None
     fail_on_data_loss: bool = True
 

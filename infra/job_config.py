@@ -17,6 +17,20 @@ def efo_consumer_name(instance: InstanceConfig) -> str:
     return f"{instance.instance_id}-job"
 
 
+def source_choice(
+    instance: InstanceConfig, override: SourceFormat | None = None
+) -> tuple[SourceFormat, str]:
+    """The Kinesis reader the instance's job runs, and why: ``override`` (the
+    local run's), else the instance's ``job.source.format``, else its EMR
+    release's default (infra/releases.py). ``make preflight`` prints the same."""
+    release = instance.emr.release
+    if override is not None:
+        return override, "the local run reads the emulator with the Python source"
+    if instance.job.source.format is not None:
+        return instance.job.source.format, "chosen by the instance (job.source.format)"
+    return release.kinesis_source, f"{release.label}'s default: {release.source_reason}"
+
+
 def job_config_for(
     instance: InstanceConfig,
     *,
@@ -27,7 +41,7 @@ def job_config_for(
     database_location: str | None = None,
     stop_marker_path: str | None = None,
     aws_endpoint_url: str | None = None,
-    source_format: SourceFormat = "aws-kinesis",
+    source_format: SourceFormat | None = None,
 ) -> JobConfig:
     """The job's configuration for ``instance``.
 
@@ -36,9 +50,11 @@ def job_config_for(
     bootstrap servers (local) or the MSK cluster ARN (AWS, resolved by the job
     at start) must be given; ``JobConfig.from_dict`` enforces it.
     """
-    # Enhanced fan-out needs the JVM connector's HTTP/2 push (EMR only); the
-    # Python source reads the same stream with GetRecords.
-    efo = instance.job.source.consumer_type == "SubscribeToShard" and source_format == "aws-kinesis"
+    fmt, reason = source_choice(instance, source_format)
+    # Enhanced fan-out needs the JVM connector's HTTP/2 push (EMR only). On
+    # AWS the instance's validation refuses SubscribeToShard without it; the
+    # local run's Python source reads the same stream with GetRecords.
+    efo = instance.job.source.consumer_type == "SubscribeToShard" and fmt == "aws-kinesis"
     # Every setting the instance chose (JobSettings, the job's own model) is
     # carried over as is; the rest is derived here. One dict through the
     # job's parser: a bad combination raises ConfigError naming the field by
@@ -59,7 +75,8 @@ def job_config_for(
             "stop_marker_path": stop_marker_path,
             "source": {
                 **settings["source"],
-                "format": source_format,
+                "format": fmt,
+                "format_reason": reason,
                 "consumer_type": "SubscribeToShard" if efo else "GetRecords",
                 "consumer_name": efo_consumer_name(instance) if efo else None,
             },

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from app.config import ConfigError, JobConfig, JobSettings, SourceSettings
-from infra.config import InstanceConfig, load_instances, read_cdk_context
-from infra.job_config import job_config_for
+from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
+from infra.job_config import job_config_for, source_choice
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,6 +85,7 @@ def test_every_instance_job_setting_reaches_the_job() -> None:
                 "max_fetch_records_per_shard": 123,
                 "max_fetch_time_per_shard_sec": 11,
                 "describe_shard_interval_sec": 4,
+                "format": "aws-kinesis",
             },
         },
     }
@@ -101,6 +102,33 @@ def test_every_instance_job_setting_reaches_the_job() -> None:
         == entry["job"]["source"] | {"consumer_type": "GetRecords"}
     )
     assert config.trigger_interval_sec == 7
+
+
+def test_the_release_default_reader_runs_unless_the_instance_chooses_one() -> None:
+    """emr-spark-8.1.0 runs the Python reader by default (the connector's Spark 4.1
+    build is unreleased); the job config carries why, for the job's start-up log."""
+    orders = _instances()["orders-eu-west-1"]
+    assert orders.job.source.format is None
+    config = job_config_for(orders, checkpoint_location="s3://b/cp", kafka_bootstrap_servers="b:1")
+    assert config.source.format == "python-kinesis"
+    assert config.source.format_reason.startswith("emr-spark-8.1.0's default: the awslabs")
+    assert source_choice(_instances()["payments-ap-northeast-2"]) == (
+        "aws-kinesis",
+        "chosen by the instance (job.source.format)",
+    )
+
+
+def test_enhanced_fan_out_without_the_connector_stops_synth() -> None:
+    context = read_cdk_context(ROOT / "cdk.json")
+    entry = {"domain": "orders", "region": "eu-west-1"}
+    entry["job"] = {"source": {"consumer_type": "SubscribeToShard"}}  # type: ignore[assignment]
+    with pytest.raises(InstanceConfigError) as caught:
+        load_instances(
+            {"streaming": {"defaults": context["streaming"]["defaults"], "instances": [entry]}}
+        )
+    message = str(caught.value)
+    assert "job.source.consumer_type: bad value 'SubscribeToShard'" in message
+    assert "SubscribeToShard with job.source.format: aws-kinesis" in message
 
 
 def test_mapping_error_names_the_job_field() -> None:
