@@ -295,7 +295,7 @@ class SourceOptions(SourceSettings):
 
     format: SourceFormat = "python-kinesis"
     # Why this reader runs, as the stack decided it: the job logs it at start.
-    format_reason: str = ""
+    format_reason: str | None = None
     consumer_name: str | None = None
     fail_on_data_loss: bool = True
 

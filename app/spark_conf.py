@@ -56,6 +56,14 @@ def streaming_conf(sizing: ExecutorSizing) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        # Spark 4.1 turns adaptive execution on for stateless streaming queries
+        # (Structured Streaming migration guide, "Upgrading from Structured
+        # Streaming 4.0 to 4.1"). The job's query is stateful (de-duplication),
+        # so this changes nothing today; pinning it off keeps every micro-batch
+        # planned as Spark 4.0 planned it, whatever the plan holds, so the
+        # one-shuffle count of a batch (tests/app/test_micro_batch.py) stays the
+        # count the batch runs with.
+        "spark.sql.adaptive.streaming.stateless.enabled": "false",
         # https://spark.apache.org/docs/4.0.0/structured-streaming-programming-guide.html
         # ("RocksDB State Store Implementation", "Changelog Checkpointing").
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
@@ -70,7 +78,9 @@ def streaming_conf(sizing: ExecutorSizing) -> dict[str, str]:
         # failures older than an hour so a week-old blip does not count.
         "spark.yarn.maxAppAttempts": "4",
         "spark.yarn.am.attemptFailuresValidityInterval": "1h",
-        "spark.yarn.executor.failuresValidityInterval": "1h",
+        # Spark 3.5 renamed spark.yarn.executor.failuresValidityInterval
+        # (SparkConf.configsWithAlternatives); the old key logs a warning.
+        "spark.executor.failuresValidityInterval": "1h",
         "spark.task.maxFailures": "8",
     }
 

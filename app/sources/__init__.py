@@ -16,6 +16,7 @@ checkpoint exists, both readers resume from the offsets stored in it.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from app.sources.aws_kinesis import connector_options, require_connector
@@ -26,13 +27,24 @@ if TYPE_CHECKING:
 
     from app.config import JobConfig
 
-__all__ = ["SOURCE_COLUMNS", "SOURCE_SCHEMA", "normalized", "read_stream"]
+__all__ = ["SOURCE_COLUMNS", "SOURCE_SCHEMA", "describe_source", "normalized", "read_stream"]
+
+log = logging.getLogger(__name__)
+
+
+def describe_source(config: JobConfig) -> str:
+    """Which reader runs and why, as the job logs it at start (the stack
+    records the why in the job's config; ``make preflight`` prints the same)."""
+    source = config.source
+    why = source.format_reason or "set in the job's configuration file"
+    return f"Kinesis source {source.format} ({source.consumer_type}): {why}"
 
 
 def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
     """A streaming DataFrame of raw Kinesis records in the normalized schema."""
     options = connector_options(config)
     fmt = config.source.format
+    log.info("%s", describe_source(config))
     if fmt == "aws-kinesis":
         require_connector(spark)  # exit 2 with the jar path, not a bare lookup error
         frame = spark.readStream.format("aws-kinesis").options(**options).load()

@@ -62,3 +62,24 @@ def test_the_real_lookup_raises_for_an_absent_connector(spark: Any) -> None:
     with pytest.raises(ConfigError, match="does not resolve") as caught:
         aws_kinesis.require_connector(spark)
     assert "aws-kinesis" in str(caught.value.__cause__)
+
+
+def test_the_job_logs_which_source_runs_and_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stack's reason (infra/job_config.source_choice) reaches the start-up log."""
+    config = _config()
+    chosen = config.model_copy(
+        update={
+            "source": config.source.model_copy(
+                update={"format_reason": "chosen by the instance (job.source.format)"}
+            )
+        }
+    )
+    monkeypatch.setattr(aws_kinesis, "_jvm_lookup", lambda spark: _missing)
+    with caplog.at_level("INFO", logger="app.sources"), pytest.raises(ConfigError):
+        read_stream(object(), chosen)  # type: ignore[arg-type]
+    assert (
+        "Kinesis source aws-kinesis (GetRecords): chosen by the instance (job.source.format)"
+        in caplog.messages
+    )
