@@ -1,9 +1,10 @@
 """What a Spark Python worker needs so that a task's fixed cost stays small.
 
-Before every task, Spark 4.0's Python worker calls ``importlib.invalidate_caches()``
-(``pyspark.worker_util.setup_spark_files``). On Python 3.10 to 3.12 that makes
-every ``zipimporter`` on the worker's import path re-read its archive's whole
-directory: ``pyspark.zip``, the py4j zip, ``app.zip`` on EMR, and even the
+Before every task, Spark's Python worker calls ``importlib.invalidate_caches()``
+(``pyspark.worker_util.setup_spark_files``; still unconditional in 4.1.1). On
+Python 3.10 to 3.12 that makes every ``zipimporter`` on the worker's import
+path re-read its archive's whole directory: ``pyspark.zip``, the py4j zip,
+``app.zip`` on EMR, and even the
 spark-core jar, which Spark puts on the workers' ``PYTHONPATH`` (one importer
 per imported sub-package, each reading the archive again). Measured here: 0.1
 to 0.2 s per task before any of its rows are read, the largest part of a
@@ -11,7 +12,7 @@ to 0.2 s per task before any of its rows are read, the largest part of a
 
 CPython made the invalidation lazy in 3.13
 (https://github.com/python/cpython/issues/103200) and Spark invalidates only
-when the path changed after 4.0 (SPARK-54744,
+when the path changed only after 4.1 (SPARK-54744,
 https://github.com/apache/spark/pull/53518). Until both reach the cluster's
 interpreter and Spark, :func:`keep_archive_directories` makes a worker skip the
 re-read. It is safe in a worker because the archives on its path are fixed for

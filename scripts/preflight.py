@@ -1,26 +1,36 @@
 """Check an account and region before an instance's first deploy: ``make preflight INSTANCE=…``.
 
 Runs read-only boto3 calls with the caller's credentials and prints, per
-check, ``PASS`` or ``FAIL`` and, on fail, the fix. Each check is something a
-first ``cdk deploy`` or the job's first start would otherwise trip over
-minutes in (docs/deploy.md, "First deploy"):
+check, ``PASS``, ``WARN`` or ``FAIL`` and, on fail, the fix (on a warning,
+what to check). Each check is something a first ``cdk deploy`` or the job's
+first start would otherwise trip over minutes in (docs/deploy.md, "First
+deploy"):
 
 * the EMR release label exists in the region (``ListReleaseLabels``);
-* the TLS zip object exists and is readable (``HeadObject``);
+* which Kinesis source the job will run and why (no call): a warning when the
+  instance chose the aws-kinesis connector on a release whose default is not;
+* the TLS zip: readable (``GetObject`` with ``ExpectedBucketOwner``), holds
+  ``privateKey.pem`` and ``certificateChain.pem``, and the certificate names
+  the instance region's node domain;
 * a created VPC: the region has the 3 availability zones it spans;
 * an imported VPC: NAT or the S3, Kinesis, Glue, CloudWatch and STS endpoints;
 * an imported MSK cluster: provisioned, ACTIVE, Kafka >= 3.6, IAM client auth;
 * the Glue ``default`` database exists (Spark's Hive client reads it at start);
+* Lake Formation: whether it governs new Data Catalog databases and tables,
+  and if so that the instance sets ``lake_formation_permissions``;
 * the Kinesis shard quota has room for the instance's stream.
 
-Exit codes: 0 every check passed, 1 at least one failed, 2 bad arguments.
+Exit codes: 0 no check failed (warnings allowed), 1 at least one failed, 2 bad
+arguments.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import zipfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -33,6 +43,8 @@ from infra.config import (
     load_instances,
     read_cdk_context,
 )
+from infra.job_config import source_choice
+from scripts.certs import CHAIN, PRIVATE_KEY, node_domain
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CLIENT_LIMITS: Final = aws_clients.ClientLimits(
@@ -47,14 +59,36 @@ Clients = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class Result:
+    """One check's outcome. ``warn``: passed, with a caveat the operator must
+    check by hand (printed ``WARN``; it does not fail the run). ``fix`` is what
+    to do on a fail, or what to check on a warning."""
+
     name: str
     ok: bool
     detail: str
     fix: str = ""
+    warn: bool = False
+
+    @property
+    def status(self) -> str:
+        if not self.ok:
+            return "FAIL"
+        return "WARN" if self.warn else "PASS"
 
 
 def _error(exc: Exception) -> str:
     return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+
+
+def _error_code(exc: Exception) -> str:
+    """A botocore ClientError's code (``AccessDeniedException``, ...); else ''."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, Mapping):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+ACCESS_DENIED_CODES: Final = frozenset({"AccessDenied", "AccessDeniedException"})
 
 
 def check_release_label(config: InstanceConfig, clients: Clients) -> Result:
@@ -77,18 +111,176 @@ def check_release_label(config: InstanceConfig, clients: Clients) -> Result:
     )
 
 
+# The awslabs connector behind format("aws-kinesis"): EMR images of release
+# 7.1.0 and later include it
+# (https://docs.aws.amazon.com/emr/latest/ReleaseGuide/emr-spark-structured-streaming-kinesis.html),
+# but the emr-spark-8.1.0 release page does not list it
+# (https://docs.aws.amazon.com/emr/latest/ReleaseGuide/emr-spark810-release.html),
+# its only release (v2.0.0) is built for Spark 4.0.1, and Spark 4.1 support is
+# on its main branch only (2.1.0-SNAPSHOT,
+# https://github.com/awslabs/spark-sql-kinesis-connector/pull/87).
+CONNECTOR_LIB_DIR: Final = "/usr/share/aws/kinesis/spark-sql-kinesis/lib/"
+CONNECTOR_PR: Final = "https://github.com/awslabs/spark-sql-kinesis-connector/pull/87"
+
+
+def check_kinesis_source(config: InstanceConfig, clients: Clients) -> Result:
+    """Which reader the job runs on AWS, and why (:func:`infra.job_config.source_choice`).
+    No call. A warning when the instance chose the connector on a release
+    whose default is the Python reader: nothing here can prove the connector
+    is on the release's image."""
+    name = "Kinesis source"
+    chosen, reason = source_choice(config)
+    release = config.emr.release
+    detail = f"{chosen} on {release.label} ({reason})"
+    if chosen == "aws-kinesis" and release.kinesis_source != "aws-kinesis":
+        return Result(
+            name,
+            True,
+            f"aws-kinesis on {release.label}, whose default is {release.kinesis_source}: the "
+            f"awslabs connector is not listed on the release page ({release.source}) and its "
+            f"Spark {release.spark.rsplit('.', 1)[0]} build is unreleased (v2.0.0 is built for "
+            f"Spark 4.0.1; 4.1 support is on its main branch only, {CONNECTOR_PR})",
+            f"after the deploy, run ls {CONNECTOR_LIB_DIR} on a cluster node (docs/deploy.md); "
+            "if it is missing or not a Spark 4.1 build, drop job.source.format from the "
+            f"instance to run {release.kinesis_source}",
+            warn=True,
+        )
+    return Result(name, True, detail)
+
+
+# EMR's in-transit encryption with PEM certificates loads a zip holding
+# privateKey.pem and certificateChain.pem (trustedCertificates.pem optional),
+# and the certificate should be a wildcard for the domain the cluster's nodes
+# live in
+# (https://docs.aws.amazon.com/emr/latest/ManagementGuide/emr-encryption-enable.html,
+# "Providing certificates for encrypting data in transit"). That domain is
+# ec2.internal in us-east-1 and <region>.compute.internal elsewhere
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-naming.html):
+# scripts.certs.node_domain.
+TLS_ZIP_MAX_BYTES: Final = 5 * 1024 * 1024
+TLS_REQUIRED_MEMBERS: Final = (PRIVATE_KEY, CHAIN)
+
+
+class TlsZipError(ValueError):
+    """The zip is not what EMR loads; the message says what is wrong."""
+
+
+def certificate_names(pem: bytes) -> tuple[list[str], str]:
+    """The DNS names of the first (leaf) certificate in a PEM chain, and where
+    they came from: its subject alternative names, else its common name (a
+    TLS client ignores the CN when the certificate has DNS SANs). Pure."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    try:
+        certificates = x509.load_pem_x509_certificates(pem)
+    except ValueError as exc:
+        raise TlsZipError(f"{CHAIN} holds no readable PEM certificate ({exc})") from exc
+    leaf = certificates[0]
+    try:
+        san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        dns = [str(name) for name in san.get_values_for_type(x509.DNSName)]
+    except x509.ExtensionNotFound:
+        dns = []
+    if dns:
+        return dns, "subject alternative names"
+    common = [
+        value if isinstance(value, str) else value.decode("utf-8", "replace")
+        for value in (a.value for a in leaf.subject.get_attributes_for_oid(NameOID.COMMON_NAME))
+    ]
+    return common, "common name"
+
+
+def tls_zip_names(data: bytes) -> tuple[list[str], str]:
+    """The certificate names of an EMR TLS zip (:func:`certificate_names` of
+    its ``certificateChain.pem``); raises :class:`TlsZipError`. Pure."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = set(archive.namelist())
+            missing = [m for m in TLS_REQUIRED_MEMBERS if m not in members]
+            if missing:
+                raise TlsZipError(
+                    f"no {' or '.join(missing)} in the zip (it holds: "
+                    f"{', '.join(sorted(members)) or 'nothing'}); EMR needs these exact names"
+                )
+            chain = archive.read(CHAIN)
+    except zipfile.BadZipFile as exc:
+        raise TlsZipError(f"not a zip archive ({exc})") from exc
+    return certificate_names(chain)
+
+
+def covers_region(names: Iterable[str], region: str) -> bool:
+    """True when one of ``names`` is the wildcard for ``region``'s node domain
+    (case-insensitive, a trailing dot ignored). A wildcard covers one label,
+    so ``*.compute.internal`` does not cover ``ip-….eu-west-1.compute.internal``."""
+    wanted = node_domain(region)
+    return any(name.strip().rstrip(".").lower() == wanted for name in names)
+
+
+def _account(config: InstanceConfig, clients: Clients) -> str:
+    """The instance's account: ``account`` in cdk.json, else the caller's."""
+    if config.account:
+        return config.account
+    return str(clients["sts"].get_caller_identity()["Account"])
+
+
 def check_tls_object(config: InstanceConfig, clients: Clients) -> Result:
     name = "TLS certificate zip"
     uri = config.emr.tls_certificates_s3_uri
     if config.emr.tls_is_placeholder:
         return Result(name, False, f"{uri} is the example placeholder", _certs_fix(config))
     try:
-        clients["s3"].head_object(
-            Bucket=config.emr.tls_certificates_bucket, Key=config.emr.tls_certificates_key
-        )
+        account = _account(config, clients)
     except Exception as exc:
-        return Result(name, False, f"{uri}: {_error(exc)}", _certs_fix(config))
-    return Result(name, True, f"{uri} exists and is readable")
+        return Result(
+            name,
+            False,
+            f"GetCallerIdentity failed: {_error(exc)}",
+            "run with valid credentials, or set the instance's account in cdk.json",
+        )
+    try:
+        # ExpectedBucketOwner: S3 refuses (403) when another account owns the
+        # bucket, so a zip is never read from a bucket this account does not own
+        # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-owner-condition.html).
+        body = clients["s3"].get_object(
+            Bucket=config.emr.tls_certificates_bucket,
+            Key=config.emr.tls_certificates_key,
+            ExpectedBucketOwner=account,
+        )["Body"]
+        data = body.read(TLS_ZIP_MAX_BYTES + 1)
+    except Exception as exc:
+        fix = _certs_fix(config)
+        if _error_code(exc) in ACCESS_DENIED_CODES:
+            fix = (
+                f"the bucket must belong to account {account} and your credentials need "
+                f"s3:GetObject on it; or {fix}"
+            )
+        return Result(name, False, f"{uri}: {_error(exc)}", fix)
+    if len(data) > TLS_ZIP_MAX_BYTES:
+        return Result(
+            name, False, f"{uri}: larger than {TLS_ZIP_MAX_BYTES} bytes", _certs_fix(config)
+        )
+    try:
+        names, origin = tls_zip_names(data)
+    except TlsZipError as exc:
+        return Result(name, False, f"{uri}: {exc}", _certs_fix(config))
+    wanted = node_domain(config.region)
+    found = ", ".join(names) or "no DNS name"
+    if covers_region(names, config.region):
+        return Result(
+            name, True, f"{uri}: {CHAIN} names {found}, which covers {config.region} ({wanted})"
+        )
+    return Result(
+        name,
+        False,
+        f"{uri}: {CHAIN} names {found} ({origin}); EMR nodes in {config.region} are "
+        f"{wanted}, which none of them covers",
+        f"give {config.instance_id} a zip of its own ({_certs_fix(config)} in its "
+        "cdk.json entry), or use one certificate whose names cover the node domain of every "
+        "region that shares this URI: one certificate serves several regions only if its "
+        "names cover all of them (cdk.json's defaults give one TLS URI to every instance "
+        "that sets none)",
+    )
 
 
 def check_network(config: InstanceConfig, clients: Clients) -> Result:
@@ -226,6 +418,99 @@ def check_glue_default(config: InstanceConfig, clients: Clients) -> Result:
     return Result(name, True, "the 'default' database exists")
 
 
+# Lake Formation governs a new database or table unless the data lake's
+# CreateDatabaseDefaultPermissions / CreateTableDefaultPermissions grant ALL to
+# IAM_ALLOWED_PRINCIPALS ("Use only IAM access control"); an empty list means
+# access control by Lake Formation permissions
+# (https://docs.aws.amazon.com/lake-formation/latest/dg/change-settings.html,
+# https://docs.aws.amazon.com/lake-formation/latest/APIReference/API_DataLakeSettings.html).
+# A database that exists already carries its own CreateTableDefaultPermissions
+# for the tables created in it
+# (https://docs.aws.amazon.com/glue/latest/webapi/API_Database.html).
+IAM_ALLOWED_PRINCIPALS: Final = "IAM_ALLOWED_PRINCIPALS"
+
+
+def iam_only(entries: Iterable[Mapping[str, Any]] | None) -> bool:
+    """True when the default permissions grant ALL to IAM_ALLOWED_PRINCIPALS
+    (IAM alone controls access to what is created). Pure."""
+    return any(
+        entry.get("Principal", {}).get("DataLakePrincipalIdentifier") == IAM_ALLOWED_PRINCIPALS
+        and "ALL" in entry.get("Permissions", [])
+        for entry in entries or []
+    )
+
+
+def lake_formation_governs(
+    settings: Mapping[str, Any], database: Mapping[str, Any] | None
+) -> list[str]:
+    """What Lake Formation governs of what the stack creates: ``new databases``,
+    ``new tables`` (the data lake defaults, absent meaning Lake Formation) and,
+    when the instance's database exists already, ``new tables in <db>`` (its
+    own defaults). Empty: IAM alone. Pure."""
+    governed = []
+    if not iam_only(settings.get("CreateDatabaseDefaultPermissions")):
+        governed.append("new databases")
+    if not iam_only(settings.get("CreateTableDefaultPermissions")):
+        governed.append("new tables")
+    # A database read without the field says nothing of its own (the data lake
+    # defaults above decide); an empty list is Lake Formation's, as above.
+    own = None if database is None else database.get("CreateTableDefaultPermissions")
+    if database is not None and own is not None and not iam_only(own):
+        governed.append(f"new tables in {database.get('Name', '?')}")
+    return governed
+
+
+def check_lake_formation(config: InstanceConfig, clients: Clients) -> Result:
+    name = "Lake Formation"
+    option = '"lake_formation_permissions": true'
+    try:
+        settings = clients["lakeformation"].get_data_lake_settings()["DataLakeSettings"]
+    except Exception as exc:
+        if _error_code(exc) in ACCESS_DENIED_CODES:
+            return Result(
+                name,
+                False,
+                "GetDataLakeSettings was refused (access denied), so whether Lake Formation "
+                "governs the Data Catalog is unknown",
+                _iam("lakeformation:GetDataLakeSettings")
+                + f"; or, if Lake Formation governs it, set {option} in the instance's "
+                "cdk.json entry",
+            )
+        return Result(
+            name,
+            False,
+            f"GetDataLakeSettings failed: {_error(exc)}",
+            _iam("lakeformation:GetDataLakeSettings"),
+        )
+    glue = clients["glue"]
+    database: Mapping[str, Any] | None = None
+    unchecked = ""
+    try:
+        database = glue.get_database(Name=config.database_name)["Database"]
+    except glue.exceptions.EntityNotFoundException:
+        database = None  # the stack creates it: the data lake defaults apply
+    except Exception as exc:
+        unchecked = f"; database {config.database_name} not read: {_error(exc)}"
+    governed = lake_formation_governs(settings, database)
+    if not governed:
+        return Result(
+            name,
+            True,
+            "IAM alone controls new databases and tables (IAM_ALLOWED_PRINCIPALS has ALL)"
+            + unchecked,
+        )
+    what = f"Lake Formation governs {', '.join(governed)}"
+    if config.lake_formation_permissions:
+        return Result(name, True, f"{what}; lake_formation_permissions is on" + unchecked)
+    return Result(
+        name,
+        False,
+        f"{what}: the job role and the table optimizer roles need Lake Formation grants "
+        "on the database and the table (IAM policies alone are not enough)" + unchecked,
+        f"set {option} in the {config.instance_id} entry of cdk.json",
+    )
+
+
 def check_shard_quota(config: InstanceConfig, clients: Clients) -> Result:
     name = "Kinesis capacity"
     try:
@@ -259,13 +544,15 @@ def check_shard_quota(config: InstanceConfig, clients: Clients) -> Result:
 
 CHECKS: Final[tuple[Callable[[InstanceConfig, Clients], Result], ...]] = (
     check_release_label,
+    check_kinesis_source,
     check_tls_object,
     check_network,
     check_msk_cluster,
     check_glue_default,
+    check_lake_formation,
     check_shard_quota,
 )
-SERVICES: Final = ("emr", "s3", "ec2", "kafka", "glue", "kinesis")
+SERVICES: Final = ("emr", "s3", "sts", "ec2", "kafka", "glue", "lakeformation", "kinesis")
 
 
 def _iam(actions: str) -> str:
@@ -282,15 +569,16 @@ def _certs_fix(config: InstanceConfig) -> str:
 def run_checks(config: InstanceConfig, clients: Clients, out: Any) -> int:
     results = [check(config, clients) for check in CHECKS]
     for result in results:
-        print(f"{'PASS' if result.ok else 'FAIL'}  {result.name}: {result.detail}", file=out)
-        if not result.ok and result.fix:
-            print(f"      fix: {result.fix}", file=out)
-    failed = sum(not r.ok for r in results)
+        print(f"{result.status}  {result.name}: {result.detail}", file=out)
+        if result.fix and result.status != "PASS":
+            print(f"      {'fix' if not result.ok else 'check'}: {result.fix}", file=out)
+    counts = {s: sum(r.status == s for r in results) for s in ("PASS", "WARN", "FAIL")}
     print(
-        f"preflight {config.instance_id}: {len(results) - failed} passed, {failed} failed",
+        f"preflight {config.instance_id}: {counts['PASS']} passed, {counts['WARN']} "
+        f"warning(s), {counts['FAIL']} failed",
         file=out,
     )
-    return EXIT_FAILED if failed else EXIT_OK
+    return EXIT_FAILED if counts["FAIL"] else EXIT_OK
 
 
 def find_instance(cdk_json: Path, instance: str) -> InstanceConfig | None:

@@ -11,7 +11,9 @@ Prints, for the instance's job (``--work-dir`` for a local run, e.g.
   exact when the backlog fits the scan, an estimate marked ``~`` otherwise);
 * the last batches' figures and the alarm states from CloudWatch
   (:mod:`scripts.status_metrics`);
-* the table's last snapshot (:mod:`scripts.status_table`).
+* the table's last snapshot (:mod:`scripts.status_table`);
+* the table's Glue optimizers, enabled or not and their last run, a disabled
+  or failed one flagged (:mod:`scripts.status_optimizers`; on AWS only).
 
 ``--json`` prints the same as one JSON object. Reading the shards takes
 GetRecords calls from the same 5-per-second-per-shard budget as the job's
@@ -34,6 +36,7 @@ from scripts.status_checkpoint import SHARD_END, CheckpointFiles, read_checkpoin
 from scripts.status_kinesis import Budget, list_shards, position_for, shard_status
 from scripts.status_lease import job_state
 from scripts.status_metrics import alarm_prefix, read_alarms, read_batches
+from scripts.status_optimizers import Optimizers, not_available_locally, read_optimizers
 from scripts.status_report import StatusReport, format_report, to_json
 from scripts.status_table import read_snapshot
 from scripts.status_target import (
@@ -48,6 +51,15 @@ from scripts.status_target import (
 EXIT_OK: Final = 0
 LOCAL_PERIOD_SEC: Final = 1
 AWS_PERIOD_SEC: Final = 60
+
+
+def table_optimizers(target: Target) -> Optimizers:
+    """The events table's Glue optimizers; a local run (or any config whose
+    catalog is not Glue) has none to read."""
+    config = target.config
+    if target.local or config.catalog.type != "glue":
+        return not_available_locally()
+    return read_optimizers(target.client("glue"), config.database, config.table)
 
 
 def collect(target: Target, args: argparse.Namespace, now: Callable[[], datetime]) -> StatusReport:
@@ -108,6 +120,7 @@ def collect(target: Target, args: argparse.Namespace, now: Callable[[], datetime
         alarms=read_alarms(cloudwatch, target.stack_name),
         table_name=f"{config.database}.{config.table}",
         table=read_snapshot(config),
+        optimizers=table_optimizers(target),
     )
 
 

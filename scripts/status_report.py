@@ -13,6 +13,7 @@ from scripts.status_checkpoint import CheckpointState
 from scripts.status_kinesis import Lag, ShardStatus
 from scripts.status_lease import JobState
 from scripts.status_metrics import COLUMNS, AlarmState, BatchRow
+from scripts.status_optimizers import ADVICE, Optimizers
 from scripts.status_table import SnapshotFigures
 
 
@@ -34,6 +35,7 @@ class StatusReport:
     alarms: list[AlarmState]
     table_name: str
     table: SnapshotFigures | None  # None: the table does not exist yet
+    optimizers: Optimizers
 
     @property
     def total_lag(self) -> Lag:
@@ -63,6 +65,8 @@ def _plain(value: Any) -> Any:
 def to_json(report: StatusReport) -> str:
     raw = dataclasses.asdict(report)
     raw["total_lag"] = dataclasses.asdict(report.total_lag)
+    for state, plain in zip(report.optimizers.states, raw["optimizers"]["states"], strict=True):
+        plain["flags"] = state.flags
     return json.dumps(_plain(raw), indent=1, sort_keys=True)
 
 
@@ -222,6 +226,39 @@ def table_lines(report: StatusReport) -> list[str]:
     ]
 
 
+def optimizer_lines(report: StatusReport) -> list[str]:
+    found = report.optimizers
+    head = f"table optimizers (Glue, {report.table_name})"
+    if not found.available:
+        return [f"{head}: {found.note}"]
+    rows = []
+    for state in found.states:
+        run = state.last_run
+        enabled = "-" if state.enabled is None else ("yes" if state.enabled else "NO")
+        rows.append(
+            [
+                state.type,
+                enabled,
+                "-" if run is None else run.status,
+                "-" if run is None else stamp(run.started),
+                "-" if run is None else stamp(run.ended),
+                ", ".join(state.flags).upper() or "ok",
+            ]
+        )
+    lines = [
+        head,
+        *columns(["optimizer", "enabled", "last run", "started", "ended", "state"], rows),
+    ]
+    for state in found.states:
+        if state.problem:
+            lines.append(f"  {state.type}: {state.problem}")
+        if state.last_run is not None and state.last_run.error:
+            lines.append(f"  {state.type}: last error: {state.last_run.error}")
+        for flag in state.flags:
+            lines.append(f"  {state.type} {flag}: {ADVICE[flag]}")
+    return lines
+
+
 def format_report(report: StatusReport) -> str:
     live_shards = sum(not s.shard.closed for s in report.shards)
     lines = [
@@ -239,5 +276,7 @@ def format_report(report: StatusReport) -> str:
         *alarm_lines(report),
         "",
         *table_lines(report),
+        "",
+        *optimizer_lines(report),
     ]
     return "\n".join(lines)

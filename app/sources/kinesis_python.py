@@ -134,7 +134,8 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
         The batches come back as a list iterator: Spark's prefetch cache copies
         it (``copy.copy``) each time it hands the batch over, which a
         generator would not survive. Nothing new returns ``start`` itself, so
-        the idle triggers Spark 4.0.2 caches until the next commit share it.
+        the idle triggers Spark caches until the next commit share it (4.0.2 and
+        4.1.1 cache one entry per idle trigger).
         """
         begin = offsets_from_json(start)
         shards = self.list_shards()
