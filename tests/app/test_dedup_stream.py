@@ -9,12 +9,14 @@ behind the Kinesis source.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from app.micro_batch import prepare
 from app.sources.schema import SOURCE_SCHEMA
 from app.transform import REASON
+from local.spark_stages import shuffles_of
 from tests.app.job_helpers import event, job_config, raw_rows
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -27,7 +29,12 @@ def _rows(records: list[bytes], *, shard: str, first_seq: int, arrival: datetime
     ]
 
 
-def _run(spark: Any, tmp_path: Path, batches: list[list[Any]]) -> list[list[dict[str, Any]]]:
+def _run(
+    spark: Any,
+    tmp_path: Path,
+    batches: list[list[Any]],
+    on_batch: Callable[[Any, int], None] | None = None,
+) -> list[list[dict[str, Any]]]:
     source = tmp_path / "source"
     for index, rows in enumerate(batches):
         spark.createDataFrame(rows, SOURCE_SCHEMA).coalesce(1).write.parquet(
@@ -40,6 +47,8 @@ def _run(spark: Any, tmp_path: Path, batches: list[list[Any]]) -> list[list[dict
     seen: dict[int, list[dict[str, Any]]] = {}
 
     def collect(frame: Any, batch_id: int) -> None:
+        if on_batch is not None:
+            on_batch(frame, batch_id)
         seen[batch_id] = [r.asDict() for r in frame.collect()]
 
     stream = (
@@ -87,3 +96,24 @@ def test_a_shard_hours_behind_loses_nothing_and_resent_ids_are_dropped(
     assert sorted(failures) == [("shard-1", "5"), ("shard-2", "3")], (
         "two bad records with the same bytes are two failures"
     )
+
+
+def test_a_streaming_micro_batch_runs_one_shuffle_without_adaptive_execution(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Spark 4.1 plans stateless streaming batches adaptively
+    (``spark.sql.adaptive.streaming.stateless.enabled``); the job's query is
+    stateful and app/spark_conf.py pins that off too, so each micro-batch runs
+    in a session without AQE, and its one shuffle is the state store's exchange."""
+    seen: list[tuple[int, str, int]] = []
+
+    def measure(frame: Any, batch_id: int) -> None:
+        adaptive = frame.sparkSession.conf.get("spark.sql.adaptive.enabled")
+        seen.append((batch_id, adaptive, shuffles_of(spark, frame.collect)))
+
+    first = _rows([event("a"), event("a"), b"bad"], shard="shard-1", first_seq=1, arrival=NOW)
+    second = _rows([event("a"), event("b")], shard="shard-1", first_seq=4, arrival=NOW)
+    _run(spark, tmp_path, [first, second], on_batch=measure)
+    assert spark.conf.get("spark.sql.adaptive.streaming.stateless.enabled") == "false"
+    data_batches = [entry for entry in seen if entry[0] in (0, 1)]
+    assert data_batches == [(0, "false", 1), (1, "false", 1)], seen
