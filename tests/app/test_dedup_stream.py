@@ -8,8 +8,8 @@ behind the Kinesis source.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
