@@ -3,7 +3,8 @@ code, config, EMR logs) and the server access log bucket both log into.
 
 Prefixes are constants so the job, the step and the grants agree on them; the
 job role gets each prefix it needs, never the whole bucket
-(:meth:`Buckets.grant_job`).
+(:meth:`Buckets.grant_job`, and :meth:`Buckets.grant_boot` for what the
+nodes read and write while they boot).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Final
 from aws_cdk import Acknowledgment, CfnResource, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
-from constructs import Construct, IDependable
+from constructs import Construct, IConstruct, IDependable
+
+from infra.constructs.roles import PolicyGrantee
 
 DATA_BUCKET_LOGICAL_ID: Final = "DataBucket"
 ARTIFACTS_BUCKET_LOGICAL_ID: Final = "ArtifactsBucket"
@@ -33,13 +36,17 @@ ACCESS_LOG_DAYS: Final = 90
 # table files, stop markers and the lease).
 JOB_DATA_PREFIXES: Final = (CHECKPOINTS_PREFIX, WAREHOUSE_PREFIX, CONTROL_PREFIX)
 # Wildcard actions CDK's bucket grants use, and what each covers for the job.
-_GRANT_WILDCARD_ACTIONS: Final = (
-    ("s3:GetObject*", "GetObject, GetObjectVersion and their ACL/attribute reads"),
-    ("s3:GetBucket*", "bucket location and versioning lookups EMRFS makes"),
-    ("s3:List*", "listing the instance's prefixes (checkpoint and table scans)"),
-    ("s3:DeleteObject*", "checkpoint compaction and table overwrite cleanup"),
-    ("s3:Abort*", "aborting failed multipart uploads of large files"),
-)
+_GRANT_WILDCARD_ACTIONS: Final = {
+    "s3:GetObject*": "GetObject, GetObjectVersion and their ACL/attribute reads",
+    "s3:GetBucket*": "bucket location and versioning lookups EMRFS makes",
+    "s3:List*": "listing the instance's prefixes (checkpoint and table scans)",
+    "s3:DeleteObject*": "checkpoint compaction and table overwrite cleanup",
+    "s3:Abort*": "aborting failed multipart uploads of large files",
+}
+# Those of grant_read_write (the data prefixes), and of grant_read + grant_put
+# (the artifacts and the EMR logs).
+_READ_WRITE_WILDCARDS: Final = tuple(_GRANT_WILDCARD_ACTIONS)
+_READ_PUT_WILDCARDS: Final = ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "s3:Abort*")
 
 
 @dataclass(frozen=True)
@@ -149,8 +156,9 @@ class Buckets(Construct):
             _drop_redundant_provider_dependency(Stack.of(self))
 
     def grant_job(self, role: iam.IRole) -> None:
-        """Read/write the job's data prefixes, read its code and config, push
-        logs: each a prefix of this instance's own buckets, never a whole bucket."""
+        """Read/write the job's data prefixes: each a prefix of this instance's
+        own data bucket, never the whole bucket. (Its code, config and logs are
+        :meth:`grant_boot`'s.)"""
         for prefix in JOB_DATA_PREFIXES:
             self.data.grant_read_write(role, f"{prefix}*")
             self._acknowledge(
@@ -159,28 +167,41 @@ class Buckets(Construct):
                 f"Spark writes objects with generated names under {prefix} of this "
                 "instance's own data bucket; the wildcard is bounded by that prefix.",
             )
-        self.artifacts.grant_read(role, f"{ARTIFACTS_PREFIX}*")
+        self._acknowledge_wildcards(role, _READ_WRITE_WILDCARDS)
+
+    def grant_boot(self, boot: PolicyGrantee) -> None:
+        """What the nodes need from the artifacts bucket from their first
+        boot on: read ``artifacts/`` (the bootstrap scripts and locks, then the
+        job's code and config the step names) and push logs under
+        ``emr-logs/``. Granted to the job role's boot policy, which the cluster
+        waits for (infra/constructs/roles.py)."""
+        self.artifacts.grant_read(boot, f"{ARTIFACTS_PREFIX}*")
         self._acknowledge(
-            role,
+            boot.policy,
             f"AwsSolutions-IAM5[Resource::<{ARTIFACTS_BUCKET_LOGICAL_ID}.Arn>/{ARTIFACTS_PREFIX}*]",
-            "The job reads its code and config under artifacts/ of this instance's own "
-            "artifacts bucket; object names carry content hashes.",
+            "The nodes read the bootstrap scripts and the job's code and config under "
+            "artifacts/ of this instance's own artifacts bucket; names carry content hashes.",
         )
-        self.artifacts.grant_put(role, f"{EMR_LOGS_PREFIX}*")
+        self.artifacts.grant_put(boot, f"{EMR_LOGS_PREFIX}*")
         self._acknowledge(
-            role,
+            boot.policy,
             f"AwsSolutions-IAM5[Resource::<{ARTIFACTS_BUCKET_LOGICAL_ID}.Arn>/{EMR_LOGS_PREFIX}*]",
             "EMR nodes push container and step logs with generated names under emr-logs/.",
         )
-        for action, why in _GRANT_WILDCARD_ACTIONS:
-            self._acknowledge(
-                role,
+        self._acknowledge_wildcards(boot.policy, _READ_PUT_WILDCARDS)
+
+    @classmethod
+    def _acknowledge_wildcards(cls, target: IConstruct, actions: tuple[str, ...]) -> None:
+        for action in actions:
+            cls._acknowledge(
+                target,
                 f"AwsSolutions-IAM5[Action::{action}]",
-                f"CDK's bucket grant uses {action} for {why}; every such statement is "
-                "scoped to a prefix of this instance's own buckets.",
+                f"CDK's bucket grant uses {action} for {_GRANT_WILDCARD_ACTIONS[action]}; every "
+                "such statement is scoped to a prefix of this instance's own buckets.",
             )
 
     @staticmethod
-    def _acknowledge(role: iam.IRole, finding: str, reason: str) -> None:
-        """On the role: cdk-nag raises these on its policy, not on the buckets."""
-        Validations.of(role).acknowledge(Acknowledgment(id=finding, reason=reason))
+    def _acknowledge(target: IConstruct, finding: str, reason: str) -> None:
+        """On the role or policy that holds the grant: cdk-nag raises these on
+        the policy, not on the buckets."""
+        Validations.of(target).acknowledge(Acknowledgment(id=finding, reason=reason))

@@ -12,11 +12,12 @@ from typing import Final
 from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lakeformation as lakeformation
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from app.config import EventField, TableMaintenance
-from infra.constructs.events_table import EventsTable, EventsTableProps
+from infra.constructs.events_table import EventsTable, EventsTableProps, lake_formation_grant
 
 DATABASE_LOGICAL_ID: Final = "GlueDatabase"
 # Spark's Hive client (the Glue Data Catalog client on EMR) looks this database
@@ -37,6 +38,16 @@ JOB_DATABASE_ACTIONS: Final = ("glue:GetDatabase",)
 JOB_TABLE_ACTIONS: Final = ("glue:GetTable", "glue:UpdateTable")
 # The Hive client's start-up check of ``default`` (see HIVE_DEFAULT_DATABASE).
 DEFAULT_DATABASE_ACTIONS: Final = ("glue:GetDatabase", "glue:CreateDatabase")
+# With lake_formation_permissions, the same through Lake Formation
+# (https://docs.aws.amazon.com/lake-formation/latest/dg/lf-permissions-reference.html):
+# DESCRIBE on the database (GetDatabase); on the events table DESCRIBE
+# (GetTable), SELECT (read its metadata and data files), INSERT (write data
+# and metadata files), DELETE (the old metadata files each commit removes)
+# and ALTER (each commit's UpdateTable). No grant option, nothing on any
+# other table, no data location permission (the stack registers no location
+# with Lake Formation, so S3 access stays with IAM; docs/infra.md).
+JOB_LAKE_FORMATION_DATABASE_PERMISSIONS: Final = ("DESCRIBE",)
+JOB_LAKE_FORMATION_TABLE_PERMISSIONS: Final = ("ALTER", "DELETE", "DESCRIBE", "INSERT", "SELECT")
 
 
 @dataclass(frozen=True)
@@ -52,13 +63,17 @@ class CatalogDatabaseProps:
     fields: tuple[EventField, ...]
     maintenance: TableMaintenance
     removal_policy: RemovalPolicy
+    # Accounts where Lake Formation governs the catalog: grant the job role
+    # and the optimizer roles through it too (InstanceConfig.lake_formation_permissions).
+    lake_formation_permissions: bool = False
 
 
 class CatalogDatabase(Construct):
     """Exposes ``database``, ``database_name``, ``location_uri``, ``events``
     (the :class:`EventsTable`) and the ARNs IAM needs: ``catalog_arn``,
     ``database_arn``, ``table_arn`` (the events table only);
-    :meth:`grant_job` lets the job use them."""
+    :meth:`grant_job` lets the job use them. ``lake_formation_grants`` lists
+    the Lake Formation grants (none unless ``lake_formation_permissions``)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: CatalogDatabaseProps) -> None:
         super().__init__(scope, construct_id)
@@ -87,7 +102,12 @@ class CatalogDatabase(Construct):
                 fields=props.fields,
                 maintenance=props.maintenance,
                 removal_policy=props.removal_policy,
+                lake_formation_permissions=props.lake_formation_permissions,
             ),
+        )
+        self._lake_formation = props.lake_formation_permissions
+        self.lake_formation_grants: list[lakeformation.CfnPrincipalPermissions] = list(
+            self.events.lake_formation_grants
         )
         # The table names its database by a literal, not a reference.
         self.events.table.add_resource_dependency(
@@ -132,3 +152,33 @@ class CatalogDatabase(Construct):
                 resources=[self.catalog_arn, self._default_database_arn],
             )
         )
+        if self._lake_formation:
+            self._grant_job_lake_formation(role)
+
+    def _grant_job_lake_formation(self, role: iam.IRole) -> None:
+        """The job role's database and table permissions in Lake Formation,
+        each created after what it names (by literal, not by reference)."""
+        for construct_id, table, permissions, target in (
+            (
+                "JobDatabaseLakeFormation",
+                None,
+                JOB_LAKE_FORMATION_DATABASE_PERMISSIONS,
+                self.database,
+            ),
+            (
+                "JobTableLakeFormation",
+                self.events.table_name,
+                JOB_LAKE_FORMATION_TABLE_PERMISSIONS,
+                self.events.table,
+            ),
+        ):
+            grant = lake_formation_grant(
+                self,
+                construct_id,
+                principal_arn=role.role_arn,
+                database_name=self.database_name,
+                table_name=table,
+                permissions=permissions,
+            )
+            grant.add_resource_dependency(target, "it names it by a literal, not a reference")
+            self.lake_formation_grants.append(grant)

@@ -7,9 +7,10 @@ the Hive catalog on, speculation off, fixed executors) are what the cluster
 runs. No managed scaling: executors are fixed and a resize would not help a
 streaming job with a fixed executor count.
 
-The nodes run as the job role, so the cluster grants it what booting needs:
+The nodes run as the job role, so the cluster grants it what booting needs,
 its own disk key and the one TLS certificate object its security
-configuration names.
+configuration names, in the job role's boot policy (``Roles.boot``): a policy
+that waits for nothing slow, so it exists when the nodes boot.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from constructs import Construct, IDependable
+from constructs import Construct, IConstruct, IDependable
 
 from app.spark_conf import GLUE_HIVE_SITE, streaming_conf
 from infra.config import EmrConfig
+from infra.constructs.logs_key import encrypted_log_group
 from infra.constructs.network import EMR_MANAGED_TAG
+from infra.constructs.roles import PolicyGrantee
 from infra.sizing import size_executors
 
 # The custom resource's Lambda code, inlined (CloudFormation ZipFile, < 4 KiB).
@@ -103,7 +106,8 @@ class EmrClusterProps:
     subnet: ec2.ISubnet
     log_uri: str
     service_role: iam.IRole
-    job_role: iam.IRole
+    # The job role's boot policy (Roles.boot): the nodes' instance profile role.
+    boot: PolicyGrantee
     instance_profile: iam.IInstanceProfile
     removal_policy: RemovalPolicy
     # Created before the cluster and deleted after it: the private subnet's NAT
@@ -131,10 +135,15 @@ class EmrCluster(Construct):
         # EBS with a customer key needs DescribeKey, and CreateGrant only for
         # grants an AWS service makes on the caller's behalf (kms:GrantIsForAWSResource),
         # per https://docs.aws.amazon.com/ebs/latest/userguide/ebs-encryption-requirements.html
-        for role in (props.job_role, props.service_role):
-            self.key.grant_encrypt_decrypt(role)
-            self.key.grant(role, *EBS_KEY_ACTIONS)
-            role.add_to_principal_policy(
+        # (grantee, the construct holding its policy, where cdk-nag reports)
+        grantees: tuple[tuple[iam.IGrantable, IConstruct], ...] = (
+            (props.boot, props.boot.policy),
+            (props.service_role, props.service_role),
+        )
+        for grantee, holder in grantees:
+            self.key.grant_encrypt_decrypt(grantee)
+            self.key.grant(grantee, *EBS_KEY_ACTIONS)
+            grantee.grant_principal.add_to_principal_policy(
                 iam.PolicyStatement(
                     sid="EbsKeyGrantsForAwsServices",
                     actions=["kms:CreateGrant"],
@@ -142,9 +151,8 @@ class EmrCluster(Construct):
                     conditions={"Bool": {"kms:GrantIsForAWSResource": True}},
                 )
             )
-        for role in (props.job_role, props.service_role):
             for action in ("kms:ReEncrypt*", "kms:GenerateDataKey*"):
-                Validations.of(role).acknowledge(
+                Validations.of(holder).acknowledge(
                     Acknowledgment(
                         id=f"AwsSolutions-IAM5[Action::{action}]",
                         reason=f"{action} comes from CDK's encrypt/decrypt grant on this "
@@ -155,7 +163,7 @@ class EmrCluster(Construct):
 
         # The nodes fetch the TLS certificates the security configuration names:
         # that one object, outside the instance's buckets, and nothing beside it.
-        props.job_role.add_to_principal_policy(
+        props.boot.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ReadTlsCertificates",
                 actions=["s3:GetObject"],
@@ -254,9 +262,10 @@ class EmrCluster(Construct):
             self.core_security_group,
             self.service_security_group,
         )
-        log_group = logs.LogGroup(
+        log_group = encrypted_log_group(
             self,
             "SecurityGroupCleanupLogs",
+            what="the EMR security group cleanup function",
             retention=logs.RetentionDays.ONE_MONTH,
             removal_policy=removal_policy,
         )

@@ -31,6 +31,7 @@ from typing import Any, Final, Literal
 from aws_cdk import Acknowledgment, Aws, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lakeformation as lakeformation
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -61,6 +62,21 @@ OPTIMIZER_LOG_GROUPS: Final[dict[OptimizerType, str]] = {
     "compaction": "/aws-glue/iceberg-compaction/logs",
     "retention": "/aws-glue/iceberg-retention/logs",
     "orphan_file_deletion": "/aws-glue/iceberg-orphan-file-deletion/logs",
+}
+
+# With lake_formation_permissions: each optimizer role's Lake Formation
+# permissions on the table. The prerequisites page lists ALTER, DESCRIBE,
+# INSERT and DELETE for an optimizer role that does not have the
+# IAM_ALLOWED_PRINCIPALS grant on the table
+# (https://docs.aws.amazon.com/glue/latest/dg/optimization-prerequisites.html);
+# the orphan-file optimizer neither updates the table nor writes files (the
+# same page), so it gets neither ALTER (glue:UpdateTable) nor INSERT (writing
+# data), as its IAM policy has neither
+# (https://docs.aws.amazon.com/lake-formation/latest/dg/lf-permissions-reference.html).
+OPTIMIZER_LAKE_FORMATION_PERMISSIONS: Final[dict[OptimizerType, tuple[str, ...]]] = {
+    "compaction": ("ALTER", "DELETE", "DESCRIBE", "INSERT"),
+    "retention": ("ALTER", "DELETE", "DESCRIBE", "INSERT"),
+    "orphan_file_deletion": ("DELETE", "DESCRIBE"),
 }
 
 # Glue writes the first metadata file of an Iceberg table created with
@@ -100,6 +116,46 @@ class EventsTableProps:
     fields: tuple[EventField, ...]
     maintenance: TableMaintenance
     removal_policy: RemovalPolicy
+    # Grant the optimizer roles their table through Lake Formation too.
+    lake_formation_permissions: bool = False
+
+
+def lake_formation_grant(
+    scope: Construct,
+    construct_id: str,
+    *,
+    principal_arn: str,
+    database_name: str,
+    table_name: str | None,
+    permissions: Sequence[str],
+) -> lakeformation.CfnPrincipalPermissions:
+    """``permissions`` for one IAM principal on this account's catalog: on the
+    database, or on ``table_name`` in it; no grant option.
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-lakeformation-principalpermissions.html"""
+    resource = (
+        lakeformation.CfnPrincipalPermissions.ResourceProperty(
+            database=lakeformation.CfnPrincipalPermissions.DatabaseResourceProperty(
+                catalog_id=Aws.ACCOUNT_ID, name=database_name
+            )
+        )
+        if table_name is None
+        else lakeformation.CfnPrincipalPermissions.ResourceProperty(
+            table=lakeformation.CfnPrincipalPermissions.TableResourceProperty(
+                catalog_id=Aws.ACCOUNT_ID, database_name=database_name, name=table_name
+            )
+        )
+    )
+    return lakeformation.CfnPrincipalPermissions(
+        scope,
+        construct_id,
+        catalog=Aws.ACCOUNT_ID,
+        principal=lakeformation.CfnPrincipalPermissions.DataLakePrincipalProperty(
+            data_lake_principal_identifier=principal_arn
+        ),
+        resource=resource,
+        permissions=list(permissions),
+        permissions_with_grant_option=[],
+    )
 
 
 def table_key_prefix(database_prefix: str) -> str:
@@ -177,8 +233,9 @@ def retention_days(hours: int) -> int:
 
 class EventsTable(Construct):
     """Exposes ``table`` (the ``AWS::Glue::Table``), ``table_name``,
-    ``location`` (its S3 URI), ``table_arn``, ``optimizers`` and
-    ``optimizer_roles`` (by optimizer type)."""
+    ``location`` (its S3 URI), ``table_arn``, ``optimizers``,
+    ``optimizer_roles`` (by optimizer type) and ``lake_formation_grants``
+    (the optimizer roles', when Lake Formation permissions are on)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: EventsTableProps) -> None:
         super().__init__(scope, construct_id)
@@ -237,6 +294,7 @@ class EventsTable(Construct):
 
         self.optimizer_roles: dict[OptimizerType, iam.Role] = {}
         self.optimizers: dict[OptimizerType, glue.CfnTableOptimizer] = {}
+        self.lake_formation_grants: list[lakeformation.CfnPrincipalPermissions] = []
         for kind in OPTIMIZER_TYPES:
             if kind == "compaction" and not props.maintenance.compaction:
                 continue
@@ -258,6 +316,21 @@ class EventsTable(Construct):
             )
             self.optimizer_roles[kind] = role
             self.optimizers[kind] = optimizer
+            if props.lake_formation_permissions:
+                grant = lake_formation_grant(
+                    self,
+                    f"{OPTIMIZER_LOGICAL_IDS[kind]}LakeFormation",
+                    principal_arn=role.role_arn,
+                    database_name=props.database_name,
+                    table_name=EVENTS_TABLE,
+                    permissions=OPTIMIZER_LAKE_FORMATION_PERMISSIONS[kind],
+                )
+                grant.add_resource_dependency(
+                    self.table, "it names its table by a literal, not a reference"
+                )
+                # The optimizer runs as the role: not before the role may use the table.
+                optimizer.add_resource_dependency(grant, "its role's table permissions")
+                self.lake_formation_grants.append(grant)
 
     def _configuration(
         self, kind: OptimizerType, role: iam.Role, maintenance: TableMaintenance

@@ -27,6 +27,7 @@ Wiring (the cluster needs the bootstrap actions, the step needs the cluster)::
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -35,7 +36,7 @@ from aws_cdk import Acknowledgment, CfnOutput, CfnResource, Stack, Stage, Token,
 from aws_cdk import aws_emr as emr
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
-from constructs import Construct
+from constructs import Construct, IDependable
 
 from app import contract
 from app.config import JobConfig
@@ -170,11 +171,15 @@ class JobDeployment(Construct):
         )
         self.step: emr.CfnStep | None = None
 
-    def attach(self, cluster: emr.CfnCluster) -> emr.CfnStep:
+    def attach(self, cluster: emr.CfnCluster, *, after: Sequence[IDependable] = ()) -> emr.CfnStep:
         """Give ``cluster`` the bootstrap actions and submit the job step to it.
 
         The cluster waits for the bootstrap upload (its nodes run the scripts at
-        boot); the step waits for the package upload (spark-submit reads it).
+        boot); the step waits for the package upload (spark-submit reads it)
+        and for ``after``: what the job needs at start that the step does not
+        reference (CloudFormation orders resources only by references and
+        ``DependsOn``,
+        https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-dependson.html).
         """
         if self.step is not None:
             raise ValueError("attach: already attached; allowed: one cluster per deployment")
@@ -192,7 +197,7 @@ class JobDeployment(Construct):
                 jar=jar_step["Jar"], args=list(jar_step["Args"])
             ),
         )
-        self.step.node.add_dependency(self.package_upload)
+        self.step.node.add_dependency(self.package_upload, *after)
         # What `make redeploy` reads back to submit exactly this step again.
         spec_output = CfnOutput(
             self,

@@ -6,15 +6,59 @@ its part (``buckets.grant_job(role)``, ``catalog.grant_job(role)``...), with the
 cdk-nag acknowledgments those grants need, so a permission and its reason live
 beside the resource. Nothing is granted by name pattern that could also match
 a neighbour instance.
+
+What the nodes need to boot (bootstrap scripts, the job's files, the log
+prefix, the disk key, the TLS zip) goes to :attr:`Roles.boot` instead, a
+policy of its own on the job role that references nothing slow to create:
+grants to the role land in its DefaultPolicy, which references the failure
+topic and so waits for the MSK cluster (tens of minutes). The cluster waits
+for every policy of both roles (:attr:`Roles.policies`), because CloudFormation
+orders resources only by ``Ref``, ``Fn::GetAtt`` and ``DependsOn``
+(https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-dependson.html)
+and the cluster references only the instance profile and the role names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jsii
 from aws_cdk import Acknowledgment, Aws, Validations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+
+
+@jsii.implements(iam.IPrincipal)
+class PolicyGrantee:
+    """A grantee whose grants land in ``policy`` (attached to ``role``), not in
+    the role's DefaultPolicy: ``bucket.grant_read(grantee)`` then adds its
+    statement to that one policy. cdk-nag reports its findings on ``policy``."""
+
+    def __init__(self, role: iam.IRole, policy: iam.Policy) -> None:
+        self.role = role
+        self.policy = policy
+
+    @property
+    def grant_principal(self) -> iam.IPrincipal:
+        return self
+
+    @property
+    def assume_role_action(self) -> str:
+        return self.role.assume_role_action
+
+    @property
+    def policy_fragment(self) -> iam.PrincipalPolicyFragment:
+        return self.role.policy_fragment
+
+    @property
+    def principal_account(self) -> str | None:
+        return self.role.principal_account
+
+    def add_to_principal_policy(
+        self, statement: iam.PolicyStatement
+    ) -> iam.AddToPrincipalPolicyResult:
+        self.policy.add_statements(statement)
+        return iam.AddToPrincipalPolicyResult(statement_added=True, policy_dependable=self.policy)
 
 
 @dataclass(frozen=True)
@@ -23,7 +67,8 @@ class RolesProps:
 
 
 class Roles(Construct):
-    """Exposes ``service_role``, ``job_role`` and ``instance_profile``."""
+    """Exposes ``service_role``, ``job_role``, ``instance_profile`` and ``boot``
+    (the grantee of the job role's boot policy, ``boot.policy``)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: RolesProps) -> None:
         super().__init__(scope, construct_id)
@@ -59,3 +104,24 @@ class Roles(Construct):
         )
         # EMR launches the nodes with the instance profile: it must be allowed to pass it.
         self.job_role.grant_pass_role(self.service_role)
+        self.boot = PolicyGrantee(
+            self.job_role, iam.Policy(self, "BootPolicy", roles=[self.job_role])
+        )
+
+    @property
+    def job_policies(self) -> list[iam.Policy]:
+        """Every policy attached to the job role so far (its DefaultPolicy
+        exists once something was granted to the role): what the job's step
+        must wait for."""
+        return [self.boot.policy, *_default_policy(self.job_role)]
+
+    @property
+    def policies(self) -> list[iam.Policy]:
+        """Every policy attached to the job role and the service role so far:
+        what the cluster must wait for."""
+        return [*self.job_policies, *_default_policy(self.service_role)]
+
+
+def _default_policy(role: iam.Role) -> list[iam.Policy]:
+    default = role.node.try_find_child("DefaultPolicy")
+    return [default] if isinstance(default, iam.Policy) else []

@@ -75,6 +75,7 @@ class StreamingStack(Stack):
                 fields=DEFAULT_EVENT_FIELDS,
                 maintenance=config.job.table_maintenance,
                 removal_policy=removal,
+                lake_formation_permissions=config.lake_formation_permissions,
             ),
         )
         catalog_location = catalog.location_uri
@@ -112,7 +113,7 @@ class StreamingStack(Stack):
                 subnet=network.private_subnets[0],
                 log_uri=self.buckets.emr_log_uri,
                 service_role=roles.service_role,
-                job_role=roles.job_role,
+                boot=roles.boot,
                 instance_profile=roles.instance_profile,
                 removal_policy=removal,
                 depends_on=(*network.egress_ready, *self.buckets.emptied_on_delete),
@@ -137,17 +138,34 @@ class StreamingStack(Stack):
             ),
         )
 
-        # Everything the job may touch, each scoped to this instance (the
-        # cluster grants its disk key and TLS certificates itself).
+        # What the nodes need to boot, in the job role's boot policy (the
+        # cluster grants its disk key and TLS certificates there itself).
+        self.buckets.grant_boot(roles.boot)
+        # Everything the job may touch, each scoped to this instance.
         events.grant_job(roles.job_role, consumer_type=config.job.source.consumer_type)
         self.buckets.grant_job(roles.job_role)
         catalog.grant_job(roles.job_role)
         failures.grant_job(roles.job_role)
         self.alarms.grant_job(roles.job_role)
+        # The nodes boot with the instance profile as soon as the cluster is
+        # created: it waits for every policy of its two roles (the cluster
+        # references only the role names; docs/infra.md, "Creation order").
+        emr.cluster.node.add_dependency(*roles.policies)
 
         self._outputs()
         self.job = self._job_deployment(config, catalog_location)
-        self.job.attach(emr.cluster)
+        # The step starts the job at once: it waits for what the job uses
+        # that it does not reference (the table and the topic are named by
+        # literals in the job's config) and for the job role's permissions.
+        self.job.attach(
+            emr.cluster,
+            after=(
+                *roles.job_policies,
+                catalog.events.table,
+                failures.topic,
+                *catalog.lake_formation_grants,
+            ),
+        )
 
     def _job_deployment(self, config: InstanceConfig, database_location: str) -> JobDeployment:
         """The job's artifact, its config (from the same instance declaration, via

@@ -112,3 +112,16 @@ def synthesized_existing(
         }
     ]
     return synthesize(context, tmp_path_factory.mktemp("cdk.out.existing"))
+
+
+@pytest.fixture(scope="session")
+def synthesized_lake_formation(
+    example_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Synthesized:
+    """One instance of the example with ``lake_formation_permissions`` on (a
+    test context, not the shipped cdk.json)."""
+    context = json.loads(json.dumps(example_context))
+    context["streaming"]["instances"] = [
+        {"domain": "orders", "region": "eu-west-1", "lake_formation_permissions": True}
+    ]
+    return synthesize(context, tmp_path_factory.mktemp("cdk.out.lake_formation"))

@@ -187,16 +187,25 @@ def test_emr_group_cross_references_are_revoked_after_the_cluster_is_deleted(
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_flow_and_broker_log_groups_are_kms_encrypted(synthesized: Synthesized, name: str) -> None:
+def test_flow_broker_and_cleanup_log_groups_are_kms_encrypted(
+    synthesized: Synthesized, name: str
+) -> None:
     """https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html"""
     resources = synthesized.templates[name]["Resources"]
     flow = next(r for r in resources.values() if r["Type"] == "AWS::EC2::FlowLog")
     msk = synthesized.one(name, "AWS::MSK::Cluster")[1]["Properties"]
-    for group_ref in (
+    cleanup = synthesized.one(name, "Custom::EmrSecurityGroupCleanup")[1]
+    cleanup_function = resources[cleanup["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]
+    group_refs = (
         flow["Properties"]["LogGroupName"]["Ref"],
         msk["LoggingInfo"]["BrokerLogs"]["CloudWatchLogs"]["LogGroup"]["Ref"],
-    ):
+        cleanup_function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"],
+    )
+    # ... and they are all the template's log groups.
+    assert set(group_refs) == set(synthesized.resources(name, "AWS::Logs::LogGroup"))
+    for group_ref in group_refs:
         group = resources[group_ref]["Properties"]
+        assert group["RetentionInDays"] > 0
         key_id = group["KmsKeyId"]["Fn::GetAtt"][0]
         key = resources[key_id]["Properties"]
         assert key["EnableKeyRotation"] is True
