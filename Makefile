@@ -3,6 +3,13 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The de-duplication processor (jvm/src), compiled offline against the wheel's
+# Spark jars (infra/dedup_jar.py); app/dedup.py says why it is on the JVM.
+DEDUP_JAR := build/jvm/streaming-dedup.jar
+JAVA_SOURCES := $(shell find jvm/src -name '*.java')
+# The venv's own installers, current releases: the ones venv copies from the
+# system Python are old and carry published advisories.
+PIP_PINS := pip==26.3 setuptools==84.2.1
 ARGS ?=
 INSTANCE ?=
 
@@ -14,22 +21,27 @@ help: ## List the targets
 
 $(STAMP): requirements-dev.txt package.json package-lock.json
 	command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck; }
+	command -v javac >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless; }
 	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check $(PIP_PINS)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
+$(DEDUP_JAR): $(STAMP) $(JAVA_SOURCES)
+	$(PY) -m infra.dedup_jar
+
 .PHONY: install
-install: $(STAMP) ## Create/reuse .venv and install the pinned Python and npm dependencies
+install: $(STAMP) $(DEDUP_JAR) ## Create/reuse .venv, install the pinned Python and npm dependencies, build the dedup jar
 
 .PHONY: check
-check: $(STAMP) ## ruff (lint + format check) and mypy strict on infra/ and app/
+check: install ## ruff (lint + format check) and mypy strict on infra/ and app/
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 .PHONY: synth
-synth: $(STAMP) ## Synthesize every instance with the real CDK CLI, offline (a check: placeholders allowed)
+synth: install ## Synthesize every instance with the real CDK CLI, offline (a check: placeholders allowed)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk synth --quiet -c streaming:synth-check=true >/dev/null
 	@echo "synth ok: $$(ls cdk.out/*.template.json | wc -l) templates in cdk.out/"
 
@@ -37,67 +49,67 @@ synth: $(STAMP) ## Synthesize every instance with the real CDK CLI, offline (a c
 # integration, e2e) from the fixtures it uses; `make test` runs them all in one
 # session (CI). ARGS go to pytest, e.g. make test-fast ARGS="-k lease -x".
 .PHONY: test
-test: $(STAMP) check synth ## Install, run every check, then every test of every tier (CI)
+test: install check synth ## Install, run every check, then every test of every tier (CI)
 	$(VENV)/bin/pytest $(ARGS)
 
 .PHONY: test-fast
-test-fast: $(STAMP) ## Unit tier: fakes, in-process moto, bare-Stack constructs; no JVM (guarded)
+test-fast: install ## Unit tier: fakes, in-process moto, bare-Stack constructs; no JVM (guarded)
 	$(VENV)/bin/pytest -m unit $(ARGS)
 
 .PHONY: test-synth
-test-synth: $(STAMP) ## Synth tier: the CDK app and stacks, synthesized once per session
+test-synth: install ## Synth tier: the CDK app and stacks, synthesized once per session
 	$(VENV)/bin/pytest -m "synth and not integration" $(ARGS)
 
 .PHONY: test-integration
-test-integration: $(STAMP) ## Integration tier: embedded Spark (JVM) and/or moto server + tansu
+test-integration: install ## Integration tier: embedded Spark (JVM) and/or moto server + tansu
 	$(VENV)/bin/pytest -m integration $(ARGS)
 
 .PHONY: test-e2e
-test-e2e: $(STAMP) ## End-to-end tier: the job as a child process on fresh emulators
+test-e2e: install ## End-to-end tier: the job as a child process on fresh emulators
 	$(VENV)/bin/pytest -m e2e $(ARGS)
 
 .PHONY: run
-run: $(STAMP) ## Run the local pipeline end to end on the embedded emulators (ARGS="--instances a,b")
+run: install ## Run the local pipeline end to end on the embedded emulators (ARGS="--instances a,b")
 	$(PY) -m local $(ARGS)
 
 .PHONY: maintain
-maintain: $(STAMP) ## Expire snapshots and delete orphan files of a local run's tables (ARGS="--work-dir .work/run")
+maintain: install ## Expire snapshots and delete orphan files of a local run's tables (ARGS="--work-dir .work/run")
 	$(PY) -m local.maintain $(ARGS)
 
 .PHONY: report
-report: $(STAMP) ## Render the run report from a metrics dump (ARGS="--metrics .work/run/metrics.json --out .work/report")
+report: install ## Render the run report from a metrics dump (ARGS="--metrics .work/run/metrics.json --out .work/report")
 	$(PY) -m scripts.report $(ARGS)
 
 .PHONY: status
-status: $(STAMP) ## Shards and tips, committed offsets, lag, last batches, alarms, last snapshot (INSTANCE=domain-region [ARGS="--work-dir .work/run"])
+status: install ## Shards and tips, committed offsets, lag, last batches, alarms, last snapshot (INSTANCE=domain-region [ARGS="--work-dir .work/run"])
 	$(PY) -m scripts.status --instance "$(INSTANCE)" $(ARGS)
 
 .PHONY: stop-job
-stop-job: $(STAMP) ## Write the stop marker and wait, bounded, for the job to exit (INSTANCE=domain-region [ARGS="--timeout 300"])
+stop-job: install ## Write the stop marker and wait, bounded, for the job to exit (INSTANCE=domain-region [ARGS="--timeout 300"])
 	$(PY) -m scripts.stop --instance "$(INSTANCE)" $(ARGS)
 
 .PHONY: produce
-produce: $(STAMP) ## Put the sample event mix on an instance's stream (INSTANCE=domain-region ARGS="--count N --rate R")
+produce: install ## Put the sample event mix on an instance's stream (INSTANCE=domain-region ARGS="--count N --rate R")
 	$(PY) -m scripts.produce --instance "$(INSTANCE)" $(ARGS)
 
 .PHONY: reprocess
-reprocess: $(STAMP) ## Re-send an instance's failure records to its stream (INSTANCE=domain-region ARGS="[--dry-run] [--fix mod:fn]")
+reprocess: install ## Re-send an instance's failure records to its stream (INSTANCE=domain-region ARGS="[--dry-run] [--fix mod:fn]")
 	$(PY) -m scripts.reprocess --instance "$(INSTANCE)" $(ARGS)
 
 .PHONY: bench
-bench: $(STAMP) ## Benchmarks: ratios against a baseline measured in the same run
+bench: install ## Benchmarks: ratios against a baseline measured in the same run
 	$(PY) -m bench $(ARGS)
 
 .PHONY: redeploy
-redeploy: $(STAMP) ## Stop the running job version gracefully and submit the current one (INSTANCE=domain-region)
+redeploy: install ## Stop the running job version gracefully and submit the current one (INSTANCE=domain-region)
 	$(PY) -m scripts.redeploy --instance "$(INSTANCE)" $(ARGS)
 
 .PHONY: certs
-certs: $(STAMP) ## Create the EMR TLS certificate zip for an instance, upload it, print the config value (INSTANCE=domain-region)
+certs: install ## Create the EMR TLS certificate zip for an instance, upload it, print the config value (INSTANCE=domain-region)
 	$(PY) -m scripts.certs --instance "$(INSTANCE)" $(ARGS)
 
 .PHONY: preflight
-preflight: $(STAMP) ## Check an account/region is ready for an instance's first deploy (INSTANCE=domain-region)
+preflight: install ## Check an account/region is ready for an instance's first deploy (INSTANCE=domain-region)
 	$(PY) -m scripts.preflight --instance "$(INSTANCE)" $(ARGS)
 
 .PHONY: clean

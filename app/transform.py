@@ -338,17 +338,23 @@ def dedup_key(id_column: str) -> Column:
     )
 
 
-def deduplicated(classified: DataFrame, *, id_column: str, horizon_hours: int) -> DataFrame:
+def deduplicated(
+    classified: DataFrame,
+    *,
+    id_column: str,
+    horizon_hours: int,
+    seed: DataFrame | None = None,
+) -> DataFrame:
     """The streaming plan's de-duplication: the first record of each key within
     ``horizon_hours`` of Kinesis arrival time passes, later ones are dropped.
 
-    ``dropDuplicatesWithinWatermark`` keeps each key in the state store (the
-    RocksDB provider, :mod:`app.spark_conf`) until the watermark passes its
-    arrival time plus the horizon; its hash exchange by key is the batch's only
-    shuffle. The watermark also DROPS rows older than itself, silently: it runs
-    on arrival time with a delay of at least the stream's retention
-    (``JobConfig`` enforces it, and the job checks the live stream at start),
-    so no record the stream can still return is ever that old.
+    :func:`app.dedup.arrival_deduplicated` keeps each key in the state store
+    (the RocksDB provider, :mod:`app.spark_conf`) with an event-time timer that
+    forgets it once the watermark passes its arrival time plus the horizon; its
+    hash exchange by key is the batch's only shuffle. The watermark runs on
+    arrival time with a delay of the horizon, at least the stream's retention
+    (``JobConfig`` enforces it, and the job checks the live stream at start), so
+    no record the stream can still return is older than it.
 
     A valid row's original bytes are dropped before the exchange: only a
     failure record is sent with them (:func:`output_rows`), and the bytes were
@@ -356,12 +362,20 @@ def deduplicated(classified: DataFrame, *, id_column: str, horizon_hours: int) -
     """
     from pyspark.sql import functions as sf
 
+    from app.dedup import arrival_deduplicated
+
     slim = classified.withColumn(DATA, sf.when(sf.col(REASON).isNotNull(), sf.col(DATA)))
     keyed = slim.select("*", dedup_key(id_column))
     if not keyed.isStreaming:  # one static batch (tests, benchmarks): the same rule, no state
         return _first_per_key(keyed, slim.columns)
-    watermarked = keyed.withWatermark(ARRIVAL_TIMESTAMP, f"{horizon_hours} hours")
-    return watermarked.dropDuplicatesWithinWatermark([DEDUP_KEY]).drop(DEDUP_KEY)
+    unique = arrival_deduplicated(
+        keyed,
+        key_column=DEDUP_KEY,
+        arrival_column=ARRIVAL_TIMESTAMP,
+        horizon_hours=horizon_hours,
+        seed=seed,
+    )
+    return unique.drop(DEDUP_KEY)
 
 
 def _first_per_key(keyed: DataFrame, columns: Sequence[str]) -> DataFrame:

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from app.dedup import JAR_NAME as DEDUP_JAR
+
 ActionOnFailure = Literal["CONTINUE", "CANCEL_AND_WAIT"]
 
 COMMAND_RUNNER: Final = "command-runner.jar"
@@ -113,8 +115,8 @@ class StepSpec:
     """Everything the step depends on. Values may be CDK string tokens (the
     bucket name) at synth time; redeploy gets them resolved from the stack output.
 
-    ``package_uri`` is the versioned S3 prefix holding ``app.zip``, ``main.py``
-    and ``job-config.json``: a new version never overwrites files a running job
+    ``package_uri`` is the versioned S3 prefix holding ``app.zip``, ``main.py``,
+    the dedup jar and ``job-config.json``: a new version never overwrites files a running job
     (or a YARN container it restarts) still localizes.
     """
 
@@ -179,6 +181,7 @@ def build_step(spec: StepSpec) -> dict[str, Any]:
         "--stop-timeout-sec",
         str(spec.stop_timeout_sec),
     ]
+    job_jar = f"{spec.package_uri}/{DEDUP_JAR}"
     submit = [
         "spark-submit",
         "--master",
@@ -189,9 +192,10 @@ def build_step(spec: StepSpec) -> dict[str, Any]:
         spec.app_name,
         "--py-files",
         f"{spec.package_uri}/{PACKAGE_ZIP}",
-        # local: the bootstrap installed them on every node; nothing is uploaded.
+        # local: the bootstrap installed the pinned jars on every node; the
+        # de-duplication processor is job code and travels with its version.
         "--jars",
-        ",".join(f"local:{jars_dir}/{name}" for name in spec.jar_files),
+        ",".join([*(f"local:{jars_dir}/{n}" for n in spec.jar_files), job_jar]),
         "--conf",
         "spark.yarn.submit.waitAppCompletion=false",
         "--conf",

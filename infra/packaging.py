@@ -6,8 +6,9 @@ change at different speeds (``infra.constructs.job_deployment`` uploads them):
 
 * :func:`stage_bootstrap`: the bootstrap scripts, their shell library and the
   locks. Its hash names the S3 prefix the cluster's bootstrap actions point at.
-* :func:`stage_package`: ``app.zip`` (:func:`zip_package`) and the entry point;
-  its hash (which also covers the job config) is the job version.
+* :func:`stage_package`: ``app.zip`` (:func:`zip_package`), the entry point and
+  the de-duplication processor's jar (:mod:`infra.dedup_jar`); its hash (which
+  also covers the job config) is the job version.
 
 Plain functions of files: no CDK here, so tests and tools can build and inspect
 exactly what a deploy ships without synthesizing a stack.
@@ -22,6 +23,8 @@ import zipfile
 from pathlib import Path
 from typing import Final
 
+from app.dedup import JAR_NAME as DEDUP_JAR
+from infra import dedup_jar
 from infra.emr_step import ENTRY_POINT, JOB_CONFIG_FILE, PACKAGE_ZIP
 
 # The bootstrap actions' shared shell helpers; each action downloads it first.
@@ -75,13 +78,18 @@ def stage_bootstrap(root: Path, stage_dir: Path) -> tuple[Path, str]:
 
 
 def stage_package(root: Path, stage_dir: Path, config_text: str) -> tuple[Path, str]:
-    """``app.zip`` for ``--py-files`` plus the ``main.py`` entry point; the
+    """``app.zip`` for ``--py-files``, the ``main.py`` entry point and the
+    de-duplication jar for ``--jars`` (built if the checkout has not yet); the
     version hash also covers the (token-resolved) job config, so a config change
     is a new version too."""
     entry = root / "app" / ENTRY_POINT
     if not entry.is_file():
         raise ValueError(f"{entry}: missing; allowed: the job's spark-submit entry point")
-    files = {PACKAGE_ZIP: zip_package(root / "app"), ENTRY_POINT: entry.read_bytes()}
+    files = {
+        PACKAGE_ZIP: zip_package(root / "app"),
+        ENTRY_POINT: entry.read_bytes(),
+        DEDUP_JAR: dedup_jar.build(root).read_bytes(),
+    }
     digest = content_digest({**files, JOB_CONFIG_FILE: config_text.encode()})
     target = stage_dir / f"job-package-{digest}"
     _write_once(target, files)

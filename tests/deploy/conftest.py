@@ -32,11 +32,15 @@ class Synthesized:
 
 
 def source_root(tmp: Path) -> Path:
-    """The repo's app/ and bootstrap/, plus an entry point if app/main.py has
-    not landed yet (the job engineer writes it)."""
+    """The repo's app/, bootstrap/ and jvm/ (with the jar ``make install``
+    built, so staging does not compile again), plus an entry point if
+    app/main.py has not landed yet (the job engineer writes it)."""
     root = tmp / "src"
     shutil.copytree(REPO / "app", root / "app", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "bootstrap", root / "bootstrap")
+    shutil.copytree(REPO / "jvm", root / "jvm")
+    if (REPO / "build" / "jvm").is_dir():
+        shutil.copytree(REPO / "build" / "jvm", root / "build" / "jvm")
     entry = root / "app" / "main.py"
     if not entry.exists():
         entry.write_text("from app.job import main\n\nmain()\n", encoding="utf-8")
