@@ -360,14 +360,11 @@ def deduplicated(
     failure record is sent with them (:func:`output_rows`), and the bytes were
     half of what crossed the shuffle.
     """
-    from pyspark.sql import functions as sf
-
     from app.dedup import arrival_deduplicated
 
-    slim = classified.withColumn(DATA, sf.when(sf.col(REASON).isNotNull(), sf.col(DATA)))
-    keyed = slim.select("*", dedup_key(id_column))
+    keyed = dedup_input(classified, id_column)
     if not keyed.isStreaming:  # one static batch (tests, benchmarks): the same rule, no state
-        return _first_per_key(keyed, slim.columns)
+        return _first_per_key(keyed, [c for c in keyed.columns if c != DEDUP_KEY])
     unique = arrival_deduplicated(
         keyed,
         key_column=DEDUP_KEY,
@@ -376,6 +373,15 @@ def deduplicated(
         seed=seed,
     )
     return unique.drop(DEDUP_KEY)
+
+
+def dedup_input(classified: DataFrame, id_column: str) -> DataFrame:
+    """What crosses the de-duplication's exchange: the classified rows with
+    their :func:`dedup_key`, and the original bytes of failure rows only."""
+    from pyspark.sql import functions as sf
+
+    slim = classified.withColumn(DATA, sf.when(sf.col(REASON).isNotNull(), sf.col(DATA)))
+    return slim.select("*", dedup_key(id_column))
 
 
 def _first_per_key(keyed: DataFrame, columns: Sequence[str]) -> DataFrame:

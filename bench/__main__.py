@@ -22,11 +22,22 @@ from bench.framework import REPEATS, RESULTS, Context, Row, print_table
 
 
 def _benchmarks() -> dict[str, Callable[[Context], list[Row]]]:
-    from bench import growth, incident, kinesis_source, latency, overhead, scale, state, throughput
+    from bench import (
+        dedup,
+        growth,
+        incident,
+        kinesis_source,
+        latency,
+        overhead,
+        scale,
+        state,
+        throughput,
+    )
 
     # Order matters: growth's 1M-record fill is reused by state when both run.
     return {
         throughput.NAME: throughput.run,
+        dedup.NAME: dedup.run,
         growth.NAME: growth.run,
         state.NAME: state.run,
         overhead.NAME: overhead.run,

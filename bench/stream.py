@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
     from app.config import JobConfig
@@ -242,19 +242,25 @@ def start_query(
     table: Table | None = None,
     available_now: bool = True,
     trigger_sec: float = 0.0,
+    plan: Callable[[DataFrame, JobConfig], DataFrame] | None = None,
+    sink: Callable[[DataFrame, int], None] | None = None,
+    files_per_batch: int = 1,
 ) -> StreamingQuery:
-    """The job's plan and ``foreachBatch`` over ``source`` (one file per batch)."""
+    """The job's plan (or ``plan``) and ``foreachBatch`` (or ``sink``) over
+    ``source`` (``files_per_batch`` files per batch)."""
     from app.micro_batch import BatchProcessor, prepare
     from app.sources.schema import SOURCE_SCHEMA
 
-    processor = BatchProcessor(config, kafka_settings(config), table=table)
+    each_batch = sink or BatchProcessor(config, kafka_settings(config), table=table)
     stream = (
-        spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
+        spark.readStream.schema(SOURCE_SCHEMA)
+        .option("maxFilesPerTrigger", files_per_batch)
+        .parquet(str(source))
     )
     writer = (
-        prepare(stream, config)
+        (plan or prepare)(stream, config)
         .writeStream.option("checkpointLocation", config.checkpoint_location)
-        .foreachBatch(processor)
+        .foreachBatch(each_batch)
     )
     if available_now:
         writer = writer.trigger(availableNow=True)

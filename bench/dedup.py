@@ -1,0 +1,323 @@
+"""De-duplication: the job's operator against today's, flat in the ids held.
+
+Two operators plan the same rule (the first record of an id within the horizon
+of arrival time passes), in the same run, on the same records:
+
+* ``timers``: the job's (``app.dedup``): ``transformWithState`` with a JVM
+  processor, one ``Long`` per id and an arrival-time timer;
+* ``builtin``: the operator the job used before, ``dropDuplicatesWithinWatermark``,
+  whose eviction scans every id held, every batch.
+
+(1) Flat in keys held. The same 10,000-record batch of new ids (classify and
+de-duplicate, ``prepare``; a sink that consumes the batch) with 0 keys in the
+state and with ``FILL`` keys (10 M; quick: 200 k). 0 keys: a fresh query per
+repeat whose first batch is an empty file (the query and its state store
+started), the second the measured one, on a JVM that already ran both
+operators. ``FILL`` keys: one query fed ``FILL`` new ids in batches of
+``FILL_BATCH``, then ``repeats`` measured batches. A batch's time is its
+trigger (``durationMs.triggerExecution``) plus the no-data trigger it causes
+(the watermark moved: Spark runs one more to evict); eviction time and bytes
+read from RocksDB come from the progress events' ``stateOperators``.
+ratio = median(FILL) / median(0); bar for ``timers``: <= 1.2; ``builtin`` is
+shown as it is.
+
+(2) Throughput. The whole micro-batch (``prepare`` + ``BatchProcessor``:
+failures to Kafka, Iceberg files, one snapshot) on 200,000 records of the
+job's mix per batch (two files, as two shards hand them over), after
+``WARMUP_BATCHES`` untimed batches, per operator; ratio = builtin / timers
+(bar: >= 0.8). Against bare Spark (``bench.throughput.baseline``: parse,
+``dropDuplicates``, Parquet, static) on the same records: ratio = bare /
+timers (bar: >= 0.5).
+
+(3) State size: bytes per key held (RocksDB SST files and the checkpoint's
+``state/`` directory) at ``FILL`` keys, for both.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from bench.framework import WARMUP_BATCHES, Context, Row, bars, figure, summary, timed, write_result
+from bench.stream import (
+    arrival_of,
+    directory_bytes,
+    job_config,
+    micro_batch_session,
+    mixed_records,
+    now,
+    ran_batch,
+    run_to_end,
+    start_query,
+    state_figures,
+    unique_records,
+    write_batch_files,
+    write_source_file,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from app.config import JobConfig
+
+NAME: Final = "dedup"
+FLAT_BAR: Final = 1.2
+VS_TODAY_BAR: Final = 0.8
+VS_BARE_BAR: Final = 0.5
+BATCH: Final = 10_000
+THROUGHPUT_BATCH: Final = 200_000
+OPERATORS: Final = ("timers", "builtin")
+# Progress figures of the state operator that show what eviction costs.
+_READ_METRICS: Final = ("rocksdbTotalBytesRead", "rocksdbTotalBytesReadThroughIterator")
+
+
+def builtin_prepare(raw: DataFrame, config: JobConfig) -> DataFrame:
+    """The job's plan as it was: the same classification and key, de-duplicated
+    by ``dropDuplicatesWithinWatermark`` on arrival time."""
+    from app.sources.schema import ARRIVAL_TIMESTAMP
+    from app.table_layout import column_name
+    from app.transform import DEDUP_KEY, classify, dedup_input
+
+    classified = classify(raw, fields=config.event_fields, max_record_bytes=config.max_record_bytes)
+    keyed = dedup_input(classified, column_name(config.id_field))
+    watermarked = keyed.withWatermark(ARRIVAL_TIMESTAMP, f"{config.dedup_horizon_hours} hours")
+    return watermarked.dropDuplicatesWithinWatermark([DEDUP_KEY]).drop(DEDUP_KEY)
+
+
+def _plan(operator: str) -> Callable[[DataFrame, JobConfig], DataFrame]:
+    from app.micro_batch import prepare
+
+    return prepare if operator == "timers" else builtin_prepare
+
+
+def _consume(frame: DataFrame, _batch_id: int) -> None:
+    """A sink that reads every row (Spark 4.1 requires a stateful batch to be
+    consumed whole, SPARK-52008) and writes nothing."""
+    frame.write.format("noop").mode("overwrite").save()
+
+
+def _triggers(events: list[dict[str, Any]], rows: int) -> list[dict[str, Any]]:
+    """Each data batch of ``rows`` with the no-data trigger that follows it."""
+    out = []
+    for index, event in enumerate(events):
+        if not ran_batch(event) or int(event["numInputRows"]) != rows:
+            continue
+        follow = events[index + 1] if index + 1 < len(events) else None
+        pair = [event]
+        if follow is not None and ran_batch(follow) and int(follow["numInputRows"]) == 0:
+            pair.append(follow)
+        figures = [state_figures(e) for e in pair]
+        out.append(
+            {
+                "batch_id": int(event["batchId"]),
+                "seconds": sum(int(e["durationMs"]["triggerExecution"]) for e in pair) / 1000,
+                "data_batch_seconds": int(event["durationMs"]["triggerExecution"]) / 1000,
+                "no_data_batch": len(pair) == 2,
+                "keys_in_state": figures[-1].get("numRowsTotal", 0),
+                "eviction_ms": sum(f.get("allRemovalsTimeMs", 0) for f in figures),
+                "bytes_read": sum(
+                    f.get("customMetrics", {}).get(m, 0) for f in figures for m in _READ_METRICS
+                ),
+                "state": [
+                    {k: v for k, v in f.items() if k != "customMetrics"}
+                    | {"custom": f.get("customMetrics", {})}
+                    for f in figures
+                ],
+            }
+        )
+    return out
+
+
+def _zero_keys(ctx: Context, operator: str) -> list[dict[str, Any]]:
+    measured = []
+    for rep in range(ctx.repeats):
+        config = job_config(ctx, f"{NAME}_{operator}_zero{rep}")
+        source = Path(config.checkpoint_location).parent / "source"
+        start = now()
+        write_source_file(source, 0, [], start)
+        write_source_file(source, 1, unique_records(BATCH, f"zero-{operator}-{rep}", start), start)
+        query = start_query(ctx.spark, config, source, plan=_plan(operator), sink=_consume)
+        (batch,) = _triggers(run_to_end(query), BATCH)
+        measured.append(batch)
+    return measured
+
+
+def _filled(ctx: Context, operator: str, fill: int, fill_batch: int) -> dict[str, Any]:
+    config = job_config(ctx, f"{NAME}_{operator}_filled")
+    source = Path(config.checkpoint_location).parent / "source"
+    start = now()
+    index = 0
+    for first in range(0, fill, fill_batch):
+        size = min(fill_batch, fill - first)
+        records = unique_records(size, f"fill-{operator}-{index}", start)
+        write_source_file(source, index, records, arrival_of(index, start))
+        index += 1
+    for rep in range(ctx.repeats):
+        records = unique_records(BATCH, f"filled-{operator}-{rep}", start)
+        write_source_file(source, index, records, arrival_of(index, start))
+        index += 1
+    query = start_query(ctx.spark, config, source, plan=_plan(operator), sink=_consume)
+    events = run_to_end(query)
+    checkpoint_state = Path(config.checkpoint_location) / "state"
+    return {
+        "measured": _triggers(events, BATCH),
+        "fill_batches": _triggers(events, fill_batch),
+        "state_dir_bytes": directory_bytes(checkpoint_state),
+    }
+
+
+def _throughput(ctx: Context, operator: str, count: int, warmups: int) -> list[float]:
+    config = job_config(ctx, f"{NAME}_{operator}_throughput")
+    source = Path(config.checkpoint_location).parent / "source"
+    start = now()
+    for batch in range(warmups + ctx.repeats):
+        records = mixed_records(count, f"tp-{operator}-{batch}", seed=batch)
+        half = -(-count // 2)
+        for shard, part in enumerate((records[:half], records[half:])):
+            write_source_file(source, 2 * batch + shard, part, arrival_of(batch, start), shard)
+    query = start_query(ctx.spark, config, source, plan=_plan(operator), files_per_batch=2)
+    events = [e for e in run_to_end(query) if ran_batch(e)]
+    data = [e for e in events if int(e["numInputRows"]) > 0]
+    if len(data) != warmups + ctx.repeats:
+        raise RuntimeError(
+            f"{operator}: {len(data)} data batches, expected {warmups + ctx.repeats}"
+        )
+    timed_batches = [int(e["batchId"]) for e in data[warmups:]]
+    by_id = {int(e["batchId"]): e for e in events}
+    seconds = []
+    for batch_id in timed_batches:
+        pair = [by_id[batch_id]]
+        follow = by_id.get(batch_id + 1)
+        if follow is not None and int(follow["numInputRows"]) == 0:
+            pair.append(follow)
+        seconds.append(sum(int(e["durationMs"]["triggerExecution"]) for e in pair) / 1000)
+    return seconds
+
+
+def _bare(ctx: Context, count: int, warmups: int) -> list[float]:
+    from bench.throughput import baseline, write_parquet
+
+    spark = micro_batch_session(ctx.spark)
+    work = ctx.scratch(f"{NAME}_bare")
+    write_batch_files(work / "source", mixed_records(count, "tp-bare", seed=0), now())
+    bare = baseline(spark, work / "source")
+    for _ in range(warmups):
+        write_parquet(bare, work / "warm")
+    return [timed(lambda: write_parquet(bare, work / "out")) for _ in range(ctx.repeats)]
+
+
+def _per_key(filled: dict[str, Any]) -> dict[str, Any]:
+    last = filled["measured"][-1]
+    keys = int(last["keys_in_state"]) or 1
+    sst = int(last["state"][-1]["rocksdbSstFileSize"])
+    return {
+        "keys_in_state": keys,
+        "rocksdb_sst_file_bytes_per_key": round(sst / keys, 1),
+        "checkpoint_state_dir_bytes_per_key": round(filled["state_dir_bytes"] / keys, 1),
+    }
+
+
+def run(ctx: Context) -> list[Row]:
+    fill, fill_batch = (200_000, 100_000) if ctx.quick else (10_000_000, 500_000)
+    count = 20_000 if ctx.quick else THROUGHPUT_BATCH
+    warmups = 1 if ctx.quick else WARMUP_BATCHES
+    med = statistics.median
+    flat: dict[str, dict[str, Any]] = {}
+    through: dict[str, list[float]] = {}
+    # Both operators' code warmed in this JVM before the first timed batch.
+    for operator in OPERATORS:
+        _zero_keys(ctx, operator)
+    for operator in OPERATORS:
+        zero = _zero_keys(ctx, operator)
+        filled = _filled(ctx, operator, fill, fill_batch)
+        zero_s = med(b["seconds"] for b in zero)
+        full_s = med(b["seconds"] for b in filled["measured"])
+        flat[operator] = {
+            "zero_keys": zero,
+            "filled": filled,
+            "seconds_at_zero": summary([b["seconds"] for b in zero]),
+            "seconds_at_fill": summary([b["seconds"] for b in filled["measured"]]),
+            "eviction_ms_at_zero": med(b["eviction_ms"] for b in zero),
+            "eviction_ms_at_fill": med(b["eviction_ms"] for b in filled["measured"]),
+            "bytes_read_at_zero": med(b["bytes_read"] for b in zero),
+            "bytes_read_at_fill": med(b["bytes_read"] for b in filled["measured"]),
+            "ratio": round(full_s / zero_s, 3),
+            "per_key": _per_key(filled),
+        }
+    for operator in OPERATORS:
+        through[operator] = _throughput(ctx, operator, count, warmups)
+    bare = _bare(ctx, count, warmups)
+    timers_s = med(through["timers"])
+    vs_today = med(through["builtin"]) / timers_s
+    vs_bare = med(bare) / timers_s
+    result = {
+        "what": __doc__,
+        "batch_records": BATCH,
+        "fill_keys": fill,
+        "fill_batch_records": fill_batch,
+        "throughput_batch_records": count,
+        "flat": flat,
+        "throughput": {
+            "seconds": {op: summary(s) for op, s in through.items()},
+            "bare_seconds": summary(bare),
+            "ratio_vs_builtin": round(vs_today, 3),
+            "ratio_vs_bare": round(vs_bare, 3),
+        },
+        "bars": {"flat": FLAT_BAR, "vs_builtin": VS_TODAY_BAR, "vs_bare": VS_BARE_BAR},
+    }
+    write_result(ctx, NAME, result)
+    with figure(ctx, NAME, ncols=2) as (_, axes):
+        labels = [f"{op}\n{n}" for op in OPERATORS for n in ("0 keys", f"{fill:,} keys")]
+        values = [
+            flat[op][key]["median"]
+            for op in OPERATORS
+            for key in ("seconds_at_zero", "seconds_at_fill")
+        ]
+        bars(axes[0], labels, values, f"{BATCH:,}-record batch", "s")
+        tp_labels = [*OPERATORS, "bare Spark"]
+        tp_values = [med(through["timers"]), med(through["builtin"]), med(bare)]
+        bars(axes[1], tp_labels, tp_values, f"{count:,}-record micro-batch", "s")
+    rows = []
+    for operator in OPERATORS:
+        f = flat[operator]
+        rows.append(
+            Row(
+                NAME,
+                f"{operator}: {BATCH:,}-record batch at {fill:,} keys vs 0 keys",
+                f"{f['ratio']:.2f}x ({f['seconds_at_fill']['median']:.2f} s vs "
+                f"{f['seconds_at_zero']['median']:.2f} s; eviction {f['eviction_ms_at_fill']:.0f} "
+                f"vs {f['eviction_ms_at_zero']:.0f} ms; read {f['bytes_read_at_fill'] / 2**20:.1f} "
+                f"vs {f['bytes_read_at_zero'] / 2**20:.1f} MiB)",
+                f"<= {FLAT_BAR}" if operator == "timers" else "shown as it is",
+                f["ratio"] <= FLAT_BAR if operator == "timers" else None,
+            )
+        )
+        rows.append(
+            Row(
+                NAME,
+                f"{operator}: state per key at {f['per_key']['keys_in_state']:,} keys",
+                f"SST {f['per_key']['rocksdb_sst_file_bytes_per_key']:.0f} B, checkpoint "
+                f"{f['per_key']['checkpoint_state_dir_bytes_per_key']:.0f} B",
+            )
+        )
+    rows.append(
+        Row(
+            NAME,
+            f"micro-batch of {count:,}: timers vs builtin (builtin s / timers s)",
+            f"{vs_today:.2f}x ({med(through['builtin']):.2f} s vs {timers_s:.2f} s)",
+            f">= {VS_TODAY_BAR}",
+            vs_today >= VS_TODAY_BAR,
+        )
+    )
+    rows.append(
+        Row(
+            NAME,
+            f"micro-batch of {count:,}: vs bare Spark (bare s / timers s)",
+            f"{vs_bare:.2f}x ({med(bare):.2f} s vs {timers_s:.2f} s)",
+            f">= {VS_BARE_BAR}",
+            vs_bare >= VS_BARE_BAR,
+        )
+    )
+    return rows
