@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
 from app.sinks.kafka import REASON_HEADER
 
 _POLL_SEC: Final = 0.5
@@ -115,14 +116,36 @@ def _add(contents: TopicContents, message: Any) -> None:
     contents.reasons_by_key.setdefault(key, []).append(headers.get(REASON_HEADER, ""))
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 30.0) -> None:
-    """Create the topic if absent (the local stand-in for the stack's MSK topic)."""
+def ensure_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int = 1,
+    timeout: float = 30.0,
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> None:
+    """Create the topic if absent (the local stand-in for the stack's MSK topic),
+    with the topic config the stack derives from the same setting
+    (``max.message.bytes``, :class:`app.failure_limits.FailureLimits`). tansu
+    0.6 keeps that config but does not enforce it: locally the producer's
+    ``message.max.bytes`` is the limit that bites."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin: Any = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10_000})
     futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+        [
+            NewTopic(
+                topic,
+                num_partitions=partitions,
+                replication_factor=1,
+                config={
+                    "max.message.bytes": str(
+                        FailureLimits(max_message_bytes).topic_max_message_bytes
+                    )
+                },
+            )
+        ],
         request_timeout=timeout,
     )
     for future in futures.values():
