@@ -31,6 +31,9 @@ class TopicContents:
     topic: str
     records: int = 0
     reasons_by_key: dict[str, list[str]] = field(default_factory=dict)
+    # The headers (decoded) and value of the last record read for each key.
+    headers_by_key: dict[str, dict[str, str]] = field(default_factory=dict)
+    values_by_key: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def keys(self) -> set[str]:
@@ -114,6 +117,8 @@ def _add(contents: TopicContents, message: Any) -> None:
     headers = {name: _decode(value) for name, value in (message.headers() or [])}
     contents.records += 1
     contents.reasons_by_key.setdefault(key, []).append(headers.get(REASON_HEADER, ""))
+    contents.headers_by_key[key] = headers
+    contents.values_by_key[key] = bytes(message.value() or b"")
 
 
 def ensure_topic(
