@@ -64,6 +64,10 @@ class ClientLimits:
 
 # The job's S3 calls (config file, lease, stop marker): the config has no setting.
 JOB_S3: Final = ClientLimits(connect_timeout_sec=10, read_timeout_sec=10, retries=3)
+# The claim-check store's puts from the executors (and the reprocess command's
+# gets): an original is at most a few MiB, so 30 s to read an answer is ample;
+# a put that still fails fails the task and the batch is replayed.
+FAILURE_STORE_S3: Final = ClientLimits(connect_timeout_sec=5, read_timeout_sec=30, retries=3)
 # The MSK bootstrap-broker lookup at job start (the config has no setting).
 MSK_LOOKUP: Final = ClientLimits(connect_timeout_sec=5, read_timeout_sec=10, retries=3)
 

@@ -48,6 +48,11 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails, PydanticCustomError, core_schema
 
 from app import contract
+from app.failure_limits import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MAX_MAX_MESSAGE_BYTES,
+    MIN_MAX_MESSAGE_BYTES,
+)
 
 StartingPosition = Literal["TRIM_HORIZON", "LATEST"]
 SourceFormat = Literal["python-kinesis", "aws-kinesis"]
@@ -323,6 +328,15 @@ class KafkaOptions(_JobModel):
     delivery_timeout_ms: PositiveInt = 30_000
     request_timeout_ms: PositiveInt = 10_000
     flush_timeout_sec: PositiveInt = 45
+    # The producer's message.max.bytes; the topic's max.message.bytes and the
+    # claim-check threshold derive from it (app/failure_limits.py). The stack
+    # sets it from the instance's kafka.max_message_bytes.
+    max_message_bytes: int = Field(
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        ge=MIN_MAX_MESSAGE_BYTES,
+        le=MAX_MAX_MESSAGE_BYTES,
+        description="app/failure_limits.py",
+    )
 
     @model_validator(mode="after")
     def _one_cluster(self) -> Self:
@@ -456,6 +470,11 @@ class JobConfig(JobSettings):
     kinesis_endpoint_url: str | None = None
     s3_endpoint_url: str | None = None
     stop_marker_path: str | None = None
+    # The claim-check store: where a failure record's original bytes go when
+    # they are too large for the failure topic (an s3:// prefix or a local
+    # directory; the stack sets s3://<data bucket>/failures/<instance>/).
+    # None: ``_failures/`` inside the checkpoint location (failure_store_uri).
+    failure_store_location: str | None = None
     max_record_bytes: PositiveInt = 1_048_576
     source: SourceOptions = Field(default_factory=SourceOptions)
     metrics: MetricsOptions = Field(default_factory=MetricsOptions)
@@ -523,6 +542,14 @@ class JobConfig(JobSettings):
                 "lease_wait_sec",
             )
         return self
+
+    @property
+    def failure_store_uri(self) -> str:
+        """Where claim-checked originals go: ``failure_store_location``, else
+        ``_failures/`` beside the lease inside the checkpoint location."""
+        if self.failure_store_location is not None:
+            return self.failure_store_location
+        return f"{self.checkpoint_location.rstrip('/')}/_failures/"
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()

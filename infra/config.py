@@ -30,6 +30,11 @@ from pydantic import Field, PositiveInt, ValidationError, model_validator
 
 from app import contract
 from app.config import Allowed, ConfigModel, JobSettings, JsonTuple, bad_value, problems
+from app.failure_limits import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MAX_MAX_MESSAGE_BYTES,
+    MIN_MAX_MESSAGE_BYTES,
+)
 from infra.releases import JOB_SPARK_VERSION, Release, release_for, supported_labels
 from infra.sizing import INSTANCE_TYPES
 
@@ -277,6 +282,15 @@ class KafkaConfig(ConfigModel):
     topic_replication_factor: PositiveInt = 3
     topic_min_insync_replicas: PositiveInt = 2
     topic_retention_hours: PositiveInt = 168
+    # THE failure-record size: the job's producer message.max.bytes and
+    # batch.size, the topic's max.message.bytes (+ the record batch framing)
+    # and the claim-check threshold all derive from it (app/failure_limits.py).
+    max_message_bytes: int = Field(
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        ge=MIN_MAX_MESSAGE_BYTES,
+        le=MAX_MAX_MESSAGE_BYTES,
+        description="the producer's message.max.bytes; app/failure_limits.py",
+    )
 
     @model_validator(mode="after")
     def _created_cluster_can_hold_the_topic(self) -> Self:

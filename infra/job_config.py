@@ -42,6 +42,7 @@ def job_config_for(
     stop_marker_path: str | None = None,
     aws_endpoint_url: str | None = None,
     source_format: SourceFormat | None = None,
+    failure_store_location: str | None = None,
 ) -> JobConfig:
     """The job's configuration for ``instance``.
 
@@ -49,6 +50,8 @@ def job_config_for(
     (moto server) locally and is ``None`` on AWS. Exactly one of the Kafka
     bootstrap servers (local) or the MSK cluster ARN (AWS, resolved by the job
     at start) must be given; ``JobConfig.from_dict`` enforces it.
+    ``failure_store_location`` is the claim-check store (the stack's
+    ``s3://<data bucket>/failures/<instance>/``; None: beside the checkpoint).
     """
     fmt, reason = source_choice(instance, source_format)
     # Enhanced fan-out needs the JVM connector's HTTP/2 push (EMR only). On
@@ -73,6 +76,7 @@ def job_config_for(
             "kinesis_endpoint_url": aws_endpoint_url,
             "s3_endpoint_url": aws_endpoint_url,
             "stop_marker_path": stop_marker_path,
+            "failure_store_location": failure_store_location,
             "source": {
                 **settings["source"],
                 "format": fmt,
@@ -85,6 +89,8 @@ def job_config_for(
                 "bootstrap_servers": kafka_bootstrap_servers,
                 "cluster_arn": kafka_cluster_arn,
                 "security": kafka_security,
+                # One setting for the producer and the topic (app/failure_limits.py).
+                "max_message_bytes": instance.kafka.max_message_bytes,
             },
             "metrics": {"endpoint_url": aws_endpoint_url},
         }

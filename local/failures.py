@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
 from app.sinks.kafka import REASON_HEADER
 
 _POLL_SEC: Final = 0.5
@@ -30,6 +31,9 @@ class TopicContents:
     topic: str
     records: int = 0
     reasons_by_key: dict[str, list[str]] = field(default_factory=dict)
+    # The headers (decoded) and value of the last record read for each key.
+    headers_by_key: dict[str, dict[str, str]] = field(default_factory=dict)
+    values_by_key: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def keys(self) -> set[str]:
@@ -113,16 +117,40 @@ def _add(contents: TopicContents, message: Any) -> None:
     headers = {name: _decode(value) for name, value in (message.headers() or [])}
     contents.records += 1
     contents.reasons_by_key.setdefault(key, []).append(headers.get(REASON_HEADER, ""))
+    contents.headers_by_key[key] = headers
+    contents.values_by_key[key] = bytes(message.value() or b"")
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 30.0) -> None:
-    """Create the topic if absent (the local stand-in for the stack's MSK topic)."""
+def ensure_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int = 1,
+    timeout: float = 30.0,
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> None:
+    """Create the topic if absent (the local stand-in for the stack's MSK topic),
+    with the topic config the stack derives from the same setting
+    (``max.message.bytes``, :class:`app.failure_limits.FailureLimits`). tansu
+    0.6 keeps that config but does not enforce it: locally the producer's
+    ``message.max.bytes`` is the limit that bites."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin: Any = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10_000})
     futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+        [
+            NewTopic(
+                topic,
+                num_partitions=partitions,
+                replication_factor=1,
+                config={
+                    "max.message.bytes": str(
+                        FailureLimits(max_message_bytes).topic_max_message_bytes
+                    )
+                },
+            )
+        ],
         request_timeout=timeout,
     )
     for future in futures.values():

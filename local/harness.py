@@ -162,7 +162,12 @@ class LocalInstance:
         shards = shard_count if shard_count is not None else instance.stream.shard_count
         local = cls(instance, root, endpoints, config, shards)
         ensure_stream(local.kinesis, config.stream_name, shards)
-        ensure_topic(endpoints.kafka_bootstrap, config.kafka.topic, instance.kafka.topic_partitions)
+        ensure_topic(
+            endpoints.kafka_bootstrap,
+            config.kafka.topic,
+            instance.kafka.topic_partitions,
+            max_message_bytes=config.kafka.max_message_bytes,
+        )
         return local
 
     # ------------------------------------------------------------------ paths

@@ -36,6 +36,13 @@ from app.config import KafkaSecurity
 from app.transform import REASONS
 from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
 from local.producer import MAX_RECORDS_PER_CALL
+from scripts.reprocess_claim_check import (
+    ClaimCheckError,
+    Resolve,
+    resolver,
+    store_reader,
+    unchanged,
+)
 from scripts.reprocess_hook import (
     FailedRecord,
     Fix,
@@ -151,24 +158,34 @@ def reprocess(
     out: TextIO = sys.stdout,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    resolve: Resolve = unchanged,
 ) -> Report:
-    """Select, fix, batch, send, commit. ``dry_run`` calls neither ``send`` nor
-    ``commit``. Errors that end the run early end up in ``Report.stopped``
-    (positions committed before stay committed: they cover accepted records only)."""
+    """Select, read back claim-checked originals (``resolve``), fix, batch,
+    send, commit. ``dry_run`` calls neither ``send`` nor ``commit``. Errors
+    that end the run early end up in ``Report.stopped`` (positions committed
+    before stay committed: they cover accepted records only)."""
     report = Report(dry_run=dry_run)
 
     def say(line: str) -> None:
         print(line, file=out, flush=True)
 
     def to_send() -> Generator[Entry, None, None]:
-        for record in records:
+        for read in records:
             report.read += 1
+            record = read
             skip = selection.skip_reason(record)
             if skip is not None:
                 positions.read(record.partition, record.offset, State.SKIPPED)
                 report.skipped += 1
                 if dry_run:
                     say(f"skip        {_describe(record)}  ({skip})")
+                continue
+            try:
+                record = resolve(record)
+            except ClaimCheckError as exc:
+                positions.read(record.partition, record.offset, State.FAILED)
+                report.failed.append((record, str(exc)))
+                say(f"claim-check {_describe(record)}  ({exc})")
                 continue
             result = apply_fix(fix, record)
             if isinstance(result, Refused):
@@ -332,6 +349,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="default: MSK_IAM with --msk-cluster-arn, PLAINTEXT with --kafka-bootstrap",
     )
     p.add_argument("--kinesis-endpoint-url", help="Kinesis endpoint (moto: http://127.0.0.1:PORT)")
+    p.add_argument(
+        "--s3-endpoint-url",
+        help="S3 endpoint of the claim-check store (moto: http://127.0.0.1:PORT); default: AWS",
+    )
     p.add_argument("--group", help="consumer group of the position (default reprocess-<instance>)")
     start = p.add_mutually_exclusive_group()
     start.add_argument(
@@ -489,6 +510,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
             batch_records=args.batch_records,
             rate=args.rate,
             out=out,
+            resolve=resolver(store_reader(instance.region, args.s3_endpoint_url)),
         )
     finally:
         reader.close()

@@ -34,7 +34,10 @@ class HookError(RuntimeError):
 class FailedRecord:
     """One failure record as read back from the instance's failure topic.
 
-    ``data`` is the original Kinesis record (the Kafka value), ``reason`` the
+    ``data`` is the original Kinesis record (the Kafka value; for a record
+    too large for the topic, the original read back from the claim-check store
+    its ``original_uri`` header names, checked against ``original_bytes`` and
+    ``original_sha256``: :mod:`scripts.reprocess_claim_check`), ``reason`` the
     job's failure reason (``reason`` header, one of ``app.transform.REASONS``),
     ``headers`` every header decoded as UTF-8 (``stream``, ``shard``,
     ``sequence_number``, ``partition_key``, ``arrival_time``, ``exception``,

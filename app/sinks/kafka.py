@@ -8,16 +8,35 @@ every record it produced has a successful delivery report after ``flush``:
 the Spark job then fails, ``foreachBatch`` raises and the batch's offsets are
 not committed (the batch is replayed on restart; consumers de-duplicate by the
 record key, which is stable: ``stream/shard/sequenceNumber``).
+
+No single record can fail a batch for ever: a record too large for the topic
+(:mod:`app.failure_limits`) is claim-checked before it is produced, and one
+the broker or librdkafka still refuses for its size or shape is claim-checked
+after the fact; either way the topic gets a pointer record
+(:mod:`app.sinks.claim_check`) whose original is in the claim-check store
+(:mod:`app.sinks.failure_store`), written and acknowledged before the send.
+A broker that is down still fails the task.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
+from app.sinks.claim_check import (
+    Pointer,
+    bounded,
+    fits_inline,
+    message_size,
+    object_key,
+    pointer_record,
+    sha256_hex,
+)
+from app.sinks.failure_store import FailureStore, FailureStoreSettings, worker_store
 from app.sources.schema import (
     ARRIVAL_TIMESTAMP,
     DATA,
@@ -45,6 +64,11 @@ COORDINATE_HEADERS: Final = (
 ARRIVAL_HEADER: Final = "arrival_time"
 
 _MAX_QUEUE_RETRIES: Final = 50
+# Kafka errors about one record that no retry can cure: its size or its shape
+# (librdkafka's KafkaError codes MSG_SIZE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
+# INVALID_RECORD). Such a record is claim-checked and sent as a pointer; any
+# other error (broker down, timeout, authorization) still fails the task.
+RECORD_ERROR_CODES: Final = frozenset({10, 18, 87})
 
 
 class KafkaDeliveryError(RuntimeError):
@@ -63,17 +87,28 @@ class KafkaSettings:
     delivery_timeout_ms: int
     request_timeout_ms: int
     flush_timeout_sec: int
+    # librdkafka's message.max.bytes and batch.size (app.failure_limits).
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    # Where originals too large for the topic go (None: nowhere; such a record
+    # then fails the task, as before the claim-check store existed).
+    store: FailureStoreSettings | None = None
 
     @classmethod
     def for_job(cls, config: JobConfig, bootstrap_servers: str) -> KafkaSettings:
         """The job's settings once its brokers are known (resolved from the MSK
         cluster on AWS, ``kafka.bootstrap_servers`` locally)."""
-        return cls.from_options(
+        settings = cls.from_options(
             config.kafka,
             region=config.region,
             instance_id=config.instance_id,
             bootstrap_servers=bootstrap_servers,
         )
+        store = FailureStoreSettings(
+            location=config.failure_store_uri,
+            region=config.region,
+            endpoint_url=config.s3_endpoint_url,
+        )
+        return replace(settings, store=store)
 
     @classmethod
     def from_options(
@@ -88,6 +123,7 @@ class KafkaSettings:
             delivery_timeout_ms=options.delivery_timeout_ms,
             request_timeout_ms=options.request_timeout_ms,
             flush_timeout_sec=options.flush_timeout_sec,
+            max_message_bytes=options.max_message_bytes,
         )
 
 
@@ -129,7 +165,9 @@ def msk_iam_token(region: str) -> tuple[str, float]:
 
 
 def producer_config(settings: KafkaSettings) -> dict[str, Any]:
-    """Idempotent, acks=all, every wait bounded (delivery, request, socket)."""
+    """Idempotent, acks=all, every wait bounded (delivery, request, socket);
+    messages and batches no larger than the topic takes (app.failure_limits)."""
+    limits = FailureLimits(settings.max_message_bytes)
     conf: dict[str, Any] = {
         "bootstrap.servers": settings.bootstrap_servers,
         "enable.idempotence": True,
@@ -139,6 +177,10 @@ def producer_config(settings: KafkaSettings) -> dict[str, Any]:
         "socket.timeout.ms": min(settings.request_timeout_ms, settings.delivery_timeout_ms),
         "linger.ms": 20,
         "compression.type": "lz4",
+        # A batch never grows past one message's limit, so the topic's
+        # max.message.bytes (this + the framing allowance) always takes it.
+        "message.max.bytes": limits.producer_message_max_bytes,
+        "batch.size": limits.producer_message_max_bytes,
         "client.id": f"failures-{settings.instance_id}",
     }
     if settings.security == "MSK_IAM":
@@ -160,8 +202,10 @@ def record_key(stream: str | None, shard: str | None, sequence: str | None) -> s
     return f"{stream or '-'}/{shard or '-'}/{sequence or '-'}"
 
 
-def record_headers(row: dict[str, Any], instance_id: str) -> list[tuple[str, str | bytes | None]]:
-    headers: list[tuple[str, str | bytes | None]] = [
+def record_headers(row: dict[str, Any], instance_id: str) -> list[tuple[str, bytes]]:
+    """Every header of a failure record, each value bounded
+    (:data:`app.failure_limits.HEADER_VALUE_MAX_BYTES`: the message is free text)."""
+    headers: list[tuple[str, bytes]] = [
         (REASON_HEADER, str(row[REASON]).encode()),
         (EXCEPTION_HEADER, str(row[ERROR_CLASS]).encode()),
         (MESSAGE_HEADER, str(row[MESSAGE]).encode()),
@@ -174,7 +218,7 @@ def record_headers(row: dict[str, Any], instance_id: str) -> list[tuple[str, str
     if isinstance(arrival, datetime):
         stamp = arrival if arrival.tzinfo else arrival.replace(tzinfo=UTC)
         headers.append((ARRIVAL_HEADER, stamp.astimezone(UTC).isoformat().encode()))
-    return headers
+    return [(name, bounded(value)) for name, value in headers]
 
 
 class ProducerCache:
@@ -235,64 +279,162 @@ def deliver(
     rows: Iterator[dict[str, Any]],
     settings: KafkaSettings,
     producers: ProducerCache | None = None,
+    store: FailureStore | None = None,
 ) -> int:
-    """Produce every row, flush, check every report. Returns how many were sent."""
+    """Produce every row (claim-checking the large ones first), flush, check
+    every report. Returns how many were sent."""
     if producers is None:
         # Kept only inside a Spark task; a driver-side caller (a script, a
         # test) gets a producer of its own, gone with the call.
         from pyspark import TaskContext
 
         producers = WORKER_PRODUCERS if TaskContext.get() is not None else ProducerCache()
+    if store is None and settings.store is not None:
+        store = worker_store(settings.store)
     producer = producers.get(settings)
     try:
-        return _deliver(rows, settings, producer)
+        return _Delivery(settings, producer, store).run(rows)
     except BaseException:
         producers.discard(settings)
         raise
 
 
-def _deliver(rows: Iterator[dict[str, Any]], settings: KafkaSettings, producer: Any) -> int:
-    errors: list[str] = []
-    delivered = 0
-    produced = 0
+def is_record_error(error: Any) -> bool:
+    """A Kafka error about this one record that no retry can cure."""
+    code = getattr(error, "code", None)
+    return callable(code) and code() in RECORD_ERROR_CODES
 
-    def on_delivery(err: Any, _msg: Any) -> None:
-        nonlocal delivered
-        if err is None:
-            delivered += 1
-        else:
-            errors.append(str(err))
 
-    for row in rows:
+@dataclass
+class _Message:
+    """One failure record as it goes to Kafka; ``pointer`` once claim-checked."""
+
+    row: dict[str, Any]
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]]
+    pointer: Pointer | None = None
+
+
+class _Delivery:
+    """One task's failure records: each produced once, and a record Kafka
+    refused for its size or shape claim-checked and produced again as a
+    pointer. Any other refusal, or a report missing after ``flush``, raises
+    :class:`KafkaDeliveryError`."""
+
+    def __init__(self, settings: KafkaSettings, producer: Any, store: FailureStore | None) -> None:
+        self.settings = settings
+        self.producer = producer
+        self.store = store
+        self.limits = FailureLimits(settings.max_message_bytes)
+        self.messages: list[_Message] = []
+        # index -> the delivery report's error (None: delivered)
+        self.reports: dict[int, Any] = {}
+
+    def run(self, rows: Iterator[dict[str, Any]]) -> int:
+        for row in rows:
+            self.messages.append(self._prepare(row))
+            self._send(len(self.messages) - 1)
+            self.producer.poll(0)
+        remaining = self._flush()
+        refused = [
+            index
+            for index, error in self.reports.items()
+            if error is not None and is_record_error(error) and self.messages[index].pointer is None
+        ]
+        for index in refused:
+            error = self.reports.pop(index)
+            self.messages[index] = self._claim_check(self.messages[index], str(error))
+            self._send(index)
+        if refused:
+            remaining = self._flush()
+        delivered = sum(1 for error in self.reports.values() if error is None)
+        produced = len(self.messages)
+        errors = [str(error) for error in self.reports.values() if error is not None]
+        if errors or remaining or delivered != produced:
+            first = errors[0] if errors else f"{remaining} still queued after flush"
+            raise KafkaDeliveryError(
+                f"{produced - delivered} of {produced} failure records not delivered to "
+                f"topic {self.settings.topic!r} at {self.settings.bootstrap_servers}: {first}"
+            )
+        return delivered
+
+    def _prepare(self, row: dict[str, Any]) -> _Message:
         key = record_key(row.get(STREAM_NAME), row.get(SHARD_ID), row.get(SEQUENCE_NUMBER))
+        data = row.get(DATA) or b""
+        message = _Message(
+            row, key.encode(), bytes(data), record_headers(row, self.settings.instance_id)
+        )
+        size = message_size(message.key, message.value, message.headers)
+        if fits_inline(size, self.limits):
+            return message
+        return self._claim_check(message)
+
+    def _claim_check(self, message: _Message, delivery_error: str | None = None) -> _Message:
+        """Store the original (acknowledged) and make the pointer record."""
+        row = message.row
+        data = bytes(row.get(DATA) or b"")
+        if self.store is None:
+            raise KafkaDeliveryError(
+                f"failure record {message.key.decode()} ({len(data):,} bytes) needs the "
+                "claim-check store and none is configured"
+                + (f"; Kafka refused it: {delivery_error}" if delivery_error else "")
+            )
+        digest = sha256_hex(data)
+        meta = {
+            "reason": str(row.get(REASON)),
+            "record-key": message.key.decode(),
+            "instance": self.settings.instance_id,
+        }
+        if delivery_error:
+            meta["delivery-error"] = delivery_error
+        uri = self.store.put(
+            object_key(row.get(STREAM_NAME), row.get(SHARD_ID), row.get(SEQUENCE_NUMBER)),
+            data,
+            digest,
+            meta,
+        )
+        pointer = Pointer(uri, len(data), digest)
+        value, headers = pointer_record(message.headers, data, pointer, delivery_error)
+        return _Message(row, message.key, value, headers, pointer)
+
+    def _send(self, index: int) -> None:
+        message = self.messages[index]
+
+        def on_delivery(err: Any, _msg: Any) -> None:
+            self.reports[index] = err
+
         for attempt in range(_MAX_QUEUE_RETRIES + 1):
             try:
-                producer.produce(
-                    settings.topic,
-                    value=row.get(DATA) or b"",
-                    key=key.encode(),
-                    headers=record_headers(row, settings.instance_id),
+                self.producer.produce(
+                    self.settings.topic,
+                    value=message.value,
+                    key=message.key,
+                    headers=message.headers,
                     on_delivery=on_delivery,
                 )
-                break
+                return
             except BufferError:
                 # Local queue full: let librdkafka drain it (bounded), then retry.
                 if attempt == _MAX_QUEUE_RETRIES:
                     raise
-                producer.poll(0.1)
-        produced += 1
-        producer.poll(0)
-    # Not a poll: flush() itself waits (in librdkafka) until the queue is empty
-    # or its timeout; it may return early, so it is called again for what is
-    # left of the bound.
-    deadline = time.monotonic() + settings.flush_timeout_sec
-    remaining = producer.flush(settings.flush_timeout_sec)
-    while remaining and time.monotonic() < deadline:
-        remaining = producer.flush(max(0.1, deadline - time.monotonic()))
-    if errors or remaining or delivered != produced:
-        first = errors[0] if errors else f"{remaining} still queued after flush"
-        raise KafkaDeliveryError(
-            f"{produced - delivered} of {produced} failure records not delivered to "
-            f"topic {settings.topic!r} at {settings.bootstrap_servers}: {first}"
-        )
-    return delivered
+                self.producer.poll(0.1)
+            except Exception as exc:
+                # librdkafka refuses a message above message.max.bytes at once
+                # (KafkaException MSG_SIZE_TOO_LARGE), before any send.
+                error = exc.args[0] if exc.args else None
+                if not is_record_error(error):
+                    raise
+                self.reports[index] = error
+                return
+
+    def _flush(self) -> int:
+        # Not a poll: flush() itself waits (in librdkafka) until the queue is
+        # empty or its timeout; it may return early, so it is called again for
+        # what is left of the bound.
+        timeout = self.settings.flush_timeout_sec
+        deadline = time.monotonic() + timeout
+        remaining = int(self.producer.flush(timeout))
+        while remaining and time.monotonic() < deadline:
+            remaining = int(self.producer.flush(max(0.1, deadline - time.monotonic())))
+        return remaining

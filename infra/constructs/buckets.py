@@ -26,6 +26,9 @@ ACCESS_LOGS_BUCKET_LOGICAL_ID: Final = "AccessLogsBucket"
 CHECKPOINTS_PREFIX: Final = "checkpoints/"
 WAREHOUSE_PREFIX: Final = "warehouse/"
 CONTROL_PREFIX: Final = "control/"  # stop markers and the single-run lease
+# The claim-check store: originals of failure records too large for the
+# failure topic (app/sinks/failure_store.py). The job may only put objects here.
+FAILURES_PREFIX: Final = "failures/"
 ARTIFACTS_PREFIX: Final = "artifacts/"
 EMR_LOGS_PREFIX: Final = "emr-logs/"
 
@@ -168,6 +171,30 @@ class Buckets(Construct):
                 "instance's own data bucket; the wildcard is bounded by that prefix.",
             )
         self._acknowledge_wildcards(role, _READ_WRITE_WILDCARDS)
+        self.grant_claim_check(role)
+
+    def grant_claim_check(self, role: iam.IRole) -> None:
+        """``s3:PutObject`` under ``failures/`` of this data bucket, and nothing
+        else there: the executors write a failure record's original before its
+        pointer goes to Kafka (app/sinks/failure_store.py); reading it back is
+        the operator's (docs/operate.md). A hand-written statement, not
+        ``grant_put``: that grant adds the legal-hold, retention and tagging
+        writes too. The bucket is SSE-S3 (no KMS key to grant). PutObject is the
+        object-level action and takes an object ARN
+        (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html)."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ClaimCheckPut",
+                actions=["s3:PutObject"],
+                resources=[self.data.arn_for_objects(f"{FAILURES_PREFIX}*")],
+            )
+        )
+        self._acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::<{DATA_BUCKET_LOGICAL_ID}.Arn>/{FAILURES_PREFIX}*]",
+            "The job puts each claim-checked failure record under failures/ of this "
+            "instance's own data bucket, named by its stream coordinates; PutObject only.",
+        )
 
     def grant_boot(self, boot: PolicyGrantee) -> None:
         """What the nodes need from the artifacts bucket from their first

@@ -19,6 +19,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_msk as msk
 from constructs import Construct
 
+from app.failure_limits import FailureLimits
 from infra.config import KafkaConfig
 from infra.constructs.logs_key import encrypted_log_group
 
@@ -31,9 +32,13 @@ def topic_configs(config: KafkaConfig) -> dict[str, str]:
     """Topic-level Kafka configs. ``min.insync.replicas`` is the configured value
     (default 2 of 3 replicas, validated below the replication factor in
     ``infra.config``): an ``acks=all`` write needs two copies and survives one
-    replica down."""
+    replica down. ``max.message.bytes`` (the largest record batch the topic
+    takes) derives from ``kafka.max_message_bytes``, as the job's producer
+    limit does (:class:`app.failure_limits.FailureLimits`)."""
+    limits = FailureLimits(config.max_message_bytes)
     return {
         "cleanup.policy": "delete",
+        "max.message.bytes": str(limits.topic_max_message_bytes),
         "min.insync.replicas": str(config.min_insync_replicas),
         "retention.ms": str(config.topic_retention_hours * HOUR_MS),
     }
@@ -73,6 +78,7 @@ class FailureTopic(Construct):
         else:
             self.cluster_arn = self._create_cluster(props)
         self.topic_name = props.topic_name
+        configs = topic_configs(config)
         self.topic = msk.CfnTopic(
             self,
             "Topic",
@@ -80,8 +86,10 @@ class FailureTopic(Construct):
             topic_name=props.topic_name,
             partition_count=config.topic_partitions,
             replication_factor=config.topic_replication_factor,
-            configs=encode_configs(topic_configs(config)),
+            configs=encode_configs(configs),
         )
+        # What the topic takes, for the synth check against the job's producer.
+        self.max_message_bytes = int(configs["max.message.bytes"])
         self.topic.override_logical_id(TOPIC_LOGICAL_ID)
         self.topic.apply_removal_policy(props.removal_policy)
         self.topic_arn = self.topic.attr_topic_arn

@@ -11,11 +11,13 @@ from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
 from constructs import Construct
 
 from app.config import DEFAULT_EVENT_FIELDS
+from app.failure_limits import check_limits
 from infra.config import InstanceConfig, msk_client_subnets
 from infra.constructs.alarms import Alarms, AlarmsProps
 from infra.constructs.buckets import (
     CHECKPOINTS_PREFIX,
     CONTROL_PREFIX,
+    FAILURES_PREFIX,
     WAREHOUSE_PREFIX,
     Buckets,
     BucketsProps,
@@ -180,6 +182,17 @@ class StreamingStack(Stack):
             stop_marker_path=self.buckets.data.s3_url_for_object(
                 f"{CONTROL_PREFIX}{config.instance_id}/stop"
             ),
+            failure_store_location=self.buckets.data.s3_url_for_object(
+                f"{FAILURES_PREFIX}{config.instance_id}/"
+            ),
+        )
+        self.job_config = job_config
+        # The producer and the topic take their limits from one setting; a
+        # drift between them would make every large failure fail its batch.
+        check_limits(
+            producer_message_max_bytes=job_config.kafka.max_message_bytes,
+            topic_max_message_bytes=self.failure_topic.max_message_bytes,
+            field=f"{config.instance_id}: kafka.max_message_bytes",
         )
         return JobDeployment(
             self,

@@ -76,6 +76,13 @@ def test_the_command_reports_each_check_with_its_fix(moto_url: str, tmp_path: Pa
     )
     assert any(line.startswith("PASS  Lake Formation: IAM alone controls") for line in lines)
     assert any(line.startswith("PASS  imported MSK cluster: the stack creates") for line in lines)
+    assert any(
+        line.startswith(
+            "PASS  failure record size: producer message.max.bytes 1,000,000, topic "
+            "max.message.bytes 1,048,588 (from kafka.max_message_bytes 1,000,000)"
+        )
+        for line in lines
+    )
     assert any(line.startswith("PASS  Kinesis capacity: 2 shards needed") for line in lines)
     assert any(
         line.startswith("PASS  EMR release label: emr-spark-8.1.0 is available") for line in lines
@@ -99,7 +106,7 @@ def test_the_command_reports_each_check_with_its_fix(moto_url: str, tmp_path: Pa
         "certificateChain.pem names *.eu-west-1.compute.internal, which covers eu-west-1"
     ) in second.stdout
     assert "PASS  Glue default database" in second.stdout
-    assert "preflight orders-eu-west-1: 8 passed, 0 warning(s), 0 failed" in second.stdout
+    assert "preflight orders-eu-west-1: 9 passed, 0 warning(s), 0 failed" in second.stdout
     assert second.returncode == 0
 
 
@@ -228,6 +235,61 @@ def test_imported_msk_cluster(response: dict[str, Any], problem: str | None) -> 
         assert problem in result.detail and "IAM client auth" in result.fix
 
 
+def test_the_failure_record_size_passes_when_producer_and_topic_agree() -> None:
+    result = preflight.check_failure_message_size(_config(kafka={"max_message_bytes": 500_000}), {})
+    assert result.status == "PASS"
+    assert "producer message.max.bytes 500,000, topic max.message.bytes 548,588" in result.detail
+
+
+def test_a_topic_below_the_producer_fails_naming_the_field(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from infra.constructs import failure_topic
+
+    real = failure_topic.topic_configs
+    monkeypatch.setattr(
+        failure_topic,
+        "topic_configs",
+        lambda config: {**real(config), "max.message.bytes": "900000"},
+    )
+    result = preflight.check_failure_message_size(_config(), {})
+    assert result.status == "FAIL"
+    assert result.detail.startswith("kafka.max_message_bytes: the producer's message.max.bytes")
+    assert "app.failure_limits" in result.fix
+
+
+def _configured_cluster(properties: bytes) -> Stub:
+    return Stub(
+        describe_cluster_v2=_msk(
+            CurrentBrokerSoftwareInfo={
+                "KafkaVersion": "3.6.0",
+                "ConfigurationArn": "arn:aws:kafka:eu-west-1:123456789012:configuration/c/1",
+                "ConfigurationRevision": 2,
+            }
+        ),
+        describe_configuration_revision={"ServerProperties": properties},
+    )
+
+
+def test_an_imported_cluster_with_a_lower_broker_limit_is_a_warning() -> None:
+    config = _config(kafka={"cluster_arn": MSK_ARN})
+    kafka = _configured_cluster(b"auto.create.topics.enable=false\nmessage.max.bytes=500000\n")
+    result = preflight.check_failure_message_size(config, {"kafka": kafka})
+    assert result.status == "WARN"
+    assert "sets message.max.bytes=500,000, below the topic's" in result.detail
+    assert kafka.calls[-1] == (
+        "describe_configuration_revision",
+        {"Arn": "arn:aws:kafka:eu-west-1:123456789012:configuration/c/1", "Revision": 2},
+    )
+    fine = _configured_cluster(b"message.max.bytes=2000000\n")
+    assert preflight.check_failure_message_size(config, {"kafka": fine}).status == "PASS"
+    default = Stub(describe_cluster_v2=_msk())
+    assert preflight.check_failure_message_size(config, {"kafka": default}).status == "PASS"
+    denied = Stub(describe_cluster_v2=ClientError({"Error": {"Code": "AccessDenied"}}, "x"))
+    unread = preflight.check_failure_message_size(config, {"kafka": denied})
+    assert unread.status == "WARN" and "kafka:DescribeConfigurationRevision" in unread.fix
+
+
 def test_shard_quota_without_room_fails() -> None:
     limits = {"ShardLimit": 10, "OpenShardCount": 9}
     result = preflight.check_shard_quota(
@@ -299,8 +361,8 @@ def test_output_format_prints_pass_fail_and_fix() -> None:
         "FAIL  Kinesis capacity: 50 of 50 on-demand streams in use\n      fix: request a higher"
         in text
     )
-    assert text.count("PASS  ") == 7
-    assert "preflight orders-eu-west-1: 7 passed, 0 warning(s), 1 failed" in text
+    assert text.count("PASS  ") == 8
+    assert "preflight orders-eu-west-1: 8 passed, 0 warning(s), 1 failed" in text
 
 
 # ------------------------------------------------------------------ Kinesis source
@@ -329,7 +391,7 @@ def test_the_connector_on_a_python_default_release_is_a_warning_that_does_not_fa
     text = out.getvalue()
     assert "WARN  Kinesis source: aws-kinesis on emr-spark-8.1.0" in text
     assert "\n      check: after the deploy, run ls /usr/share/aws/kinesis/" in text
-    assert "preflight orders-eu-west-1: 7 passed, 1 warning(s), 0 failed" in text
+    assert "preflight orders-eu-west-1: 8 passed, 1 warning(s), 0 failed" in text
 
 
 # ------------------------------------------------------------------ TLS certificate names
