@@ -5,7 +5,7 @@ hours and the only alarm was "0 records processed". Each delay the job
 publishes has its own alarm here. Metric names, namespace and dimension come
 from ``app.contract``, the module the job publishes with, so an alarm cannot
 watch a metric nobody sends; :meth:`Alarms.grant_job` lets the job publish
-them, in that namespace only.
+them, in its instance's own namespace only.
 """
 
 from __future__ import annotations
@@ -53,13 +53,15 @@ class AlarmsProps:
 
 
 class Alarms(Construct):
-    """Exposes ``topic``, ``alarms`` (by name), ``metrics``, ``emr_failure_rule`` and
-    ``dashboard``; :meth:`grant_job` lets the job publish the watched metrics."""
+    """Exposes ``topic``, ``alarms`` (by name), ``metrics``, ``namespace`` (the
+    instance's metric namespace), ``emr_failure_rule`` and ``dashboard``;
+    :meth:`grant_job` lets the job publish the watched metrics."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: AlarmsProps) -> None:
         super().__init__(scope, construct_id)
         config = props.config
         period = Duration.seconds(config.period_sec)
+        self.namespace = contract.metric_namespace(props.instance_id)
 
         self.key = kms.Key(
             self,
@@ -84,7 +86,7 @@ class Alarms(Construct):
 
         def metric(name: str, statistic: str) -> cw.Metric:
             return cw.Metric(
-                namespace=contract.METRIC_NAMESPACE,
+                namespace=self.namespace,
                 metric_name=name,
                 dimensions_map={contract.INSTANCE_DIMENSION: props.instance_id},
                 statistic=statistic,
@@ -331,22 +333,26 @@ class Alarms(Construct):
         return dashboard
 
     def grant_job(self, role: iam.IRole) -> None:
-        """Publish the metrics these alarms watch. ``PutMetricData`` has no
-        resource-level permissions; the namespace condition is the only scope
-        IAM offers."""
+        """Publish the metrics these alarms watch, in this instance's namespace
+        only. ``PutMetricData`` has no resource-level permissions; the
+        ``cloudwatch:namespace`` condition is the only scope IAM offers
+        (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/iam-cw-condition-keys-namespace.html),
+        which is why each instance has a namespace of its own
+        (``app.contract.metric_namespace``): a shared one would let a
+        neighbour publish this instance's heartbeat."""
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="PutMetricsInProductNamespace",
+                sid="PutMetricsInInstanceNamespace",
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": contract.METRIC_NAMESPACE}},
+                conditions={"StringEquals": {"cloudwatch:namespace": self.namespace}},
             )
         )
         Validations.of(role).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
                 reason="cloudwatch:PutMetricData has no resource-level permissions; the "
-                "statement is limited by a cloudwatch:namespace condition to the product's "
-                "namespace.",
+                "statement is limited by a cloudwatch:namespace condition to this "
+                "instance's own namespace.",
             )
         )

@@ -357,7 +357,11 @@ def test_job_role_has_no_managed_policies_and_no_admin_wildcards(
         if statement["Resource"] == "*":
             assert _actions(statement) == ["cloudwatch:PutMetricData"]
             assert statement["Condition"] == {
-                "StringEquals": {"cloudwatch:namespace": contract.METRIC_NAMESPACE}
+                "StringEquals": {
+                    "cloudwatch:namespace": contract.metric_namespace(
+                        synthesized.config(name).instance_id
+                    )
+                }
             }
 
 
@@ -486,7 +490,7 @@ def test_delay_alarms_watch_the_contract_metrics(synthesized: Synthesized, name:
     }
     for alarm_name, metric in expected.items():
         alarm = alarms[alarm_name]
-        assert alarm["Namespace"] == contract.METRIC_NAMESPACE
+        assert alarm["Namespace"] == contract.metric_namespace(config.instance_id)
         assert alarm["MetricName"] == metric
         assert alarm["Dimensions"] == dims
         assert alarm["Period"] == config.alarms.period_sec
