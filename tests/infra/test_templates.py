@@ -14,7 +14,10 @@ from app.spark_conf import GLUE_HIVE_SITE
 from infra.constructs.buckets import (
     ACCESS_LOGS_BUCKET_LOGICAL_ID,
     ARTIFACTS_BUCKET_LOGICAL_ID,
+    ARTIFACTS_PREFIX,
     DATA_BUCKET_LOGICAL_ID,
+    JOB_DATA_PREFIXES,
+    listing_prefixes,
 )
 from infra.constructs.stream import STREAM_LOGICAL_ID
 from infra.releases import RELEASES
@@ -363,6 +366,37 @@ def test_job_role_has_no_managed_policies_and_no_admin_wildcards(
                     )
                 }
             }
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_job_role_never_touches_object_versions_and_lists_only_its_prefixes(
+    synthesized: Synthesized, name: str
+) -> None:
+    """No s3:DeleteObjectVersion (nor any *ObjectVersion* action, nor an S3
+    action wildcard), and every s3:ListBucket is limited by s3:prefix to the
+    prefixes the job and the nodes use."""
+    job_role = _role_id(synthesized, name, "ec2.amazonaws.com")
+    allowed = set(listing_prefixes((*JOB_DATA_PREFIXES, ARTIFACTS_PREFIX)))
+    listings = 0
+    for statement in _policies(synthesized, name, job_role):
+        s3_actions = [a for a in _actions(statement) if a.startswith("s3:")]
+        for action in s3_actions:
+            assert "*" not in action and "ObjectVersion" not in action, action
+        if "s3:ListBucket" in s3_actions:
+            listings += 1
+            assert list(statement["Condition"]) == ["StringLike"], statement
+            prefixes = statement["Condition"]["StringLike"]["s3:prefix"]
+            assert prefixes and set(prefixes) <= allowed, prefixes
+    assert listings == 2  # the data prefixes (DefaultPolicy) and artifacts/ (boot policy)
+
+
+def test_listing_prefixes_cover_each_prefix_and_nothing_beside_it() -> None:
+    assert listing_prefixes(("checkpoints/", "control/")) == [
+        "checkpoints",
+        "checkpoints/*",
+        "control",
+        "control/*",
+    ]
 
 
 @pytest.mark.parametrize("name", ALL)
