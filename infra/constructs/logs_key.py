@@ -6,9 +6,10 @@ read. CloudWatch Logs encrypts with the key itself, so the key policy must let
 the regional CloudWatch Logs principal use it, limited by the encryption
 context to log groups of this account and region:
 https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html
-(the ``kms:EncryptionContext:aws:logs:arn`` condition). The condition names
-the account's log groups by pattern, not the one group: the group's ARN needs
-the key first, so naming it would be a dependency cycle.
+(the ``kms:EncryptionContext:aws:logs:arn`` condition, ``ArnEquals`` the log
+group's ARN). The condition names the one log group the key encrypts: the group
+is given a name (``/<construct path>/<id>``), so its ARN is known without a
+reference to the group, which would be a cycle (the group needs the key).
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 
+def log_group_name(scope: Construct, construct_id: str) -> str:
+    """``/<stack>/<construct path>/<construct_id>``: unique per stack (stacks
+    are named per instance) and known at synth time."""
+    return f"/{scope.node.path}/{construct_id}"
+
+
 def encrypted_log_group(
     scope: Construct,
     construct_id: str,
@@ -28,7 +35,9 @@ def encrypted_log_group(
     retention: logs.RetentionDays,
     removal_policy: RemovalPolicy,
 ) -> logs.LogGroup:
-    """A log group under a rotated key of its own (``<construct_id>Key``)."""
+    """A log group under a rotated key of its own (``<construct_id>Key``),
+    named after its place in the app (:func:`log_group_name`)."""
+    name = log_group_name(scope, construct_id)
     key = kms.Key(
         scope,
         f"{construct_id}Key",
@@ -49,9 +58,9 @@ def encrypted_log_group(
             ],
             resources=["*"],
             conditions={
-                "ArnLike": {
+                "ArnEquals": {
                     "kms:EncryptionContext:aws:logs:arn": (
-                        f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:*"
+                        f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:{name}"
                     )
                 }
             },
@@ -60,6 +69,7 @@ def encrypted_log_group(
     return logs.LogGroup(
         scope,
         construct_id,
+        log_group_name=name,
         retention=retention,
         encryption_key=key,
         removal_policy=removal_policy,

@@ -5,6 +5,7 @@ documentation page its AWS fact comes from (docs/deploy.md, "First deploy")."""
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
@@ -211,7 +212,11 @@ def test_flow_broker_and_cleanup_log_groups_are_kms_encrypted(
         assert key["EnableKeyRotation"] is True
         logs_use = [s for s in key["KeyPolicy"]["Statement"] if s.get("Sid") == "CloudWatchLogsUse"]
         assert len(logs_use) == 1
-        assert "kms:EncryptionContext:aws:logs:arn" in logs_use[0]["Condition"]["ArnLike"]
+        # The key encrypts that one log group: its ARN, no wildcard.
+        (arn,) = logs_use[0]["Condition"]["ArnEquals"].values()
+        parts = arn["Fn::Join"][1]
+        assert parts[-1] == f":log-group:{group['LogGroupName']}", parts
+        assert "*" not in json.dumps(arn)
 
 
 @pytest.mark.parametrize("name", ALL)

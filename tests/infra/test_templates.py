@@ -565,10 +565,46 @@ def test_emr_failures_reach_the_alarm_topic(synthesized: Synthesized, name: str)
     assert {"FAILED", "TERMINATED_WITH_ERRORS"} <= set(pattern["detail"]["state"])
     assert [t["Arn"] for t in rule["Targets"]] == [{"Ref": topic_id}]
     policy = _props(synthesized, name, "AWS::SNS::TopicPolicy")
-    assert any(
-        s["Effect"] == "Allow" and s["Principal"] == {"Service": "events.amazonaws.com"}
+    (events,) = [
+        s
         for s in policy["PolicyDocument"]["Statement"]
-    )
+        if s["Effect"] == "Allow" and s["Principal"] == {"Service": "events.amazonaws.com"}
+    ]
+    rule_id, _ = synthesized.one(name, "AWS::Events::Rule")
+    assert events["Condition"]["ArnEquals"] == {"aws:SourceArn": [{"Fn::GetAtt": [rule_id, "Arn"]}]}
+    assert rule["Name"] == f"{name}-EmrFailures"
+
+
+def _service_statements(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        s
+        for s in document["Statement"]
+        if s["Effect"] == "Allow" and "Service" in s.get("Principal", {})
+    ]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_services_use_the_alarm_topic_and_key_for_this_instance_only(
+    synthesized: Synthesized, name: str
+) -> None:
+    """CloudWatch and EventBridge may publish to the alarm topic and use its
+    key for this instance's alarms and rule, in this account (aws:SourceArn,
+    aws:SourceAccount), never for anything else."""
+    topic_policy = _props(synthesized, name, "AWS::SNS::TopicPolicy")["PolicyDocument"]
+    key_id = _props(synthesized, name, "AWS::SNS::Topic")["KmsMasterKeyId"]["Fn::GetAtt"][0]
+    key_policy = synthesized.templates[name]["Resources"][key_id]["Properties"]["KeyPolicy"]
+    alarm_names = {alarm["AlarmName"] for alarm in _alarms(synthesized, name).values()}
+    statements = _service_statements(topic_policy) + _service_statements(key_policy)
+    services = sorted(s["Principal"]["Service"] for s in statements)
+    assert services == ["cloudwatch.amazonaws.com"] * 2 + ["events.amazonaws.com"] * 2
+    for statement in statements:
+        condition = statement["Condition"]
+        assert condition["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+        sources = [_text(arn) for arn in condition["ArnEquals"]["aws:SourceArn"]]
+        assert "*" not in "".join(sources)
+        if statement["Principal"]["Service"] == "cloudwatch.amazonaws.com":
+            named = {text.split(":alarm:")[1].rstrip('"]}') for text in sources}
+            assert named == alarm_names
 
 
 @pytest.mark.parametrize("name", ALL)
