@@ -282,6 +282,21 @@ def test_emr_security_configuration_encrypts_at_rest_and_in_transit(
 
 
 @pytest.mark.parametrize("name", ALL)
+def test_emr_nodes_require_imdsv2(synthesized: Synthesized, name: str) -> None:
+    """IMDSv2 only (a session token for every metadata request), the field
+    names of EMR's security configuration, on a release that supports it
+    (EMR 6.2 and later; the release table holds emr-spark-8.x only)."""
+    security = _props(synthesized, name, "AWS::EMR::SecurityConfiguration")
+    assert security["SecurityConfiguration"]["InstanceMetadataServiceConfiguration"] == {
+        "MinimumInstanceMetadataServiceVersion": 2,
+        "HttpPutResponseHopLimit": 1,
+    }
+    label = synthesized.config(name).emr.release_label
+    assert label.startswith("emr-spark-8."), label
+    assert all(release.startswith("emr-spark-8.") for release in RELEASES), sorted(RELEASES)
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_spark_defaults_from_the_single_conf_source(synthesized: Synthesized, name: str) -> None:
     config = synthesized.config(name)
     cluster = _props(synthesized, name, "AWS::EMR::Cluster")
