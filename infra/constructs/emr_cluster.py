@@ -107,7 +107,7 @@ def security_configuration(*, local_disk_key_arn: str, tls_zip_uri: str) -> dict
                     "S3Object": tls_zip_uri,
                 }
             },
-        }
+        },
     }
 
 
