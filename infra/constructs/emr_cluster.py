@@ -176,7 +176,12 @@ class EmrCluster(Construct):
                 )
 
         # The nodes fetch the TLS certificates the security configuration names:
-        # that one object, outside the instance's buckets, and nothing beside it.
+        # that one object, outside the instance's buckets, and nothing beside it,
+        # and only from a bucket of this account (s3:ResourceAccount, "filters
+        # access by the resource owner AWS account ID",
+        # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html):
+        # a bucket name is global, so a same-named bucket elsewhere (deleted and
+        # re-created by someone else) cannot hand the nodes a key pair.
         props.boot.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ReadTlsCertificates",
@@ -185,6 +190,7 @@ class EmrCluster(Construct):
                     f"arn:{Aws.PARTITION}:s3:::{config.tls_certificates_bucket}/"
                     f"{config.tls_certificates_key}"
                 ],
+                conditions={"StringEquals": {"s3:ResourceAccount": Aws.ACCOUNT_ID}},
             )
         )
 

@@ -297,6 +297,20 @@ def test_emr_nodes_require_imdsv2(synthesized: Synthesized, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ALL)
+def test_nodes_read_the_tls_zip_only_from_a_bucket_of_this_account(
+    synthesized: Synthesized, name: str
+) -> None:
+    job_role = _role_id(synthesized, name, "ec2.amazonaws.com")
+    (tls,) = [
+        s for s in _policies(synthesized, name, job_role) if s.get("Sid") == "ReadTlsCertificates"
+    ]
+    assert tls["Action"] == "s3:GetObject"
+    assert tls["Condition"] == {"StringEquals": {"s3:ResourceAccount": {"Ref": "AWS::AccountId"}}}
+    uri = synthesized.config(name).emr.tls_certificates_s3_uri
+    assert _text(tls["Resource"]).endswith(uri.removeprefix("s3://") + '"]]}')
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_spark_defaults_from_the_single_conf_source(synthesized: Synthesized, name: str) -> None:
     config = synthesized.config(name)
     cluster = _props(synthesized, name, "AWS::EMR::Cluster")
