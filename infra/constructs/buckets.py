@@ -17,6 +17,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct, IDependable
 
+from infra.constructs.helper_lambdas import scope_auto_delete_provider
 from infra.constructs.roles import PolicyGrantee
 
 DATA_BUCKET_LOGICAL_ID: Final = "DataBucket"
@@ -172,6 +173,13 @@ class Buckets(Construct):
         ]
         if destroy:
             _drop_redundant_provider_dependency(Stack.of(self))
+            # CDK's provider: a role for its own log group only, the group kept
+            # a month; each emptying waits for the group, so the group is
+            # deleted after the provider's last run.
+            logs_group = scope_auto_delete_provider(Stack.of(self), props.removal_policy)
+            if logs_group is not None:
+                for emptying in self.emptied_on_delete:
+                    emptying.node.add_dependency(logs_group)  # type: ignore[attr-defined]
 
     def grant_job(self, role: iam.IRole) -> None:
         """Read/write the job's data prefixes: each a prefix of this instance's

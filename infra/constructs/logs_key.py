@@ -27,20 +27,18 @@ def log_group_name(scope: Construct, construct_id: str) -> str:
     return f"/{scope.node.path}/{construct_id}"
 
 
-def encrypted_log_group(
-    scope: Construct,
-    construct_id: str,
-    *,
-    what: str,
-    retention: logs.RetentionDays,
-    removal_policy: RemovalPolicy,
-) -> logs.LogGroup:
-    """A log group under a rotated key of its own (``<construct_id>Key``),
-    named after its place in the app (:func:`log_group_name`)."""
-    name = log_group_name(scope, construct_id)
+def log_group_arn(name: str) -> str:
+    """The ARN CloudWatch Logs puts in the encryption context (no ``:*``)."""
+    return f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:{name}"
+
+
+def log_group_key(
+    scope: Construct, construct_id: str, *, what: str, name: str, removal_policy: RemovalPolicy
+) -> kms.Key:
+    """A rotated key CloudWatch Logs may use for the log group ``name`` only."""
     key = kms.Key(
         scope,
-        f"{construct_id}Key",
+        construct_id,
         description=f"Encrypts the CloudWatch log group of {what}",
         enable_key_rotation=True,
         removal_policy=removal_policy,
@@ -57,14 +55,25 @@ def encrypted_log_group(
                 "kms:Describe*",
             ],
             resources=["*"],
-            conditions={
-                "ArnEquals": {
-                    "kms:EncryptionContext:aws:logs:arn": (
-                        f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:{name}"
-                    )
-                }
-            },
+            conditions={"ArnEquals": {"kms:EncryptionContext:aws:logs:arn": log_group_arn(name)}},
         )
+    )
+    return key
+
+
+def encrypted_log_group(
+    scope: Construct,
+    construct_id: str,
+    *,
+    what: str,
+    retention: logs.RetentionDays,
+    removal_policy: RemovalPolicy,
+) -> logs.LogGroup:
+    """A log group under a rotated key of its own (``<construct_id>Key``),
+    named after its place in the app (:func:`log_group_name`)."""
+    name = log_group_name(scope, construct_id)
+    key = log_group_key(
+        scope, f"{construct_id}Key", what=what, name=name, removal_policy=removal_policy
     )
     return logs.LogGroup(
         scope,
