@@ -662,3 +662,19 @@ def test_outputs_point_at_the_instance_resources(synthesized: Synthesized, name:
     assert outputs["FailureTopicArn"]["Value"] == {"Fn::GetAtt": ["FailureTopic", "TopicArn"]}
     assert outputs["EmrClusterId"]["Value"] == {"Ref": cluster_id}
     assert outputs["GlueDatabaseName"]["Value"] == synthesized.config(name).database_name
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_flow_log_role_is_for_this_accounts_flow_logs_only(
+    synthesized: Synthesized, name: str
+) -> None:
+    flows = synthesized.resources(name, "AWS::EC2::FlowLog")
+    for flow in flows.values():
+        role_id = flow["Properties"]["DeliverLogsPermissionArn"]["Fn::GetAtt"][0]
+        role = synthesized.templates[name]["Resources"][role_id]["Properties"]
+        (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+        assert trust["Principal"] == {"Service": "vpc-flow-logs.amazonaws.com"}
+        assert trust["Condition"]["StringEquals"] == {
+            "aws:SourceAccount": {"Ref": "AWS::AccountId"}
+        }
+        assert _text(trust["Condition"]["ArnLike"]["aws:SourceArn"]).endswith(':vpc-flow-log/*"]]}')
