@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Final
 
-METRIC_NAMESPACE: Final = "StreamingPipeline"
+# Each instance publishes in a namespace of its own, so the job role's
+# ``cloudwatch:namespace`` condition (infra/constructs/alarms.py) can name
+# exactly it: with one shared namespace, instance A could publish
+# ``Instance=<B>`` data points and keep B's heartbeat alarm quiet. A namespace
+# is 1-255 ASCII characters, ``/`` allowed, not starting with ``AWS/``
+# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_Metric.html,
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricData.html);
+# ``StreamingPipeline/<domain>-<region>`` is at most 18 + 31 + 1 + ~15 characters.
+METRIC_NAMESPACE_PREFIX: Final = "StreamingPipeline"
 INSTANCE_DIMENSION: Final = "Instance"
 
 # Per-batch metrics published by app.monitoring and alarmed on by infra.
@@ -73,6 +81,13 @@ def failure_topic_name(domain: str, region: str) -> str:
 def database_name(domain: str, region: str) -> str:
     """Glue/Hive database names allow only lowercase letters, digits and ``_``."""
     return f"{STACK_PREFIX.lower()}_{domain}_{region.replace('-', '_')}"
+
+
+def metric_namespace(instance: str) -> str:
+    """The CloudWatch namespace of one instance's metrics: the job publishes
+    there, the alarms, dashboard, status and local run read there, and the job
+    role may put metrics there only. ``instance`` is :func:`instance_id`."""
+    return f"{METRIC_NAMESPACE_PREFIX}/{instance}"
 
 
 def dimensions(instance: str, reason: str | None = None) -> list[dict[str, str]]:

@@ -321,7 +321,7 @@ class CloudWatchPublisher:
                 return True
             try:
                 self._put(
-                    Namespace=contract.METRIC_NAMESPACE,
+                    Namespace=contract.metric_namespace(self.instance),
                     MetricData=metric_data(chunk, self.instance),
                 )
                 self.published += len(chunk)

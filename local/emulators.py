@@ -114,6 +114,28 @@ MEMORY_STORAGE = "memory://tansu/"
 TANSU_BUCKET = "tansu"
 
 
+def tansu_environment(s3_endpoint: str | None) -> dict[str, str]:
+    """The broker's whole environment, built from nothing: never the caller's.
+
+    The caller's environment may hold real credentials (``AWS_*``, a profile,
+    tokens of other tools), and a broker that can reach S3 would use them. So
+    tansu gets the system ``PATH`` and, only with ``s3_endpoint`` (moto), the
+    emulator's fake credentials, endpoint and region; nothing else.
+    """
+    env = {"PATH": os.defpath}
+    if s3_endpoint is not None:
+        env.update(FAKE_CREDENTIALS)
+        env.update(
+            {
+                "AWS_ENDPOINT": s3_endpoint,
+                "AWS_ALLOW_HTTP": "true",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_REGION": "us-east-1",
+            }
+        )
+    return env
+
+
 def start_tansu(
     port: int | None = None,
     log_dir: Path | None = None,
@@ -130,19 +152,7 @@ def start_tansu(
     port = port or free_port()
     url = f"tcp://{LOOPBACK}:{port}"
     log = _log_file(log_dir, f"tansu-{port}")
-    env = dict(os.environ)
-    storage = MEMORY_STORAGE
-    if s3_endpoint is not None:
-        storage = f"s3://{TANSU_BUCKET}/"
-        env.update(FAKE_CREDENTIALS)
-        env.update(
-            {
-                "AWS_ENDPOINT": s3_endpoint,
-                "AWS_ALLOW_HTTP": "true",
-                "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_REGION": "us-east-1",
-            }
-        )
+    storage = MEMORY_STORAGE if s3_endpoint is None else f"s3://{TANSU_BUCKET}/"
     process = subprocess.Popen(
         [
             str(tansu_binary()),
@@ -156,7 +166,7 @@ def start_tansu(
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env=env,
+        env=tansu_environment(s3_endpoint),
     )
     server = ChildServer("tansu", port, process)
     try:

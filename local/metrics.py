@@ -93,7 +93,7 @@ def read_series(
         points: list[MetricPoint] = []
         for since, upto in windows(start - EDGE, end + EDGE, period_sec):
             response = client.get_metric_statistics(
-                Namespace=contract.METRIC_NAMESPACE,
+                Namespace=contract.metric_namespace(instance),
                 MetricName=metric,
                 Dimensions=contract.dimensions(instance),
                 StartTime=since,

@@ -12,12 +12,24 @@ wildcard for the domain the nodes live in: ``*.ec2.internal`` in us-east-1,
 
 The stack cannot make the zip: a private key must not travel as a CDK asset.
 So this command generates it locally (RSA 2048, self-signed, ``--days``
-valid), uploads it with SSE-S3 to the instance's artifacts location
+valid), uploads it encrypted with KMS (SSE-KMS, the account's AWS managed key
+``aws/s3``) to the instance's artifacts location
 ``s3://<bucket>/tls/<instance>/certificates.zip`` and prints the value for
 ``emr.tls_certificates_s3_uri``. The bucket is ``--bucket`` or, by default,
 ``streaming-artifacts-<account>-<region>``: the stack's own artifacts bucket
 does not exist before the first deploy, so the command creates this one when
-missing (all public access blocked, TLS-only policy, versioned).
+missing (all public access blocked, TLS-only policy, versioned, noncurrent
+versions expired after :data:`NONCURRENT_VERSION_DAYS` days, so a replaced
+private key does not stay readable for ever). Every S3 call but the bucket's
+creation names the caller's account as ``ExpectedBucketOwner``: a bucket of
+that name owned by anyone else is refused, never written to.
+
+Why ``aws/s3``: its key policy lets principals of the account that may read
+the object decrypt it through S3, so the nodes (which may read exactly this
+object, infra/constructs/emr_cluster.py) need no KMS grant
+(https://docs.aws.amazon.com/kms/latest/developerguide/concepts.html#aws-managed-key).
+``--out-dir`` keeps a copy of the zip readable by its owner only (0600), and
+the private key inside it unpacks 0600 too.
 
 Exit codes: 0 uploaded, 2 bad arguments or an instance not in cdk.json, 5 an
 AWS call failed (the message names it).
@@ -29,6 +41,7 @@ import argparse
 import datetime as dt
 import io
 import json
+import os
 import sys
 import zipfile
 from collections.abc import Sequence
@@ -43,6 +56,9 @@ EXIT_OK, EXIT_USAGE, EXIT_AWS = 0, 2, 5
 CLIENT_LIMITS: Final = aws_clients.ClientLimits(
     connect_timeout_sec=5, read_timeout_sec=30, retries=3
 )
+# Noncurrent versions of the certificate object (a replaced key) expire.
+NONCURRENT_VERSION_DAYS: Final = 30
+PRIVATE_FILE_MODE: Final = 0o600
 PRIVATE_KEY: Final = "privateKey.pem"
 CHAIN: Final = "certificateChain.pem"
 TRUSTED: Final = "trustedCertificates.pem"
@@ -91,9 +107,29 @@ def certificate_zip(region: str, *, days: int, now: dt.datetime | None = None) -
     cert_pem = certificate.public_bytes(serialization.Encoding.PEM)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for member, data in ((PRIVATE_KEY, key_pem), (CHAIN, cert_pem), (TRUSTED, cert_pem)):
-            archive.writestr(member, data)
+        for member, data, mode in (
+            (PRIVATE_KEY, key_pem, PRIVATE_FILE_MODE),
+            (CHAIN, cert_pem, 0o644),
+            (TRUSTED, cert_pem, 0o644),
+        ):
+            info = zipfile.ZipInfo(member, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            # Unix permissions in the high 16 bits: unzip restores them, so
+            # the unpacked private key is its owner's only.
+            info.external_attr = (0o100000 | mode) << 16
+            archive.writestr(info, data)
     return buffer.getvalue()
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` readable and writable by the owner only (0600), also
+    when ``path`` already exists with wider permissions."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    try:
+        os.fchmod(descriptor, PRIVATE_FILE_MODE)
+        os.write(descriptor, data)
+    finally:
+        os.close(descriptor)
 
 
 @dataclass(frozen=True)
@@ -121,12 +157,15 @@ def find_instance(cdk_json: Path, instance: str) -> InstanceConfig:
     )
 
 
-def ensure_bucket(s3: Any, bucket: str, region: str, *, tls_only: bool = True) -> bool:
+def ensure_bucket(s3: Any, bucket: str, region: str, *, owner: str, tls_only: bool = True) -> bool:
     """Create the bucket hardened if it does not exist; True if it was created.
-    ``tls_only=False`` is for a plain-HTTP emulator endpoint, where a
-    deny-unless-TLS policy would refuse every request."""
+    ``owner`` is the account that must own it (``ExpectedBucketOwner`` on
+    every call that takes it: a bucket of that name in another account fails
+    with 403 instead of being used). ``tls_only=False`` is for a plain-HTTP
+    emulator endpoint, where a deny-unless-TLS policy would refuse every request."""
+    mine = {"ExpectedBucketOwner": owner}
     try:
-        s3.head_bucket(Bucket=bucket)
+        s3.head_bucket(Bucket=bucket, **mine)
         return False
     except s3.exceptions.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
@@ -134,9 +173,11 @@ def ensure_bucket(s3: Any, bucket: str, region: str, *, tls_only: bool = True) -
     create: dict[str, Any] = {"Bucket": bucket}
     if region != "us-east-1":
         create["CreateBucketConfiguration"] = {"LocationConstraint": region}
+    # CreateBucket takes no ExpectedBucketOwner: it creates in the caller's account.
     s3.create_bucket(**create)
     s3.put_public_access_block(
         Bucket=bucket,
+        **mine,
         PublicAccessBlockConfiguration={
             "BlockPublicAcls": True,
             "IgnorePublicAcls": True,
@@ -144,11 +185,27 @@ def ensure_bucket(s3: Any, bucket: str, region: str, *, tls_only: bool = True) -
             "RestrictPublicBuckets": True,
         },
     )
-    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_bucket_versioning(Bucket=bucket, **mine, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_bucket_lifecycle_configuration(
+        Bucket=bucket,
+        **mine,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "ExpireNoncurrentVersions",
+                    "Status": "Enabled",
+                    "Filter": {"Prefix": ""},
+                    "NoncurrentVersionExpiration": {"NoncurrentDays": NONCURRENT_VERSION_DAYS},
+                    "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
+                }
+            ]
+        },
+    )
     if not tls_only:
         return True
     s3.put_bucket_policy(
         Bucket=bucket,
+        **mine,
         Policy=json.dumps(
             {
                 "Version": "2012-10-17",
@@ -179,26 +236,31 @@ def run(args: argparse.Namespace, out: Any) -> int:
 
     s3 = client("s3")
     try:
-        bucket = args.bucket
-        if bucket is None:
-            account = client("sts").get_caller_identity()["Account"]
-            bucket = default_bucket(account, region)
+        account = client("sts").get_caller_identity()["Account"]
+        bucket = args.bucket or default_bucket(account, region)
         plain_http = (args.endpoint_url or "").startswith("http://")
-        if ensure_bucket(s3, bucket, region, tls_only=not plain_http):
+        if ensure_bucket(s3, bucket, region, owner=account, tls_only=not plain_http):
             print(
-                f"created bucket s3://{bucket} (versioned, public access blocked, TLS only)",
+                f"created bucket s3://{bucket} (versioned, noncurrent versions expire after "
+                f"{NONCURRENT_VERSION_DAYS} days, public access blocked, TLS only)",
                 file=out,
             )
         location = Location(bucket, f"tls/{config.instance_id}/certificates.zip")
         body = certificate_zip(region, days=args.days)
+        # SSE-KMS with the AWS managed key aws/s3 (no SSEKMSKeyId).
         s3.put_object(
-            Bucket=location.bucket, Key=location.key, Body=body, ServerSideEncryption="AES256"
+            Bucket=location.bucket,
+            Key=location.key,
+            Body=body,
+            ExpectedBucketOwner=account,
+            ServerSideEncryption="aws:kms",
         )
     except Exception as exc:  # botocore errors of any kind: name the call, exit 5
         raise CertsError(EXIT_AWS, f"S3/STS call failed: {exc}") from exc
     if args.out_dir:
-        Path(args.out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(args.out_dir) / "certificates.zip").write_bytes(body)
+        out_dir = Path(args.out_dir)
+        out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_private(out_dir / "certificates.zip", body)
     print(f"uploaded {location.uri} (CN {node_domain(region)}, valid {args.days} days)", file=out)
     print("set it in cdk.json for this instance:", file=out)
     print(

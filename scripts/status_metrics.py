@@ -47,7 +47,7 @@ def metric_queries(instance: str, period_sec: int) -> list[dict[str, Any]]:
             "Id": column,
             "MetricStat": {
                 "Metric": {
-                    "Namespace": contract.METRIC_NAMESPACE,
+                    "Namespace": contract.metric_namespace(instance),
                     "MetricName": metric,
                     "Dimensions": contract.dimensions(instance),
                 },

@@ -5,25 +5,26 @@ hours and the only alarm was "0 records processed". Each delay the job
 publishes has its own alarm here. Metric names, namespace and dimension come
 from ``app.contract``, the module the job publishes with, so an alarm cannot
 watch a metric nobody sends; :meth:`Alarms.grant_job` lets the job publish
-them, in that namespace only.
+them, in its instance's own namespace only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+import jsii
+from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
+from aws_cdk.interfaces.aws_events import IRuleRef
 from constructs import Construct
 
 from app import contract
@@ -37,8 +38,65 @@ END_TO_END_LATENCY: Final = "EndToEndLatency"
 SCHEDULING_DELAY: Final = "SchedulingDelay"
 FAILURE_RECORDS: Final = "FailureRecords"
 HEARTBEAT_MISSING: Final = "HeartbeatMissing"
+# Every alarm of an instance, named ``<stack>-<name>``; the alarm key's
+# policy names them by ARN.
+ALARM_NAMES: Final = (
+    CONSUMER_LAG,
+    SOURCE_LAG,
+    FALLING_BEHIND,
+    END_TO_END_LATENCY,
+    SCHEDULING_DELAY,
+    FAILURE_RECORDS,
+    HEARTBEAT_MISSING,
+)
 
 EMR_FAILURE_STATES: Final = ("FAILED", "TERMINATED_WITH_ERRORS", "TERMINATED")
+
+
+# EventBridge rule names are at most 64 characters
+# (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutRule.html).
+MAX_RULE_NAME: Final = 64
+
+
+def emr_failure_rule_name(name_prefix: str) -> str:
+    """The instance's EMR failure rule: ``<stack>-EmrFailures`` (named, so the
+    alarm key's policy can name its ARN without waiting for it)."""
+    name = f"{name_prefix}-EmrFailures"
+    if len(name) > MAX_RULE_NAME:
+        name = f"{name_prefix}-Emr"
+    if len(name) > MAX_RULE_NAME:
+        raise ValueError(
+            f"EventBridge rule name {name!r}: {len(name)} characters; allowed: at most "
+            f"{MAX_RULE_NAME} (a shorter domain)"
+        )
+    return name
+
+
+def _arn(service: str, resource: str) -> str:
+    return f"arn:{Aws.PARTITION}:{service}:{Aws.REGION}:{Aws.ACCOUNT_ID}:{resource}"
+
+
+def _from_own(sources: list[str]) -> dict[str, Any]:
+    """Conditions for a service principal acting for these resources of this
+    account only (the confused-deputy guard,
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html)."""
+    return {
+        "ArnEquals": {"aws:SourceArn": sources},
+        "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+    }
+
+
+@jsii.implements(events.IRuleTarget)
+class _UngrantedTopicTarget:
+    """The topic as a rule target, without the unconditioned topic-policy
+    statement ``targets.SnsTopic`` adds for ``events.amazonaws.com``; the
+    construct adds its own, limited to the rule."""
+
+    def __init__(self, topic: sns.ITopic) -> None:
+        self._topic = topic
+
+    def bind(self, rule: IRuleRef, id: str | None = None) -> events.RuleTargetConfig:
+        return events.RuleTargetConfig(arn=self._topic.topic_arn)
 
 
 @dataclass(frozen=True)
@@ -53,13 +111,15 @@ class AlarmsProps:
 
 
 class Alarms(Construct):
-    """Exposes ``topic``, ``alarms`` (by name), ``metrics``, ``emr_failure_rule`` and
-    ``dashboard``; :meth:`grant_job` lets the job publish the watched metrics."""
+    """Exposes ``topic``, ``alarms`` (by name), ``metrics``, ``namespace`` (the
+    instance's metric namespace), ``emr_failure_rule`` and ``dashboard``;
+    :meth:`grant_job` lets the job publish the watched metrics."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: AlarmsProps) -> None:
         super().__init__(scope, construct_id)
         config = props.config
         period = Duration.seconds(config.period_sec)
+        self.namespace = contract.metric_namespace(props.instance_id)
 
         self.key = kms.Key(
             self,
@@ -68,9 +128,31 @@ class Alarms(Construct):
             enable_key_rotation=True,
             removal_policy=props.removal_policy,
         )
-        # CloudWatch alarms and EventBridge publish to the encrypted topic.
-        for service in ("cloudwatch.amazonaws.com", "events.amazonaws.com"):
-            self.key.grant(iam.ServicePrincipal(service), "kms:Decrypt", "kms:GenerateDataKey*")
+        # The rule is named so its ARN is known before it exists: the key
+        # policy must name it, and the rule (through the topic) needs the key.
+        rule_name = emr_failure_rule_name(props.name_prefix)
+        self.emr_failure_rule_arn = _arn("events", f"rule/{rule_name}")
+        alarm_arns = [
+            _arn("cloudwatch", f"alarm:{props.name_prefix}-{name}") for name in ALARM_NAMES
+        ]
+        # CloudWatch alarms and EventBridge publish to the encrypted topic: the
+        # services may use the key for this instance's alarms and rule only
+        # (aws:SourceArn, aws:SourceAccount on the service principals, as
+        # https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services
+        # shows for AWS event sources of an encrypted topic).
+        for sid, service, sources in (
+            ("AlarmsUseTopicKey", "cloudwatch.amazonaws.com", alarm_arns),
+            ("EmrFailureRuleUsesTopicKey", "events.amazonaws.com", [self.emr_failure_rule_arn]),
+        ):
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid=sid,
+                    principals=[iam.ServicePrincipal(service)],
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    resources=["*"],
+                    conditions=_from_own(sources),
+                )
+            )
         self.topic = sns.Topic(
             self,
             "Topic",
@@ -78,13 +160,24 @@ class Alarms(Construct):
             master_key=self.key,
             enforce_ssl=True,
         )
+        # The alarms publish as CloudWatch's service principal; the topic
+        # policy (which CDK writes for enforce_ssl) names them, nothing else.
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions=_from_own(alarm_arns),
+            )
+        )
         for email in config.emails:
             self.topic.add_subscription(subs.EmailSubscription(email))
         action = cw_actions.SnsAction(self.topic)
 
         def metric(name: str, statistic: str) -> cw.Metric:
             return cw.Metric(
-                namespace=contract.METRIC_NAMESPACE,
+                namespace=self.namespace,
                 metric_name=name,
                 dimensions_map={contract.INSTANCE_DIMENSION: props.instance_id},
                 statistic=statistic,
@@ -189,6 +282,8 @@ class Alarms(Construct):
             evaluation_periods=config.heartbeat_missing_periods,
             treat_missing_data=cw.TreatMissingData.BREACHING,
         )
+        if set(self.alarms) != set(ALARM_NAMES):
+            raise ValueError(f"alarms {sorted(self.alarms)}; allowed: exactly ALARM_NAMES")
         for alarm in self.alarms.values():
             alarm.add_alarm_action(action)
             alarm.add_ok_action(action)
@@ -196,13 +291,27 @@ class Alarms(Construct):
         self.emr_failure_rule = events.Rule(
             self,
             "EmrFailures",
+            rule_name=rule_name,
             description=f"EMR step or cluster failures of {props.instance_id}",
             event_pattern=events.EventPattern(
                 source=["aws.emr"],
                 detail_type=["EMR Step Status Change", "EMR Cluster State Change"],
                 detail={"clusterId": [props.cluster_id], "state": list(EMR_FAILURE_STATES)},
             ),
-            targets=[targets.SnsTopic(self.topic)],
+            targets=[_UngrantedTopicTarget(self.topic)],
+        )
+        # EventBridge may publish for this rule only
+        # (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-sns-permissions;
+        # aws:SourceArn is the rule's ARN,
+        # https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html).
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EmrFailureRulePublishes",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions=_from_own([self.emr_failure_rule.rule_arn]),
+            )
         )
 
         self.dashboard = self._dashboard(props, metric, iterator_age)
@@ -331,22 +440,26 @@ class Alarms(Construct):
         return dashboard
 
     def grant_job(self, role: iam.IRole) -> None:
-        """Publish the metrics these alarms watch. ``PutMetricData`` has no
-        resource-level permissions; the namespace condition is the only scope
-        IAM offers."""
+        """Publish the metrics these alarms watch, in this instance's namespace
+        only. ``PutMetricData`` has no resource-level permissions; the
+        ``cloudwatch:namespace`` condition is the only scope IAM offers
+        (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/iam-cw-condition-keys-namespace.html),
+        which is why each instance has a namespace of its own
+        (``app.contract.metric_namespace``): a shared one would let a
+        neighbour publish this instance's heartbeat."""
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="PutMetricsInProductNamespace",
+                sid="PutMetricsInInstanceNamespace",
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": contract.METRIC_NAMESPACE}},
+                conditions={"StringEquals": {"cloudwatch:namespace": self.namespace}},
             )
         )
         Validations.of(role).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
                 reason="cloudwatch:PutMetricData has no resource-level permissions; the "
-                "statement is limited by a cloudwatch:namespace condition to the product's "
-                "namespace.",
+                "statement is limited by a cloudwatch:namespace condition to this "
+                "instance's own namespace.",
             )
         )

@@ -17,6 +17,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct, IDependable
 
+from infra.constructs.helper_lambdas import scope_auto_delete_provider
 from infra.constructs.roles import PolicyGrantee
 
 DATA_BUCKET_LOGICAL_ID: Final = "DataBucket"
@@ -38,18 +39,36 @@ ACCESS_LOG_DAYS: Final = 90
 # Prefixes of the data bucket the job reads and writes (Spark checkpoints,
 # table files, stop markers and the lease).
 JOB_DATA_PREFIXES: Final = (CHECKPOINTS_PREFIX, WAREHOUSE_PREFIX, CONTROL_PREFIX)
-# Wildcard actions CDK's bucket grants use, and what each covers for the job.
-_GRANT_WILDCARD_ACTIONS: Final = {
-    "s3:GetObject*": "GetObject, GetObjectVersion and their ACL/attribute reads",
-    "s3:GetBucket*": "bucket location and versioning lookups EMRFS makes",
-    "s3:List*": "listing the instance's prefixes (checkpoint and table scans)",
-    "s3:DeleteObject*": "checkpoint compaction and table overwrite cleanup",
-    "s3:Abort*": "aborting failed multipart uploads of large files",
-}
-# Those of grant_read_write (the data prefixes), and of grant_read + grant_put
-# (the artifacts and the EMR logs).
-_READ_WRITE_WILDCARDS: Final = tuple(_GRANT_WILDCARD_ACTIONS)
-_READ_PUT_WILDCARDS: Final = ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "s3:Abort*")
+# What the job does with objects under its data prefixes: read, write, delete
+# (checkpoint renames are copy + delete, table cleanup), and abort or list the
+# parts of a multipart upload of a large file. No object version is ever read
+# or deleted (``s3:*ObjectVersion*``): a version deleted would be gone for
+# good, which the bucket's versioning exists to prevent.
+JOB_OBJECT_ACTIONS: Final = (
+    "s3:GetObject",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+)
+
+
+def listing_prefixes(prefixes: tuple[str, ...]) -> list[str]:
+    """``s3:prefix`` values (StringLike) that let a principal list under
+    ``prefixes`` and nowhere else in the bucket: each prefix itself, its
+    name without the slash (a directory probe) and anything below it.
+
+    S3 also evaluates this condition, with the object's key as ``s3:prefix``,
+    when it decides between 404 and 403 for a GET or HEAD of a missing object
+    (so the lease's and stop marker's "not there" stay 404 under these
+    prefixes): ListBucket is what lets a caller learn that a key does not
+    exist (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html,
+    "Permissions"); Ceph's S3 gateway copied the prefix behaviour from AWS
+    (https://github.com/ceph/ceph/pull/68577)."""
+    found: list[str] = []
+    for prefix in prefixes:
+        found += [prefix.rstrip("/"), f"{prefix}*"]
+    return found
 
 
 @dataclass(frozen=True)
@@ -157,20 +176,37 @@ class Buckets(Construct):
         ]
         if destroy:
             _drop_redundant_provider_dependency(Stack.of(self))
+            # CDK's provider: a role for its own log group only, the group kept
+            # a month; each emptying waits for the group, so the group is
+            # deleted after the provider's last run.
+            logs_group = scope_auto_delete_provider(Stack.of(self), props.removal_policy)
+            if logs_group is not None:
+                for emptying in self.emptied_on_delete:
+                    emptying.node.add_dependency(logs_group)  # type: ignore[attr-defined]
 
     def grant_job(self, role: iam.IRole) -> None:
         """Read/write the job's data prefixes: each a prefix of this instance's
-        own data bucket, never the whole bucket. (Its code, config and logs are
-        :meth:`grant_boot`'s.)"""
+        own data bucket, never the whole bucket, and list only under them.
+        (Its code, config and logs are :meth:`grant_boot`'s.)
+
+        Written out rather than ``grant_read_write``: that grant also
+        carries ``s3:DeleteObjectVersion`` (``s3:DeleteObject*``), object ACL,
+        retention and legal-hold writes, and ``s3:List*`` on the whole bucket."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="JobDataObjects",
+                actions=list(JOB_OBJECT_ACTIONS),
+                resources=[self.data.arn_for_objects(f"{p}*") for p in JOB_DATA_PREFIXES],
+            )
+        )
+        self._listing(role, "JobDataListing", self.data, JOB_DATA_PREFIXES)
         for prefix in JOB_DATA_PREFIXES:
-            self.data.grant_read_write(role, f"{prefix}*")
             self._acknowledge(
                 role,
                 f"AwsSolutions-IAM5[Resource::<{DATA_BUCKET_LOGICAL_ID}.Arn>/{prefix}*]",
                 f"Spark writes objects with generated names under {prefix} of this "
                 "instance's own data bucket; the wildcard is bounded by that prefix.",
             )
-        self._acknowledge_wildcards(role, _READ_WRITE_WILDCARDS)
         self.grant_claim_check(role)
 
     def grant_claim_check(self, role: iam.IRole) -> None:
@@ -201,31 +237,61 @@ class Buckets(Construct):
         boot on: read ``artifacts/`` (the bootstrap scripts and locks, then the
         job's code and config the step names) and push logs under
         ``emr-logs/``. Granted to the job role's boot policy, which the cluster
-        waits for (infra/constructs/roles.py)."""
-        self.artifacts.grant_read(boot, f"{ARTIFACTS_PREFIX}*")
+        waits for (infra/constructs/roles.py). Written out rather than
+        ``grant_read``/``grant_put``, whose ``s3:List*`` covers the whole bucket."""
+        boot.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadArtifacts",
+                actions=["s3:GetObject"],
+                resources=[self.artifacts.arn_for_objects(f"{ARTIFACTS_PREFIX}*")],
+            )
+        )
+        self._listing(boot, "ListArtifacts", self.artifacts, (ARTIFACTS_PREFIX,))
         self._acknowledge(
             boot.policy,
             f"AwsSolutions-IAM5[Resource::<{ARTIFACTS_BUCKET_LOGICAL_ID}.Arn>/{ARTIFACTS_PREFIX}*]",
             "The nodes read the bootstrap scripts and the job's code and config under "
             "artifacts/ of this instance's own artifacts bucket; names carry content hashes.",
         )
-        self.artifacts.grant_put(boot, f"{EMR_LOGS_PREFIX}*")
+        boot.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PushEmrLogs",
+                actions=["s3:PutObject", "s3:AbortMultipartUpload"],
+                resources=[self.artifacts.arn_for_objects(f"{EMR_LOGS_PREFIX}*")],
+            )
+        )
         self._acknowledge(
             boot.policy,
             f"AwsSolutions-IAM5[Resource::<{ARTIFACTS_BUCKET_LOGICAL_ID}.Arn>/{EMR_LOGS_PREFIX}*]",
             "EMR nodes push container and step logs with generated names under emr-logs/.",
         )
-        self._acknowledge_wildcards(boot.policy, _READ_PUT_WILDCARDS)
 
-    @classmethod
-    def _acknowledge_wildcards(cls, target: IConstruct, actions: tuple[str, ...]) -> None:
-        for action in actions:
-            cls._acknowledge(
-                target,
-                f"AwsSolutions-IAM5[Action::{action}]",
-                f"CDK's bucket grant uses {action} for {_GRANT_WILDCARD_ACTIONS[action]}; every "
-                "such statement is scoped to a prefix of this instance's own buckets.",
+    @staticmethod
+    def _listing(
+        grantee: iam.IGrantable, sid: str, bucket: s3.IBucket, prefixes: tuple[str, ...]
+    ) -> None:
+        """``s3:ListBucket`` on ``bucket`` under ``prefixes`` only (a bucket
+        action whose condition key is ``s3:prefix``,
+        https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html),
+        and the bucket's region lookup (EMRFS and other S3 clients ask for it;
+        it names no object), in a statement of its own: a request without a
+        prefix would fail the condition."""
+        principal = grantee.grant_principal
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid=sid,
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": listing_prefixes(prefixes)}},
             )
+        )
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid=f"{sid}Location",
+                actions=["s3:GetBucketLocation"],
+                resources=[bucket.bucket_arn],
+            )
+        )
 
     @staticmethod
     def _acknowledge(target: IConstruct, finding: str, reason: str) -> None:

@@ -72,10 +72,24 @@ def cluster_configurations(config: EmrConfig) -> list[dict[str, Any]]:
     ]
 
 
+# IMDSv2 only on every node: a request to the instance metadata service needs
+# a session token (a PUT), so an SSRF-style GET cannot read the job role's
+# credentials. Both fields are required together; EMR components use IMDSv2
+# from EMR 5.32 / 6.2 on, so every release of infra/releases.py (emr-spark-8.x)
+# supports it; hop limit 1 (the default) keeps the token on the node: Spark's
+# YARN containers are processes of the node, not containers with a network hop
+# (https://docs.aws.amazon.com/emr/latest/ManagementGuide/emr-create-security-configuration.html#emr-security-configuration-imdsv2).
+IMDS_CONFIGURATION: Final = {
+    "MinimumInstanceMetadataServiceVersion": 2,
+    "HttpPutResponseHopLimit": 1,
+}
+
+
 def security_configuration(*, local_disk_key_arn: str, tls_zip_uri: str) -> dict[str, Any]:
     """At rest: SSE-S3 for EMRFS, KMS for local and EBS disks. In transit: TLS
-    with the configured PEM certificates."""
+    with the configured PEM certificates. On the nodes: IMDSv2 only."""
     return {
+        "InstanceMetadataServiceConfiguration": dict(IMDS_CONFIGURATION),
         "EncryptionConfiguration": {
             "EnableAtRestEncryption": True,
             "EnableInTransitEncryption": True,
@@ -93,7 +107,7 @@ def security_configuration(*, local_disk_key_arn: str, tls_zip_uri: str) -> dict
                     "S3Object": tls_zip_uri,
                 }
             },
-        }
+        },
     }
 
 
@@ -162,7 +176,12 @@ class EmrCluster(Construct):
                 )
 
         # The nodes fetch the TLS certificates the security configuration names:
-        # that one object, outside the instance's buckets, and nothing beside it.
+        # that one object, outside the instance's buckets, and nothing beside it,
+        # and only from a bucket of this account (s3:ResourceAccount, "filters
+        # access by the resource owner AWS account ID",
+        # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html):
+        # a bucket name is global, so a same-named bucket elsewhere (deleted and
+        # re-created by someone else) cannot hand the nodes a key pair.
         props.boot.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ReadTlsCertificates",
@@ -171,6 +190,7 @@ class EmrCluster(Construct):
                     f"arn:{Aws.PARTITION}:s3:::{config.tls_certificates_bucket}/"
                     f"{config.tls_certificates_key}"
                 ],
+                conditions={"StringEquals": {"s3:ResourceAccount": Aws.ACCOUNT_ID}},
             )
         )
 

@@ -418,7 +418,22 @@ class EventsTable(Construct):
         role = iam.Role(
             self,
             f"{OPTIMIZER_LOGICAL_IDS[kind]}Role",
-            assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
+            # Glue may assume the role for this account's catalog only (the
+            # confused-deputy guard, https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html).
+            # ...IfExists: Glue's optimizer documentation
+            # (https://docs.aws.amazon.com/glue/latest/dg/optimization-prerequisites.html)
+            # does not say it sends these keys when it assumes the role; a hard
+            # condition would stop the optimizers if it does not, this one
+            # refuses any other account or resource whenever it does.
+            assumed_by=iam.ServicePrincipal(
+                "glue.amazonaws.com",
+                conditions={
+                    "StringEqualsIfExists": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                    "ArnLikeIfExists": {
+                        "aws:SourceArn": f"arn:{Aws.PARTITION}:glue:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"
+                    },
+                },
+            ),
             description=f"Glue {kind} optimizer of the events table in {self.database_arn}",
             inline_policies={"EventsTable": iam.PolicyDocument(statements=statements)},
         )

@@ -32,14 +32,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from aws_cdk import Acknowledgment, CfnOutput, CfnResource, Stack, Stage, Token, Validations
+from aws_cdk import (
+    Acknowledgment,
+    CfnOutput,
+    CfnResource,
+    RemovalPolicy,
+    Stack,
+    Stage,
+    Token,
+    Validations,
+)
 from aws_cdk import aws_emr as emr
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct, IDependable
 
 from app import contract
 from app.config import JobConfig
+from infra.constructs.helper_lambdas import DeploymentHandlerAccess
 from infra.emr_step import (
     CLUSTER_ID_OUTPUT,
     JARS_DIR,
@@ -93,6 +104,8 @@ class JobDeploymentProps:
     stop_timeout_sec: int | None = None
     pip_index_url: str | None = None
     source_root: Path = REPO_ROOT
+    # Of the upload handler's log group and its key (docs/infra.md, removal_policy).
+    removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
 
 
 class JobDeployment(Construct):
@@ -116,6 +129,11 @@ class JobDeployment(Construct):
             )
         stage_dir = Path(Stage.of(self).outdir)  # type: ignore[union-attr]
         bucket = props.artifacts_bucket
+        # Both uploads share CDK's one handler: the same role and log group.
+        self.handler_access = DeploymentHandlerAccess(
+            self, "UploadHandler", removal_policy=props.removal_policy
+        )
+        handler = {"role": self.handler_access.role, "log_group": self.handler_access.log_group}
 
         bootstrap_dir, bootstrap_hash = stage_bootstrap(root, stage_dir)
         bootstrap_uri = f"s3://{bucket.bucket_name}/{BOOTSTRAP_PREFIX}/{bootstrap_hash}"
@@ -126,6 +144,7 @@ class JobDeployment(Construct):
             destination_bucket=bucket,
             destination_key_prefix=f"{BOOTSTRAP_PREFIX}/{bootstrap_hash}/",
             prune=False,
+            **handler,  # type: ignore[arg-type]
         )
 
         # JSON round trip: tuples become lists, which jsii can pass to CDK.
@@ -144,8 +163,9 @@ class JobDeployment(Construct):
             destination_bucket=bucket,
             destination_key_prefix=f"{JOB_PREFIX}/{self.package_version}/",
             prune=False,
+            **handler,  # type: ignore[arg-type]
         )
-        _acknowledge_deployment_handler(bucket)
+        _acknowledge_deployment_handler(bucket, self.handler_access.role)
 
         self.bootstrap_actions = bootstrap_actions(
             bootstrap_uri=bootstrap_uri,
@@ -291,11 +311,11 @@ def _action(name: str, path: str, args: list[str]) -> emr.CfnCluster.BootstrapAc
     )
 
 
-def _acknowledge_deployment_handler(bucket: s3.IBucket) -> None:
-    """The uploads' handler is CDK's singleton Lambda (one per stack); its
-    findings are about code and a role this product does not write. Each
-    acknowledgment names one finding; the resource ones name the two buckets
-    the handler is scoped to (the CDK asset staging bucket and ours)."""
+def _acknowledge_deployment_handler(bucket: s3.IBucket, role: iam.IRole) -> None:
+    """The uploads' handler is CDK's singleton Lambda (one per stack); it runs
+    as ``role`` (helper_lambdas.DeploymentHandlerAccess: no managed policy, its
+    own log group only), to which CDK's BucketDeployment adds its S3 grants.
+    Each acknowledgment names one finding and says what the grant really allows."""
     stack = Stack.of(bucket)
     handler = next(
         (c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")),
@@ -305,22 +325,19 @@ def _acknowledge_deployment_handler(bucket: s3.IBucket) -> None:
         raise ValueError("no BucketDeployment handler in the stack; allowed: call after uploads")
     account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
     region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+    Validations.of(handler).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions-L1",
+            reason="The BucketDeployment handler's runtime is chosen and kept current by "
+            "aws-cdk-lib, not by this product; upgrading aws-cdk-lib upgrades it.",
+        )
+    )
     findings = [
-        (
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-            "AWSLambdaBasicExecutionRole]",
-            "CDK's BucketDeployment handler logs through the AWS basic execution policy; "
-            "it only writes its own log group.",
-        ),
-        (
-            "AwsSolutions-L1",
-            "The BucketDeployment handler's runtime is chosen and kept current by aws-cdk-lib, "
-            "not by this product; upgrading aws-cdk-lib upgrades it.",
-        ),
         (
             f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-"
             f"{account}-{region}/*]",
-            "The handler reads the synthesized assets from the CDK staging bucket.",
+            "CDK's grant: the handler may read every object of the CDK asset staging bucket "
+            "(it reads this stack's asset zips from it).",
         ),
     ]
     cfn = bucket.node.default_child
@@ -329,20 +346,27 @@ def _acknowledge_deployment_handler(bucket: s3.IBucket) -> None:
         findings.append(
             (
                 f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>/*]",
-                "The handler writes objects with generated names into this instance's "
-                "artifacts bucket only.",
+                "CDK's grant_read_write: the handler may read, write and delete any object "
+                "(and object version) of this instance's artifacts bucket, emr-logs/ "
+                "included; it writes under artifacts/ and, with prune off, deletes nothing.",
             )
         )
-    for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "s3:DeleteObject*", "s3:Abort*"):
+    for action, what in (
+        ("s3:GetObject*", "reads objects, their versions, tags and ACLs"),
+        ("s3:GetBucket*", "reads the buckets' settings (location, policy, versioning...)"),
+        ("s3:List*", "lists the whole asset bucket and artifacts bucket"),
+        ("s3:DeleteObject*", "may delete objects and object versions of the artifacts bucket"),
+        ("s3:Abort*", "aborts multipart uploads"),
+    ):
         findings.append(
             (
                 f"AwsSolutions-IAM5[Action::{action}]",
-                f"CDK's bucket grants to the BucketDeployment handler use {action}; "
-                "every statement is scoped to the staging bucket or the artifacts bucket.",
+                f"CDK's BucketDeployment grant uses {action}: the handler {what}, on the CDK "
+                "asset bucket and this instance's artifacts bucket only.",
             )
         )
     for finding, reason in findings:
-        Validations.of(handler).acknowledge(Acknowledgment(id=finding, reason=reason))
+        Validations.of(role).acknowledge(Acknowledgment(id=finding, reason=reason))
     # cfn-lint W3005: CDK renders both DependsOn and GetAtt on the handler's role.
     # Harmless (GetAtt already orders them) and not ours to change.
     function = handler.node.default_child

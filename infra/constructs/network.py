@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from aws_cdk import Fn, RemovalPolicy, Tags
+from aws_cdk import Aws, Fn, RemovalPolicy, Tags
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IDependable
 
@@ -76,7 +77,9 @@ class Network(Construct):
                 ],
                 flow_logs={
                     "All": ec2.FlowLogOptions(
-                        destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
+                        destination=ec2.FlowLogDestination.to_cloud_watch_logs(
+                            self.flow_log_group, self._flow_log_role()
+                        ),
                         traffic_type=ec2.FlowLogTrafficType.ALL,
                     )
                 },
@@ -96,3 +99,26 @@ class Network(Construct):
                 self.s3_endpoint,
             ]
         self.private_subnets: list[ec2.ISubnet] = list(self.vpc.private_subnets)
+
+    def _flow_log_role(self) -> iam.Role:
+        """The role VPC Flow Logs delivers with, assumable by the service for
+        this account's flow logs only (aws:SourceAccount, aws:SourceArn: the
+        confused-deputy guard of
+        https://docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html).
+        CDK grants it writing to the flow-log group."""
+        return iam.Role(
+            self,
+            "FlowLogRole",
+            assumed_by=iam.ServicePrincipal(
+                "vpc-flow-logs.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                    "ArnLike": {
+                        "aws:SourceArn": (
+                            f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:vpc-flow-log/*"
+                        )
+                    },
+                },
+            ),
+            description="VPC Flow Logs delivery into the instance's encrypted flow-log group",
+        )

@@ -202,6 +202,11 @@ class StreamingStack(Stack):
                 artifacts_bucket=self.buckets.artifacts,
                 job_config=job_config,
                 python=config.emr.job_python,
+                removal_policy=(
+                    RemovalPolicy.DESTROY
+                    if config.removal_policy == "DESTROY"
+                    else RemovalPolicy.RETAIN
+                ),
             ),
         )
 

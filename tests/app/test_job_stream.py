@@ -163,7 +163,7 @@ def test_replay_after_losing_the_last_commit_leaves_no_duplicate_and_no_gap(
     names = {
         m["MetricName"]
         for m in cloudwatch.list_metrics(
-            Namespace=contract.METRIC_NAMESPACE,
+            Namespace=contract.metric_namespace(config.instance_id),
             Dimensions=[{"Name": contract.INSTANCE_DIMENSION, "Value": config.instance_id}],
         )["Metrics"]
     }

@@ -246,7 +246,7 @@ def test_published_metrics_reach_moto_cloudwatch(endpoints: Endpoints) -> None:
         publisher.close()
     client = boto3.client("cloudwatch", endpoint_url=endpoints.aws_url, region_name="us-east-1")
     listed = client.list_metrics(
-        Namespace=contract.METRIC_NAMESPACE,
+        Namespace=contract.metric_namespace(instance),
         Dimensions=[{"Name": contract.INSTANCE_DIMENSION, "Value": instance}],
     )["Metrics"]
     assert contract.BATCH_DURATION_MS in {m["MetricName"] for m in listed}

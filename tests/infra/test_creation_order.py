@@ -170,11 +170,17 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+# A condition that holds for the objects booting needs: they are all in the
+# stack's own account (the TLS zip's bucket must be, docs/infra.md).
+OWN_ACCOUNT = {"StringEquals": {"s3:ResourceAccount": {"Ref": "AWS::AccountId"}}}
+
+
 def allows(document: dict[str, Any], action: str, arn: str, resources: Resources) -> bool:
-    """An unconditional Allow statement of ``document`` covers ``action`` on ``arn``."""
+    """An Allow statement of ``document``, unconditional or limited to the
+    stack's account, covers ``action`` on ``arn``."""
     return any(
         statement["Effect"] == "Allow"
-        and "Condition" not in statement
+        and statement.get("Condition", OWN_ACCOUNT) == OWN_ACCOUNT
         and any(wildcard(a, action) for a in _as_list(statement["Action"]))
         and any(wildcard(render(r, resources), arn) for r in _as_list(statement["Resource"]))
         for statement in document["Statement"]

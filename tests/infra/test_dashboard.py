@@ -54,8 +54,9 @@ def _metrics(widget: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         names = [x for x in line if isinstance(x, str)]
         namespace, metric = names[0], names[1]
         dims = dict(zip(names[2::2], names[3::2], strict=False))
-        assert namespace in (contract.METRIC_NAMESPACE, "AWS/Kinesis"), line
         instance = dims.get(contract.INSTANCE_DIMENSION, "")
+        # The job's metrics are in the namespace of the instance they name.
+        assert namespace in (contract.metric_namespace(instance), "AWS/Kinesis"), line
         # A line without "stat" is an Average, the body format's default.
         stat = options.get("stat", "Average")
         out.append((metric, stat, options.get("yAxis", "left"), instance))

@@ -267,6 +267,26 @@ def test_three_optimizers_on_the_table_each_with_its_own_role(
                 "Action": "sts:AssumeRole",
                 "Effect": "Allow",
                 "Principal": {"Service": "glue.amazonaws.com"},
+                # Only for this account's Glue (whenever Glue names its source).
+                "Condition": {
+                    "StringEqualsIfExists": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+                    "ArnLikeIfExists": {
+                        "aws:SourceArn": {
+                            "Fn::Join": [
+                                "",
+                                [
+                                    "arn:",
+                                    {"Ref": "AWS::Partition"},
+                                    ":glue:",
+                                    {"Ref": "AWS::Region"},
+                                    ":",
+                                    {"Ref": "AWS::AccountId"},
+                                    ":*",
+                                ],
+                            ]
+                        }
+                    },
+                },
             }
         ]
         assert "ManagedPolicyArns" not in role["Properties"]

@@ -5,6 +5,7 @@ documentation page its AWS fact comes from (docs/deploy.md, "First deploy")."""
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
@@ -186,6 +187,16 @@ def test_emr_group_cross_references_are_revoked_after_the_cluster_is_deleted(
 # ------------------------------------------------------------ item 10: hardening
 
 
+def _flat(value: Any) -> str:
+    """A string or ``Fn::Join`` (nested ones too) as text, references as ``${...}``."""
+    if isinstance(value, str):
+        return value
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(_flat(part) for part in parts)
+    return "${" + json.dumps(value, sort_keys=True) + "}"
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_flow_broker_and_cleanup_log_groups_are_kms_encrypted(
     synthesized: Synthesized, name: str
@@ -196,10 +207,24 @@ def test_flow_broker_and_cleanup_log_groups_are_kms_encrypted(
     msk = synthesized.one(name, "AWS::MSK::Cluster")[1]["Properties"]
     cleanup = synthesized.one(name, "Custom::EmrSecurityGroupCleanup")[1]
     cleanup_function = resources[cleanup["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]
+    upload_function = next(
+        r
+        for logical_id, r in resources.items()
+        if r["Type"] == "AWS::Lambda::Function"
+        and logical_id.startswith("CustomCDKBucketDeployment")
+    )
     group_refs = (
         flow["Properties"]["LogGroupName"]["Ref"],
         msk["LoggingInfo"]["BrokerLogs"]["CloudWatchLogs"]["LogGroup"]["Ref"],
         cleanup_function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"],
+        # CDK's upload handler logs to a group of the stack's (helper_lambdas.py).
+        upload_function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"],
+        # CDK's bucket auto-delete provider (DESTROY stacks): its default group, made here.
+        *[
+            logical_id
+            for logical_id, r in resources.items()
+            if logical_id.startswith("AutoDeleteObjectsLogs") and r["Type"] == "AWS::Logs::LogGroup"
+        ],
     )
     # ... and they are all the template's log groups.
     assert set(group_refs) == set(synthesized.resources(name, "AWS::Logs::LogGroup"))
@@ -211,7 +236,10 @@ def test_flow_broker_and_cleanup_log_groups_are_kms_encrypted(
         assert key["EnableKeyRotation"] is True
         logs_use = [s for s in key["KeyPolicy"]["Statement"] if s.get("Sid") == "CloudWatchLogsUse"]
         assert len(logs_use) == 1
-        assert "kms:EncryptionContext:aws:logs:arn" in logs_use[0]["Condition"]["ArnLike"]
+        # The key encrypts that one log group: its ARN, no wildcard.
+        (arn,) = logs_use[0]["Condition"]["ArnEquals"].values()
+        assert _flat(arn).endswith(f":log-group:{_flat(group['LogGroupName'])}"), arn
+        assert "*" not in json.dumps(arn)
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from app.contract import EVENTS_TABLE
+from app.contract import EVENTS_TABLE, metric_namespace
 from tests.infra.conftest import Synthesized
 
 pytestmark = pytest.mark.synth
@@ -75,10 +75,9 @@ def grants(pattern: str, arn: str) -> bool:
 Statements = list[tuple[list[str], list[str]]]
 
 
-def role_statements(synth: Synthesized, stack: str) -> dict[str, Statements]:
-    """(actions, rendered resources) of every Allow statement, by the logical
-    ID of the role it is attached to (inline, standalone and managed policies)."""
-    region = synth.config(stack).region
+def policy_documents(synth: Synthesized, stack: str) -> list[tuple[str, dict[str, Any]]]:
+    """(role logical ID, policy document) of every inline, standalone and
+    managed policy of the stack's roles."""
     documents: list[tuple[str, dict[str, Any]]] = []
     for logical_id, resource in synth.templates[stack]["Resources"].items():
         props = resource.get("Properties", {})
@@ -88,8 +87,15 @@ def role_statements(synth: Synthesized, stack: str) -> dict[str, Statements]:
             documents.extend((role, props["PolicyDocument"]) for role in attached)
         elif resource["Type"] == "AWS::IAM::Role":
             documents.extend((logical_id, p["PolicyDocument"]) for p in props.get("Policies", []))
+    return documents
+
+
+def role_statements(synth: Synthesized, stack: str) -> dict[str, Statements]:
+    """(actions, rendered resources) of every Allow statement, by the logical
+    ID of the role it is attached to (inline, standalone and managed policies)."""
+    region = synth.config(stack).region
     found: dict[str, Statements] = {}
-    for role, document in documents:
+    for role, document in policy_documents(synth, stack):
         for statement in document["Statement"]:
             if statement["Effect"] != "Allow":
                 continue
@@ -334,3 +340,80 @@ def test_render_resolves_joins_and_pseudo_parameters() -> None:
     assert rendered == f"arn:aws:glue:ap-northeast-2:{ACCOUNT}:table/db/*"
     assert grants(rendered, f"arn:aws:glue:ap-northeast-2:{ACCOUNT}:table/db/events")
     assert not grants(rendered, f"arn:aws:glue:ap-northeast-2:{ACCOUNT}:table/db2/events")
+
+
+# ---------------------------------------------------------------- metrics
+# cloudwatch:PutMetricData has no resources: the namespace condition is its
+# only scope, so the matcher above (resources) cannot see it. Each instance
+# publishes in a namespace of its own; a statement must not let A write B's.
+
+
+def _allows_namespace(statement: dict[str, Any], namespace: str) -> bool:
+    """Whether an Allow statement's ``cloudwatch:namespace`` condition admits
+    ``namespace`` (no condition on it admits every namespace)."""
+    for operator, keys in statement.get("Condition", {}).items():
+        for key, values in keys.items():
+            if key.lower() != "cloudwatch:namespace":
+                continue
+            if operator == "StringEquals" and namespace not in _as_list(values):
+                return False
+            if operator == "StringLike" and not any(
+                grants(str(v), namespace) for v in _as_list(values)
+            ):
+                return False
+            if operator not in ("StringEquals", "StringLike"):
+                raise AssertionError(f"unexpected operator on cloudwatch:namespace: {operator}")
+    return True
+
+
+def metric_writers(synth: Synthesized, stack: str) -> list[dict[str, Any]]:
+    """Every Allow statement of the stack's roles that can put metric data."""
+    return [
+        statement
+        for _, document in policy_documents(synth, stack)
+        for statement in document["Statement"]
+        if statement["Effect"] == "Allow"
+        and {"cloudwatch:PutMetricData", "cloudwatch:*", "*"} & set(_as_list(statement["Action"]))
+    ]
+
+
+@pytest.mark.parametrize(("owner", "neighbour"), [(A, B), (B, A)])
+def test_no_statement_puts_metrics_in_the_neighbours_namespace(
+    synthesized: Synthesized, owner: str, neighbour: str
+) -> None:
+    writers = metric_writers(synthesized, owner)
+    assert writers, "control: the job role does publish metrics"
+    own = metric_namespace(synthesized.config(owner).instance_id)
+    theirs = metric_namespace(synthesized.config(neighbour).instance_id)
+    assert own != theirs
+    assert all(_allows_namespace(s, own) for s in writers)
+    assert not [s for s in writers if _allows_namespace(s, theirs)]
+
+
+def test_control_a_shared_or_wildcard_namespace_would_be_caught() -> None:
+    theirs = metric_namespace("payments-ap-northeast-2")
+    leaky = [
+        {"Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*"},
+        {
+            "Effect": "Allow",
+            "Action": "cloudwatch:PutMetricData",
+            "Resource": "*",
+            "Condition": {"StringLike": {"cloudwatch:namespace": "StreamingPipeline*"}},
+        },
+        {
+            "Effect": "Allow",
+            "Action": "cloudwatch:PutMetricData",
+            "Resource": "*",
+            "Condition": {"StringEquals": {"cloudwatch:namespace": [theirs]}},
+        },
+    ]
+    assert all(_allows_namespace(s, theirs) for s in leaky)
+    narrow = {
+        "Effect": "Allow",
+        "Action": "cloudwatch:PutMetricData",
+        "Resource": "*",
+        "Condition": {
+            "StringEquals": {"cloudwatch:namespace": metric_namespace("orders-ap-northeast-2")}
+        },
+    }
+    assert not _allows_namespace(narrow, theirs)

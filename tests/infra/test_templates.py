@@ -14,7 +14,10 @@ from app.spark_conf import GLUE_HIVE_SITE
 from infra.constructs.buckets import (
     ACCESS_LOGS_BUCKET_LOGICAL_ID,
     ARTIFACTS_BUCKET_LOGICAL_ID,
+    ARTIFACTS_PREFIX,
     DATA_BUCKET_LOGICAL_ID,
+    JOB_DATA_PREFIXES,
+    listing_prefixes,
 )
 from infra.constructs.stream import STREAM_LOGICAL_ID
 from infra.releases import RELEASES
@@ -279,6 +282,35 @@ def test_emr_security_configuration_encrypts_at_rest_and_in_transit(
 
 
 @pytest.mark.parametrize("name", ALL)
+def test_emr_nodes_require_imdsv2(synthesized: Synthesized, name: str) -> None:
+    """IMDSv2 only (a session token for every metadata request), the field
+    names of EMR's security configuration, on a release that supports it
+    (EMR 6.2 and later; the release table holds emr-spark-8.x only)."""
+    security = _props(synthesized, name, "AWS::EMR::SecurityConfiguration")
+    assert security["SecurityConfiguration"]["InstanceMetadataServiceConfiguration"] == {
+        "MinimumInstanceMetadataServiceVersion": 2,
+        "HttpPutResponseHopLimit": 1,
+    }
+    label = synthesized.config(name).emr.release_label
+    assert label.startswith("emr-spark-8."), label
+    assert all(release.startswith("emr-spark-8.") for release in RELEASES), sorted(RELEASES)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_nodes_read_the_tls_zip_only_from_a_bucket_of_this_account(
+    synthesized: Synthesized, name: str
+) -> None:
+    job_role = _role_id(synthesized, name, "ec2.amazonaws.com")
+    (tls,) = [
+        s for s in _policies(synthesized, name, job_role) if s.get("Sid") == "ReadTlsCertificates"
+    ]
+    assert tls["Action"] == "s3:GetObject"
+    assert tls["Condition"] == {"StringEquals": {"s3:ResourceAccount": {"Ref": "AWS::AccountId"}}}
+    uri = synthesized.config(name).emr.tls_certificates_s3_uri
+    assert _text(tls["Resource"]).endswith(uri.removeprefix("s3://") + '"]]}')
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_spark_defaults_from_the_single_conf_source(synthesized: Synthesized, name: str) -> None:
     config = synthesized.config(name)
     cluster = _props(synthesized, name, "AWS::EMR::Cluster")
@@ -357,8 +389,43 @@ def test_job_role_has_no_managed_policies_and_no_admin_wildcards(
         if statement["Resource"] == "*":
             assert _actions(statement) == ["cloudwatch:PutMetricData"]
             assert statement["Condition"] == {
-                "StringEquals": {"cloudwatch:namespace": contract.METRIC_NAMESPACE}
+                "StringEquals": {
+                    "cloudwatch:namespace": contract.metric_namespace(
+                        synthesized.config(name).instance_id
+                    )
+                }
             }
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_job_role_never_touches_object_versions_and_lists_only_its_prefixes(
+    synthesized: Synthesized, name: str
+) -> None:
+    """No s3:DeleteObjectVersion (nor any *ObjectVersion* action, nor an S3
+    action wildcard), and every s3:ListBucket is limited by s3:prefix to the
+    prefixes the job and the nodes use."""
+    job_role = _role_id(synthesized, name, "ec2.amazonaws.com")
+    allowed = set(listing_prefixes((*JOB_DATA_PREFIXES, ARTIFACTS_PREFIX)))
+    listings = 0
+    for statement in _policies(synthesized, name, job_role):
+        s3_actions = [a for a in _actions(statement) if a.startswith("s3:")]
+        for action in s3_actions:
+            assert "*" not in action and "ObjectVersion" not in action, action
+        if "s3:ListBucket" in s3_actions:
+            listings += 1
+            assert list(statement["Condition"]) == ["StringLike"], statement
+            prefixes = statement["Condition"]["StringLike"]["s3:prefix"]
+            assert prefixes and set(prefixes) <= allowed, prefixes
+    assert listings == 2  # the data prefixes (DefaultPolicy) and artifacts/ (boot policy)
+
+
+def test_listing_prefixes_cover_each_prefix_and_nothing_beside_it() -> None:
+    assert listing_prefixes(("checkpoints/", "control/")) == [
+        "checkpoints",
+        "checkpoints/*",
+        "control",
+        "control/*",
+    ]
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -486,7 +553,7 @@ def test_delay_alarms_watch_the_contract_metrics(synthesized: Synthesized, name:
     }
     for alarm_name, metric in expected.items():
         alarm = alarms[alarm_name]
-        assert alarm["Namespace"] == contract.METRIC_NAMESPACE
+        assert alarm["Namespace"] == contract.metric_namespace(config.instance_id)
         assert alarm["MetricName"] == metric
         assert alarm["Dimensions"] == dims
         assert alarm["Period"] == config.alarms.period_sec
@@ -527,10 +594,46 @@ def test_emr_failures_reach_the_alarm_topic(synthesized: Synthesized, name: str)
     assert {"FAILED", "TERMINATED_WITH_ERRORS"} <= set(pattern["detail"]["state"])
     assert [t["Arn"] for t in rule["Targets"]] == [{"Ref": topic_id}]
     policy = _props(synthesized, name, "AWS::SNS::TopicPolicy")
-    assert any(
-        s["Effect"] == "Allow" and s["Principal"] == {"Service": "events.amazonaws.com"}
+    (events,) = [
+        s
         for s in policy["PolicyDocument"]["Statement"]
-    )
+        if s["Effect"] == "Allow" and s["Principal"] == {"Service": "events.amazonaws.com"}
+    ]
+    rule_id, _ = synthesized.one(name, "AWS::Events::Rule")
+    assert events["Condition"]["ArnEquals"] == {"aws:SourceArn": [{"Fn::GetAtt": [rule_id, "Arn"]}]}
+    assert rule["Name"] == f"{name}-EmrFailures"
+
+
+def _service_statements(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        s
+        for s in document["Statement"]
+        if s["Effect"] == "Allow" and "Service" in s.get("Principal", {})
+    ]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_services_use_the_alarm_topic_and_key_for_this_instance_only(
+    synthesized: Synthesized, name: str
+) -> None:
+    """CloudWatch and EventBridge may publish to the alarm topic and use its
+    key for this instance's alarms and rule, in this account (aws:SourceArn,
+    aws:SourceAccount), never for anything else."""
+    topic_policy = _props(synthesized, name, "AWS::SNS::TopicPolicy")["PolicyDocument"]
+    key_id = _props(synthesized, name, "AWS::SNS::Topic")["KmsMasterKeyId"]["Fn::GetAtt"][0]
+    key_policy = synthesized.templates[name]["Resources"][key_id]["Properties"]["KeyPolicy"]
+    alarm_names = {alarm["AlarmName"] for alarm in _alarms(synthesized, name).values()}
+    statements = _service_statements(topic_policy) + _service_statements(key_policy)
+    services = sorted(s["Principal"]["Service"] for s in statements)
+    assert services == ["cloudwatch.amazonaws.com"] * 2 + ["events.amazonaws.com"] * 2
+    for statement in statements:
+        condition = statement["Condition"]
+        assert condition["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+        sources = [_text(arn) for arn in condition["ArnEquals"]["aws:SourceArn"]]
+        assert "*" not in "".join(sources)
+        if statement["Principal"]["Service"] == "cloudwatch.amazonaws.com":
+            named = {text.split(":alarm:")[1].rstrip('"]}') for text in sources}
+            assert named == alarm_names
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -559,3 +662,19 @@ def test_outputs_point_at_the_instance_resources(synthesized: Synthesized, name:
     assert outputs["FailureTopicArn"]["Value"] == {"Fn::GetAtt": ["FailureTopic", "TopicArn"]}
     assert outputs["EmrClusterId"]["Value"] == {"Ref": cluster_id}
     assert outputs["GlueDatabaseName"]["Value"] == synthesized.config(name).database_name
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_flow_log_role_is_for_this_accounts_flow_logs_only(
+    synthesized: Synthesized, name: str
+) -> None:
+    flows = synthesized.resources(name, "AWS::EC2::FlowLog")
+    for flow in flows.values():
+        role_id = flow["Properties"]["DeliverLogsPermissionArn"]["Fn::GetAtt"][0]
+        role = synthesized.templates[name]["Resources"][role_id]["Properties"]
+        (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+        assert trust["Principal"] == {"Service": "vpc-flow-logs.amazonaws.com"}
+        assert trust["Condition"]["StringEquals"] == {
+            "aws:SourceAccount": {"Ref": "AWS::AccountId"}
+        }
+        assert _text(trust["Condition"]["ArnLike"]["aws:SourceArn"]).endswith(':vpc-flow-log/*"]]}')

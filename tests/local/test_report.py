@@ -193,7 +193,7 @@ def test_read_series_returns_every_batchs_point() -> None:
         for offset, duration, rows in ((1, 900.0, 10.0), (3, 2500.0, 20.0), (5, 1200.0, 0.0)):
             stamp = start + timedelta(seconds=offset)
             cloudwatch.put_metric_data(
-                Namespace=contract.METRIC_NAMESPACE,
+                Namespace=contract.metric_namespace("orders-r"),
                 MetricData=[
                     {
                         "MetricName": name,

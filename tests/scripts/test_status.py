@@ -408,11 +408,11 @@ def test_batches_are_read_back_as_the_job_publishes_them(aws: None) -> None:
         progress = {"durationMs": {"triggerExecution": 1000 + i}, "numInputRows": 10 * (i + 1)}
         datums = progress_datums(progress, trigger_interval_sec=2, result=None, now=at)
         cloudwatch.put_metric_data(
-            Namespace=contract.METRIC_NAMESPACE, MetricData=metric_data(datums, INSTANCE)
+            Namespace=contract.metric_namespace(INSTANCE), MetricData=metric_data(datums, INSTANCE)
         )
     idle = Datum(contract.HEARTBEAT, 1.0, "Count", NOW - timedelta(seconds=5))
     cloudwatch.put_metric_data(
-        Namespace=contract.METRIC_NAMESPACE, MetricData=metric_data([idle], INSTANCE)
+        Namespace=contract.metric_namespace(INSTANCE), MetricData=metric_data([idle], INSTANCE)
     )
     rows = read_batches(cloudwatch, INSTANCE, now=NOW, minutes=5, period_sec=1, last=2)
     assert [r.values["duration_ms"] for r in rows] == [1001.0, 1002.0]
@@ -427,7 +427,8 @@ def test_alarms_are_the_stacks_own(aws: None) -> None:
     stack = contract.stack_name("orders", REGION)
     for name in (f"{stack}-FallingBehind", f"{stack}-HeartbeatMissing", "other-FallingBehind"):
         cloudwatch.put_metric_alarm(
-            AlarmName=name, MetricName=contract.HEARTBEAT, Namespace=contract.METRIC_NAMESPACE,
+            AlarmName=name, MetricName=contract.HEARTBEAT,
+            Namespace=contract.metric_namespace(INSTANCE),
             Statistic="Sum", Period=60, EvaluationPeriods=1, Threshold=1,
             ComparisonOperator="LessThanThreshold",
         )  # fmt: skip
