@@ -115,7 +115,6 @@ def _triggers(events: list[dict[str, Any]], rows: int) -> list[dict[str, Any]]:
                 "seconds": sum(int(e["durationMs"]["triggerExecution"]) for e in pair) / 1000,
                 "data_batch_seconds": int(event["durationMs"]["triggerExecution"]) / 1000,
                 "no_data_batch": len(pair) == 2,
-                "keys_in_state": figures[-1].get("numRowsTotal", 0),
                 "eviction_ms": sum(f.get("allRemovalsTimeMs", 0) for f in figures),
                 "bytes_read": sum(
                     f.get("customMetrics", {}).get(m, 0) for f in figures for m in _READ_METRICS
@@ -140,7 +139,7 @@ def _zero_keys(ctx: Context, operator: str) -> list[dict[str, Any]]:
         write_source_file(source, 1, unique_records(BATCH, f"zero-{operator}-{rep}", start), start)
         query = start_query(ctx.spark, config, source, plan=_plan(operator), sink=_consume)
         (batch,) = _triggers(run_to_end(query), BATCH)
-        measured.append(batch)
+        measured.append(batch | {"keys_in_state": 0})
     return measured
 
 
@@ -161,8 +160,12 @@ def _filled(ctx: Context, operator: str, fill: int, fill_batch: int) -> dict[str
     query = start_query(ctx.spark, config, source, plan=_plan(operator), sink=_consume)
     events = run_to_end(query)
     checkpoint_state = Path(config.checkpoint_location) / "state"
+    measured = [
+        batch | {"keys_in_state": fill + rep * BATCH}
+        for rep, batch in enumerate(_triggers(events, BATCH))
+    ]
     return {
-        "measured": _triggers(events, BATCH),
+        "measured": measured,
         "fill_batches": _triggers(events, fill_batch),
         "state_dir_bytes": directory_bytes(checkpoint_state),
     }
@@ -210,7 +213,7 @@ def _bare(ctx: Context, count: int, warmups: int) -> list[float]:
 
 def _per_key(filled: dict[str, Any]) -> dict[str, Any]:
     last = filled["measured"][-1]
-    keys = int(last["keys_in_state"]) or 1
+    keys = int(last["keys_in_state"]) + BATCH  # the keys after that batch
     sst = int(last["state"][-1]["rocksdbSstFileSize"])
     return {
         "keys_in_state": keys,
@@ -220,8 +223,8 @@ def _per_key(filled: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(ctx: Context) -> list[Row]:
-    fill, fill_batch = (200_000, 100_000) if ctx.quick else (10_000_000, 500_000)
-    count = 20_000 if ctx.quick else THROUGHPUT_BATCH
+    fill, fill_batch = (30_000, 15_000) if ctx.quick else (10_000_000, 500_000)
+    count = 10_000 if ctx.quick else THROUGHPUT_BATCH
     warmups = 1 if ctx.quick else WARMUP_BATCHES
     med = statistics.median
     flat: dict[str, dict[str, Any]] = {}

@@ -8,11 +8,12 @@ holds one key per id. When ``growth`` ran first in the same run, its fill is
 this fill (the same query), and its figures are read from there.
 
 Figures, per batch, from the progress event's ``stateOperators[0]``:
-``numRowsTotal``, ``memoryUsedBytes`` and the RocksDB custom metrics (SST file
-bytes among them); and the on-disk size of the checkpoint's ``state/``
+``memoryUsedBytes`` and the RocksDB custom metrics (SST file bytes among
+them), with the ids held counted from the rows fed (``numRowsTotal``: Spark's
+own count is off in the job's conf); and the on-disk size of the checkpoint's ``state/``
 directory (what the checkpoint store holds: changelog files, and snapshots
-once the maintenance task made them). Bytes per key are those divided by
-``numRowsTotal``. A size, not a timing: measured once per batch, not repeated.
+once the maintenance task made them). Bytes per key are those divided by the
+ids held. A size, not a timing: measured once per batch, not repeated.
 """
 
 from __future__ import annotations
@@ -73,9 +74,14 @@ def run(ctx: Context) -> list[Row]:
         fill = _fill(ctx, records, chunk)
         source = "its own query"
     per_batch = []
+    held = 0
     for event in fill["events"]:
         figures = state_figures(event)
-        per_batch.append({"batch_id": int(event["batchId"]), **figures})
+        # Every record is a new valid id and none expires within the run: the
+        # ids held are the rows fed so far (the job's conf turns Spark's own
+        # count, numRowsTotal, off: app/spark_conf.py).
+        held += int(event["numInputRows"])
+        per_batch.append({"batch_id": int(event["batchId"]), **figures, "numRowsTotal": held})
     if not per_batch:
         raise RuntimeError("no state figures in the progress events")
     last = per_batch[-1]

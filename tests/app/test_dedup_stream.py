@@ -34,9 +34,12 @@ def _run(
     tmp_path: Path,
     batches: list[list[Any]],
     on_batch: Callable[[Any, int], None] | None = None,
+    first_index: int = 0,
 ) -> list[list[dict[str, Any]]]:
+    """``batches`` as files after any earlier ones (``first_index``), through the
+    job's plan on the checkpoint under ``tmp_path`` (a restart when it exists)."""
     source = tmp_path / "source"
-    for index, rows in enumerate(batches):
+    for index, rows in enumerate(batches, start=first_index):
         spark.createDataFrame(rows, SOURCE_SCHEMA).coalesce(1).write.parquet(
             str(source / f"batch={index:03d}")
         )
@@ -117,3 +120,54 @@ def test_a_streaming_micro_batch_runs_one_shuffle_without_adaptive_execution(
     assert spark.conf.get("spark.sql.adaptive.streaming.stateless.enabled") == "false"
     data_batches = [entry for entry in seen if entry[0] in (0, 1)]
     assert data_batches == [(0, "false", 1), (1, "false", 1)], seen
+
+
+def _valid_ids(batches: list[list[dict[str, Any]]]) -> list[list[str]]:
+    return [sorted(r["id"] for r in batch if r[REASON] is None) for batch in batches if batch]
+
+
+def test_an_id_is_forgotten_when_arrival_time_passes_the_horizon_not_the_clock(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The timer follows the watermark, i.e. the records' arrival times: an id
+    is remembered for 24 h of arrival time and forgotten after, within one
+    test's few seconds of wall-clock time."""
+    batches = [
+        _rows([event("a")], shard="shard-1", first_seq=1, arrival=NOW),
+        # 23 h later: within the horizon, dropped.
+        _rows(
+            [event("a"), event("b")],
+            shard="shard-1",
+            first_seq=2,
+            arrival=NOW + timedelta(hours=23),
+        ),
+        # The watermark (newest arrival - 24 h) passes NOW + 24 h here ...
+        _rows([event("c")], shard="shard-1", first_seq=4, arrival=NOW + timedelta(hours=49)),
+        # ... so 'a' was forgotten and passes again, 'c' (a minute before) is held.
+        _rows(
+            [event("a"), event("c")],
+            shard="shard-1",
+            first_seq=5,
+            arrival=NOW + timedelta(hours=49, minutes=1),
+        ),
+    ]
+    assert _valid_ids(_run(spark, tmp_path, batches)) == [["a"], ["b"], ["c"], ["a"]]
+
+
+def test_a_backlog_after_a_long_stop_cannot_let_a_resend_through(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The processing-time trap: the job stops for hours; when it catches up,
+    an original and its re-send that arrived minutes apart must still meet.
+    Here the query stops after the original, and the restarted query first
+    reads 30 hours of another shard's backlog, then the re-send: expiry is on
+    arrival time, so 30 h of backlog moved the watermark to NOW + 6 h only."""
+    original = _rows([event("a")], shard="shard-1", first_seq=1, arrival=NOW)
+    first = _run(spark, tmp_path, [original])
+    later = [
+        _rows([event("x")], shard="shard-2", first_seq=1, arrival=NOW + timedelta(hours=30)),
+        _rows([event("a")], shard="shard-1", first_seq=2, arrival=NOW + timedelta(minutes=5)),
+    ]
+    after_restart = _run(spark, tmp_path, later, first_index=1)
+    assert _valid_ids(first) == [["a"]]
+    assert _valid_ids(after_restart) == [["x"]], "the re-send of 'a' is dropped"

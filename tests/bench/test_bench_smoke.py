@@ -14,6 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = (
     "throughput",
+    "dedup",
     "growth",
     "state",
     "overhead",
@@ -26,7 +27,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.spark  # the child process starts a JVM
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(1500)
 def test_quick_bench_writes_json_and_charts(tmp_path: Path) -> None:
     out = tmp_path / "results"
     done = subprocess.run(
@@ -34,7 +35,7 @@ def test_quick_bench_writes_json_and_charts(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=1140,
+        timeout=1440,
         check=False,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
@@ -51,6 +52,13 @@ def test_quick_bench_writes_json_and_charts(tmp_path: Path) -> None:
 
 def _assert_measured_something(out: Path) -> None:
     """The newer benchmarks measured what they say (counts, not times)."""
+    dedup = json.loads((out / "dedup.json").read_text(encoding="utf-8"))
+    for operator in ("timers", "builtin"):
+        flat = dedup["flat"][operator]
+        assert flat["per_key"]["keys_in_state"] == dedup["fill_keys"] + 3 * dedup["batch_records"]
+        assert len(flat["filled"]["measured"]) == 3 and len(flat["zero_keys"]) == 3
+    # The built-in operator reads every key it holds to evict; the timers do not.
+    assert dedup["flat"]["builtin"]["bytes_read_at_fill"] > 0
     incident = json.loads((out / "incident.json").read_text(encoding="utf-8"))
     assert incident["shuffles"]["baseline"] >= 1 and incident["shuffles"]["subject"] >= 1
     assert incident["baseline_keys_saved"] > 0 and incident["subject_table_rows"] > 0

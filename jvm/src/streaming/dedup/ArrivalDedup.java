@@ -49,8 +49,13 @@ public final class ArrivalDedup {
             Encoders.row(schema), Encoders.LONG());
   }
 
+  /**
+   * Grouped by a column, not by a function: {@code groupByKey(f)} would turn every
+   * row into a {@code Row} once more just to call {@code f} (an
+   * {@code AppendColumns} before the exchange); {@code groupBy(column).as(...)}
+   * reads the key straight from the column.
+   */
   private static KeyValueGroupedDataset<String, Row> grouped(Dataset<Row> frame, String column) {
-    int index = frame.schema().fieldIndex(column);
-    return frame.groupByKey((MapFunction<Row, String>) row -> row.getString(index), Encoders.STRING());
+    return frame.groupBy(column).as(Encoders.STRING(), Encoders.row(frame.schema()));
   }
 }

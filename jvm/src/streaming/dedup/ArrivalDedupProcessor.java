@@ -2,8 +2,10 @@ package streaming.dedup;
 
 import java.sql.Timestamp;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.Collections;
-import java.util.Iterator;
+import java.util.Comparator;
+import java.util.List;
 
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
@@ -31,9 +33,11 @@ import scala.jdk.javaapi.CollectionConverters;
  * records, not with the clock. A job that stopped for hours and catches up sees
  * the original and its re-send as minutes apart, as they were.
  *
- * <p>State per id: one {@code Long} (the arrival millis the id expires after)
- * and its timer. A key seen within the horizon drops every later row; the first
- * time a key is seen the row with the earliest arrival time passes.
+ * <p>State per id: one {@code Long}, the arrival millis its horizon ends at, and a
+ * timer then. A row is a re-send, and dropped, when it arrived within the
+ * horizon of the last occurrence that passed (compared on the rows' own arrival
+ * times, so whether the timer already fired does not matter); of several rows
+ * of one id in a batch the earliest arrival passes.
  *
  * <p>The initial state (a seed, the migration from the built-in operator in
  * docs/operate.md) is the arrival millis of an id already stored.
@@ -63,35 +67,55 @@ public final class ArrivalDedupProcessor
   @Override
   public scala.collection.Iterator<Row> handleInputRows(
       String key, scala.collection.Iterator<Row> rows, TimerValues timerValues) {
-    if (seen.exists()) {
-      return CollectionConverters.asScala(Collections.<Row>emptyIterator());
+    Row only = rows.next();
+    Long stored = seen.get();
+    if (!rows.hasNext()) { // the usual case: one row for the id in this batch
+      long arrival = millis(only.get(arrivalIndex));
+      if (stored != null && arrival <= stored) {
+        return CollectionConverters.asScala(Collections.<Row>emptyIterator());
+      }
+      remember(arrival);
+      return CollectionConverters.asScala(Collections.singletonList(only).iterator());
     }
-    Row first = null;
-    long firstArrival = Long.MAX_VALUE;
-    while (rows.hasNext()) {
-      Row row = rows.next();
+    List<Row> all = new ArrayList<>();
+    all.add(only);
+    rows.foreach(all::add);
+    all.sort(Comparator.comparingLong(row -> millis(row.get(arrivalIndex))));
+    List<Row> out = new ArrayList<>(1);
+    long expiresAt = stored == null ? Long.MIN_VALUE : stored;
+    for (Row row : all) {
       long arrival = millis(row.get(arrivalIndex));
-      if (first == null || arrival < firstArrival) {
-        first = row;
-        firstArrival = arrival;
+      if (arrival > expiresAt) {
+        out.add(row);
+        expiresAt = arrival + horizonMs;
       }
     }
-    remember(firstArrival);
-    Iterator<Row> out = Collections.singletonList(first).iterator();
-    return CollectionConverters.asScala(out);
+    if (!out.isEmpty()) {
+      seen.update(expiresAt);
+      getHandle().registerTimer(expiresAt);
+    }
+    return CollectionConverters.asScala(out.iterator());
   }
 
   @Override
   public void handleInitialState(String key, Long arrivalMs, TimerValues timerValues) {
-    if (!seen.exists()) {
+    Long stored = seen.get();
+    if (stored == null || arrivalMs + horizonMs > stored) {
       remember(arrivalMs);
     }
   }
 
+  /**
+   * A timer fires after the batch's rows were handled: an id that arrived again
+   * after its horizon (a new occurrence, with a later timer) keeps its state.
+   */
   @Override
   public scala.collection.Iterator<Row> handleExpiredTimer(
       String key, TimerValues timerValues, ExpiredTimerInfo expiredTimerInfo) {
-    seen.clear();
+    Long stored = seen.get();
+    if (stored == null || stored <= expiredTimerInfo.getExpiryTimeInMs()) {
+      seen.clear();
+    }
     return CollectionConverters.asScala(Collections.<Row>emptyIterator());
   }
 
