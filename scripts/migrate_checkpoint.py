@@ -297,6 +297,12 @@ def migrate(
     log(f"{target.instance_id}: checkpoint {location} holds {what or 'a move begun earlier'}")
     if resume is not None:
         log(f"  resuming the move begun earlier into {aside}")
+    if config.source.starting_position != "TRIM_HORIZON":
+        log(
+            f"  WARNING: source.starting_position is {config.source.starting_position}: the new "
+            "checkpoint starts there, so records put while the job was stopped are skipped; "
+            "set TRIM_HORIZON (the default) for the restart"
+        )
     if dry_run:
         log(f"  dry run: would move it to {aside}; nothing changed")
         log("  " + next_step(target))
