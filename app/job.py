@@ -272,9 +272,12 @@ def run(
 def _releasing(seed: Seed, then: Any) -> Any:
     """``then``, after the first batch's result has also released the seed's
     cached rows: batch 0 has loaded them into the state store."""
+    held = [True]
 
     def on_result(result: Any) -> None:
-        seed.release()
+        if held[0]:
+            held[0] = False
+            seed.release()
         then(result)
 
     return on_result

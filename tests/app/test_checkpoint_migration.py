@@ -35,6 +35,7 @@ from app.sinks.iceberg_catalog import ensure_table
 from app.sources.schema import SOURCE_SCHEMA
 from app.transform import REASON
 from bench.dedup import builtin_prepare
+from local.emulators import Endpoints
 from tests.app.job_helpers import event, job_config, raw_rows
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -210,3 +211,31 @@ def test_a_new_checkpoint_seeded_from_the_table_drops_stored_ids(
 def test_an_empty_table_seeds_nothing(spark: Any) -> None:
     config = job_config(database="unseeded", bootstrap="127.0.0.1:1")
     assert read_seed(spark, ensure_table(config), config, now=NOW) is None
+
+
+def test_the_seed_is_read_from_a_warehouse_on_s3(
+    spark: Any, endpoints: Endpoints, tmp_path: Path
+) -> None:
+    """The executors reach the data files through pyiceberg's FileIO, where the
+    writer put them: here moto S3 (the pyspark wheel has no S3 file system)."""
+    s3 = boto3.client("s3", endpoint_url=endpoints.aws_url, region_name="us-east-1")
+    s3.create_bucket(Bucket="seed-warehouse")
+    config = job_config(
+        database="seeded_s3",
+        bootstrap="127.0.0.1:1",
+        s3_endpoint_url=endpoints.aws_url,
+        catalog={
+            "type": "sql",
+            "uri": f"sqlite:///{tmp_path / 'catalog.db'}",
+            "warehouse": "s3://seed-warehouse/warehouse",
+        },
+    )
+    table = _store(config, [("s3-a", NOW), ("s3-b", NOW - timedelta(hours=1))])
+    assert table.location().startswith("s3://seed-warehouse/")
+    seed = read_seed(spark, table, config, now=NOW)
+    assert seed is not None
+    try:
+        keys = sorted(r[0] for r in seed.frame.collect())
+    finally:
+        seed.release()
+    assert (seed.ids, keys) == (2, ["id:s3-a", "id:s3-b"])
