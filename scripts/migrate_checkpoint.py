@@ -26,7 +26,11 @@ Safety:
   ``completed`` time last: a run that stopped midway is resumed into the same
   prefix by the next run, and until then the job still refuses the checkpoint;
 * nothing is deleted for good: the old checkpoint stays aside until someone
-  deletes it.
+  deletes it;
+* a claim-check store inside the checkpoint (``_failures/``, where a config
+  without ``failure_store_location`` keeps failure originals, e.g. a local
+  run) stays where it is: the pointer records on the failure topic name those
+  paths, and ``scripts.reprocess`` reads the originals back from them.
 
 Exit codes: 0 moved, nothing to move, or a dry run; 1 the move failed midway
 (run the command again: it resumes); 2 bad arguments, unknown instance,
@@ -80,17 +84,31 @@ def aside_location(location: str, operator: str, now: datetime) -> str:
     return f"{location.rstrip('/')}.{operator}-{stamp}"
 
 
-def deletion_order(keys: Iterable[str], prefix: str) -> list[str]:
-    """Every key but the lease, the operator metadata last: a move that stops
-    midway leaves a checkpoint the job still recognises (and refuses). Pure."""
+def kept_inside(checkpoint: str, failure_store: str) -> str | None:
+    """The claim-check store's directory inside the checkpoint, which stays
+    (pointer records name its paths), or None when it lives elsewhere. Pure."""
+    root = checkpoint.rstrip("/") + "/"
+    store = failure_store.rstrip("/") + "/"
+    if not store.startswith(root) or store == root:
+        return None
+    return store[len(root) :].rstrip("/")
+
+
+def deletion_order(keys: Iterable[str], prefix: str, keep: str | None = None) -> list[str]:
+    """Every key but the lease and the kept directory, the operator metadata
+    last: a move that stops midway leaves a checkpoint the job still
+    recognises (and refuses). Pure."""
     meta = f"{prefix}{STATE_DIR}/"
+    kept_dir = f"{prefix}{keep}/" if keep else None
 
     def last(key: str) -> bool:
         rest = key[len(meta) :].split("/") if key.startswith(meta) else []
         return len(rest) >= 2 and rest[1] == METADATA_DIR
 
-    kept = [k for k in keys if k != prefix + LEASE_NAME]
-    return sorted(kept, key=lambda k: (last(k), k))
+    moving = [
+        k for k in keys if k != prefix + LEASE_NAME and not (kept_dir and k.startswith(kept_dir))
+    ]
+    return sorted(moving, key=lambda k: (last(k), k))
 
 
 def attempt(action: Callable[[], Any], what: str, attempts: int, wait: float = 0.5) -> Any:
@@ -171,8 +189,10 @@ def move_s3(
     attempts: int,
     log: Callable[[str], None],
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    keep: str | None = None,
 ) -> int:
-    """Copy every object to ``aside``, check, delete the sources; returns the count."""
+    """Copy every object to ``aside``, check, delete the sources; returns the count.
+    ``keep``: a directory of the checkpoint that stays (:func:`kept_inside`)."""
     marker_key = aside.prefix + MARKER
     started = clock().isoformat(timespec="seconds")
     try:
@@ -183,7 +203,7 @@ def move_s3(
             Bucket=aside.bucket, Key=marker_key, Body=_marker(source.uri(), operator, started)
         )
     objects = list_objects(s3, source, attempts)
-    moving = deletion_order(objects, source.prefix)
+    moving = deletion_order(objects, source.prefix, keep)
     present = list_objects(s3, aside, attempts)
     for index, key in enumerate(moving, start=1):
         target = aside.prefix + key[len(source.prefix) :]
@@ -238,11 +258,17 @@ def move_s3(
     return len(moving)
 
 
-def move_local(source: Path, aside: Path, *, operator: str, now: datetime) -> None:
-    """One rename (atomic on one file system), then the marker inside the moved directory."""
+def move_local(
+    source: Path, aside: Path, *, operator: str, now: datetime, keep: str | None = None
+) -> None:
+    """One rename (atomic on one file system), the kept directory renamed back,
+    then the marker inside the moved directory."""
     if aside.exists():
         raise OperatorError(EXIT_PARTIAL, f"{aside} exists already; run the command again")
     os.rename(source, aside)
+    if keep and (aside / keep).exists():
+        (source / keep).parent.mkdir(parents=True, exist_ok=True)
+        os.rename(aside / keep, source / keep)
     stamp = now.isoformat(timespec="seconds")
     (aside / MARKER).write_bytes(_marker(str(source), operator, stamp, stamp))
 
@@ -307,6 +333,9 @@ def migrate(
         log(f"  dry run: would move it to {aside}; nothing changed")
         log("  " + next_step(target))
         return EXIT_MOVED
+    keep = kept_inside(location, config.failure_store_uri)
+    if keep:
+        log(f"  {location}/{keep} (the claim-check store) stays where it is")
     lease = make_lease(location, config.instance_id, config.lease_ttl_sec, s3)
     try:
         lease.acquire(0)
@@ -324,13 +353,18 @@ def migrate(
                 attempts=attempts,
                 log=log,
                 clock=clock,
+                keep=keep,
             )
             if keeper.lost.is_set():
                 raise OperatorError(EXIT_PARTIAL, f"lease lost during the move: {keeper.reason}")
             log(f"  moved {count:,} objects to {aside}")
         else:
             move_local(
-                Path(local_path(location)), Path(local_path(aside)), operator=operator, now=clock()
+                Path(local_path(location)),
+                Path(local_path(aside)),
+                operator=operator,
+                now=clock(),
+                keep=keep,
             )
             log(f"  moved to {aside}")
     finally:

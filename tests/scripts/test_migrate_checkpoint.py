@@ -23,7 +23,7 @@ from app.checkpoint_state import inspect_checkpoint
 from app.lease import FileLease, S3Lease
 from local.harness import replace_fields
 from scripts import migrate_checkpoint
-from scripts.migrate_checkpoint import aside_location, deletion_order, move_s3
+from scripts.migrate_checkpoint import aside_location, deletion_order, kept_inside, move_s3
 from scripts.status_target import Target
 from tests.scripts.test_status import INSTANCE, REGION, write_local_run
 
@@ -44,7 +44,13 @@ def old_files(metadata: bytes = OLD_METADATA) -> dict[str, bytes]:
         "state/0/1/1.changelog": b"y" * 133,
         "state/0/0/_metadata/schema": b'..."expiresAtMicros"...',
         "state/0/_metadata/metadata": metadata,
+        # A claim-checked original (no failure_store_location): it stays.
+        "_failures/stream/shard/42": b"original",
     }
+
+
+def moved(files: dict[str, bytes]) -> dict[str, bytes]:
+    return {k: v for k, v in files.items() if not k.startswith("_failures/")}
 
 
 def write_tree(root: Path, files: dict[str, bytes]) -> None:
@@ -64,11 +70,15 @@ def test_the_aside_name_and_the_deletion_order() -> None:
         "s3://b/checkpoints/x.dedupeWithinWatermark-20261125T093005Z"
     )
     keys = ["p/state/0/_metadata/metadata", "p/_lease", "p/state/0/0/1.changelog", "p/commits/0"]
-    assert deletion_order(keys, "p/") == [
+    keys += ["p/_failures/s/1"]
+    assert deletion_order(keys, "p/", "_failures") == [
         "p/commits/0",
         "p/state/0/0/1.changelog",
         "p/state/0/_metadata/metadata",
     ]
+    assert kept_inside("s3://b/c/x/", "s3://b/c/x/_failures/") == "_failures"
+    assert kept_inside("s3://b/c/x", "s3://b/failures/x/") is None
+    assert kept_inside("/w/x/checkpoint", "/w/x/checkpoint2/_failures/") is None
 
 
 def test_a_local_run_checkpoint_is_moved_aside(tmp_path: Path) -> None:
@@ -83,8 +93,11 @@ def test_a_local_run_checkpoint_is_moved_aside(tmp_path: Path) -> None:
     code, out = run(*target)
     assert code == 0, out
     (aside,) = checkpoint.parent.glob("checkpoint.dedupeWithinWatermark-*")
-    assert not checkpoint.exists()
     assert (aside / "state/0/_metadata/metadata").read_bytes() == OLD_METADATA
+    assert sorted(str(p.relative_to(checkpoint)) for p in checkpoint.rglob("*") if p.is_file()) == [
+        "_failures/stream/shard/42"
+    ], "the claim-check store stays where the pointer records say"
+    assert not (aside / "_failures").exists()
     marker = json.loads((aside / "_migration.json").read_text())
     assert marker["from"] == str(checkpoint) and marker["operator"] == "dedupeWithinWatermark"
     assert f"moved to {aside}" in out and "next: start the job again" in out
@@ -157,10 +170,12 @@ def test_an_s3_checkpoint_is_copied_then_deleted_and_a_held_lease_refuses() -> N
         )
         assert code == 0
         aside = "checkpoints/orders.dedupeWithinWatermark-20261125T093005Z/"
-        moved = _keys(s3, aside)
-        assert {k: v for k, v in moved.items() if k != "_migration.json"} == old_files()
-        assert json.loads(moved["_migration.json"])["completed"] == NOW.isoformat()
-        assert _keys(s3, "checkpoints/orders/") == {}, "sources and the command's lease gone"
+        moved_keys = _keys(s3, aside)
+        assert {k: v for k, v in moved_keys.items() if k != "_migration.json"} == moved(old_files())
+        assert json.loads(moved_keys["_migration.json"])["completed"] == NOW.isoformat()
+        assert _keys(s3, "checkpoints/orders/") == {"_failures/stream/shard/42": b"original"}, (
+            "sources and the command's lease gone; the claim-check store stays"
+        )
         assert not inspect_checkpoint("s3://data/checkpoints/orders", s3).operators
 
 
@@ -174,7 +189,10 @@ def test_an_s3_move_that_stopped_midway_is_resumed_into_the_same_prefix() -> Non
         )
         failing = FailingDeletes(s3, after=0)
         with pytest.raises(migrate_checkpoint.OperatorError) as stopped:
-            move_s3(failing, source, first, operator="x", attempts=1, log=print, clock=lambda: NOW)
+            move_s3(
+                failing, source, first, operator="x", attempts=1, log=print,
+                clock=lambda: NOW, keep="_failures",
+            )  # fmt: skip
         assert stopped.value.code == migrate_checkpoint.EXIT_PARTIAL
         # The job still refuses what is left: the operator metadata goes last.
         assert inspect_checkpoint(source.uri(), s3).old_operators
@@ -190,8 +208,10 @@ def test_an_s3_move_that_stopped_midway_is_resumed_into_the_same_prefix() -> Non
         assert any("resuming the move begun earlier" in line for line in lines)
         siblings = s3.list_objects_v2(Bucket="data", Prefix="checkpoints/orders.", Delimiter="/")
         assert [p["Prefix"] for p in siblings["CommonPrefixes"]] == [first.prefix]
-        assert {k for k in _keys(s3, first.prefix) if k != "_migration.json"} == set(old_files())
-        assert _keys(s3, "checkpoints/orders/") == {}
+        assert {k for k in _keys(s3, first.prefix) if k != "_migration.json"} == set(
+            moved(old_files())
+        )
+        assert set(_keys(s3, "checkpoints/orders/")) == {"_failures/stream/shard/42"}
 
 
 class FailingDeletes:
