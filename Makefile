@@ -88,6 +88,10 @@ status: install ## Shards and tips, committed offsets, lag, last batches, alarms
 stop-job: install ## Write the stop marker and wait, bounded, for the job to exit (INSTANCE=domain-region [ARGS="--timeout 300"])
 	$(PY) -m scripts.stop --instance "$(INSTANCE)" $(ARGS)
 
+.PHONY: migrate-checkpoint
+migrate-checkpoint: install ## Move a dropDuplicatesWithinWatermark checkpoint aside, job stopped (INSTANCE=domain-region [ARGS="--dry-run"])
+	$(PY) -m scripts.migrate_checkpoint --instance "$(INSTANCE)" $(ARGS)
+
 .PHONY: produce
 produce: install ## Put the sample event mix on an instance's stream (INSTANCE=domain-region ARGS="--count N --rate R")
 	$(PY) -m scripts.produce --instance "$(INSTANCE)" $(ARGS)

@@ -9,7 +9,10 @@ firing; locally and in tests the exit code is what is checked):
 
 0  stopped on request (SIGTERM/SIGINT or the stop marker), between batches
 1  the query failed (an exception in a batch; the cause is logged)
-2  the configuration is invalid or unreadable (the message names the field)
+2  the configuration is invalid or unreadable (the message names the field), or
+   the checkpoint holds state this job cannot resume (the old
+   dropDuplicatesWithinWatermark operator's: the message names the checkpoint,
+   what it holds and the fix, :mod:`app.checkpoint_state`)
 3  another copy holds the instance's lease: refused to start
 4  the lease was lost while running (another copy took it, or it expired)
 """
@@ -20,10 +23,12 @@ import argparse
 import logging
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from app import aws_clients, contract
+from app.checkpoint_state import CheckpointState, check_resumable, inspect_checkpoint
 from app.config import ConfigError, JobConfig
 from app.graceful_stop import StopMarker, StopRequest
 from app.lease import LeaseHeldError, LeaseKeeper, make_lease
@@ -31,8 +36,11 @@ from app.polling import wait_for
 from app.storage_uri import is_s3, parse_s3_uri
 
 if TYPE_CHECKING:
+    from pyiceberg.table import Table
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+
+    from app.dedup_seed import Seed
 
 log = logging.getLogger("app.job")
 
@@ -105,9 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     keeper.start()
     log.info("instance %s: lease acquired by %s", config.instance_id, lease.owner)
     try:
+        # Before Spark starts: a checkpoint the query cannot resume stops here.
+        checkpoint = checked_checkpoint(config, s3)
         spark = _session(config, local_work_dir(config, args.work_dir))
         try:
-            return run(spark, config, stop=stop, keeper=keeper, s3_client=s3)
+            return run(spark, config, stop=stop, keeper=keeper, s3_client=s3, checkpoint=checkpoint)
         finally:
             spark.stop()
     except ConfigError as exc:
@@ -142,6 +152,46 @@ def local_work_dir(config: JobConfig, explicit: str | None) -> str | None:
     return str(Path(location.removeprefix("file://")).resolve().parent)
 
 
+def checked_checkpoint(config: JobConfig, s3_client: Any = None) -> CheckpointState:
+    """The checkpoint's state, read under the lease; raises
+    :class:`app.checkpoint_state.OldCheckpointError` (a ConfigError: exit 2)
+    when it holds the old de-duplication operator's state."""
+    location = config.checkpoint_location
+    if s3_client is None and is_s3(location):
+        s3_client = s3_client_for(config)
+    state = inspect_checkpoint(location, s3_client)
+    check_resumable(state, config.instance_id)
+    if state.committed:
+        log.info("checkpoint %s: resuming after batch %d", location, state.committed_batches[-1])
+    else:
+        log.info("checkpoint %s: no batch committed yet; the next batch is batch 0", location)
+    return state
+
+
+def seed_for(
+    spark: SparkSession, table: Table, config: JobConfig, checkpoint: CheckpointState
+) -> Seed | None:
+    """The table's recent ids for a checkpoint whose batch 0 is still to run
+    (:mod:`app.dedup_seed`); None once a batch is committed (Spark would ignore it)."""
+    from app.dedup_seed import read_seed
+
+    if checkpoint.committed:
+        return None
+    started = time.monotonic()
+    seed = read_seed(spark, table, config, now=datetime.now(UTC))
+    if seed is None:
+        log.info("seed: 0 ids (nothing in the table arrived within the seed window)")
+        return None
+    log.info(
+        "seed: %d ids from %d data files (arrived since %s), loaded by batch 0; %.1fs",
+        seed.ids,
+        seed.files,
+        seed.cutoff.isoformat(timespec="seconds"),
+        time.monotonic() - started,
+    )
+    return seed
+
+
 def _session(config: JobConfig, work_dir: str | None) -> SparkSession:
     from app.session import build_session
     from app.spark_conf import local_conf
@@ -157,16 +207,22 @@ def run(
     stop: StopRequest,
     keeper: LeaseKeeper | None = None,
     s3_client: Any = None,
+    checkpoint: CheckpointState | None = None,
 ) -> int:
-    """Start the query and supervise it until it fails or is asked to stop."""
+    """Start the query and supervise it until it fails or is asked to stop.
+
+    ``checkpoint``: what :func:`checked_checkpoint` found (read here when not given)."""
     from app.micro_batch import BatchProcessor, prepare
     from app.monitoring import BatchResults, CloudWatchPublisher, make_listener
     from app.sinks.iceberg_catalog import ensure_table
     from app.sinks.kafka import KafkaSettings, resolve_bootstrap_servers
     from app.sources import read_stream
 
+    if checkpoint is None:
+        checkpoint = checked_checkpoint(config, s3_client)
     check_stream_retention(config)
     table = ensure_table(config)
+    seed = seed_for(spark, table, config, checkpoint)
 
     bootstrap = resolve_bootstrap_servers(config.kafka, region=config.region)
     kafka = KafkaSettings.for_job(config, bootstrap)
@@ -183,10 +239,11 @@ def run(
         )
         listener = make_listener(publisher, results, config.trigger_interval_sec)
         spark.streams.addListener(listener)
-    processor = BatchProcessor(config, kafka, on_result=results.put, table=table)
+    on_result = results.put if seed is None else _releasing(seed, results.put)
+    processor = BatchProcessor(config, kafka, on_result=on_result, table=table)
     marker = StopMarker(config.stop_marker_path, s3_client) if config.stop_marker_path else None
     query = (
-        prepare(read_stream(spark, config), config)
+        prepare(read_stream(spark, config), config, seed=None if seed is None else seed.frame)
         .writeStream.queryName(f"events_{config.instance_id}".replace("-", "_"))
         .option("checkpointLocation", config.checkpoint_location)
         .trigger(processingTime=f"{config.trigger_interval_sec} seconds")
@@ -210,6 +267,20 @@ def run(
                 publisher.failed_calls,
                 publisher.dropped,
             )
+
+
+def _releasing(seed: Seed, then: Any) -> Any:
+    """``then``, after the first batch's result has also released the seed's
+    cached rows: batch 0 has loaded them into the state store."""
+    held = [True]
+
+    def on_result(result: Any) -> None:
+        if held[0]:
+            held[0] = False
+            seed.release()
+        then(result)
+
+    return on_result
 
 
 def check_stream_retention(config: JobConfig, kinesis: Any = None) -> None:

@@ -71,14 +71,20 @@ def _from_micros(micros: int | None) -> datetime | None:
     return datetime.fromtimestamp(micros / 1_000_000, tz=UTC)
 
 
-def prepare(raw: DataFrame, config: JobConfig) -> DataFrame:
+def prepare(raw: DataFrame, config: JobConfig, *, seed: DataFrame | None = None) -> DataFrame:
     """Raw source rows -> what a batch processes: classified (narrow) and
-    de-duplicated by the state store (the one shuffle)."""
+    de-duplicated by the state store (the one shuffle).
+
+    ``seed`` (static: the de-duplication key and the arrival time, as
+    :func:`app.dedup_seed.read_seed` makes it) fills the state of a new
+    checkpoint with ids the table already holds; Spark loads it in batch 0
+    only, so the job passes it only while no batch is committed."""
     classified = classify(raw, fields=config.event_fields, max_record_bytes=config.max_record_bytes)
     return deduplicated(
         classified,
         id_column=column_name(config.id_field),
         horizon_hours=config.dedup_horizon_hours,
+        seed=seed,
     )
 
 
