@@ -58,8 +58,8 @@ def arrival_deduplicated(
 
     ``seed`` (static; ``key_column`` and ``arrival_column``) fills the state of
     a NEW checkpoint with ids already stored, so that a job moved to a new
-    checkpoint drops their re-sends too (docs/operate.md, "Moving to a new
-    checkpoint"); Spark reads it in the first batch only.
+    checkpoint drops their re-sends too (docs/operate.md, "Moving to the timer
+    de-duplication"); Spark reads it in the first batch only.
     """
     from pyspark.sql import DataFrame
 

@@ -47,13 +47,17 @@ BAR: Final = 0.5
 def baseline(spark: SparkSession, source: Path) -> DataFrame:
     """Bare Spark: parse, drop duplicate ids (the same columns as the table);
     :func:`write_parquet` writes it."""
+    return bare_plan(spark.read.parquet(str(source)))
+
+
+def bare_plan(raw: DataFrame) -> DataFrame:
+    """:func:`baseline`'s plan on any frame of source rows (a micro-batch too)."""
     from pyspark.sql import functions as sf
     from pyspark.sql.types import StringType, StructField, StructType
 
     schema = StructType(
         [StructField(n, StringType()) for n in ("id", "type", "occurredAt", "payload")]
     )
-    raw = spark.read.parquet(str(source))
     parsed = raw.select(
         sf.from_json(sf.col("data").cast("string"), schema).alias("e"),
         "streamName",
