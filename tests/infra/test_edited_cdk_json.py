@@ -86,9 +86,7 @@ def checkout_with(root: Path, instances: Instances) -> Path:
 
 
 @pytest.mark.parametrize("edit", sorted(EDITS))
-def test_the_declared_instance_checks_pass_on_an_edited_cdk_json(
-    tmp_path: Path, edit: str
-) -> None:
+def test_the_declared_instance_checks_pass_on_an_edited_cdk_json(tmp_path: Path, edit: str) -> None:
     declared = json.loads(DECLARED_CDK_JSON.read_text(encoding="utf-8"))
     before: Instances = declared["context"]["streaming"]["instances"]
     after = EDITS[edit](before)
