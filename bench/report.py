@@ -166,7 +166,10 @@ def section(result: dict[str, Any], results: Path) -> list[str]:
 
 
 def overview(found: Sequence[dict[str, Any]]) -> list[str]:
-    lines = ["| benchmark | measured | Spark | code | bars met |", "|---|---|---|---|---|"]
+    lines = [
+        "| benchmark | what | measured | Spark | code | bars met |",
+        "|---|---|---|---|---|---|",
+    ]
     for result in found:
         rows, _ = rows_for(result) if "unreadable" not in result else ([], None)
         judged = [r for r in rows if r.met is not None]
@@ -175,7 +178,7 @@ def overview(found: Sequence[dict[str, Any]]) -> list[str]:
         machine: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
         name = result["benchmark"]
         lines.append(
-            f"| [{name}](#{name}) | {result.get('measured_at', '?')} | "
+            f"| [{name}](#{name}) | {_cell(_what(result)[0])} | {result.get('measured_at', '?')} | "
             f"{machine.get('pyspark', '?')} | {_cell(_code(result))} | "
             + (f"{met} of {len(judged)}" if judged else "no bar")
             + " |"

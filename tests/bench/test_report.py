@@ -79,7 +79,10 @@ def test_an_unknown_benchmark_gets_a_generic_table_with_its_bars_and_verdicts(
     assert "| records | 1000 |  |  |" in page
     assert "- Machine: cores 2; pyspark 4.1.1." in page
     assert "code: not recorded" in page
-    assert "| [novel](#novel) | 2027-01-01T00:00:00Z | 4.1.1 | not recorded | 1 of 2 |" in page
+    assert (
+        "| [novel](#novel) | Novel: a benchmark nobody taught the report. | "
+        "2027-01-01T00:00:00Z | 4.1.1 | not recorded | 1 of 2 |"
+    ) in page
 
 
 def test_a_known_benchmark_of_another_shape_and_an_unreadable_file_degrade(
