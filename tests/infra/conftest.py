@@ -31,12 +31,12 @@ from infra.config import (
 )
 from infra.stacks.application import build_app
 from infra.stacks.streaming_stack import StreamingStack
+from tests.fixtures import EXAMPLE_CDK_JSON
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The user's instances: what `make synth` and `cdk deploy` build.
 DECLARED_CDK_JSON = REPO_ROOT / "cdk.json"
 # The example of known shape the tests name instances of (never the user's file).
-EXAMPLE_CDK_JSON = REPO_ROOT / "tests" / "fixtures" / "cdk.json"
 
 
 @dataclass(frozen=True)
