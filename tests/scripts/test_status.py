@@ -79,7 +79,7 @@ def write_local_run(work_dir: Path, instance_id: str = INSTANCE, **overrides: An
     left to in-process moto (none) and the SQLite catalog under the run."""
     from infra.job_config import job_config_for
 
-    instance = {i.instance_id: i for i in load_example_instances()}[instance_id]
+    instance = {i.instance_id: i for i in load_example_instances(EXAMPLE_CDK_JSON)}[instance_id]
     root = work_dir / instance_id
     config = job_config_for(
         instance,
