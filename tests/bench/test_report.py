@@ -12,7 +12,7 @@ from typing import Any
 
 from bench import report
 from bench.framework import RESULTS
-from bench.report_rows import rows_for
+from bench.report_rows import KNOWN, rows_for
 
 COMMITTED = report.DOC
 
@@ -44,13 +44,17 @@ def test_check_fails_on_a_stale_page_and_passes_on_a_fresh_one(tmp_path: Path) -
     assert "0.12x" in report.render(results)
 
 
-def test_every_committed_result_has_a_section_read_by_its_own_reader() -> None:
+def test_every_committed_result_has_a_section_and_known_ones_their_own_reader() -> None:
+    """A benchmark the report knows must still be read by its reader (a
+    re-shaped JSON would otherwise quietly fall back to the key/value table:
+    update bench/report_rows.py); one it does not know just needs a section."""
     page = COMMITTED.read_text(encoding="utf-8")
     for path in sorted(RESULTS.glob("*.json")):
         result = json.loads(path.read_text(encoding="utf-8"))
         assert f"\n## {result['benchmark']}\n" in page, path.name
-        _rows, fallback = rows_for(result)
-        assert fallback is None, f"{path.name}: {fallback}"
+        if result["benchmark"] in KNOWN:
+            _rows, fallback = rows_for(result)
+            assert fallback is None, f"{path.name}: {fallback}"
 
 
 def test_an_unknown_benchmark_gets_a_generic_table_with_its_bars_and_verdicts(
