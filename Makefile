@@ -35,7 +35,7 @@ $(DEDUP_JAR): $(STAMP) $(JAVA_SOURCES)
 install: $(STAMP) $(DEDUP_JAR) ## Create/reuse .venv, install the pinned Python and npm dependencies, build the dedup jar
 
 .PHONY: check
-check: install ## ruff (lint + format check) and mypy strict on infra/ and app/
+check: install ## ruff (lint + format check) and mypy strict on app/, infra/, local/, bench/, scripts/
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
@@ -103,6 +103,10 @@ reprocess: install ## Re-send an instance's failure records to its stream (INSTA
 .PHONY: bench
 bench: install ## Benchmarks: ratios against a baseline measured in the same run
 	$(PY) -m bench $(ARGS)
+
+.PHONY: bench-report
+bench-report: install ## Regenerate docs/benchmarks.md from bench/results/*.json (after make bench)
+	$(PY) -m bench.report $(ARGS)
 
 .PHONY: redeploy
 redeploy: install ## Stop the running job version gracefully and submit the current one (INSTANCE=domain-region)

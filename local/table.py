@@ -2,7 +2,7 @@
 
 The local catalog is pyiceberg's ``SqlCatalog`` on a SQLite file: any number of
 readers, also while the job commits, each seeing whole snapshots only (what a
-user's query engine would see). ``python -m local maintain`` also lives on
+user's query engine would see). ``python -m local.maintain`` also lives on
 these helpers: it deletes the orphan files a crashed attempt left behind.
 """
 

@@ -47,7 +47,7 @@ os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
 TESTS = Path(__file__).resolve().parent
 SPARK_FIXTURES = frozenset({"spark"})
 EMULATOR_FIXTURES = frozenset({"endpoints"})
-SYNTH_FIXTURES = frozenset({"synthesized", "synthesized_existing"})
+SYNTH_FIXTURES = frozenset({"synthesized", "synthesized_declared", "synthesized_existing"})
 E2E_FIXTURES = frozenset({"emulators", "kafka_on_s3_emulators", "make_local"})
 TIERS = ("unit", "synth", "integration", "e2e")
 

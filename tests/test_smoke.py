@@ -44,7 +44,9 @@ def test_each_test_has_the_tier_of_what_it_needs(request: pytest.FixtureRequest)
             "e2e"
         ),
         "tests/e2e/test_local_tools.py::test_percentile_is_nearest_rank": "unit",
-        "tests/infra/test_logical_ids.py::test_stateful_logical_ids_are_pinned": "synth",
+        "tests/infra/test_declared_instances.py::test_every_declared_instance_passes_cdk_nag": (
+            "synth"
+        ),
         "tests/test_smoke.py::test_spark_session_uses_hive_catalog": "integration",
     }
     collected = {nodeid: tier for nodeid, tier in known.items() if nodeid in tiers}

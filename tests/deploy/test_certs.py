@@ -29,6 +29,7 @@ from scripts.certs import (
     node_domain,
     write_private,
 )
+from tests.fixtures import EXAMPLE_CDK_JSON
 
 REPO = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"  # moto's account
@@ -36,7 +37,16 @@ ACCOUNT = "123456789012"  # moto's account
 
 def _certs(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "scripts.certs", "--endpoint-url", url, *args],
+        [
+            sys.executable,
+            "-m",
+            "scripts.certs",
+            "--endpoint-url",
+            url,
+            "--cdk-json",
+            str(EXAMPLE_CDK_JSON),
+            *args,
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -99,7 +109,7 @@ def test_certs_uses_a_given_bucket_and_refuses_unknown_instances(moto_url: str) 
 
     unknown = _certs(moto_url, "--instance", "refunds-eu-west-1")
     assert unknown.returncode == 2
-    assert "not declared in cdk.json; known: orders-ap-northeast-2" in unknown.stderr
+    assert f"not declared in {EXAMPLE_CDK_JSON}; known: orders-ap-northeast-2" in unknown.stderr
 
 
 def test_a_created_bucket_is_tls_only_versioned_and_private() -> None:
@@ -169,7 +179,8 @@ def test_the_upload_names_the_expected_owner_and_uses_sse_kms(
     monkeypatch.setattr(botocore.session.Session, "create_client", create_client)
     from scripts import certs
 
-    assert certs.main(["--endpoint-url", moto_url, "--instance", "orders-eu-west-1"]) == 0
+    argv = ["--endpoint-url", moto_url, "--cdk-json", str(EXAMPLE_CDK_JSON)]
+    assert certs.main([*argv, "--instance", "orders-eu-west-1"]) == 0
     (put,) = seen
     assert put["ExpectedBucketOwner"] == ACCOUNT
     assert put["ServerSideEncryption"] == "aws:kms"

@@ -23,6 +23,7 @@ from moto import mock_aws
 
 from infra.config import InstanceConfig, load_instances, read_cdk_context
 from scripts import certs, preflight
+from tests.fixtures import EXAMPLE_CDK_JSON
 
 REPO = Path(__file__).resolve().parents[2]
 TLS = "s3://tls-bucket/tls/orders-eu-west-1/certificates.zip"
@@ -30,7 +31,7 @@ MSK_ARN = "arn:aws:kafka:eu-west-1:123456789012:cluster/failures/0b1c2d3e-1111-2
 
 
 def _cdk_json(tmp_path: Path, **instance: Any) -> Path:
-    raw = json.loads((REPO / "cdk.json").read_text(encoding="utf-8"))
+    raw = json.loads(EXAMPLE_CDK_JSON.read_text(encoding="utf-8"))
     raw["context"]["streaming"]["defaults"] = {"emr": {"tls_certificates_s3_uri": TLS}}
     raw["context"]["streaming"]["instances"] = [
         {"domain": "orders", "region": "eu-west-1", "stream": {"shard_count": 2}, **instance}
@@ -41,7 +42,7 @@ def _cdk_json(tmp_path: Path, **instance: Any) -> Path:
 
 
 def _config(**instance: Any) -> InstanceConfig:
-    context = copy.deepcopy(dict(read_cdk_context(REPO / "cdk.json")))
+    context = copy.deepcopy(dict(read_cdk_context(EXAMPLE_CDK_JSON)))
     context["streaming"]["defaults"] = {"emr": {"tls_certificates_s3_uri": TLS}}
     context["streaming"]["instances"] = [{"domain": "orders", "region": "eu-west-1", **instance}]
     return load_instances(context)[0]

@@ -1,5 +1,6 @@
 """Fixtures of the end-to-end suite: fresh emulators per case, the example
-instances from ``cdk.json``, and a job config tuned for short cases.
+instances (tests/fixtures/cdk.json: the cases name them; the repository's
+``cdk.json`` is the user's), and a job config tuned for short cases.
 
 Every case runs the real job (``python -m app``) as a child process against a
 real HTTP AWS emulator (moto), a real Kafka-protocol broker (tansu) and an
@@ -20,6 +21,7 @@ import pytest
 from local.emulators import Emulators, running_emulators
 from local.events import FAILURE_KINDS, MixSpec, SampleRecord, generate, now_utc
 from local.harness import LocalInstance, load_example_instances
+from tests.fixtures import EXAMPLE_CDK_JSON
 
 MAX_RECORD_BYTES: Final = 16_384
 # Short trigger, short lease (a killed job's lease must expire before the
@@ -59,7 +61,7 @@ def poll(check: Callable[[], bool], what: str, timeout: float, interval: float =
 
 @pytest.fixture(scope="session")
 def instances() -> dict[str, Any]:
-    return {i.instance_id: i for i in load_example_instances()}
+    return {i.instance_id: i for i in load_example_instances(EXAMPLE_CDK_JSON)}
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ from local.events import SampleRecord, valid_event
 from local.failures import TopicContents
 from local.harness import LocalInstance
 from tests.e2e.conftest import MakeLocal
+from tests.fixtures import EXAMPLE_CDK_JSON
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -138,7 +139,7 @@ def test_a_1_mib_malformed_record_neither_stops_the_job_nor_is_lost(
     done = subprocess.run(
         [
             sys.executable, "-m", "scripts.reprocess",
-            "--instance", local.name,
+            "--instance", local.name, "--cdk-json", str(EXAMPLE_CDK_JSON),
             "--kafka-bootstrap", local.endpoints.kafka_bootstrap,
             "--kinesis-endpoint-url", local.endpoints.aws_url,
             "--s3-endpoint-url", local.endpoints.aws_url,

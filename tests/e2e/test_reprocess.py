@@ -31,6 +31,7 @@ from local.harness import LocalInstance
 from scripts.reprocess_hook import FailedRecord, Reject
 from scripts.reprocess_kafka import FailureTopicReader, Topic
 from tests.e2e.conftest import MakeLocal, mix
+from tests.fixtures import EXAMPLE_CDK_JSON
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -62,7 +63,7 @@ def repair(record: FailedRecord) -> bytes:
 def command(local: LocalInstance, *argv: str) -> list[str]:
     return [
         sys.executable, "-m", "scripts.reprocess",
-        "--instance", local.name,
+        "--instance", local.name, "--cdk-json", str(EXAMPLE_CDK_JSON),
         "--kafka-bootstrap", local.endpoints.kafka_bootstrap,
         "--kinesis-endpoint-url", local.endpoints.aws_url,
         *argv,

@@ -1,7 +1,16 @@
-"""Synthesize the shipped example (cdk.json) once per test session.
+"""Synthesize the instances once per test session: two sets of them.
+
+* ``synthesized``: the example of known shape, ``tests/fixtures/cdk.json``
+  (orders and payments in ap-northeast-2, orders in eu-west-1). Tests that
+  name an instance, count instances or rely on one's settings use it: a
+  user's edit to their ``cdk.json`` must not change what they check.
+* ``synthesized_declared``: whatever the repository's ``cdk.json`` declares,
+  the user's own instances (tests/infra/test_declared_instances.py checks each
+  of them: cdk-nag, cfn-lint, isolation, pinned logical IDs). When it declares
+  exactly the example, the one synthesis serves both.
 
 Synthesis takes tens of seconds; every synth test reads the same templates,
-validation report and stack objects from the session fixture ``synthesized``.
+validation report and stack objects from these session fixtures.
 """
 
 from __future__ import annotations
@@ -14,12 +23,20 @@ from typing import Any
 
 import pytest
 
-from infra.config import SYNTH_CHECK_CONTEXT_KEY, InstanceConfig, read_cdk_context
+from infra.config import (
+    SYNTH_CHECK_CONTEXT_KEY,
+    InstanceConfig,
+    load_instances,
+    read_cdk_context,
+)
 from infra.stacks.application import build_app
 from infra.stacks.streaming_stack import StreamingStack
+from tests.fixtures import EXAMPLE_CDK_JSON
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CDK_JSON = REPO_ROOT / "cdk.json"
+# The user's instances: what `make synth` and `cdk deploy` build.
+DECLARED_CDK_JSON = REPO_ROOT / "cdk.json"
+# The example of known shape the tests name instances of (never the user's file).
 
 
 @dataclass(frozen=True)
@@ -49,11 +66,29 @@ class Synthesized:
         return next(iter(found.items()))
 
 
+def check_context(cdk_json: Path) -> dict[str, Any]:
+    """A ``cdk.json``'s context, synthesized as a check (a TLS URI may still be
+    the placeholder, which a synth meant for deploying refuses;
+    infra/stacks/application.py), as ``make synth`` runs it."""
+    return {**read_cdk_context(cdk_json), SYNTH_CHECK_CONTEXT_KEY: True}
+
+
+def declared_stack_names() -> list[str]:
+    """The stacks the user's ``cdk.json`` declares, in its order (read at
+    collection, to parametrize the checks of each instance)."""
+    return [config.stack_name for config in load_instances(read_cdk_context(DECLARED_CDK_JSON))]
+
+
 @pytest.fixture(scope="session")
 def example_context() -> dict[str, Any]:
-    """The shipped example, synthesized as a check (its TLS URI is a placeholder,
-    which a synth meant for deploying refuses; infra/stacks/application.py)."""
-    return {**read_cdk_context(CDK_JSON), SYNTH_CHECK_CONTEXT_KEY: True}
+    """The example of known shape (tests/fixtures/cdk.json)."""
+    return check_context(EXAMPLE_CDK_JSON)
+
+
+@pytest.fixture(scope="session")
+def declared_context() -> dict[str, Any]:
+    """The user's own instances (the repository's cdk.json)."""
+    return check_context(DECLARED_CDK_JSON)
 
 
 def synthesize(context: dict[str, Any], outdir: Path) -> Synthesized:
@@ -83,6 +118,21 @@ def synthesized(
     example_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 ) -> Synthesized:
     return synthesize(example_context, tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def synthesized_declared(
+    declared_context: dict[str, Any],
+    example_context: dict[str, Any],
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Synthesized:
+    """Every instance of the user's cdk.json; the example's synthesis when the
+    two declare the same (no second synth in an unedited checkout)."""
+    if declared_context == example_context:
+        found: Synthesized = request.getfixturevalue("synthesized")
+        return found
+    return synthesize(declared_context, tmp_path_factory.mktemp("cdk.out.declared"))
 
 
 EXISTING_MSK_ARN = (
@@ -119,7 +169,7 @@ def synthesized_lake_formation(
     example_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 ) -> Synthesized:
     """One instance of the example with ``lake_formation_permissions`` on (a
-    test context, not the shipped cdk.json)."""
+    test context, not the user's cdk.json)."""
     context = json.loads(json.dumps(example_context))
     context["streaming"]["instances"] = [
         {"domain": "orders", "region": "eu-west-1", "lake_formation_permissions": True}

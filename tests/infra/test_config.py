@@ -11,11 +11,11 @@ import pytest
 from app import contract
 from app.config import MIN_FETCH_TIME_SEC, JobSettings, SourceSettings
 from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
-from tests.infra.conftest import CDK_JSON
+from tests.infra.conftest import EXAMPLE_CDK_JSON
 
 
 def _context(*instances: dict[str, Any], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
-    base = read_cdk_context(CDK_JSON)["streaming"]["defaults"]
+    base = read_cdk_context(EXAMPLE_CDK_JSON)["streaming"]["defaults"]
     return {
         "streaming": {
             "defaults": copy.deepcopy(base if defaults is None else defaults),
@@ -37,7 +37,7 @@ def _error(context: dict[str, Any]) -> str:
 
 
 def test_shipped_example_parses_into_two_domains_and_two_regions() -> None:
-    instances = load_instances(read_cdk_context(CDK_JSON))
+    instances = load_instances(read_cdk_context(EXAMPLE_CDK_JSON))
     assert len({i.domain for i in instances}) >= 2
     assert len({i.region for i in instances}) >= 2
     orders = instances[0]
@@ -311,7 +311,7 @@ def test_unknown_job_source_field_lists_the_job_settings() -> None:
 
 def test_shipped_defaults_restate_no_model_default() -> None:
     """cdk.json's defaults hold only what the examples choose; the models hold the rest."""
-    shipped = read_cdk_context(CDK_JSON)["streaming"]["defaults"]
+    shipped = read_cdk_context(EXAMPLE_CDK_JSON)["streaming"]["defaults"]
     # The TLS URI has no model default; the placeholder stands in for "none".
     placeholder = "s3://placeholder-bucket/certificates.zip"
     (bare,) = load_instances(

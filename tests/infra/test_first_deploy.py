@@ -17,7 +17,7 @@ from infra.constructs.buckets import (
     DATA_BUCKET_LOGICAL_ID,
 )
 from infra.stacks.application import build_app
-from tests.infra.conftest import CDK_JSON, Synthesized
+from tests.infra.conftest import EXAMPLE_CDK_JSON, Synthesized
 
 ALL = [
     "Streaming-orders-ap-northeast-2",
@@ -51,7 +51,7 @@ def _actions(statement: dict[str, Any]) -> set[str]:
 def test_a_deployable_synth_refuses_the_placeholder_tls_uri() -> None:
     """Without the synth-check flag (``cdk deploy`` runs the app without it) the
     shipped placeholder stops synth, naming each instance and the command."""
-    context = dict(read_cdk_context(CDK_JSON))
+    context = dict(read_cdk_context(EXAMPLE_CDK_JSON))
     assert context["streaming"]["defaults"]["emr"]["tls_certificates_s3_uri"] == (
         PLACEHOLDER_TLS_URI
     )
@@ -66,7 +66,7 @@ def test_a_deployable_synth_refuses_the_placeholder_tls_uri() -> None:
 
 
 def test_a_real_tls_uri_synthesizes_without_the_flag() -> None:
-    context = dict(read_cdk_context(CDK_JSON))
+    context = dict(read_cdk_context(EXAMPLE_CDK_JSON))
     context["streaming"] = {
         **context["streaming"],
         "defaults": {"emr": {"tls_certificates_s3_uri": "s3://my-bucket/tls/certs.zip"}},

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from app.config import ConfigError, JobConfig, JobSettings, SourceSettings
 from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
 from infra.job_config import job_config_for, source_choice
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.infra.conftest import EXAMPLE_CDK_JSON
 
 
 def _instances() -> dict[str, InstanceConfig]:
-    found = load_instances(read_cdk_context(ROOT / "cdk.json"))
+    found = load_instances(read_cdk_context(EXAMPLE_CDK_JSON))
     return {i.instance_id: i for i in found}
 
 
@@ -73,7 +70,7 @@ def test_kafka_needs_exactly_one_of_brokers_or_cluster() -> None:
 
 def test_every_instance_job_setting_reaches_the_job() -> None:
     """JobSettings is the job's own model: each field the instance chose arrives unchanged."""
-    context = read_cdk_context(ROOT / "cdk.json")
+    context = read_cdk_context(EXAMPLE_CDK_JSON)
     streaming = context["streaming"]
     entry = {
         "domain": "orders",
@@ -119,7 +116,7 @@ def test_the_release_default_reader_runs_unless_the_instance_chooses_one() -> No
 
 
 def test_enhanced_fan_out_without_the_connector_stops_synth() -> None:
-    context = read_cdk_context(ROOT / "cdk.json")
+    context = read_cdk_context(EXAMPLE_CDK_JSON)
     entry = {"domain": "orders", "region": "eu-west-1"}
     entry["job"] = {"source": {"consumer_type": "SubscribeToShard"}}  # type: ignore[assignment]
     with pytest.raises(InstanceConfigError) as caught:

@@ -23,7 +23,7 @@ from infra.constructs.events_table import (
     EVENTS_TABLE_LOGICAL_ID,
     OPTIMIZER_LAKE_FORMATION_PERMISSIONS,
 )
-from tests.infra.conftest import CDK_JSON, Synthesized
+from tests.infra.conftest import EXAMPLE_CDK_JSON, Synthesized
 
 pytestmark = pytest.mark.synth
 
@@ -54,7 +54,7 @@ def _depends_on(resource: dict[str, Any]) -> set[str]:
 def test_off_by_default_and_in_the_shipped_example(
     synthesized: Synthesized, synthesized_existing: Synthesized
 ) -> None:
-    for instance in read_cdk_context(CDK_JSON)["streaming"]["instances"]:
+    for instance in read_cdk_context(EXAMPLE_CDK_JSON)["streaming"]["instances"]:
         assert "lake_formation_permissions" not in instance
     for synth in (synthesized, synthesized_existing):
         assert all(not c.lake_formation_permissions for c in map(synth.config, synth.stacks))

@@ -32,8 +32,8 @@ from local.failures import ensure_topic
 from local.producer import ensure_stream, kinesis_client
 from scripts import reprocess
 from scripts.reprocess_kafka import FailureTopicReader, Topic
+from tests.fixtures import EXAMPLE_CDK_JSON
 
-ROOT = Path(__file__).resolve().parents[2]
 INSTANCE = "rptest-us-east-1"
 STREAM = "streaming-rptest-us-east-1"
 TOPIC = "streaming.rptest.us-east-1.failures"
@@ -42,7 +42,7 @@ PARTITIONS = 3
 
 @pytest.fixture
 def cdk_json(tmp_path: Path) -> Path:
-    real = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))
+    real = json.loads(EXAMPLE_CDK_JSON.read_text(encoding="utf-8"))
     real["context"]["streaming"]["instances"] = [{"domain": "rptest", "region": "us-east-1"}]
     path = tmp_path / "cdk.json"
     path.write_text(json.dumps(real), encoding="utf-8")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 
@@ -23,8 +22,9 @@ from scripts.reprocess_hook import (
 )
 from scripts.reprocess_kinesis import KinesisCallError, PutOutcome
 from scripts.reprocess_plan import Entry, Positions, Selection, State
+from tests.fixtures import EXAMPLE_CDK_JSON
 
-CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
+CDK_JSON = EXAMPLE_CDK_JSON
 
 
 def failure(
@@ -336,4 +336,4 @@ def test_names_come_from_the_instance_configuration() -> None:
         ["--instance", "orders-eu-west-1", "--cdk-json", str(CDK_JSON), "--msk-cluster-arn", "a"]
     )
     assert reprocess.options_from_args(msk, now_ms=0).security == "MSK_IAM"
-    assert json.loads(CDK_JSON.read_text())  # the real file, not a copy
+    assert json.loads(CDK_JSON.read_text())  # the example file, not a copy

@@ -61,6 +61,7 @@ from scripts.status_optimizers import (
 from scripts.status_report import columns, format_report, lag_records, to_json
 from scripts.status_table import snapshot_figures
 from scripts.status_target import OperatorError, Target, resolve
+from tests.fixtures import EXAMPLE_CDK_JSON
 
 INSTANCE = "orders-ap-northeast-2"
 REGION = "ap-northeast-2"
@@ -78,7 +79,7 @@ def write_local_run(work_dir: Path, instance_id: str = INSTANCE, **overrides: An
     left to in-process moto (none) and the SQLite catalog under the run."""
     from infra.job_config import job_config_for
 
-    instance = {i.instance_id: i for i in load_example_instances()}[instance_id]
+    instance = {i.instance_id: i for i in load_example_instances(EXAMPLE_CDK_JSON)}[instance_id]
     root = work_dir / instance_id
     config = job_config_for(
         instance,
@@ -501,7 +502,9 @@ def test_unknown_instance_lists_the_known_ones(
 ) -> None:
     assert status.main(["--instance", "nope-eu-west-1"]) == 2
     err = capsys.readouterr().err
-    assert "'nope-eu-west-1': not declared in cdk.json; declared: orders-ap-northeast-2" in err
+    assert (
+        f"'nope-eu-west-1': not declared in {EXAMPLE_CDK_JSON}; declared: orders-ap-northeast-2"
+    ) in err
     write_local_run(tmp_path)
     assert status.main(["--instance", "payments-ap-northeast-2", "--work-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err

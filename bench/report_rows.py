@@ -1,0 +1,350 @@
+"""The figures of one benchmark result (``bench/results/<name>.json``) as rows
+of figure, value, bar and verdict, for docs/benchmarks.md (``bench.report``).
+
+Each known benchmark has a function reading the keys its JSON records; the
+verdicts are the ones the JSON records (``met``), or, where a benchmark
+records only its bars (``dedup``), the same comparison its run made. A result
+of a benchmark this module does not know, or whose shape changed under a
+known name, falls back to :func:`generic_rows`: every recorded figure as a key
+and a value, and every recorded bar with its verdict, so a new or re-shaped
+benchmark never stops the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+from bench.framework import Row
+
+Result = dict[str, Any]
+# Keys every result has (bench.framework.write_result), shown apart from its figures.
+ENVELOPE: Final = frozenset(
+    {"benchmark", "measured_at", "mode", "repeats", "what", "chart", "machine", "code"}
+)
+# A generic table stops here: a result that records per-batch detail is long.
+GENERIC_MAX_ROWS: Final = 40
+GENERIC_MAX_LIST: Final = 6
+
+
+def _median(summary: Result) -> float:
+    return float(summary["median"])
+
+
+def _x(ratio: float) -> str:
+    return f"{ratio:.2f}x"
+
+
+def _mib(count: float) -> str:
+    return f"{count / 2**20:.1f} MiB"
+
+
+def throughput(r: Result) -> list[Row]:
+    ratio = r["ratio_baseline_to_subject"]
+    steps = ", ".join(f"{k} {v:.2f}" for k, v in r["breakdown_seconds_median"].items())
+    return [
+        Row(
+            r["benchmark"],
+            f"micro-batch vs bare Spark, {r['records']:,} records (bare s / ours s)",
+            f"{_x(ratio['of_medians'])} (ours {_median(r['subject_seconds']):.2f} s, "
+            f"bare {_median(r['baseline_seconds']):.2f} s)",
+            ratio["bar"],
+            ratio["met"],
+        ),
+        Row(
+            r["benchmark"],
+            "records/s (ours / bare Spark)",
+            f"{r['subject_records_per_second']:,.0f} / {r['baseline_records_per_second']:,.0f}",
+        ),
+        Row(r["benchmark"], "the micro-batch's steps, median s", steps),
+    ]
+
+
+def growth(r: Result) -> list[Row]:
+    ratio = r["ratio_b_to_a"]
+    fit = r["prefill"]["commit_seconds_linear_fit"]
+    after = r["table_metadata"]["after_prefill"]
+    return [
+        Row(
+            r["benchmark"],
+            f"{r['batch_records']:,}-record batch after {r['prefill']['commits']:,} commits and "
+            f"{r['state_fill']['records']:,} ids vs an empty table (grown s / empty s)",
+            f"{_x(ratio['of_medians'])} (grown {_median(r['b_grown_trigger_seconds']):.2f} s, "
+            f"empty {_median(r['a_empty_trigger_seconds']):.2f} s)",
+            ratio["bar"],
+            ratio["met"],
+        ),
+        Row(
+            r["benchmark"],
+            "table after the pre-fill",
+            f"{after['snapshots']:,} snapshots, {after['data_files']:,} data files, "
+            f"metadata.json {after['metadata_json_bytes']:,} B",
+        ),
+        Row(
+            r["benchmark"],
+            "commit time, projected at 8,640 retained snapshots",
+            f"{fit['projected_commit_seconds_at_8640_snapshots']:.2f} s "
+            f"({fit['seconds_per_snapshot_retained'] * 1000:.3f} ms per snapshot)",
+        ),
+    ]
+
+
+def overhead(r: Result) -> list[Row]:
+    rows = []
+    for key, label in (("empty_trigger", "empty trigger"), ("one_record_batch", "1-record batch")):
+        part = r[key]
+        rows.append(
+            Row(
+                r["benchmark"],
+                f"{label} p50 ({part['samples']} samples)",
+                f"{part['p50_seconds']:.3f} s",
+                part["bar"],
+                part["met"],
+            )
+        )
+    no_data = r["no_data_batch_after_watermark_move"]
+    rows.append(
+        Row(
+            r["benchmark"],
+            f"no-data batch after the watermark moved p50 ({no_data['samples']} samples)",
+            f"{no_data['p50_seconds']:.3f} s",
+        )
+    )
+    return rows
+
+
+def state(r: Result) -> list[Row]:
+    per_key = r["bytes_per_key"]
+    return [
+        Row(
+            r["benchmark"],
+            f"de-duplication state after {r['records']:,} records "
+            f"({r['keys_in_state']:,} keys, {r['horizon_hours']} h horizon)",
+            f"{_mib(r['checkpoint_state_dir_bytes'])} checkpoint "
+            f"(SST {_mib(r['rocksdb_sst_file_bytes'])})",
+        ),
+        Row(
+            r["benchmark"],
+            "bytes per key (checkpoint / SST / memory)",
+            f"{per_key['checkpoint_state_dir']} / {per_key['rocksdb_sst_files']} / "
+            f"{per_key['memory_used']}",
+        ),
+    ]
+
+
+def kinesis_source(r: Result) -> list[Row]:
+    ratio = r["ratio_subject_to_baseline"]
+    cold = r["ratio_cold_to_baseline"]
+    return [
+        Row(
+            r["benchmark"],
+            f"running query vs a bare GetRecords loop, {r['records']:,} records on "
+            f"{r['shards']} shards (records/s ratio)",
+            f"{_x(ratio['of_medians'])} (ours {r['subject']['records_per_second_median']:,.0f}, "
+            f"bare {r['baseline']['records_per_second_median']:,.0f} records/s)",
+            ratio["bar"],
+            ratio["met"],
+        ),
+        Row(
+            r["benchmark"],
+            "a new query from start() vs the bare loop",
+            f"{_x(cold['of_medians'])} ({r['subject_cold']['records_per_second_median']:,.0f} "
+            "records/s)",
+        ),
+    ]
+
+
+def incident(r: Result) -> list[Row]:
+    ratio = r["ratio_baseline_to_subject"]
+    shuffles = r["shuffles"]
+    return [
+        Row(
+            r["benchmark"],
+            f"micro-batch vs the seed's design, {r['records']:,} records (seed s / ours s)",
+            f"{_x(ratio['of_medians'])} (ours {_median(r['subject_seconds']):.2f} s, seed "
+            f"{_median(r['baseline_seconds']):.2f} s; its store is local SQLite, no network)",
+            ratio["bar"],
+            ratio["met"],
+        ),
+        Row(
+            r["benchmark"],
+            "shuffles per batch (seed / ours)",
+            f"{shuffles['baseline']} / {shuffles['subject']}",
+            f"ours {shuffles['subject_bar']}",
+            shuffles["met"],
+        ),
+        Row(
+            r["benchmark"],
+            "the seed's store calls (SELECT + INSERT/UPDATE per key)",
+            f"{r['baseline_store_calls']:,}",
+        ),
+    ]
+
+
+def latency(r: Result) -> list[Row]:
+    subject = r["subject"]
+    bare = r["baseline"]["whole_run"]
+    return [
+        Row(
+            r["benchmark"],
+            f"put -> readable p99, {r['trigger_interval_sec']} s trigger, "
+            f"{r['rate_records_per_second']:,} records/s",
+            f"{_median(subject['p99_seconds']):.2f} s (p50 {_median(subject['p50_seconds']):.2f} s;"
+            f" bare GetRecords loop p99 {bare['p99_seconds']:.2f} s)",
+            subject["bar"],
+            subject["met"],
+        ),
+        Row(r["benchmark"], "ids measured", f"{r['ids_measured']:,} of {r['records_put']:,} put"),
+    ]
+
+
+def scale(r: Result) -> list[Row]:
+    batches = sorted(r["batches"].values(), key=lambda b: int(b["records"]))
+    synth = sorted(r["synth"].values(), key=lambda s: int(s["instances"]))
+    memory = r["peak_memory_at_largest"]
+    return [
+        Row(
+            r["benchmark"],
+            "records/s at " + " / ".join(f"{b['records']:,}" for b in batches) + " records",
+            " / ".join(f"{b['records_per_second']:,.0f}" for b in batches),
+            f"cost per record {r['per_record_bar']}",
+            r["per_record_met"],
+        ),
+        Row(
+            r["benchmark"],
+            "synth of " + " / ".join(str(s["instances"]) for s in synth) + " instances (median)",
+            " / ".join(f"{_median(s['seconds']):.1f}" for s in synth) + " s",
+            "; ".join(f"{k} {v}" for k, v in r["synth_bars"].items()),
+            bool(r["synth_met"] and r["synth_linear_met"]),
+        ),
+        Row(
+            r["benchmark"],
+            f"peak memory at {memory['records']:,} records",
+            f"JVM {memory['jvm_driver_and_executor_mib']:,.0f} MiB, Python workers "
+            f"{memory['python_workers_total_mib']:,.0f} MiB",
+        ),
+    ]
+
+
+def dedup(r: Result) -> list[Row]:
+    """bench/dedup.py records its bars, not its verdicts: the comparisons its
+    own table makes are made again here."""
+    bars = r["bars"]
+    rows = []
+    for operator, f in r["flat"].items():
+        gated = operator == "timers"
+        rows.append(
+            Row(
+                r["benchmark"],
+                f"{operator}: {r['batch_records']:,}-record batch at {r['fill_keys']:,} keys vs "
+                "0 keys",
+                f"{_x(f['ratio'])} (filled {_median(f['seconds_at_fill']):.2f} s, "
+                f"empty {_median(f['seconds_at_zero']):.2f} s)",
+                f"<= {bars['flat']}" if gated else "shown as it is",
+                f["ratio"] <= bars["flat"] if gated else None,
+            )
+        )
+        rows.append(
+            Row(
+                r["benchmark"],
+                f"{operator}: state per key at {f['per_key']['keys_in_state']:,} keys",
+                f"SST {f['per_key']['rocksdb_sst_file_bytes_per_key']:.0f} B, checkpoint "
+                f"{f['per_key']['checkpoint_state_dir_bytes_per_key']:.0f} B",
+            )
+        )
+    through = r["throughput"]
+    count = r["throughput_batch_records"]
+    for key, label, bar in (
+        ("ratio_vs_builtin", "timers vs builtin (builtin s / timers s)", bars["vs_builtin"]),
+        ("ratio_vs_bare", "vs bare Spark (bare s / timers s)", bars["vs_bare"]),
+    ):
+        rows.append(
+            Row(
+                r["benchmark"],
+                f"micro-batch of {count:,}: {label}",
+                _x(through[key]),
+                f">= {bar}",
+                through[key] >= bar,
+            )
+        )
+    return rows
+
+
+KNOWN: Final[dict[str, Callable[[Result], list[Row]]]] = {
+    "throughput": throughput,
+    "dedup": dedup,
+    "growth": growth,
+    "state": state,
+    "overhead": overhead,
+    "kinesis_source": kinesis_source,
+    "incident": incident,
+    "latency": latency,
+    "scale": scale,
+}
+
+
+def _shown(value: Any) -> str | None:
+    """A recorded value as a table cell; None for what a key/value table
+    cannot show (long lists, lists of objects)."""
+    if isinstance(value, bool | int | float | str) or value is None:
+        return str(value).replace("\n", " ").replace("|", "\\|")
+    if isinstance(value, list) and len(value) <= GENERIC_MAX_LIST:
+        cells = [_shown(item) for item in value if not isinstance(item, dict | list)]
+        if len(cells) == len(value):
+            return ", ".join(str(cell) for cell in cells)
+    return None
+
+
+def _leaves(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, f"{path}.{key}" if path else str(key))
+    else:
+        yield path, value
+
+
+def _verdicts(value: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(value, dict):
+        if "bar" in value and isinstance(value.get("met"), bool):
+            yield path, value
+        for key, item in value.items():
+            yield from _verdicts(item, f"{path}.{key}" if path else str(key))
+
+
+def _numbers(found: dict[str, Any]) -> str:
+    """The numbers recorded beside a bar (the figure it judges)."""
+    return ", ".join(
+        f"{key} {value}"
+        for key, value in found.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    )
+
+
+def generic_rows(r: Result) -> list[Row]:
+    """Every recorded bar with its verdict, then the recorded figures as keys
+    and values (up to ``GENERIC_MAX_ROWS``; the JSON holds the rest)."""
+    name = str(r.get("benchmark", "?"))
+    figures = {k: v for k, v in r.items() if k not in ENVELOPE}
+    rows = [
+        Row(name, path, _numbers(found), str(found["bar"]), found["met"])
+        for path, found in _verdicts(figures, "")
+    ]
+    shown = [(path, _shown(value)) for path, value in _leaves(figures, "")]
+    kept = [(path, cell) for path, cell in shown if cell is not None and len(cell) <= 200]
+    rows += [Row(name, path, cell) for path, cell in kept[:GENERIC_MAX_ROWS]]
+    if len(kept) > GENERIC_MAX_ROWS or len(kept) < len(shown):
+        rows.append(Row(name, "(more)", "further figures are in the JSON"))
+    return rows
+
+
+def rows_for(r: Result) -> tuple[list[Row], str | None]:
+    """The rows of a result, and why it fell back to the generic table (None
+    when its benchmark's own function read it)."""
+    reader = KNOWN.get(str(r.get("benchmark")))
+    if reader is None:
+        return generic_rows(r), "no reader for this benchmark in bench/report_rows.py"
+    try:
+        return reader(r), None
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        why = f"its JSON is not the shape bench/report_rows.py reads ({type(exc).__name__}: {exc})"
+        return generic_rows(r), why
