@@ -419,7 +419,7 @@ class TableMaintenance(_JobModel):
 
     Expiring a snapshot only drops it from the table's metadata; the files only
     it referenced become orphans, which the Glue orphan-file optimizer (AWS) or
-    ``python -m local maintain`` (locally) deletes after
+    ``python -m local.maintain`` (locally) deletes after
     ``orphan_file_retention_days``.
     """
 

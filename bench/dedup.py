@@ -31,12 +31,20 @@ within the batch, Parquet; no state): ratio = bare / timers (bar: >= 0.5).
 
 (3) State size: bytes per key held (RocksDB SST files and the checkpoint's
 ``state/`` directory) at ``FILL`` keys, for both.
+
+(4) Forgetting: 500,000 ids, then an id a horizon and an hour later; the
+core time the operator spends forgetting them, per id.
+
+(5) Sustained rate on the example cluster (:func:`sustained_rate`), from
+(2)'s whole-batch cost per record, (1)'s scan cost per id held (built-in)
+and (4)'s cost per forgotten id.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -67,6 +75,13 @@ VS_BARE_BAR: Final = 0.5
 BATCH: Final = 10_000
 THROUGHPUT_BATCH: Final = 200_000
 OPERATORS: Final = ("timers", "builtin")
+# The example cluster (cdk.json: 3 x m5.2xlarge -> 5 executors x 4 cores,
+# infra/sizing.py), the default trigger and horizon (docs/sizing.md).
+CORES: Final = 20
+TRIGGER_S: Final = 10.0
+HORIZON_H: Final = 24
+LOCAL_CORES: Final = 2
+EXPIRY_KEYS: Final = 500_000
 # Progress figures of the state operator that show what eviction costs.
 _READ_METRICS: Final = ("rocksdbTotalBytesRead", "rocksdbTotalBytesReadThroughIterator")
 
@@ -237,6 +252,44 @@ def _write_batches(source: Path, prefix: str, count: int, batches: int) -> None:
             write_source_file(source, 2 * batch + shard, part, arrival_of(batch, start), shard)
 
 
+def _expiry(ctx: Context, operator: str, keys: int) -> dict[str, Any]:
+    """What forgetting costs: ``keys`` new ids, then one id arriving a horizon
+    and an hour later, so the watermark passes every earlier id's horizon and
+    the trigger after it forgets them all. Core milliseconds per forgotten id,
+    from the state operator's removal (built-in) or timer (processor) time."""
+    config = job_config(ctx, f"{NAME}_{operator}_expiry")
+    source = Path(config.checkpoint_location).parent / "source"
+    start = now()
+    write_source_file(source, 0, unique_records(keys, f"exp-{operator}", start), start)
+    late = start + timedelta(hours=config.dedup_horizon_hours + 1)
+    write_source_file(source, 1, unique_records(1, f"exp-late-{operator}", late), late)
+    write_source_file(source, 2, unique_records(1, f"exp-later-{operator}", late), late)
+    query = start_query(ctx.spark, config, source, plan=_plan(operator), sink=_consume)
+    figures = [state_figures(e) for e in run_to_end(query) if ran_batch(e)][1:]
+    core_ms = sum(
+        f.get("allRemovalsTimeMs", 0) + f.get("customMetrics", {}).get("timerProcessingTimeMs", 0)
+        for f in figures
+    )
+    return {"keys": keys, "core_ms": core_ms, "us_per_key": round(1000 * core_ms / keys, 3)}
+
+
+def sustained_rate(
+    *, per_record_s: float, scan_s_per_key: float, expire_s_per_key: float, keys_factor: float
+) -> float:
+    """Records/s the example cluster holds at the default horizon and trigger.
+
+    A trigger of ``TRIGGER_S`` on ``CORES`` cores holds ``r`` records/s while
+    its core time fits: ``r * I * per_record`` (each record's whole batch work,
+    its state write included) + ``r * I * expire`` (as many ids expire as
+    arrive) + ``keys_held * scan`` (the built-in operator's scan of every id
+    held, per trigger as measured: once when every trigger brings data, again
+    in a no-data batch when one does not; zero for the timers), with
+    ``keys_held = r * keys_factor * H * 3600``. Solved for ``r``."""
+    held_per_rate = keys_factor * HORIZON_H * 3600
+    core_s_per_rate = TRIGGER_S * (per_record_s + expire_s_per_key) + held_per_rate * scan_s_per_key
+    return CORES * TRIGGER_S / core_s_per_rate
+
+
 def _per_key(filled: dict[str, Any]) -> dict[str, Any]:
     last = filled["measured"][-1]
     keys = int(last["keys_in_state"]) + BATCH  # the keys after that batch
@@ -281,6 +334,26 @@ def run(ctx: Context) -> list[Row]:
     timers_s = med(through["timers"])
     vs_today = med(through["builtin"]) / timers_s
     vs_bare = med(bare) / timers_s
+    expiry = {op: _expiry(ctx, op, 20_000 if ctx.quick else EXPIRY_KEYS) for op in OPERATORS}
+    sustained = {}
+    for operator in OPERATORS:
+        # Whole-batch core seconds per record (fixed costs included: an
+        # overestimate), and the built-in's scan: core time per id held.
+        per_record = LOCAL_CORES * med(through[operator]) / count
+        scan = flat[operator]["eviction_ms_at_fill"] / 1000 / fill if operator == "builtin" else 0.0
+        sustained[operator] = {
+            "per_record_core_us": round(per_record * 1e6, 2),
+            "scan_core_us_per_key_held": round(scan * 1e6, 4),
+            "expire_core_us_per_key": expiry[operator]["us_per_key"],
+            "records_per_s": round(
+                sustained_rate(
+                    per_record_s=per_record,
+                    scan_s_per_key=scan,
+                    expire_s_per_key=expiry[operator]["us_per_key"] / 1e6,
+                    keys_factor=2.0,
+                )
+            ),
+        }
     result = {
         "what": __doc__,
         "batch_records": BATCH,
@@ -295,6 +368,14 @@ def run(ctx: Context) -> list[Row]:
             "ratio_vs_bare": round(vs_bare, 3),
         },
         "bars": {"flat": FLAT_BAR, "vs_builtin": VS_TODAY_BAR, "vs_bare": VS_BARE_BAR},
+        "expiry": expiry,
+        "sustained": {
+            "model": sustained_rate.__doc__,
+            "cores": CORES,
+            "trigger_s": TRIGGER_S,
+            "horizon_h": HORIZON_H,
+            **sustained,
+        },
     }
     write_result(ctx, NAME, result)
     with figure(ctx, NAME, ncols=2) as (_, axes):
@@ -340,6 +421,15 @@ def run(ctx: Context) -> list[Row]:
             vs_today >= VS_TODAY_BAR,
         )
     )
+    for operator in OPERATORS:
+        rows.append(
+            Row(
+                NAME,
+                f"{operator}: sustained records/s, {CORES} cores, {HORIZON_H} h, {TRIGGER_S:.0f} s",
+                f"{sustained[operator]['records_per_s']:,} (forgetting "
+                f"{expiry[operator]['us_per_key']:.2f} core-us per id)",
+            )
+        )
     rows.append(
         Row(
             NAME,

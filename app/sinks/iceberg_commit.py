@@ -9,7 +9,7 @@ The table commit decides what a replay does:
 * **died before the Iceberg commit** (while data files were written, or just
   before the commit): nothing references the files written so far; readers
   never see them, and the replay writes its own. The leftovers are orphans,
-  deleted by the orphan-file optimizer (AWS) or ``python -m local maintain``;
+  deleted by the orphan-file optimizer (AWS) or ``python -m local.maintain``;
 * **died after the Iceberg commit, before Spark's**: the table property
   :data:`~app.sinks.iceberg_catalog.COMMITTED_PROPERTY` already holds
   ``<query id>:<batch id>`` of this batch, because it was set in the SAME
