@@ -48,7 +48,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from bench.framework import WARMUP_BATCHES, Context, Row, bars, figure, summary, write_result
+from bench.framework import (
+    WARMUP_BATCHES,
+    Context,
+    Row,
+    bars,
+    figure,
+    machine_load,
+    summary,
+    write_result,
+)
 from bench.stream import (
     arrival_of,
     directory_bytes,
@@ -302,6 +311,7 @@ def _per_key(filled: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(ctx: Context) -> list[Row]:
+    load_before = machine_load()
     fill, fill_batch = (30_000, 15_000) if ctx.quick else (10_000_000, 500_000)
     count = 10_000 if ctx.quick else THROUGHPUT_BATCH
     warmups = 1 if ctx.quick else WARMUP_BATCHES
@@ -369,6 +379,7 @@ def run(ctx: Context) -> list[Row]:
         },
         "bars": {"flat": FLAT_BAR, "vs_builtin": VS_TODAY_BAR, "vs_bare": VS_BARE_BAR},
         "expiry": expiry,
+        "load": {"before": load_before, "after": machine_load()},
         "sustained": {
             "model": sustained_rate.__doc__,
             "cores": CORES,
