@@ -164,8 +164,10 @@ def run(
     from app.sinks.iceberg_catalog import ensure_table
     from app.sinks.kafka import KafkaSettings, resolve_bootstrap_servers
     from app.sources import read_stream
+    from app.table_evolution import evolve_table
 
     check_stream_retention(config)
+    evolve_table(config)  # columns added since the table was created (docs/infra.md)
     table = ensure_table(config)
 
     bootstrap = resolve_bootstrap_servers(config.kafka, region=config.region)

@@ -40,6 +40,7 @@ from app.sources.schema import (
     SEQUENCE_NUMBER,
     SHARD_ID,
     STREAM_NAME,
+    SUB_SEQUENCE_NUMBER,
 )
 from app.table_layout import column_name, raw_column_name
 
@@ -92,6 +93,7 @@ SOURCE_TABLE_COLUMNS: Final = (
     (SEQUENCE_NUMBER, layout.SEQUENCE_NUMBER),
     (PARTITION_KEY, layout.PARTITION_KEY),
     (ARRIVAL_TIMESTAMP, layout.ARRIVAL_TIME),
+    (SUB_SEQUENCE_NUMBER, layout.SUB_SEQUENCE_NUMBER),
 )
 
 # ISO-8601 extended form: date, 'T', time with 1-9 fractional digits, optional
@@ -378,8 +380,8 @@ def failures(classified: DataFrame) -> DataFrame:
     from pyspark.sql import functions as sf
 
     return classified.where(sf.col(REASON).isNotNull()).select(
-        DATA, STREAM_NAME, SHARD_ID, SEQUENCE_NUMBER, PARTITION_KEY, ARRIVAL_TIMESTAMP,
-        REASON, MESSAGE, ERROR_CLASS,
+        DATA, STREAM_NAME, SHARD_ID, SEQUENCE_NUMBER, SUB_SEQUENCE_NUMBER, PARTITION_KEY,
+        ARRIVAL_TIMESTAMP, REASON, MESSAGE, ERROR_CLASS,
     )  # fmt: skip
 
 

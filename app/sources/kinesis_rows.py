@@ -7,6 +7,15 @@ is passed through as is (``records_to_arrow_batches`` in
 per-field converter for every value. Building a shard's columns at once skips
 that, and it runs in the thread that read the shard, while the other shards'
 GetRecords calls are still waiting on the network.
+
+KPL aggregates become one row per user record here (:mod:`app.sources.kpl`):
+its data, its partition key from the aggregate's key table, the aggregate's
+sequence number and arrival time, and its ``subSequenceNumber``. The rows of
+one batch are a function of the Kinesis records the batch read, so a replayed
+batch (``readBetweenOffsets``) expands the same aggregates into the same rows.
+A corrupt aggregate stays ONE row with its bytes as read (the classification
+names it ``bad_aggregate``). A batch without any aggregate pays one prefix
+test per record.
 """
 
 from __future__ import annotations
@@ -14,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from app.sources.schema import SOURCE_SCHEMA
+from app.sources.kpl import MAGIC, AggregateError, deaggregate
+from app.sources.schema import SOURCE_SCHEMA, SUB_SEQUENCE_NUMBER
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -34,21 +44,66 @@ ARROW_SCHEMA: Final = _arrow_schema()
 def records_to_batch(
     stream: str, shard_id: str, records: Sequence[dict[str, Any]]
 ) -> pa.RecordBatch:
-    """GetRecords ``records`` of one shard as one batch, in their order.
+    """GetRecords ``records`` of one shard as one batch, in their order, each
+    KPL aggregate replaced by its user records.
 
     ``ApproximateArrivalTimestamp`` is a timezone-aware datetime (botocore
     parses it so); Arrow stores the instant in UTC, whatever its zone.
     """
     import pyarrow as pa
 
+    data = [bytes(record["Data"]) for record in records]
+    if any(item.startswith(MAGIC) for item in data):
+        return _user_records_to_batch(stream, shard_id, records, data)
     count = len(records)
     columns = [
-        [bytes(record["Data"]) for record in records],
+        data,
         [stream] * count,
         [record.get("PartitionKey") for record in records],
         [str(record["SequenceNumber"]) for record in records],
         [record.get("ApproximateArrivalTimestamp") for record in records],
         [shard_id] * count,
+    ]
+    arrays = [
+        pa.array(values, type=field.type)
+        for values, field in zip(columns, list(ARROW_SCHEMA)[: len(columns)], strict=True)
+    ]
+    arrays.append(pa.nulls(count, ARROW_SCHEMA.field(SUB_SEQUENCE_NUMBER).type))
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _user_records_to_batch(
+    stream: str, shard_id: str, records: Sequence[dict[str, Any]], data: Sequence[bytes]
+) -> pa.RecordBatch:
+    """The slow path, for a batch with at least one aggregate: row by row."""
+    import pyarrow as pa
+
+    rows: list[tuple[bytes, str | None, str, Any, int | None]] = []
+    for record, payload in zip(records, data, strict=True):
+        sequence = str(record["SequenceNumber"])
+        arrival = record.get("ApproximateArrivalTimestamp")
+        users = None
+        if payload.startswith(MAGIC):
+            try:
+                users = deaggregate(payload)
+            except AggregateError:
+                users = None  # handed on whole: one bad_aggregate failure
+        if users is None:
+            rows.append((payload, record.get("PartitionKey"), sequence, arrival, None))
+        else:
+            rows.extend(
+                (user.data, user.partition_key, sequence, arrival, user.sub_sequence_number)
+                for user in users
+            )
+    count = len(rows)
+    columns: list[list[Any]] = [
+        [row[0] for row in rows],
+        [stream] * count,
+        [row[1] for row in rows],
+        [row[2] for row in rows],
+        [row[3] for row in rows],
+        [shard_id] * count,
+        [row[4] for row in rows],
     ]
     arrays = [
         pa.array(values, type=field.type)
