@@ -267,7 +267,12 @@ def classify(
     # The whole text is one JSON value (and whitespace): the sentinel was read.
     whole = sf.try_variant_get("_wrapped", "$[1]", "string") == sf.lit(_SENTINEL)
     staged = staged.select("*", sf.coalesce(whole, sf.lit(False)).alias("_whole"))
-    is_object = sf.col("_whole") & sf.ltrim("_body", sf.lit(JSON_WHITESPACE)).startswith("{")
+    # Almost every record starts with its '{': the trim (a copy of the text)
+    # runs only for the others.
+    starts_object = sf.col("_body").startswith("{") | sf.ltrim(
+        "_body", sf.lit(JSON_WHITESPACE)
+    ).startswith("{")
+    is_object = sf.col("_whole") & starts_object
     staged = staged.select("*", sf.when(is_object, sf.col("_wrapped")).alias("_doc"))
 
     doc = sf.col("_doc")

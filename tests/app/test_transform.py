@@ -39,7 +39,7 @@ def test_column_names_are_snake_case_for_glue() -> None:
     assert column_name("id") == "id"
     names = [c.name for c in table_columns(DEFAULT_EVENT_FIELDS)]
     assert names[:5] == ["id", "type", "occurred_at", "occurred_at_raw", "payload"]
-    assert names[-1] == "batch_id"
+    assert names[-2:] == ["batch_id", "sub_sequence_number"]
     assert "event_date" not in names, "the day partition is hidden (Iceberg), not a column"
 
 
