@@ -56,7 +56,7 @@ def records_to_batch(
     data = pa.array([bytes(record["Data"]) for record in records], pa.binary())
     # One vectorized prefix test: a Python loop over the records cost as much
     # as building the data column itself.
-    magic = pc.equal(pc.binary_slice(data, 0, len(MAGIC)), pa.scalar(MAGIC, pa.binary()))
+    magic = pc.starts_with(data, pattern=MAGIC)
     if pc.any(magic).as_py():
         return _user_records_to_batch(stream, shard_id, records, magic.to_pylist())
     count = len(records)
