@@ -217,10 +217,12 @@ def run(
     from app.sinks.iceberg_catalog import ensure_table
     from app.sinks.kafka import KafkaSettings, resolve_bootstrap_servers
     from app.sources import read_stream
+    from app.table_evolution import evolve_table
 
     if checkpoint is None:
         checkpoint = checked_checkpoint(config, s3_client)
     check_stream_retention(config)
+    evolve_table(config)  # columns added since the table was created (docs/infra.md)
     table = ensure_table(config)
     seed = seed_for(spark, table, config, checkpoint)
 

@@ -64,6 +64,19 @@ SOURCE_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = (
     (BATCH_ID, "long"),
 )
 
+# Columns added after the first tables were created, in the order they were
+# added: a table the stack created before them gets them from the job at start
+# (:mod:`app.table_evolution`), appended after the others, which is also where
+# a new table has them. The stack's CloudFormation definition stays the
+# creation-time seed (:func:`seed_columns`): changing it would make
+# CloudFormation rewrite every live table (docs/infra.md, "The events table").
+#
+# ``sub_sequence_number``: the index of a user record in its KPL aggregate
+# (null for a plain record); with the sequence number it makes each row's
+# source coordinates unique (app.sources.schema).
+SUB_SEQUENCE_NUMBER: Final = "sub_sequence_number"
+EVOLVED_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = ((SUB_SEQUENCE_NUMBER, "long"),)
+
 PARTITION_TRANSFORM: Final = "day"
 
 
@@ -99,9 +112,20 @@ def event_columns(fields: Sequence[EventField]) -> tuple[TableColumn, ...]:
     return tuple(out)
 
 
+def seed_columns(fields: Sequence[EventField]) -> tuple[TableColumn, ...]:
+    """The columns a table is created with by the stack (its CloudFormation
+    definition, fixed once deployed): every column but the evolved ones."""
+    return (*event_columns(fields), *(TableColumn(n, t) for n, t in SOURCE_COLUMNS))
+
+
+def evolved_columns() -> tuple[TableColumn, ...]:
+    """The columns the job adds to an older table (:data:`EVOLVED_COLUMNS`)."""
+    return tuple(TableColumn(n, t) for n, t in EVOLVED_COLUMNS)
+
+
 def table_columns(fields: Sequence[EventField]) -> tuple[TableColumn, ...]:
     """Every column of the events table, in order."""
-    return (*event_columns(fields), *(TableColumn(n, t) for n, t in SOURCE_COLUMNS))
+    return (*seed_columns(fields), *evolved_columns())
 
 
 def partition_column(event_time_field: str) -> str:

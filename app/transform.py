@@ -13,8 +13,12 @@ JVM, narrow, no shuffle).
 Failure reasons, in precedence order (the first that applies wins):
 
 ``too_large``      the record is larger than ``max_record_bytes`` (not parsed)
+``bad_aggregate``  a KPL aggregate (magic ``F3 89 9A C2``) the source could not
+                   de-aggregate: MD5 mismatch, unreadable protobuf, no records
 ``not_utf8``       the bytes are not valid UTF-8
 ``malformed_json`` not JSON, or JSON but not an object (``[1]``, ``"x"``, ``null``)
+``trailing_data``  a JSON value followed by more than whitespace: concatenated or
+                   newline-separated objects, a stray ``}`` or ``]``, free text
 ``missing_field``  a required field is absent or ``null``
 ``wrong_type``     a field has another JSON type than the schema says
 ``bad_timestamp``  a timestamp field is a string but not ISO-8601 / not a real instant
@@ -27,6 +31,8 @@ from typing import TYPE_CHECKING, Final
 
 from app import table_layout as layout
 from app.config import DEFAULT_EVENT_FIELDS, EventField
+from app.sources.kpl import DIGEST_SIZE as KPL_DIGEST_SIZE
+from app.sources.kpl import MAGIC as KPL_MAGIC
 from app.sources.schema import (
     ARRIVAL_TIMESTAMP,
     DATA,
@@ -34,6 +40,7 @@ from app.sources.schema import (
     SEQUENCE_NUMBER,
     SHARD_ID,
     STREAM_NAME,
+    SUB_SEQUENCE_NUMBER,
 )
 from app.table_layout import column_name, raw_column_name
 
@@ -41,19 +48,32 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 TOO_LARGE: Final = "too_large"
+BAD_AGGREGATE: Final = "bad_aggregate"
 NOT_UTF8: Final = "not_utf8"
 MALFORMED_JSON: Final = "malformed_json"
+TRAILING_DATA: Final = "trailing_data"
 MISSING_FIELD: Final = "missing_field"
 WRONG_TYPE: Final = "wrong_type"
 BAD_TIMESTAMP: Final = "bad_timestamp"
-REASONS: Final = (TOO_LARGE, NOT_UTF8, MALFORMED_JSON, MISSING_FIELD, WRONG_TYPE, BAD_TIMESTAMP)
+REASONS: Final = (
+    TOO_LARGE,
+    BAD_AGGREGATE,
+    NOT_UTF8,
+    MALFORMED_JSON,
+    TRAILING_DATA,
+    MISSING_FIELD,
+    WRONG_TYPE,
+    BAD_TIMESTAMP,
+)
 
 # The name a consumer of the failure topic sees in the ``exception`` header:
 # the class of error a hand-written parser would have raised for the reason.
 ERROR_CLASSES: Final = {
     TOO_LARGE: "RecordTooLargeError",
+    BAD_AGGREGATE: "AggregateDecodeError",
     NOT_UTF8: "UnicodeDecodeError",
     MALFORMED_JSON: "JSONDecodeError",
+    TRAILING_DATA: "TrailingDataError",
     MISSING_FIELD: "MissingFieldError",
     WRONG_TYPE: "TypeError",
     BAD_TIMESTAMP: "DateTimeParseError",
@@ -73,6 +93,7 @@ SOURCE_TABLE_COLUMNS: Final = (
     (SEQUENCE_NUMBER, layout.SEQUENCE_NUMBER),
     (PARTITION_KEY, layout.PARTITION_KEY),
     (ARRIVAL_TIMESTAMP, layout.ARRIVAL_TIME),
+    (SUB_SEQUENCE_NUMBER, layout.SUB_SEQUENCE_NUMBER),
 )
 
 # ISO-8601 extended form: date, 'T', time with 1-9 fractional digits, optional
@@ -83,6 +104,24 @@ ISO_TIMESTAMP: Final = (
     r"(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})?$"
 )
 _MICROS_PER_DAY: Final = 86_400_000_000
+
+# A leading byte order mark is ignored: RFC 8259 section 8.1 forbids sending one
+# but lets a parser ignore it (https://www.rfc-editor.org/rfc/rfc8259#section-8.1);
+# Spark's parser rejects it. Only the first character: a second BOM, or one
+# after the value, is an error like any other.
+BOM: Final = "\ufeff"
+# JSON's whitespace (RFC 8259 section 2), the only text allowed around the value.
+JSON_WHITESPACE: Final = " \t\n\r"
+# ``try_parse_json`` stops after the first JSON value and ignores the rest, so
+# the text is parsed inside ``[<text>,"\u0000"]``: the sentinel string is the
+# array's second element only when the parser read the whole text. Text after
+# the value either breaks the array (``x``, ``}``, a second object) or closes it
+# early (a stray ``]``: the sentinel is never read), or adds elements before
+# the sentinel (``,{...}``). One parse, no second pass over the text.
+_SENTINEL: Final = "\u0000"
+_WRAP_OPEN: Final = "["
+_WRAP_CLOSE: Final = ',"\\u0000"]'
+_STRIP_BOM_TO: Final = 1 << 30
 
 _SPARK_TYPES: Final = {
     "string": "string",
@@ -122,6 +161,35 @@ def utc_date(ts: Column) -> Column:
 
 def _json_path(name: str) -> str:
     return "$['" + name.replace("'", "\\'") + "']"
+
+
+# The event inside the parse's ``[<text>,"\u0000"]`` wrapper.
+_DOC_PATH: Final = "$[0]"
+
+
+def _bad_aggregate_message(data: Column) -> Column:
+    """Why a record that starts with the KPL magic is still here: a source
+    de-aggregates every readable aggregate (:mod:`app.sources.kpl`). Computed
+    on the failing rows only (the message of the branch taken)."""
+    from pyspark.sql import functions as sf
+
+    head = len(KPL_MAGIC)
+    body = sf.substring(data, head + 1, sf.length(data) - head - KPL_DIGEST_SIZE)
+    digest = sf.lower(sf.hex(sf.substring(data, -KPL_DIGEST_SIZE, KPL_DIGEST_SIZE)))
+    prefix = "record starts with the KPL aggregation magic (F3 89 9A C2) but is not a readable "
+    return (
+        sf.when(
+            sf.length(data) <= head + KPL_DIGEST_SIZE,
+            sf.lit(prefix + "aggregate: too short to hold its MD5"),
+        )
+        .when(sf.md5(body) != digest, sf.lit(prefix + "aggregate: its MD5 does not match"))
+        .otherwise(
+            sf.lit(
+                prefix + "aggregate: its MD5 matches but its protobuf is not an "
+                "AggregatedRecord with at least one record"
+            )
+        )
+    )
 
 
 # ``schema_of_variant`` of a scalar JSON value, by the schema's type. Spark's
@@ -191,18 +259,30 @@ def classify(
     fits = sf.length(data) <= sf.lit(max_record_bytes)
     staged = raw.select("*", sf.when(fits, data.cast("string")).alias("_decoded"))
     staged = staged.select("*", sf.is_valid_utf8("_decoded").alias("_utf8"))
-    staged = staged.select(
-        "*", sf.try_parse_json(sf.when(sf.col("_utf8"), sf.col("_decoded"))).alias("_parsed")
-    )
-    is_object = sf.col("_parsed").isNotNull() & sf.ltrim("_decoded").startswith("{")
-    staged = staged.select("*", sf.when(is_object, sf.col("_parsed")).alias("_doc"))
+    text = sf.when(sf.col("_utf8"), sf.col("_decoded"))
+    body = sf.when(text.startswith(BOM), sf.substring(text, 2, _STRIP_BOM_TO)).otherwise(text)
+    staged = staged.select("*", body.alias("_body"))
+    wrapped = sf.concat(sf.lit(_WRAP_OPEN), sf.col("_body"), sf.lit(_WRAP_CLOSE))
+    staged = staged.select("*", sf.try_parse_json(wrapped).alias("_wrapped"))
+    # The whole text is one JSON value (and whitespace): the sentinel was read.
+    whole = sf.try_variant_get("_wrapped", "$[1]", "string") == sf.lit(_SENTINEL)
+    staged = staged.select("*", sf.coalesce(whole, sf.lit(False)).alias("_whole"))
+    # Almost every record starts with its '{': the trim (a copy of the text)
+    # runs only for the others.
+    starts_object = sf.col("_body").startswith("{") | sf.ltrim(
+        "_body", sf.lit(JSON_WHITESPACE)
+    ).startswith("{")
+    is_object = sf.col("_whole") & starts_object
+    staged = staged.select("*", sf.when(is_object, sf.col("_wrapped")).alias("_doc"))
 
     doc = sf.col("_doc")
     # Each field's value as a variant of its own: the one path lookup per field.
     staged = staged.select(
         "*",
         *(
-            sf.try_variant_get(doc, _json_path(spec.name), "variant").alias(f"_v{i}")
+            sf.try_variant_get(doc, _DOC_PATH + _json_path(spec.name)[1:], "variant").alias(
+                f"_v{i}"
+            )
             for i, spec in enumerate(fields)
         ),
     )
@@ -257,8 +337,23 @@ def classify(
                 sf.length(data),
             ),
         ),
+        (data.startswith(sf.lit(KPL_MAGIC)), BAD_AGGREGATE, _bad_aggregate_message(data)),
         (~sf.col("_utf8"), NOT_UTF8, sf.lit("record bytes are not valid UTF-8")),
-        (sf.col("_parsed").isNull(), MALFORMED_JSON, sf.lit("record is not valid JSON")),
+        # Only a failing row reaches the second parse (the plain text): it tells
+        # "not JSON at all" from "JSON, then more".
+        (
+            ~sf.col("_whole") & sf.try_parse_json("_body").isNull(),
+            MALFORMED_JSON,
+            sf.lit("record is not valid JSON"),
+        ),
+        (
+            ~sf.col("_whole"),
+            TRAILING_DATA,
+            sf.lit(
+                "record holds more than its JSON value: only whitespace may follow it "
+                "(two objects in one record? one record per event)"
+            ),
+        ),
         (doc.isNull(), MALFORMED_JSON, sf.lit("record is JSON but not an object")),
         *((cond, MISSING_FIELD, sf.lit(msg)) for cond, msg in missing_checks),
         *((cond, WRONG_TYPE, sf.lit(msg)) for cond, msg in type_checks),
@@ -290,8 +385,8 @@ def failures(classified: DataFrame) -> DataFrame:
     from pyspark.sql import functions as sf
 
     return classified.where(sf.col(REASON).isNotNull()).select(
-        DATA, STREAM_NAME, SHARD_ID, SEQUENCE_NUMBER, PARTITION_KEY, ARRIVAL_TIMESTAMP,
-        REASON, MESSAGE, ERROR_CLASS,
+        DATA, STREAM_NAME, SHARD_ID, SEQUENCE_NUMBER, SUB_SEQUENCE_NUMBER, PARTITION_KEY,
+        ARRIVAL_TIMESTAMP, REASON, MESSAGE, ERROR_CLASS,
     )  # fmt: skip
 
 

@@ -116,6 +116,7 @@ def write_source_file(
                 [arrival.astimezone(UTC)] * n, pa.timestamp("us", tz="UTC")
             ),
             "shardId": pa.array([shard_id] * n, pa.string()),
+            "subSequenceNumber": pa.nulls(n, pa.int64()),
         }
     )
     path = directory / f"{index:05d}.parquet"

@@ -37,7 +37,7 @@ from local.harness import (
 )
 from local.job_process import REPO_ROOT
 from local.metrics_dump import RunDump
-from local.producer import ProduceReport
+from local.producer import ProduceReport, add_aggregate_arguments
 from local.report import render
 from local.run_dump import DUMP_NAME, collect, write_dump
 from local.summary import Summary
@@ -47,6 +47,9 @@ REPORT_DIR: Final = "report"
 # The local run lowers the record size limit so that the ``too_large`` failure
 # kind can be shown: Kinesis itself refuses records above 1 MiB, the default.
 LOCAL_MAX_RECORD_BYTES: Final = 65_536
+# make run's KPL aggregation: groups of up to 10 events, every other group packed.
+RUN_AGGREGATE_SIZE: Final = 10
+RUN_AGGREGATE_SHARE: Final = 0.5
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -79,6 +82,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR)
     parser.add_argument("--progress-every", type=float, default=3.0, help="seconds")
+    # Half of the events travel in KPL aggregates of up to 10, half as plain
+    # records: the source's de-aggregation is part of every local run.
+    add_aggregate_arguments(parser, size=RUN_AGGREGATE_SIZE, share=RUN_AGGREGATE_SHARE)
     return parser.parse_args(argv)
 
 
@@ -173,13 +179,22 @@ def _produce_and_wait(locals_: list[LocalInstance], args: argparse.Namespace) ->
                 failure_kinds=FAILURE_KINDS,
                 too_large_bytes=LOCAL_MAX_RECORD_BYTES + 1024,
             )
-            futures.append(pool.submit(local.produce, generate(spec, start), rate=args.rate))
+            futures.append(
+                pool.submit(
+                    local.produce,
+                    generate(spec, start),
+                    rate=args.rate,
+                    aggregate_size=args.aggregate,
+                    aggregate_share=args.aggregate_share,
+                )
+            )
         wait(futures)  # each producer is bounded (client limits, attempts per record)
         for local, future in zip(locals_, futures, strict=True):
             report = future.result()
             _say(
                 f"[{local.name}] produced {len(report.placed):,} records in "
-                f"{report.seconds:.1f}s: {report.counts()}"
+                f"{report.kinesis_records:,} Kinesis records ({report.aggregates:,} KPL "
+                f"aggregates) in {report.seconds:.1f}s: {report.counts()}"
             )
     pending = list(locals_)
 

@@ -18,13 +18,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from app.transform import (
+    BAD_AGGREGATE,
     BAD_TIMESTAMP,
     MALFORMED_JSON,
     MISSING_FIELD,
     NOT_UTF8,
     TOO_LARGE,
+    TRAILING_DATA,
     WRONG_TYPE,
 )
+from local.aggregation import aggregate, corrupt
 
 # The failure reasons the job assigns (app.transform); the producer can make
 # one record of each on purpose (every one of app.transform.REASONS; a test
@@ -35,6 +38,8 @@ FAILURE_KINDS: Final = (
     MISSING_FIELD,
     WRONG_TYPE,
     BAD_TIMESTAMP,
+    TRAILING_DATA,
+    BAD_AGGREGATE,
     TOO_LARGE,
 )
 # ``too_large`` needs a size above the job's ``max_record_bytes``, which only
@@ -173,6 +178,16 @@ def malformed_record(kind: str, key: str, *, too_large_bytes: int = 0) -> Sample
         data = json.dumps({"id": key, "type": "created", "occurredAt": now, "payload": 42}).encode()
     elif kind == BAD_TIMESTAMP:
         data = event_json(key, "created", "yesterday at noon", {})
+    elif kind == TRAILING_DATA:
+        # Two events in one record, newline-separated: the second would be lost
+        # if the job read only the first.
+        data = (
+            event_json(key, "created", now, {}) + b"\n" + event_json(key + "-b", "created", now, {})
+        )
+    elif kind == BAD_AGGREGATE:
+        # A KPL aggregate of two events whose MD5 is broken: one failure record.
+        pair = [event_json(key, "created", now, {}), event_json(key + "-b", "created", now, {})]
+        data = corrupt(aggregate(key, pair))
     elif kind == TOO_LARGE:
         if too_large_bytes <= 0:
             raise ValueError(f"too_large_bytes={too_large_bytes}: must be > 0 for {TOO_LARGE}")

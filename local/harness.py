@@ -199,8 +199,24 @@ class LocalInstance:
 
     # ------------------------------------------------------------- producing
 
-    def produce(self, records: Sequence[Any], *, rate: float = 0.0) -> ProduceReport:
-        report = put_all(self.kinesis, self.config.stream_name, records, rate=rate)
+    def produce(
+        self,
+        records: Sequence[Any],
+        *,
+        rate: float = 0.0,
+        aggregate_size: int = 0,
+        aggregate_share: float = 1.0,
+    ) -> ProduceReport:
+        """Put ``records``; ``aggregate_size``/``aggregate_share``: KPL
+        aggregation (:func:`local.producer.plan_entries`)."""
+        report = put_all(
+            self.kinesis,
+            self.config.stream_name,
+            records,
+            rate=rate,
+            aggregate_size=aggregate_size,
+            aggregate_share=aggregate_share,
+        )
         self.reports.append(report)
         return report
 
@@ -371,6 +387,8 @@ class LocalInstance:
             instance=self.name,
             produced_records=len(self.produced),
             produced_by_kind=by_kind,
+            produced_kinesis_records=sum(r.kinesis_records for r in self.reports),
+            produced_aggregates=sum(r.aggregates for r in self.reports),
             expected_ids=frozenset(self.expected_ids()),
             expected_failures=self.expected_failures(),
             table_ids=ids,

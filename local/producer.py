@@ -11,6 +11,18 @@ What it prints (and writes with ``--report``) is what the job must produce:
 the ids the table must hold, and the key and reason of every record that must
 reach the failure topic. The key is the source coordinate stream/shard/sequence
 number, known only after Kinesis accepted the record.
+
+``--aggregate N`` packs up to N consecutive records into one KPL aggregate
+(awslabs' aggregator, :mod:`local.aggregation`), as a KPL producer does;
+``--aggregate-share S`` aggregates that share of the groups (the others go
+as plain records). The counts stay counts of user records (events); the report
+adds how many Kinesis records were put and how many were aggregates. A group
+never holds two failure records: both would have the aggregate's sequence
+number, and today's failure key (stream/shard/sequence number, in the job's
+de-duplication and on the topic) does not carry the sub-sequence number yet,
+so the second would be merged into the first (docs/source.md, "KPL
+aggregation"). A ``bad_aggregate`` record (a corrupt aggregate) always goes
+alone.
 """
 
 from __future__ import annotations
@@ -29,7 +41,8 @@ from typing import Any, Final
 
 from app import aws_clients
 from app.sinks.kafka import record_key
-from app.transform import TOO_LARGE
+from app.transform import BAD_AGGREGATE, TOO_LARGE
+from local.aggregation import aggregate
 from local.events import (
     DEFAULT_FAILURE_KINDS,
     FAILURE_KINDS,
@@ -59,11 +72,23 @@ class ProduceError(RuntimeError):
 
 @dataclass(frozen=True)
 class Placed:
-    """A record Kinesis accepted, and where it put it."""
+    """A record Kinesis accepted, and where it put it; ``sub_sequence_number``
+    is its index in the KPL aggregate it went in (None: sent as is)."""
 
     record: SampleRecord
     shard_id: str
     sequence_number: str
+    sub_sequence_number: int | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One PutRecords entry: one record as is, or a KPL aggregate of several."""
+
+    data: bytes
+    partition_key: str
+    members: tuple[SampleRecord, ...]
+    aggregated: bool
 
 
 @dataclass
@@ -73,6 +98,8 @@ class ProduceReport:
     calls: int = 0
     retried_entries: int = 0
     seconds: float = 0.0
+    kinesis_records: int = 0
+    aggregates: int = 0
 
     def counts(self) -> dict[str, int]:
         return dict(sorted(Counter(p.record.kind for p in self.placed).items()))
@@ -85,12 +112,17 @@ class ProduceReport:
         }
 
     def expected_failures(self) -> dict[str, str]:
-        """Failure-topic key -> reason, for every malformed record produced."""
-        return {
-            record_key(self.stream, p.shard_id, p.sequence_number): p.record.kind
-            for p in self.placed
-            if p.record.is_failure
-        }
+        """Failure-topic key -> reason, for every malformed record produced.
+        Raises if two share a key: the count would hide a lost one."""
+        out: dict[str, str] = {}
+        for p in self.placed:
+            if not p.record.is_failure:
+                continue
+            key = record_key(self.stream, p.shard_id, p.sequence_number)
+            if key in out:
+                raise ValueError(f"two failure records share the failure key {key}")
+            out[key] = p.record.kind
+        return out
 
     def records_by_shard(self) -> dict[str, int]:
         return dict(sorted(Counter(p.shard_id for p in self.placed).items()))
@@ -106,6 +138,9 @@ class ProduceReport:
         summary: dict[str, Any] = {
             "stream": self.stream,
             "records": len(self.placed),
+            "kinesis_records": self.kinesis_records,
+            "aggregates": self.aggregates,
+            "aggregated_records": sum(p.sub_sequence_number is not None for p in self.placed),
             "counts": self.counts(),
             "unique_valid_ids": len(self.expected_ids()),
             "records_by_shard": self.records_by_shard(),
@@ -123,10 +158,57 @@ class ProduceReport:
         return summary
 
 
-def chunks(records: Sequence[SampleRecord]) -> list[list[SampleRecord]]:
+def plan_entries(
+    records: Sequence[SampleRecord], aggregate_size: int = 0, share: float = 1.0
+) -> list[Entry]:
+    """The PutRecords entries of ``records``, in order: groups of up to
+    ``aggregate_size`` consecutive records, ``share`` of the groups packed into
+    one KPL aggregate each (deterministic: group k is packed when
+    ``floor((k+1)*share) > floor(k*share)``), the others sent record by record.
+    A group ends early before a second failure record; a ``bad_aggregate``
+    record is never packed (it stands for a corrupt aggregate itself)."""
+    if aggregate_size < 0:
+        raise ValueError(f"aggregate={aggregate_size}: must be >= 0")
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"aggregate_share={share}: must be between 0 and 1")
+    if aggregate_size == 0:
+        return [Entry(r.data, r.partition_key, (r,), False) for r in records]
+    entries: list[Entry] = []
+    group: list[SampleRecord] = []
+    groups = 0
+
+    def flush() -> None:
+        nonlocal groups
+        if not group:
+            return
+        packed = math.floor((groups + 1) * share) > math.floor(groups * share)
+        groups += 1
+        if packed:
+            key = group[0].partition_key
+            data = aggregate(key, [r.data for r in group])
+            entries.append(Entry(data, key, tuple(group), True))
+        else:
+            entries.extend(Entry(r.data, r.partition_key, (r,), False) for r in group)
+        group.clear()
+
+    for record in records:
+        if record.kind == BAD_AGGREGATE:
+            flush()
+            entries.append(Entry(record.data, record.partition_key, (record,), False))
+            continue
+        if record.is_failure and any(r.is_failure for r in group):
+            flush()
+        group.append(record)
+        if len(group) == aggregate_size:
+            flush()
+    flush()
+    return entries
+
+
+def chunks(records: Sequence[Entry]) -> list[list[Entry]]:
     """Split into PutRecords calls: <= 500 records and <= 5 MiB (data + key) each."""
-    calls: list[list[SampleRecord]] = []
-    current: list[SampleRecord] = []
+    calls: list[list[Entry]] = []
+    current: list[Entry] = []
     size = 0
     for record in records:
         record_size = len(record.data) + len(record.partition_key.encode())
@@ -156,15 +238,20 @@ def put_all(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     on_progress: Callable[[int], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    aggregate_size: int = 0,
+    aggregate_share: float = 1.0,
 ) -> ProduceReport:
-    """Send every record; ``rate`` > 0 caps records per second over the run."""
+    """Send every record; ``rate`` > 0 caps Kinesis records (PutRecords
+    entries) per second over the run; ``aggregate_size``/``aggregate_share``:
+    :func:`plan_entries`."""
     if max_attempts < 1:
         raise ValueError(f"max_attempts={max_attempts}: must be >= 1")
+    entries = plan_entries(records, aggregate_size, aggregate_share)
     report = ProduceReport(stream)
     started = time.monotonic()
     sent = 0
     batch_limit = MAX_RECORDS_PER_CALL if rate <= 0 else max(1, min(500, int(rate)))
-    batches = [piece for call in chunks(records) for piece in _split(call, batch_limit) if piece]
+    batches = [piece for call in chunks(entries) for piece in _split(call, batch_limit) if piece]
     for batch in batches:
         if rate > 0:
             ahead = sent / rate - (time.monotonic() - started)
@@ -177,14 +264,24 @@ def put_all(
                 Records=[{"Data": r.data, "PartitionKey": r.partition_key} for r in pending],
             )
             report.calls += 1
-            failed: list[SampleRecord] = []
+            failed: list[Entry] = []
             errors: list[str] = []
             for record, entry in zip(pending, response["Records"], strict=True):
                 if entry.get("ErrorCode"):
                     failed.append(record)
                     errors.append(f"{entry['ErrorCode']}: {entry.get('ErrorMessage', '')}")
                 else:
-                    report.placed.append(Placed(record, entry["ShardId"], entry["SequenceNumber"]))
+                    report.kinesis_records += 1
+                    report.aggregates += record.aggregated
+                    report.placed.extend(
+                        Placed(
+                            member,
+                            entry["ShardId"],
+                            entry["SequenceNumber"],
+                            index if record.aggregated else None,
+                        )
+                        for index, member in enumerate(record.members)
+                    )
             if not failed:
                 break
             if attempt == max_attempts:
@@ -202,7 +299,7 @@ def put_all(
     return report
 
 
-def _split(batch: list[SampleRecord], size: int) -> list[list[SampleRecord]]:
+def _split(batch: list[Entry], size: int) -> list[list[Entry]]:
     return [batch[i : i + size] for i in range(0, len(batch), size)]
 
 
@@ -286,6 +383,28 @@ def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt"
         "--id-prefix", default=id_prefix, help=f"prefix of event ids (default {id_prefix})"
     )
     parser.add_argument("--report", type=Path, help="write the full report (ids, keys) as JSON")
+    add_aggregate_arguments(parser)
+
+
+def add_aggregate_arguments(
+    parser: argparse.ArgumentParser, *, size: int = 0, share: float = 1.0
+) -> None:
+    """``--aggregate N`` and ``--aggregate-share S`` (:func:`plan_entries`)."""
+    parser.add_argument(
+        "--aggregate",
+        type=int,
+        default=size,
+        metavar="N",
+        help="pack up to N records into one KPL aggregated record (awslabs' format, as the "
+        f"Kinesis Producer Library writes it; default {size}: {'off' if not size else 'on'})",
+    )
+    parser.add_argument(
+        "--aggregate-share",
+        type=float,
+        default=share,
+        metavar="S",
+        help=f"with --aggregate: the share of groups packed, the rest sent plain (default {share})",
+    )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -319,12 +438,26 @@ def spec_from_args(args: argparse.Namespace) -> MixSpec:
 
 
 def produce_mix(
-    client: Any, stream: str, spec: MixSpec, *, rate: float = 0.0, start: datetime | None = None
+    client: Any,
+    stream: str,
+    spec: MixSpec,
+    *,
+    rate: float = 0.0,
+    start: datetime | None = None,
+    aggregate_size: int = 0,
+    aggregate_share: float = 1.0,
 ) -> ProduceReport:
     """Generate the mix of ``spec`` (valid events in the minute before ``start``,
     default now) and put every record: ``generate`` and ``put_all``, the two
     functions ``make run`` uses for each instance."""
-    return put_all(client, stream, generate(spec, start or now_utc()), rate=rate)
+    return put_all(
+        client,
+        stream,
+        generate(spec, start or now_utc()),
+        rate=rate,
+        aggregate_size=aggregate_size,
+        aggregate_share=aggregate_share,
+    )
 
 
 def write_report(report: ProduceReport, path: Path) -> None:
@@ -337,6 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         spec = spec_from_args(args)
+        plan_entries([], args.aggregate, args.aggregate_share)  # validates both
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -344,7 +478,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.create:
         ensure_stream(client, args.stream, args.shards)
     try:
-        report = produce_mix(client, args.stream, spec, rate=args.rate)
+        report = produce_mix(
+            client,
+            args.stream,
+            spec,
+            rate=args.rate,
+            aggregate_size=args.aggregate,
+            aggregate_share=args.aggregate_share,
+        )
     except ProduceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

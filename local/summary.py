@@ -44,6 +44,11 @@ class RunFigures:
     batches: int = 0
     metrics_published: int = 0
     seconds: float = 0.0
+    # PutRecords entries, and how many of them were KPL aggregates (each
+    # holding several of the produced records): the records themselves are
+    # counted as events, whatever carried them.
+    produced_kinesis_records: int = 0
+    produced_aggregates: int = 0
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,8 @@ class Summary:
     snapshots: int = 0
     data_files: int = 0
     problems: tuple[str, ...] = field(default=())
+    kinesis_records: int = 0
+    aggregates: int = 0
 
     @property
     def ok(self) -> bool:
@@ -84,6 +91,9 @@ class Summary:
             f"instance {self.instance}",
             f"  records produced      {self.produced_records:>8,}  "
             f"({self.resent_records:,} re-sent ids, {self.unique_events:,} unique events)",
+            f"  Kinesis records       {self.kinesis_records:>8,}  "
+            f"({self.aggregates:,} KPL aggregates holding "
+            f"{self.produced_records - (self.kinesis_records - self.aggregates):,} of the records)",
             f"  rows in the table     {self.rows:>8,}  "
             f"(read through the catalog: {self.snapshots:,} snapshots, "
             f"{self.data_files:,} data files)",
@@ -183,4 +193,6 @@ def summarize(figures: RunFigures) -> Summary:
         snapshots=figures.table_snapshots,
         data_files=figures.table_data_files,
         problems=tuple(problems),
+        kinesis_records=figures.produced_kinesis_records,
+        aggregates=figures.produced_aggregates,
     )

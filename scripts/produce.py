@@ -13,8 +13,10 @@ at an instance instead of a stream name:
 Event ids default to a prefix unique to the invocation
 (``<domain>-<UTC time>``): the job de-duplicates by id, so two runs with the
 same prefix and seed would put the same events and the second would land
-nothing. Prints the summary as JSON; ``--report`` writes the full report
-(every id, every failure key, the last sequence number per shard).
+nothing. ``--aggregate N`` packs up to N events per Kinesis record in the KPL
+aggregated format (``--aggregate-share`` of the groups). Prints the summary as
+JSON; ``--report`` writes the full report (every id, every failure key, the
+last sequence number per shard).
 
 Exit codes: 0 every record accepted, 1 records still rejected after the last
 attempt, 2 bad arguments, unknown instance or unreachable endpoint.
@@ -33,6 +35,7 @@ from local.producer import (
     PRODUCER_LIMITS,
     ProduceError,
     add_mix_arguments,
+    plan_entries,
     produce_mix,
     spec_from_args,
     write_report,
@@ -90,6 +93,7 @@ def produce(args: argparse.Namespace, out: Any) -> int:
         args.id_prefix = default_id_prefix(args.instance.split("-", 1)[0], datetime.now(UTC))
     try:
         spec = spec_from_args(args)
+        plan_entries([], args.aggregate, args.aggregate_share)  # validates both
     except ValueError as exc:
         raise OperatorError(EXIT_USAGE, str(exc)) from exc
     stream, kinesis = stream_target(args)
@@ -98,7 +102,14 @@ def produce(args: argparse.Namespace, out: Any) -> int:
     except kinesis.exceptions.ResourceNotFoundException as exc:
         raise OperatorError(EXIT_USAGE, f"stream {stream}: not found") from exc
     try:
-        report = produce_mix(kinesis, stream, spec, rate=args.rate)
+        report = produce_mix(
+            kinesis,
+            stream,
+            spec,
+            rate=args.rate,
+            aggregate_size=args.aggregate,
+            aggregate_share=args.aggregate_share,
+        )
     except ProduceError as exc:
         print(f"produce: {exc}", file=sys.stderr)
         return EXIT_REJECTED

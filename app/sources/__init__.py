@@ -2,11 +2,12 @@
 
 ``read_stream`` returns the columns of :data:`app.sources.schema.SOURCE_SCHEMA`
 (``data, streamName, partitionKey, sequenceNumber,
-approximateArrivalTimestamp, shardId``) whichever reader ``config.source.format``
+approximateArrivalTimestamp, shardId, subSequenceNumber``) whichever reader ``config.source.format``
 selects, so the transforms never branch on where records came from:
 
 * ``aws-kinesis``: the awslabs JVM connector shipped in the EMR image; it has
-  no shard column, so ``shardId`` is null;
+  no shard or sub-sequence column, so ``shardId`` and ``subSequenceNumber``
+  are null;
 * ``python-kinesis``: the Python Data Source in :mod:`app.sources.kinesis_python`
   (boto3, same option names), the default locally and against moto.
 
@@ -20,7 +21,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from app.sources.aws_kinesis import connector_options, require_connector
-from app.sources.schema import SHARD_ID, SOURCE_COLUMNS, SOURCE_SCHEMA
+from app.sources.schema import SHARD_ID, SOURCE_COLUMNS, SOURCE_SCHEMA, SUB_SEQUENCE_NUMBER
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,9 +61,12 @@ def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
 
 def normalized(frame: DataFrame) -> DataFrame:
     """``frame`` with exactly the SOURCE_SCHEMA columns, in order: the JVM
-    connector has no ``shardId``, so it is added as a null string."""
+    connector has no ``shardId`` and no ``subSequenceNumber``, so they are
+    added as nulls."""
     from pyspark.sql import functions as sf
 
     if SHARD_ID not in frame.columns:
         frame = frame.withColumn(SHARD_ID, sf.lit(None).cast("string"))
+    if SUB_SEQUENCE_NUMBER not in frame.columns:
+        frame = frame.withColumn(SUB_SEQUENCE_NUMBER, sf.lit(None).cast("bigint"))
     return frame.select(*SOURCE_COLUMNS)

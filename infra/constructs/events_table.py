@@ -37,7 +37,7 @@ from constructs import Construct
 
 from app.config import EventField, TableMaintenance
 from app.contract import EVENTS_TABLE
-from app.table_layout import table_columns
+from app.table_layout import seed_columns
 
 EVENTS_TABLE_LOGICAL_ID: Final = "EventsTable"
 
@@ -169,7 +169,10 @@ def table_definition(fields: Sequence[EventField], location: str) -> dict[str, A
     """The table resource's properties except the catalog and database ids, in
     CloudFormation's spelling: the Hive-style ``TableInput`` Glue derives the
     Iceberg schema from, and the create-time Iceberg directive. No partition
-    spec: see docs/infra.md ("The events table")."""
+    spec: see docs/infra.md ("The events table"). The columns are the seed
+    (:func:`app.table_layout.seed_columns`): columns added to the contract later
+    reach every table, new or deployed, through the job (app.table_evolution),
+    so this definition, and its fingerprint, stay what was deployed."""
     return {
         "TableInput": {
             "Name": EVENTS_TABLE,
@@ -179,7 +182,7 @@ def table_definition(fields: Sequence[EventField], location: str) -> dict[str, A
                 "Location": location,
                 "Columns": [
                     {"Name": column.name, "Type": column.glue_type}
-                    for column in table_columns(fields)
+                    for column in seed_columns(fields)
                 ],
             },
         },
@@ -213,7 +216,7 @@ def check_definition(
     one: deploying it would make CloudFormation update the live table."""
     found = definition_fingerprint(fields, database_name, database_prefix)
     if found != deployed:
-        columns = ", ".join(f"{c.name} {c.glue_type}" for c in table_columns(fields))
+        columns = ", ".join(f"{c.name} {c.glue_type}" for c in seed_columns(fields))
         raise TableDefinitionChangedError(
             f"events table {database_name}.{EVENTS_TABLE}: its CloudFormation definition "
             f"changed (sha256 {found}, deployed {deployed}; columns now: {columns}). "

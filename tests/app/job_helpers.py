@@ -30,8 +30,9 @@ def event(
 def raw_rows(
     records: list[bytes], *, shard: str = "shardId-000000000000", first_seq: int = 1
 ) -> list[tuple[Any, ...]]:
+    """Plain (not aggregated) records: no sub-sequence number."""
     return [
-        (data, "stream-a", f"pk-{i}", str(first_seq + i), ARRIVAL.replace(tzinfo=None), shard)
+        (data, "stream-a", f"pk-{i}", str(first_seq + i), ARRIVAL.replace(tzinfo=None), shard, None)
         for i, data in enumerate(records)
     ]
 

@@ -132,19 +132,24 @@ class FakeKinesis:
         return shard_id
 
     def put(self, shard_id: str, *values: str) -> None:
+        for value in values:
+            self.put_bytes(shard_id, value.encode(), value)
+
+    def put_bytes(self, shard_id: str, data: bytes, partition_key: str) -> str:
+        """One record as given (e.g. a KPL aggregate); its sequence number."""
         shard = self.shards[shard_id]
         if shard["closed"]:
             raise ValueError(f"{shard_id} is closed")
-        for value in values:
-            self.next_sequence += 7
-            shard["records"].append(
-                {
-                    "SequenceNumber": str(self.next_sequence),
-                    "Data": value.encode(),
-                    "PartitionKey": value,
-                    "ApproximateArrivalTimestamp": datetime.now(UTC),
-                }
-            )
+        self.next_sequence += 7
+        shard["records"].append(
+            {
+                "SequenceNumber": str(self.next_sequence),
+                "Data": data,
+                "PartitionKey": partition_key,
+                "ApproximateArrivalTimestamp": datetime.now(UTC),
+            }
+        )
+        return str(self.next_sequence)
 
     def split(self, shard_id: str) -> tuple[str, str]:
         self.shards[shard_id]["closed"] = True

@@ -25,7 +25,7 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 def _rows(records: list[bytes], *, shard: str, first_seq: int, arrival: datetime) -> list[Any]:
     naive = arrival.astimezone(UTC).replace(tzinfo=None)
     return [
-        (*row[:4], naive, row[5]) for row in raw_rows(records, shard=shard, first_seq=first_seq)
+        (*row[:4], naive, *row[5:]) for row in raw_rows(records, shard=shard, first_seq=first_seq)
     ]
 
 

@@ -19,7 +19,9 @@ def test_connector_schema_is_the_awslabs_one() -> None:
     ]
 
 
-def test_connector_rows_gain_a_null_shard_id_and_keep_their_values(spark: Any) -> None:
+def test_connector_rows_gain_a_null_shard_id_and_sub_sequence_and_keep_their_values(
+    spark: Any,
+) -> None:
     arrival = datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
     frame = spark.createDataFrame(
         [(bytearray(b"{}"), "s", "pk", "4960", arrival)], CONNECTOR_SCHEMA
@@ -27,22 +29,20 @@ def test_connector_rows_gain_a_null_shard_id_and_keep_their_values(spark: Any) -
     result = normalized(frame)
     assert result.schema == SOURCE_SCHEMA
     [row] = result.collect()
-    assert (bytes(row.data), row.streamName, row.sequenceNumber, row.shardId) == (
-        b"{}",
-        "s",
-        "4960",
-        None,
-    )
+    assert (
+        bytes(row.data), row.streamName, row.sequenceNumber, row.shardId, row.subSequenceNumber
+    ) == (b"{}", "s", "4960", None, None)  # fmt: skip
     # collect() gives a naive local-time datetime: compare instants.
     assert row.approximateArrivalTimestamp.timestamp() == arrival.timestamp()
 
 
 def test_python_source_rows_keep_their_shard_and_column_order(spark: Any) -> None:
     reordered = spark.createDataFrame(
-        [("shardId-000000000001", bytearray(b"x"), "s", "pk", "1", None)],
-        "shardId string, data binary, streamName string, partitionKey string, "
-        "sequenceNumber string, approximateArrivalTimestamp timestamp",
+        [(2, "shardId-000000000001", bytearray(b"x"), "s", "pk", "1", None)],
+        "subSequenceNumber bigint, shardId string, data binary, streamName string, "
+        "partitionKey string, sequenceNumber string, approximateArrivalTimestamp timestamp",
     )
     result = normalized(reordered)
     assert result.schema == SOURCE_SCHEMA
-    assert result.collect()[0].shardId == "shardId-000000000001"
+    row = result.collect()[0]
+    assert (row.shardId, row.subSequenceNumber) == ("shardId-000000000001", 2)

@@ -39,7 +39,7 @@ def test_column_names_are_snake_case_for_glue() -> None:
     assert column_name("id") == "id"
     names = [c.name for c in table_columns(DEFAULT_EVENT_FIELDS)]
     assert names[:5] == ["id", "type", "occurred_at", "occurred_at_raw", "payload"]
-    assert names[-1] == "batch_id"
+    assert names[-2:] == ["batch_id", "sub_sequence_number"]
     assert "event_date" not in names, "the day partition is hidden (Iceberg), not a column"
 
 
@@ -120,6 +120,108 @@ def test_failure_taxonomy_one_reason_per_record(spark: Any) -> None:
         "bad_timestamp",
         "malformed_json",
     ]
+
+
+OBJECT = event("t-1")
+
+
+@pytest.mark.parametrize(
+    ("name", "record"),
+    [
+        ("concatenated objects", OBJECT + event("t-2")),
+        ("concatenated, space between", OBJECT + b" " + event("t-2")),
+        ("newline-separated objects", OBJECT + b"\n" + event("t-2") + b"\n"),
+        ("comma-separated objects", OBJECT + b"," + event("t-2")),
+        ("stray closing brace", OBJECT + b"}"),
+        ("stray closing bracket", OBJECT + b"]"),
+        ("stray bracket, then an object", OBJECT + b"]" + event("t-2")),
+        ("stray bracket, then a brace", OBJECT + b"] }"),
+        ("free text", OBJECT + b" trailing"),
+        ("free text after a newline", OBJECT + b"\nsent by producer v2"),
+        ("a number", OBJECT + b" 1"),
+        ("a second BOM after the value", OBJECT + "\ufeff".encode()),
+        ("no-break space (not JSON whitespace)", OBJECT + "\u00a0".encode()),
+        ("NUL", OBJECT + b"\x00"),
+        ("the wrapper's own sentinel", OBJECT + b',"\\u0001"'),
+    ],
+)
+def test_text_after_the_json_value_is_trailing_data(spark: Any, name: str, record: bytes) -> None:
+    frame = classify(raw_frame(spark, [record]), max_record_bytes=MAX)
+    row = frame.first()
+    assert row is not None
+    assert (row[REASON], row[ERROR_CLASS]) == ("trailing_data", "TrailingDataError"), name
+    assert "only whitespace may follow" in row[MESSAGE]
+
+
+def test_whitespace_around_the_value_is_not_trailing_data(spark: Any) -> None:
+    records = [
+        OBJECT + b"\n",
+        OBJECT + b" \t\r\n  ",
+        b"\r\n\t " + event("t-3") + b"\n",  # leading JSON whitespace: still an object
+        event("t-4", payload={"s": "}{ ] [ x"}),  # brackets inside a string
+        event("t-5", payload={"k": [[1], {"a": []}]}),
+    ]
+    assert _reasons(spark, records) == [None] * len(records)
+
+
+def test_trailing_data_is_told_from_malformed_json(spark: Any) -> None:
+    records = [
+        OBJECT + b"x",  # a whole object, then text: trailing
+        b'{"id":"t-1",x}',  # broken inside the object: malformed
+        b"x" + OBJECT,  # text first: not JSON
+        b"[1] x",  # a whole array, then text: trailing (before "not an object")
+        b"",
+    ]
+    assert _reasons(spark, records) == [
+        "trailing_data",
+        "malformed_json",
+        "malformed_json",
+        "trailing_data",
+        "malformed_json",
+    ]
+
+
+def test_a_leading_utf8_bom_is_ignored_anywhere_else_it_fails(spark: Any) -> None:
+    """RFC 8259 section 8.1: a parser may ignore a leading byte order mark."""
+    bom = "\ufeff".encode()
+    records = [bom + event("bom-1"), bom + bom + event("bom-2"), bom, bom + b"[1]"]
+    frame = classify(raw_frame(spark, records), max_record_bytes=MAX)
+    rows = frame.orderBy(frame["sequenceNumber"].cast("int")).collect()
+    assert [r[REASON] for r in rows] == [None, "malformed_json", "malformed_json", "malformed_json"]
+    assert rows[0]["id"] == "bom-1"
+
+
+def _aggregate(records: list[tuple[str, bytes]]) -> bytes:
+    from aws_kinesis_agg.aggregator import RecordAggregator  # type: ignore[import-untyped]
+
+    aggregator = RecordAggregator()
+    for key, data in records:
+        aggregator.add_user_record(key, data)
+    return bytes(aggregator.clear_and_get().get_contents()[2])
+
+
+def test_a_record_still_in_kpl_format_is_a_bad_aggregate(spark: Any) -> None:
+    """The source de-aggregates every readable aggregate; what reaches the
+    classification with the magic is a corrupt one, one failure record each."""
+    good = _aggregate([("a", event("agg-1")), ("b", event("agg-2"))])
+    flipped = good[:-1] + bytes([good[-1] ^ 1])  # MD5 no longer matches
+    body = b"\x1a\x05\x08\x00\x1a"  # a Record cut short
+    import hashlib
+
+    truncated = good[:4] + body + hashlib.md5(body).digest()
+    records = [flipped, truncated, good[:10], good[:4] + b"x" * (MAX - 4) + b"x"]
+    frame = classify(raw_frame(spark, records), max_record_bytes=MAX)
+    rows = frame.orderBy(frame["sequenceNumber"].cast("int")).collect()
+    assert [r[REASON] for r in rows] == [
+        "bad_aggregate",
+        "bad_aggregate",
+        "bad_aggregate",
+        "too_large",
+    ]
+    assert "MD5 does not match" in rows[0][MESSAGE]
+    assert "MD5 matches" in rows[1][MESSAGE]
+    assert "too short" in rows[2][MESSAGE]
+    assert rows[0][ERROR_CLASS] == "AggregateDecodeError"
 
 
 def test_failure_records_keep_bytes_coordinates_reason_message_and_class(spark: Any) -> None:

@@ -1,6 +1,9 @@
 """Crash loop: the no-loss / no-duplicate promise under SIGKILL.
 
-20,000 records (2 % malformed, 5 % re-sent ids) go in slices; for each slice
+20,000 records (2 % malformed, 5 % re-sent ids) go in slices, half of them in
+KPL aggregates of up to 10 (the source de-aggregates them, so a kill can land
+in a batch of user records whose coordinates differ only by their
+sub-sequence number); for each slice
 the job is started on the same checkpoint and killed with SIGKILL (the whole
 process group: driver, JVM, Python workers; no shutdown hook runs) at one of
 two moments, aimed at by watching the table's files:
@@ -46,6 +49,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 RECORDS: Final = 20_000
 SLICES: Final = 8
 MAX_KILLS: Final = 14
+# Groups of up to 10 events, every other group packed into one KPL aggregate.
+AGGREGATE_SIZE: Final = 10
+AGGREGATE_SHARE: Final = 0.5
 
 
 def _files(root: Path, pattern: str) -> set[Path]:
@@ -144,7 +150,9 @@ def test_crash_loop_loses_and_duplicates_nothing(
     pending = list(slices)
     while kills < MAX_KILLS and (during_write < 2 or after_commit < 2 or pending):
         if pending:
-            local.produce(pending.pop(0))
+            local.produce(
+                pending.pop(0), aggregate_size=AGGREGATE_SIZE, aggregate_share=AGGREGATE_SHARE
+            )
         orphans_before = _orphans(local)
         in_table_before = _committed_in_table(local)
         aim_after_commit = after_commit <= during_write
@@ -168,7 +176,9 @@ def test_crash_loop_loses_and_duplicates_nothing(
     reader.done.set()
     reader.join(timeout=60)
     summary = local.summary()
-    final = Counter(r["batch_id"] for r in local.read_table(("batch_id",)))
+    rows = local.read_table(("batch_id", "sub_sequence_number"))
+    final = Counter(r["batch_id"] for r in rows)
+    from_aggregates = sum(r["sub_sequence_number"] is not None for r in rows)
 
     produced = len(local.produced)
     print(
@@ -177,9 +187,14 @@ def test_crash_loop_loses_and_duplicates_nothing(
         f"{summary.duplicate_ids} duplicates, {len(summary.missing_ids)} missing ids, "
         f"{len(summary.missing_failures)} missing failure records, {len(reader.scans)} "
         f"concurrent scans, {summary.snapshots} snapshots, {len(_orphans(local))} orphan files, "
-        f"{local.runs} runs"
+        f"{local.runs} runs; {summary.aggregates} KPL aggregates, {from_aggregates} rows "
+        "read out of one"
     )
     assert produced == RECORDS
+    # Half the groups went packed: thousands of events travelled in aggregates.
+    assert summary.aggregates >= 500
+    assert summary.kinesis_records < RECORDS
+    assert from_aggregates >= 5_000
     assert kills >= 6
     assert during_write >= 2, "kills did not land while data files were written"
     assert after_commit >= 2, "kills did not land between the table commit and Spark's"

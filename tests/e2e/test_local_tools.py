@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from app.sinks.kafka import REASON_HEADER
-from app.transform import MALFORMED_JSON, NOT_UTF8, REASONS, TOO_LARGE
+from app.transform import BAD_AGGREGATE, MALFORMED_JSON, NOT_UTF8, REASONS, TOO_LARGE
 from local import events, producer
 from local.emulators import Endpoints
 from local.failures import ensure_topic, read_topic
@@ -96,10 +96,74 @@ def test_too_large_record_has_the_requested_size() -> None:
 
 
 def test_chunks_respect_record_and_byte_limits() -> None:
-    small = [events.SampleRecord("valid", b"x", "k")] * 1201
+    small = producer.plan_entries([events.SampleRecord("valid", b"x", "k")] * 1201)
     assert [len(c) for c in producer.chunks(small)] == [500, 500, 201]
-    big = [events.SampleRecord("valid", b"x" * 1_000_000, "k")] * 12
+    big = producer.plan_entries([events.SampleRecord("valid", b"x" * 1_000_000, "k")] * 12)
     assert [len(c) for c in producer.chunks(big)] == [5, 5, 2]
+
+
+def _sample(kind: str, n: int) -> events.SampleRecord:
+    return events.SampleRecord(kind, f"{kind}-{n}".encode(), f"pk-{n}")
+
+
+def test_plan_entries_packs_groups_keeps_failures_apart_and_bad_aggregates_alone() -> None:
+    from app.sources.kpl import deaggregate
+
+    valid = [_sample("valid", n) for n in range(7)]
+    records = [
+        *valid[:3],
+        _sample(MALFORMED_JSON, 3),
+        _sample(NOT_UTF8, 4),  # a second failure: starts a new group
+        valid[3],
+        events.malformed_record(BAD_AGGREGATE, "bad"),  # alone, never packed
+        *valid[4:],
+    ]
+    entries = producer.plan_entries(records, aggregate_size=4, share=1.0)
+    assert [(len(e.members), e.aggregated) for e in entries] == [
+        (4, True),
+        (2, True),
+        (1, False),
+        (3, True),
+    ]
+    assert [m for e in entries for m in e.members] == records, "order and every record kept"
+    first = entries[0]
+    assert first.partition_key == "pk-0"
+    users = deaggregate(first.data)
+    assert [u.data for u in users] == [r.data for r in records[:4]]
+    assert {u.partition_key for u in users} == {"pk-0"}, "one key per aggregate: one shard"
+    assert entries[2].data == records[6].data
+
+
+def test_plan_entries_share_alternates_groups_and_zero_is_off() -> None:
+    records = [_sample("valid", n) for n in range(12)]
+    half = producer.plan_entries(records, aggregate_size=3, share=0.5)
+    assert [(len(e.members), e.aggregated) for e in half] == [(1, False)] * 3 + [(3, True)] + [
+        (1, False)
+    ] * 3 + [(3, True)]
+    assert all(not e.aggregated for e in producer.plan_entries(records))
+    with pytest.raises(ValueError, match="aggregate_share"):
+        producer.plan_entries(records, aggregate_size=3, share=1.5)
+
+
+def test_put_all_aggregated_counts_user_records_and_aggregates() -> None:
+    records = events.generate(
+        events.MixSpec(count=200, malformed_share=0.1, failure_kinds=events.DEFAULT_FAILURE_KINDS),
+        START,
+    )
+    client = FlakyKinesis(rejections=2)
+    report = producer.put_all(
+        client, "s", records, sleep=lambda _s: None, aggregate_size=10, aggregate_share=0.5
+    )
+    assert len(report.placed) == 200, "user records, not Kinesis records"
+    assert 0 < report.aggregates < report.kinesis_records < 200
+    packed = [p for p in report.placed if p.sub_sequence_number is not None]
+    assert len(packed) == 200 - (report.kinesis_records - report.aggregates)
+    # Coordinates of user records: the aggregate's sequence number and their index.
+    coordinates = {(p.sequence_number, p.sub_sequence_number) for p in report.placed}
+    assert len(coordinates) == 200
+    assert len(report.expected_failures()) == 20, "one failure key per failure record"
+    summary = report.to_dict(full=False)
+    assert (summary["records"], summary["aggregates"]) == (200, report.aggregates)
 
 
 class FlakyKinesis:
@@ -209,6 +273,14 @@ def test_summary_accepts_a_complete_run() -> None:
     assert summary.failures_by_reason == {"malformed_json": 2}
     assert summary.p50_batch_ms == 200.0
     assert any("5 = 3 + 2 -> OK" in line for line in summary.lines())
+
+
+def test_summary_counts_kinesis_records_and_aggregates_apart_from_events() -> None:
+    summary = summarize(_figures(produced_kinesis_records=4, produced_aggregates=1))
+    assert summary.ok
+    assert (summary.kinesis_records, summary.aggregates) == (4, 1)
+    line = next(x for x in summary.lines() if "Kinesis records" in x)
+    assert "4" in line and "(1 KPL aggregates holding 3 of the records)" in line
 
 
 def test_summary_flags_duplicates_missing_and_wrong_reasons() -> None:

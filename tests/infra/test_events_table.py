@@ -19,7 +19,7 @@ from aws_cdk.assertions import Template
 
 from app import contract
 from app.config import DEFAULT_EVENT_FIELDS, EventField, TableMaintenance
-from app.table_layout import table_columns
+from app.table_layout import evolved_columns, seed_columns, table_columns
 from infra.constructs.buckets import DATA_BUCKET_LOGICAL_ID
 from infra.constructs.catalog import (
     DATABASE_LOGICAL_ID,
@@ -189,15 +189,24 @@ def test_events_table_follows_the_removal_policy(
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_columns_are_the_jobs_table_columns(synthesized: Synthesized, name: str) -> None:
+def test_columns_are_the_jobs_seed_columns_the_job_adds_the_rest(
+    synthesized: Synthesized, name: str
+) -> None:
+    """The definition stays what every deployed table was created with; the
+    columns added since (sub_sequence_number) come from the job at start
+    (app.table_evolution), appended after these."""
     columns = synthesized.templates[name]["Resources"][EVENTS_TABLE_LOGICAL_ID]["Properties"][
         "TableInput"
     ]["StorageDescriptor"]["Columns"]
-    expected = [
-        {"Name": c.name, "Type": c.glue_type} for c in table_columns(_job_fields(synthesized, name))
-    ]
+    fields = _job_fields(synthesized, name)
+    expected = [{"Name": c.name, "Type": c.glue_type} for c in seed_columns(fields)]
     assert columns == expected
     assert [c["Name"] for c in columns][:3] == ["id", "type", "occurred_at"]
+    assert [c.name for c in table_columns(fields)] == [
+        *(c["Name"] for c in columns),
+        *(c.name for c in evolved_columns()),
+    ]
+    assert "sub_sequence_number" not in {c["Name"] for c in columns}
 
 
 @pytest.mark.parametrize("name", ALL)
