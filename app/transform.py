@@ -422,10 +422,18 @@ def valid_rows(classified: DataFrame, *, fields: Sequence[EventField], batch_id:
 def dedup_key(id_column: str) -> Column:
     """What the state store de-duplicates on: the event id for a valid record;
     the source coordinates for a failure, so two different bad records are
-    never merged (each must reach the failure topic) while a replayed one is."""
+    never merged (each must reach the failure topic) while a replayed one is.
+    A user record of a KPL aggregate adds its sub-sequence number (null, and
+    so skipped by ``concat_ws``, for a plain record: those keys are unchanged)."""
     from pyspark.sql import functions as sf
 
-    coordinates = sf.concat_ws("/", sf.col(STREAM_NAME), sf.col(SHARD_ID), sf.col(SEQUENCE_NUMBER))
+    coordinates = sf.concat_ws(
+        "/",
+        sf.col(STREAM_NAME),
+        sf.col(SHARD_ID),
+        sf.col(SEQUENCE_NUMBER),
+        sf.col(SUB_SEQUENCE_NUMBER).cast("string"),
+    )
     return (
         sf.when(sf.col(REASON).isNull(), sf.concat(sf.lit("id:"), sf.col(id_column)))
         .otherwise(sf.concat(sf.lit("src:"), coordinates))

@@ -16,13 +16,11 @@ number, known only after Kinesis accepted the record.
 (awslabs' aggregator, :mod:`local.aggregation`), as a KPL producer does;
 ``--aggregate-share S`` aggregates that share of the groups (the others go
 as plain records). The counts stay counts of user records (events); the report
-adds how many Kinesis records were put and how many were aggregates. A group
-never holds two failure records: both would have the aggregate's sequence
-number, and today's failure key (stream/shard/sequence number, in the job's
-de-duplication and on the topic) does not carry the sub-sequence number yet,
-so the second would be merged into the first (docs/source.md, "KPL
-aggregation"). A ``bad_aggregate`` record (a corrupt aggregate) always goes
-alone.
+adds how many Kinesis records were put and how many were aggregates. Failure
+records of one aggregate share its sequence number; their failure keys differ
+by the sub-sequence number (stream/shard/sequence/sub, in the job's
+de-duplication, on the topic and in the claim-check store). A
+``bad_aggregate`` record (a corrupt aggregate) always goes alone.
 """
 
 from __future__ import annotations
@@ -118,7 +116,7 @@ class ProduceReport:
         for p in self.placed:
             if not p.record.is_failure:
                 continue
-            key = record_key(self.stream, p.shard_id, p.sequence_number)
+            key = record_key(self.stream, p.shard_id, p.sequence_number, p.sub_sequence_number)
             if key in out:
                 raise ValueError(f"two failure records share the failure key {key}")
             out[key] = p.record.kind
@@ -165,8 +163,8 @@ def plan_entries(
     ``aggregate_size`` consecutive records, ``share`` of the groups packed into
     one KPL aggregate each (deterministic: group k is packed when
     ``floor((k+1)*share) > floor(k*share)``), the others sent record by record.
-    A group ends early before a second failure record; a ``bad_aggregate``
-    record is never packed (it stands for a corrupt aggregate itself)."""
+    A ``bad_aggregate`` record is never packed (it stands for a corrupt
+    aggregate itself)."""
     if aggregate_size < 0:
         raise ValueError(f"aggregate={aggregate_size}: must be >= 0")
     if not 0.0 <= share <= 1.0:
@@ -196,8 +194,6 @@ def plan_entries(
             flush()
             entries.append(Entry(record.data, record.partition_key, (record,), False))
             continue
-        if record.is_failure and any(r.is_failure for r in group):
-            flush()
         group.append(record)
         if len(group) == aggregate_size:
             flush()

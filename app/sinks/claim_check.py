@@ -57,12 +57,15 @@ def fits_inline(size: int, limits: FailureLimits) -> bool:
     return size <= limits.inline_max_bytes
 
 
-def object_key(stream: str | None, shard: str | None, sequence: str | None) -> str:
-    """``<stream>/<shard>/<sequence>`` below the store's prefix: the record's
-    place in the stream, so a replay writes the same object. Each part is
-    percent-encoded (Kinesis names are ``[a-zA-Z0-9_.-]``; nothing else can
-    add a level or climb out of the prefix)."""
-    return "/".join(quote(part or MISSING, safe="") for part in (stream, shard, sequence))
+def object_key(
+    stream: str | None, shard: str | None, sequence: str | None, sub: int | None = None
+) -> str:
+    """``<stream>/<shard>/<sequence>[/<sub>]`` below the store's prefix: the
+    record's place in the stream (and in its KPL aggregate), so a replay writes
+    the same object. Each part is percent-encoded (Kinesis names are
+    ``[a-zA-Z0-9_.-]``; nothing else can add a level or climb out of the prefix)."""
+    parts = [stream, shard, sequence] + ([] if sub is None else [str(sub)])
+    return "/".join(quote(part or MISSING, safe="") for part in parts)
 
 
 @dataclass(frozen=True)

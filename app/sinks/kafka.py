@@ -44,6 +44,7 @@ from app.sources.schema import (
     SEQUENCE_NUMBER,
     SHARD_ID,
     STREAM_NAME,
+    SUB_SEQUENCE_NUMBER,
 )
 from app.transform import ERROR_CLASS, MESSAGE, REASON
 
@@ -59,6 +60,7 @@ COORDINATE_HEADERS: Final = (
     (STREAM_NAME, "stream"),
     (SHARD_ID, "shard"),
     (SEQUENCE_NUMBER, "sequence_number"),
+    (SUB_SEQUENCE_NUMBER, "sub_sequence_number"),
     (PARTITION_KEY, "partition_key"),
 )
 ARRIVAL_HEADER: Final = "arrival_time"
@@ -197,9 +199,14 @@ def producer_config(settings: KafkaSettings) -> dict[str, Any]:
     return conf
 
 
-def record_key(stream: str | None, shard: str | None, sequence: str | None) -> str:
-    """Stable across replays: where the record sits in the stream."""
-    return f"{stream or '-'}/{shard or '-'}/{sequence or '-'}"
+def record_key(
+    stream: str | None, shard: str | None, sequence: str | None, sub: int | None = None
+) -> str:
+    """Stable across replays: where the record sits in the stream, and for a
+    user record of a KPL aggregate its place in the aggregate (``/<sub>``), so
+    two failing user records of one Kinesis record keep two keys."""
+    base = f"{stream or '-'}/{shard or '-'}/{sequence or '-'}"
+    return base if sub is None else f"{base}/{sub}"
 
 
 def record_headers(row: dict[str, Any], instance_id: str) -> list[tuple[str, bytes]]:
@@ -360,7 +367,12 @@ class _Delivery:
         return delivered
 
     def _prepare(self, row: dict[str, Any]) -> _Message:
-        key = record_key(row.get(STREAM_NAME), row.get(SHARD_ID), row.get(SEQUENCE_NUMBER))
+        key = record_key(
+            row.get(STREAM_NAME),
+            row.get(SHARD_ID),
+            row.get(SEQUENCE_NUMBER),
+            row.get(SUB_SEQUENCE_NUMBER),
+        )
         data = row.get(DATA) or b""
         message = _Message(
             row, key.encode(), bytes(data), record_headers(row, self.settings.instance_id)
@@ -389,7 +401,12 @@ class _Delivery:
         if delivery_error:
             meta["delivery-error"] = delivery_error
         uri = self.store.put(
-            object_key(row.get(STREAM_NAME), row.get(SHARD_ID), row.get(SEQUENCE_NUMBER)),
+            object_key(
+                row.get(STREAM_NAME),
+                row.get(SHARD_ID),
+                row.get(SEQUENCE_NUMBER),
+                row.get(SUB_SEQUENCE_NUMBER),
+            ),
             data,
             digest,
             meta,

@@ -53,7 +53,7 @@ def _source_file(spark: Any, source: Path, index: int, rows: list[Any]) -> None:
 def _rows(ids: list[str], *, first_seq: int, arrival: datetime) -> list[Any]:
     naive = arrival.astimezone(UTC).replace(tzinfo=None)
     records = [event(i) for i in ids]
-    return [(*r[:4], naive, r[5]) for r in raw_rows(records, first_seq=first_seq)]
+    return [(*r[:4], naive, *r[5:]) for r in raw_rows(records, first_seq=first_seq)]
 
 
 def _run(
@@ -195,8 +195,12 @@ def test_a_new_checkpoint_seeded_from_the_table_drops_stored_ids(
     assert seed is not None and seed.ids == 2, "a and b; not ancient"
     source = tmp_path / "source"
     checkpoint = tmp_path / "checkpoint"
-    # Batch 0 re-sends a stored id (and the one stored a day and more ago) beside new ones.
-    _source_file(spark, source, 0, _rows(["a", "b", "c", "ancient"], first_seq=1, arrival=NOW))
+    # Batch 0 re-sends stored ids beside new ones: 'a' now, 'b' 10 h ago (20 h
+    # after its original: within the horizon, a backlog the new checkpoint
+    # reads again from TRIM_HORIZON), 'ancient' now.
+    batch = _rows(["a", "c", "ancient"], first_seq=1, arrival=NOW)
+    batch += _rows(["b"], first_seq=4, arrival=NOW - timedelta(hours=10))
+    _source_file(spark, source, 0, batch)
     first = _run(spark, source, checkpoint, lambda raw: prepare(raw, config, seed=seed.frame))
     assert _valid_ids(first) == [["ancient", "c"]]
     seed.release()

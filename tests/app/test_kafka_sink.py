@@ -54,6 +54,8 @@ def test_msk_iam_uses_sasl_ssl_oauthbearer_with_a_token_callback() -> None:
 def test_key_and_headers_carry_the_source_coordinates() -> None:
     assert record_key("s", "shardId-1", "42") == "s/shardId-1/42"
     assert record_key("s", None, "42") == "s/-/42", "the JVM connector has no shard column"
+    assert record_key("s", "shardId-1", "42", 0) != record_key("s", "shardId-1", "42", 1)
+    assert record_key("s", "shardId-1", "42", 3) == "s/shardId-1/42/3", "a KPL user record"
     headers = dict(record_headers(ROW, "inst"))
     assert headers["reason"] == b"malformed_json"
     assert headers["exception"] == b"JSONDecodeError"

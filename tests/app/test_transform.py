@@ -380,6 +380,19 @@ def test_dedup_key_is_the_id_or_the_source_coordinates(spark: Any) -> None:
     assert keys == ["id:a", "src:stream-a/shardId-000000000000/2"]
 
 
+def test_two_failing_user_records_of_one_aggregate_keep_two_dedup_keys(spark: Any) -> None:
+    from pyspark.sql import functions as sf
+
+    from app.sources.schema import SEQUENCE_NUMBER, SUB_SEQUENCE_NUMBER
+
+    raw = raw_frame(spark, [b"bad-1", b"bad-2"]).withColumn(SEQUENCE_NUMBER, sf.lit("7"))
+    subs = raw.withColumn(SUB_SEQUENCE_NUMBER, sf.monotonically_increasing_id())
+    frame = classify(subs, max_record_bytes=MAX)
+    keys = sorted(r[0] for r in frame.select(dedup_key("id")).collect())
+    assert len(set(keys)) == 2, keys
+    assert all(k.startswith("src:stream-a/shardId-000000000000/7/") for k in keys), keys
+
+
 def test_dedup_plan_has_exactly_one_exchange(spark: Any) -> None:
     out = _deduplicated(spark, [event("a"), event("a"), event("b"), b"bad"])
     before = out._jdf.queryExecution().executedPlan().toString()

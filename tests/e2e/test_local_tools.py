@@ -106,14 +106,14 @@ def _sample(kind: str, n: int) -> events.SampleRecord:
     return events.SampleRecord(kind, f"{kind}-{n}".encode(), f"pk-{n}")
 
 
-def test_plan_entries_packs_groups_keeps_failures_apart_and_bad_aggregates_alone() -> None:
+def test_plan_entries_packs_groups_and_keeps_bad_aggregates_alone() -> None:
     from app.sources.kpl import deaggregate
 
     valid = [_sample("valid", n) for n in range(7)]
     records = [
         *valid[:3],
         _sample(MALFORMED_JSON, 3),
-        _sample(NOT_UTF8, 4),  # a second failure: starts a new group
+        _sample(NOT_UTF8, 4),  # a second failure, in the next group
         valid[3],
         events.malformed_record(BAD_AGGREGATE, "bad"),  # alone, never packed
         *valid[4:],
