@@ -32,7 +32,7 @@ within the batch, Parquet; no state): ratio = bare / timers (bar: >= 0.5).
 (3) State size: bytes per key held (RocksDB SST files and the checkpoint's
 ``state/`` directory) at ``FILL`` keys, for both.
 
-(4) Forgetting: 500,000 ids, then an id a horizon and an hour later; the
+(4) Forgetting: 500,000 ids, then ids two horizons and an hour later; the
 core time the operator spends forgetting them, per id.
 
 (5) Sustained rate on the example cluster (:func:`sustained_rate`), from
@@ -262,7 +262,7 @@ def _write_batches(source: Path, prefix: str, count: int, batches: int) -> None:
 
 
 def _expiry(ctx: Context, operator: str, keys: int) -> dict[str, Any]:
-    """What forgetting costs: ``keys`` new ids, then one id arriving a horizon
+    """What forgetting costs: ``keys`` new ids, then ids arriving two horizons
     and an hour later, so the watermark passes every earlier id's horizon and
     the trigger after it forgets them all. Core milliseconds per forgotten id,
     from the state operator's removal (built-in) or timer (processor) time."""
@@ -270,7 +270,9 @@ def _expiry(ctx: Context, operator: str, keys: int) -> dict[str, Any]:
     source = Path(config.checkpoint_location).parent / "source"
     start = now()
     write_source_file(source, 0, unique_records(keys, f"exp-{operator}", start), start)
-    late = start + timedelta(hours=config.dedup_horizon_hours + 1)
+    # An id is forgotten once the watermark (newest arrival - the horizon)
+    # passes its arrival + the horizon: two horizons and an hour later.
+    late = start + timedelta(hours=2 * config.dedup_horizon_hours + 1)
     write_source_file(source, 1, unique_records(1, f"exp-late-{operator}", late), late)
     write_source_file(source, 2, unique_records(1, f"exp-later-{operator}", late), late)
     query = start_query(ctx.spark, config, source, plan=_plan(operator), sink=_consume)
