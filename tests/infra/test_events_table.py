@@ -279,22 +279,7 @@ def test_three_optimizers_on_the_table_each_with_its_own_role(
                 # Only for this account's Glue (whenever Glue names its source).
                 "Condition": {
                     "StringEqualsIfExists": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
-                    "ArnLikeIfExists": {
-                        "aws:SourceArn": {
-                            "Fn::Join": [
-                                "",
-                                [
-                                    "arn:",
-                                    {"Ref": "AWS::Partition"},
-                                    ":glue:",
-                                    {"Ref": "AWS::Region"},
-                                    ":",
-                                    {"Ref": "AWS::AccountId"},
-                                    ":*",
-                                ],
-                            ]
-                        }
-                    },
+                    "ArnLikeIfExists": {"aws:SourceArn": _glue_arn(":*")},
                 },
             }
         ]
