@@ -204,22 +204,12 @@ def _throughput(ctx: Context, operator: str, count: int, warmups: int) -> list[f
     source = Path(config.checkpoint_location).parent / "source"
     _write_batches(source, operator, count, warmups + ctx.repeats)
     query = start_query(ctx.spark, config, source, plan=_plan(operator), files_per_batch=2)
-    events = [e for e in run_to_end(query) if ran_batch(e)]
-    data = [e for e in events if int(e["numInputRows"]) > 0]
-    if len(data) != warmups + ctx.repeats:
+    batches = _triggers(run_to_end(query), count)
+    if len(batches) != warmups + ctx.repeats:
         raise RuntimeError(
-            f"{operator}: {len(data)} data batches, expected {warmups + ctx.repeats}"
+            f"{operator}: {len(batches)} data batches, expected {warmups + ctx.repeats}"
         )
-    timed_batches = [int(e["batchId"]) for e in data[warmups:]]
-    by_id = {int(e["batchId"]): e for e in events}
-    seconds = []
-    for batch_id in timed_batches:
-        pair = [by_id[batch_id]]
-        follow = by_id.get(batch_id + 1)
-        if follow is not None and int(follow["numInputRows"]) == 0:
-            pair.append(follow)
-        seconds.append(sum(int(e["durationMs"]["triggerExecution"]) for e in pair) / 1000)
-    return seconds
+    return [batch["seconds"] for batch in batches[warmups:]]
 
 
 def _bare_sink(out: Path) -> Callable[[DataFrame, int], None]:
