@@ -6,8 +6,8 @@ that follows (``evictDupInfoFromState``, Spark 4.0 and 4.1): at the example
 cluster's rate and horizon the scans alone outlast the trigger. This module
 plans the same rule on ``transformWithState`` instead, with a small JVM
 ``StatefulProcessor`` (``jvm/src/streaming/dedup``, built offline by
-``infra.dedup_jar``): one ``Long`` per id and an event-time timer at its arrival
-time plus the horizon. Spark keeps timers in an index ordered by time and walks
+``infra.dedup_jar``): per id one event-time timer at its arrival time plus
+the horizon, and nothing else (the timer is the memory). Spark keeps timers in an index ordered by time and walks
 it only up to the first one the watermark has not passed, so a batch costs what
 it brings and what expires.
 

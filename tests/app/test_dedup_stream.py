@@ -171,3 +171,23 @@ def test_a_backlog_after_a_long_stop_cannot_let_a_resend_through(
     after_restart = _run(spark, tmp_path, later, first_index=1)
     assert _valid_ids(first) == [["a"]]
     assert _valid_ids(after_restart) == [["x"]], "the re-send of 'a' is dropped"
+
+
+def test_an_id_back_after_its_horizon_is_remembered_from_its_new_arrival(
+    spark: Any, tmp_path: Path
+) -> None:
+    """'a' comes back 25 h after its first arrival: a new occurrence, which
+    passes. The watermark (newest arrival - 24 h) has not fired the first
+    timer yet, so the key holds two; its re-send an hour later is within the
+    NEW horizon and must be dropped: the latest timer decides, not the first."""
+    batches = [
+        _rows([event("a")], shard="shard-1", first_seq=1, arrival=NOW),
+        _rows([event("a")], shard="shard-1", first_seq=2, arrival=NOW + timedelta(hours=25)),
+        _rows(
+            [event("a"), event("d")],
+            shard="shard-1",
+            first_seq=3,
+            arrival=NOW + timedelta(hours=26),
+        ),
+    ]
+    assert _valid_ids(_run(spark, tmp_path, batches)) == [["a"], ["a"], ["d"]]

@@ -7,15 +7,12 @@ import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
 
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.streaming.ExpiredTimerInfo;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessorWithInitialState;
-import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
-import org.apache.spark.sql.streaming.ValueState;
 
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -33,11 +30,16 @@ import scala.jdk.javaapi.CollectionConverters;
  * records, not with the clock. A job that stopped for hours and catches up sees
  * the original and its re-send as minutes apart, as they were.
  *
- * <p>State per id: one {@code Long}, the arrival millis its horizon ends at, and a
- * timer then. A row is a re-send, and dropped, when it arrived within the
- * horizon of the last occurrence that passed (compared on the rows' own arrival
- * times, so whether the timer already fired does not matter); of several rows
- * of one id in a batch the earliest arrival passes.
+ * <p>State per id: the timer alone, at the arrival millis its horizon ends at.
+ * No value state beside it: Spark already stores each timer twice (by key, to
+ * list a key's timers, and by time, to fire them), and a value holding the same
+ * number would be a third write per new id, a read per row and a read and a
+ * delete per forgotten id. A row is a re-send, and dropped, when it arrived
+ * within the horizon of the last occurrence that passed, i.e. at or before the
+ * key's latest timer (compared on the rows' own arrival times, so whether a
+ * timer already fired does not matter); of several rows of one id in a batch
+ * the earliest arrival passes. A fired timer is removed by Spark; the callback
+ * has nothing left to do.
  *
  * <p>The initial state (a seed, the migration from the built-in operator in
  * docs/operate.md) is the arrival millis of an id already stored.
@@ -49,7 +51,6 @@ public final class ArrivalDedupProcessor
 
   private final int arrivalIndex;
   private final long horizonMs;
-  private transient ValueState<Long> seen;
 
   public ArrivalDedupProcessor(int arrivalIndex, long horizonMs) {
     if (horizonMs <= 0) {
@@ -60,21 +61,19 @@ public final class ArrivalDedupProcessor
   }
 
   @Override
-  public void init(OutputMode outputMode, TimeMode timeMode) {
-    seen = getHandle().getValueState("seen", Encoders.LONG(), TTLConfig.NONE());
-  }
+  public void init(OutputMode outputMode, TimeMode timeMode) {}
 
   @Override
   public scala.collection.Iterator<Row> handleInputRows(
       String key, scala.collection.Iterator<Row> rows, TimerValues timerValues) {
     Row only = rows.next();
-    Long stored = seen.get();
+    long expiresAt = latestTimer();
     if (!rows.hasNext()) { // the usual case: one row for the id in this batch
       long arrival = millis(only.get(arrivalIndex));
-      if (stored != null && arrival <= stored) {
+      if (arrival <= expiresAt) {
         return CollectionConverters.asScala(Collections.<Row>emptyIterator());
       }
-      remember(arrival);
+      getHandle().registerTimer(arrival + horizonMs);
       return CollectionConverters.asScala(Collections.singletonList(only).iterator());
     }
     List<Row> all = new ArrayList<>();
@@ -82,7 +81,6 @@ public final class ArrivalDedupProcessor
     rows.foreach(all::add);
     all.sort(Comparator.comparingLong(row -> millis(row.get(arrivalIndex))));
     List<Row> out = new ArrayList<>(1);
-    long expiresAt = stored == null ? Long.MIN_VALUE : stored;
     for (Row row : all) {
       long arrival = millis(row.get(arrivalIndex));
       if (arrival > expiresAt) {
@@ -90,8 +88,7 @@ public final class ArrivalDedupProcessor
         expiresAt = arrival + horizonMs;
       }
     }
-    if (!out.isEmpty()) {
-      seen.update(expiresAt);
+    if (!out.isEmpty()) { // the last horizon covers the earlier ones
       getHandle().registerTimer(expiresAt);
     }
     return CollectionConverters.asScala(out.iterator());
@@ -99,30 +96,30 @@ public final class ArrivalDedupProcessor
 
   @Override
   public void handleInitialState(String key, Long arrivalMs, TimerValues timerValues) {
-    Long stored = seen.get();
-    if (stored == null || arrivalMs + horizonMs > stored) {
-      remember(arrivalMs);
+    long expiresAt = arrivalMs + horizonMs;
+    if (expiresAt > latestTimer()) {
+      getHandle().registerTimer(expiresAt);
     }
   }
 
-  /**
-   * A timer fires after the batch's rows were handled: an id that arrived again
-   * after its horizon (a new occurrence, with a later timer) keeps its state.
-   */
   @Override
   public scala.collection.Iterator<Row> handleExpiredTimer(
       String key, TimerValues timerValues, ExpiredTimerInfo expiredTimerInfo) {
-    Long stored = seen.get();
-    if (stored == null || stored <= expiredTimerInfo.getExpiryTimeInMs()) {
-      seen.clear();
-    }
     return CollectionConverters.asScala(Collections.<Row>emptyIterator());
   }
 
-  private void remember(long arrivalMs) {
-    long expiresAt = arrivalMs + horizonMs;
-    seen.update(expiresAt);
-    getHandle().registerTimer(expiresAt);
+  /**
+   * The end of the key's horizon: its latest timer, or {@code Long.MIN_VALUE} for
+   * a key not held. A key holds one timer, or two for a moment when it came back
+   * after its horizon before the watermark fired the first.
+   */
+  private long latestTimer() {
+    scala.collection.Iterator<Object> timers = getHandle().listTimers();
+    long latest = Long.MIN_VALUE;
+    while (timers.hasNext()) {
+      latest = Math.max(latest, (Long) timers.next());
+    }
+    return latest;
   }
 
   /** Arrival time as epoch millis, whichever Java type the session maps timestamps to. */
