@@ -4,7 +4,7 @@ Two operators plan the same rule (the first record of an id within the horizon
 of arrival time passes), in the same run, on the same records:
 
 * ``timers``: the job's (``app.dedup``): ``transformWithState`` with a JVM
-  processor, one ``Long`` per id and an arrival-time timer;
+  processor, one arrival-time timer per id;
 * ``builtin``: the operator the job used before, ``dropDuplicatesWithinWatermark``,
   whose eviction scans every id held, every batch.
 
