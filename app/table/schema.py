@@ -35,14 +35,10 @@ def iceberg_type(kind: ColumnType) -> Any:
 
 
 def iceberg_transform(kind: TimeTransform) -> Any:
-    from pyiceberg import transforms
+    """pyiceberg's transform of that name (``"day"`` -> ``DayTransform()``)."""
+    from pyiceberg.transforms import parse_transform
 
-    return {
-        "year": transforms.YearTransform(),
-        "month": transforms.MonthTransform(),
-        "day": transforms.DayTransform(),
-        "hour": transforms.HourTransform(),
-    }[kind]
+    return parse_transform(kind)
 
 
 def iceberg_schema(fields: Sequence[EventField]) -> Schema:

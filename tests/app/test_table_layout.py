@@ -7,9 +7,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
-from app.table.layout import Partitioning, partitioning
-from app.table.schema import iceberg_schema, partition_spec
+from app.table.layout import Partitioning, TimeTransform, partitioning
+from app.table.schema import iceberg_schema, iceberg_transform, partition_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pyspark", "pyiceberg", "pyarrow", "py4j")
@@ -28,6 +29,13 @@ def test_the_pyiceberg_spec_is_derived_from_the_description() -> None:
     (field,) = partition_spec(schema, partitioning("occurredAt")).fields
     assert (field.name, str(field.transform)) == ("occurred_at_day", "day")
     assert schema.find_column_name(field.source_id) == "occurred_at"
+
+
+def test_every_time_transform_reads_back_under_its_own_name() -> None:
+    """The start-up check compares the table's transforms by these names."""
+    kinds = get_args(TimeTransform)
+    assert kinds == ("year", "month", "day", "hour")
+    assert [str(iceberg_transform(kind)) for kind in kinds] == list(kinds)
 
 
 def _heavy_modules_after(statements: str) -> list[str]:
