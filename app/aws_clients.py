@@ -70,6 +70,9 @@ JOB_S3: Final = ClientLimits(connect_timeout_sec=10, read_timeout_sec=10, retrie
 FAILURE_STORE_S3: Final = ClientLimits(connect_timeout_sec=5, read_timeout_sec=30, retries=3)
 # The MSK bootstrap-broker lookup at job start (the config has no setting).
 MSK_LOOKUP: Final = ClientLimits(connect_timeout_sec=5, read_timeout_sec=10, retries=3)
+# The events table's Glue catalog calls: a bounded wait each, and botocore's
+# own retries on top of the job's (``catalog.max_attempts``, app.retry).
+GLUE_CATALOG: Final = ClientLimits(connect_timeout_sec=5, read_timeout_sec=20, retries=2)
 
 _CREDENTIAL_NAMES: Final = frozenset(
     {"aws_access_key_id", "aws_secret_access_key", "aws_session_token"}

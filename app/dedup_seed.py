@@ -23,7 +23,7 @@ How it reads the table, in a way that scales: pyiceberg plans the scan on the
 driver (manifests only; the arrival-time filter prunes data files by their
 column bounds) and the executors read the planned files, two columns each,
 through pyiceberg's ``ArrowScan`` and FileIO, the same I/O path the batch
-writes with (:mod:`app.sinks.iceberg_files`). Not ``spark.read.parquet``: it
+writes with (:mod:`app.table.files`). Not ``spark.read.parquet``: it
 would need the warehouse's file system in Spark; EMR has EMRFS for ``s3://``,
 but the local run's pyspark wheel has no S3 file system (no ``hadoop-aws``)
 and a local warehouse may be on moto S3. Through FileIO the same code reads a
@@ -44,9 +44,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from app.config import JobConfig
-from app.sinks.iceberg_catalog import file_io_properties
 from app.sources.schema import ARRIVAL_TIMESTAMP
-from app.table_layout import ARRIVAL_TIME, column_name
+from app.table.catalog import file_io_properties
+from app.table.layout import ARRIVAL_TIME, column_name
 from app.transform import DEDUP_KEY
 
 if TYPE_CHECKING:

@@ -214,10 +214,10 @@ def run(
     ``checkpoint``: what :func:`checked_checkpoint` found (read here when not given)."""
     from app.micro_batch import BatchProcessor, prepare
     from app.monitoring import BatchResults, CloudWatchPublisher, make_listener
-    from app.sinks.iceberg_catalog import ensure_table
     from app.sinks.kafka import KafkaSettings, resolve_bootstrap_servers
     from app.sources import read_stream
-    from app.table_evolution import evolve_table
+    from app.table.catalog import ensure_table
+    from app.table.evolution import evolve_table
 
     if checkpoint is None:
         checkpoint = checked_checkpoint(config, s3_client)

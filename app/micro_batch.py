@@ -12,7 +12,7 @@ batch never reads the table). Order of work in a batch:
    and returns its figures (rows, failures, oldest arrival, event dates) with
    the files' descriptions. No cache, no second action, no ``Observation``;
 3. the driver commits the files as ONE snapshot, exactly once
-   (:mod:`app.sinks.iceberg_commit`), after every task's failures were
+   (:mod:`app.table.commit`), after every task's failures were
    acknowledged;
 4. now and then expire old snapshots; hand the figures to the metrics listener.
 
@@ -29,12 +29,13 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Final
 
 from app.config import JobConfig
+from app.retry import with_retries
 from app.sinks.batch_task import RESULT_SCHEMA as TASK_SCHEMA
 from app.sinks.batch_task import TaskOutcome, batch_task, combine
-from app.sinks.iceberg_catalog import ensure_table, file_io_properties, with_retries
-from app.sinks.iceberg_commit import already_committed, commit_batch, expire_snapshots
 from app.sinks.kafka import KafkaSettings
-from app.table_layout import ARRIVAL_TIME, column_name, table_columns
+from app.table.catalog import ensure_table, file_io_properties
+from app.table.commit import already_committed, commit_batch, expire_snapshots
+from app.table.layout import ARRIVAL_TIME, column_name, table_columns
 from app.transform import classify, deduplicated, output_rows
 
 if TYPE_CHECKING:

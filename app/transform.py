@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from app import table_layout as layout
 from app.config import DEFAULT_EVENT_FIELDS, EventField
 from app.sources.kpl import DIGEST_SIZE as KPL_DIGEST_SIZE
 from app.sources.kpl import MAGIC as KPL_MAGIC
@@ -42,7 +41,8 @@ from app.sources.schema import (
     STREAM_NAME,
     SUB_SEQUENCE_NUMBER,
 )
-from app.table_layout import column_name, raw_column_name
+from app.table import layout
+from app.table.layout import column_name, raw_column_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -393,7 +393,7 @@ def failures(classified: DataFrame) -> DataFrame:
 def output_rows(classified: DataFrame, *, fields: Sequence[EventField], batch_id: int) -> DataFrame:
     """Both outputs of a batch in one frame, for one pass over it
     (:mod:`app.sinks.batch_task`): the table's columns in its order
-    (:func:`app.table_layout.table_columns`; ``batch_id`` records which
+    (:func:`app.table.layout.table_columns`; ``batch_id`` records which
     micro-batch wrote the row), then the failure columns. The original bytes
     are kept on failure rows only: a valid row's bytes would cross into Python
     for nothing."""

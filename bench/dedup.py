@@ -99,7 +99,7 @@ def builtin_prepare(raw: DataFrame, config: JobConfig) -> DataFrame:
     """The job's plan as it was: the same classification and key, de-duplicated
     by ``dropDuplicatesWithinWatermark`` on arrival time."""
     from app.sources.schema import ARRIVAL_TIMESTAMP
-    from app.table_layout import column_name
+    from app.table.layout import column_name
     from app.transform import DEDUP_KEY, classify, dedup_input
 
     classified = classify(raw, fields=config.event_fields, max_record_bytes=config.max_record_bytes)

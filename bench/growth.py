@@ -101,9 +101,9 @@ def _small_batch(table: Table, commit: int, rows: int = 5) -> pa.RecordBatch:
 
 def prefill(table: Table, config: JobConfig, commits: int) -> dict[str, Any]:
     """``commits`` snapshots of 4 data files each, committed as the job does."""
-    from app.sinks.iceberg_catalog import file_io_properties
-    from app.sinks.iceberg_commit import commit_batch, expire_snapshots
-    from app.sinks.iceberg_files import write_data_files
+    from app.table.catalog import file_io_properties
+    from app.table.commit import commit_batch, expire_snapshots
+    from app.table.files import write_data_files
 
     props = file_io_properties(config)
     maintenance = config.table_maintenance
@@ -172,8 +172,8 @@ def _measured(events: list[dict[str, Any]], split: BatchTimings, size: int) -> l
 
 
 def run(ctx: Context) -> list[Row]:
-    from app.sinks.iceberg_catalog import ensure_table
-    from app.sinks.iceberg_commit import expire_snapshots
+    from app.table.catalog import ensure_table
+    from app.table.commit import expire_snapshots
 
     spark = ctx.spark
     if ctx.quick:

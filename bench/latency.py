@@ -138,7 +138,7 @@ class TableWatcher(threading.Thread):
         self.error: BaseException | None = None
 
     def poll(self) -> None:
-        from app.sinks.iceberg_catalog import BATCH_ID_SUMMARY
+        from app.table.commit import BATCH_ID_SUMMARY
 
         started = time.monotonic()
         self.table.refresh()
@@ -304,8 +304,8 @@ def produce_elsewhere(
 def start_job_query(spark: SparkSession, config: JobConfig) -> StreamingQuery:
     """The job's query as ``app.job.run`` builds it (no lease, no metrics)."""
     from app.micro_batch import BatchProcessor, prepare
-    from app.sinks.iceberg_catalog import ensure_table
     from app.sources import read_stream
+    from app.table.catalog import ensure_table
 
     processor = BatchProcessor(config, kafka_settings(config), table=ensure_table(config))
     return (

@@ -97,7 +97,7 @@ def phases(
     the input file up to that step, with the job's own functions), so each
     step's cost is a difference of two of them."""
     from app.micro_batch import one_pass, prepare
-    from app.sinks.iceberg_commit import commit_batch
+    from app.table.commit import commit_batch
     from app.transform import classify
 
     # Built before the clock starts, as the job builds them once (app.job).
@@ -129,7 +129,7 @@ def phases(
 
 def run(ctx: Context) -> list[Row]:
     from app.micro_batch import BatchProcessor, prepare
-    from app.sinks.iceberg_catalog import ensure_table
+    from app.table.catalog import ensure_table
 
     # Both sides as one micro-batch of a streaming query runs.
     spark = micro_batch_session(ctx.spark)

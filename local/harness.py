@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from app.config import JobConfig
 from app.polling import poll_until
-from app.table_layout import column_name
+from app.table.layout import column_name
 from local.emulators import FAKE_CREDENTIALS, Endpoints
 from local.failures import TopicContents, ensure_topic, read_topic
 from local.job_process import JobProcess, clear_stop_marker

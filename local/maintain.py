@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from app.config import ConfigError, JobConfig
-from app.sinks.iceberg_commit import expire_snapshots
+from app.table.commit import expire_snapshots
 from local.table import delete_orphans, load_table, table_exists
 
 DEFAULT_WORK_DIR = Path(".work") / "run"  # where make run puts its instances

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.config import JobConfig
-from app.sinks.iceberg_catalog import open_catalog, with_retries
+from app.retry import with_retries
+from app.table.catalog import open_catalog
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -1,9 +1,9 @@
 """The events table's last snapshot, read through its catalog.
 
-The same catalog the job commits to (:func:`app.sinks.iceberg_catalog.open_catalog`:
+The same catalog the job commits to (:func:`app.table.catalog.open_catalog`:
 Glue on AWS, the run's SQLite catalog locally), read once, without the job's
 retries: a status is a look, not a batch. Each batch's snapshot carries the
-streaming query and batch id in its summary (:mod:`app.sinks.iceberg_commit`),
+streaming query and batch id in its summary (:mod:`app.table.commit`),
 so the last snapshot says which batch last landed.
 """
 
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from app.config import JobConfig
-from app.sinks.iceberg_catalog import BATCH_ID_SUMMARY, QUERY_ID_SUMMARY, open_catalog
+from app.table.catalog import open_catalog
+from app.table.commit import BATCH_ID_SUMMARY, QUERY_ID_SUMMARY
 
 SQLITE_PREFIX: Final = "sqlite:///"
 

@@ -6,7 +6,7 @@ The batch is handed to the executors once (``mapInArrow`` over
 * failure records go to the failure topic (:func:`app.sinks.kafka.deliver`,
   only when the task has failures; the Python worker keeps its producer
   between tasks);
-* valid rows become Iceberg data files (:func:`app.sinks.iceberg_files.write_data_files`),
+* valid rows become Iceberg data files (:func:`app.table.files.write_data_files`),
   unless the driver found the batch already committed (a replay);
 
 and yields ONE row with what it did: records sent, input rows, failures, the
@@ -30,9 +30,9 @@ from datetime import date
 from typing import TYPE_CHECKING, Any, Final
 
 from app.python_worker import keep_archive_directories
-from app.sinks.iceberg_files import write_data_files
 from app.sinks.kafka import KafkaSettings, deliver
 from app.sources.schema import DATA
+from app.table.files import write_data_files
 from app.transform import ERROR_CLASS, MESSAGE, REASON, SOURCE_TABLE_COLUMNS
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from constructs import Construct
 
 from app.config import EventField, TableMaintenance
 from app.contract import EVENTS_TABLE
-from app.table_layout import seed_columns
+from app.table.layout import seed_columns
 
 EVENTS_TABLE_LOGICAL_ID: Final = "EventsTable"
 
@@ -170,8 +170,8 @@ def table_definition(fields: Sequence[EventField], location: str) -> dict[str, A
     CloudFormation's spelling: the Hive-style ``TableInput`` Glue derives the
     Iceberg schema from, and the create-time Iceberg directive. No partition
     spec: see docs/infra.md ("The events table"). The columns are the seed
-    (:func:`app.table_layout.seed_columns`): columns added to the contract later
-    reach every table, new or deployed, through the job (app.table_evolution),
+    (:func:`app.table.layout.seed_columns`): columns added to the contract later
+    reach every table, new or deployed, through the job (app.table.evolution),
     so this definition, and its fingerprint, stay what was deployed."""
     return {
         "TableInput": {
@@ -257,7 +257,7 @@ class EventsTable(Construct):
         # every template carrying it (https://github.com/go-to-k/cdkd/issues/1454),
         # and the Data Catalog creates Iceberg tables without partitions or
         # properties (https://docs.aws.amazon.com/lake-formation/latest/dg/creating-iceberg-tables.html).
-        # The job adds the day(event time) spec to the still-empty table.
+        # The job adds its partition spec (app.table.layout.partitioning) to the still-empty table.
         self.table = glue.CfnTable(
             self,
             "Table",

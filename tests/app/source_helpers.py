@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,12 +22,16 @@ def kinesis_client(endpoint: str) -> Any:
     return aws_clients.client("kinesis", limits, region="us-east-1", endpoint_url=endpoint)
 
 
-def create_stream(client: Any, name: str, shards: int) -> list[str]:
+def new_stream(endpoint: str, prefix: str, shards: int) -> tuple[Any, str, list[str]]:
+    """A client, and a stream of its own (a unique name: the tests share one
+    emulator) once it exists, with its shard ids."""
+    client = kinesis_client(endpoint)
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     client.create_stream(StreamName=name, ShardCount=shards)
     client.get_waiter("stream_exists").wait(
         StreamName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 10}
     )
-    return [s["ShardId"] for s in client.list_shards(StreamName=name)["Shards"]]
+    return client, name, [s["ShardId"] for s in client.list_shards(StreamName=name)["Shards"]]
 
 
 def put(client: Any, name: str, values: list[str]) -> None:

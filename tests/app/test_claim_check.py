@@ -42,14 +42,8 @@ from app.sinks.claim_check import (
     verify,
 )
 from app.sinks.failure_store import FailureStore, FailureStoreError, FailureStoreSettings
-from app.sinks.kafka import (
-    KafkaDeliveryError,
-    KafkaSettings,
-    ProducerCache,
-    deliver,
-    producer_config,
-    record_headers,
-)
+from app.sinks.kafka import KafkaDeliveryError, KafkaSettings, producer_config, record_headers
+from tests.app.kafka_fakes import FakeProducer, deliver_through
 
 LIMITS = FailureLimits()
 ROW: dict[str, Any] = {
@@ -234,42 +228,32 @@ class KafkaLike(Exception):  # noqa: N818 (named after confluent_kafka.KafkaExce
     """confluent_kafka.KafkaException carries its KafkaError as args[0]."""
 
 
-class Producer:
+def _size(message: dict[str, Any]) -> int:
+    return message_size(message["key"], message["value"], message["headers"])
+
+
+class Producer(FakeProducer):
     """Refuses messages above ``local_max`` at produce time (librdkafka's check)
-    and reports ``broker_refuses`` (by value size) or ``down`` errors."""
+    and reports ``broker_max`` (by message size) or ``down`` errors."""
 
     def __init__(
         self, local_max: int = 1_000_000, broker_max: int | None = None, down: bool = False
     ) -> None:
+        super().__init__()
         self.local_max = local_max
         self.broker_max = broker_max
         self.down = down
-        self.sent: list[dict[str, Any]] = []
-        self.pending: list[tuple[Any, Any]] = []
 
-    def produce(self, topic: str, **kw: Any) -> None:
-        size = message_size(kw["key"], kw["value"], kw["headers"])
-        if size > self.local_max:
+    def refuse(self, message: dict[str, Any]) -> None:
+        if _size(message) > self.local_max:
             raise KafkaLike(Refusal(10, "Unable to produce message: Message size too large"))
-        self.sent.append(kw)
-        error: Any = None
+
+    def report(self, message: dict[str, Any], index: int) -> Any:
         if self.down:
-            error = Refusal(-195, "Local: All broker connections are down")
-        elif self.broker_max is not None and size > self.broker_max:
-            error = Refusal(10, "Broker: Message size too large")
-        self.pending.append((kw["on_delivery"], error))
-
-    def poll(self, _timeout: float) -> int:
-        return 0
-
-    def flush(self, _timeout: float) -> int:
-        pending, self.pending = self.pending, []
-        for callback, error in pending:
-            callback(error, None)
-        return 0
-
-    def purge(self) -> None:
-        pass
+            return Refusal(-195, "Local: All broker connections are down")
+        if self.broker_max is not None and _size(message) > self.broker_max:
+            return Refusal(10, "Broker: Message size too large")
+        return None
 
 
 def settings(max_message_bytes: int = 1_000_000) -> KafkaSettings:
@@ -277,7 +261,7 @@ def settings(max_message_bytes: int = 1_000_000) -> KafkaSettings:
 
 
 def run(rows: list[dict[str, Any]], producer: Producer, store: FailureStore | None) -> int:
-    return deliver(iter(rows), settings(), ProducerCache(lambda _c: producer), store)
+    return deliver_through(producer, rows, settings(), store)
 
 
 def headers_of(message: dict[str, Any]) -> dict[str, bytes]:

@@ -1,8 +1,8 @@
 """The Iceberg sink without Spark: the table check at start, the exactly-once
-commit, bounded retries, snapshot expiry and the local upkeep command.
+commit, snapshot expiry and the local upkeep command.
 
 Data files are written with the same function the executors run
-(:func:`app.sinks.iceberg_files.write_data_files`), from Arrow batches shaped
+(:func:`app.table.files.write_data_files`), from Arrow batches shaped
 like Spark's (timestamps with the UTC zone)."""
 
 from __future__ import annotations
@@ -19,17 +19,11 @@ import pyarrow as pa
 import pytest
 
 from app.config import ConfigError, JobConfig, TableMaintenance
-from app.sinks.iceberg_catalog import (
-    COMMITTED_PROPERTY,
-    ensure_table,
-    file_io_properties,
-    iceberg_schema,
-    open_catalog,
-    with_retries,
-)
-from app.sinks.iceberg_commit import commit_batch, expirable_snapshots
-from app.sinks.iceberg_files import write_data_files
-from app.table_layout import table_columns
+from app.table.catalog import ensure_table, file_io_properties, open_catalog
+from app.table.commit import COMMITTED_PROPERTY, commit_batch, expirable_snapshots
+from app.table.files import write_data_files
+from app.table.layout import table_columns
+from app.table.schema import iceberg_schema
 from tests.app.job_helpers import job_config, local_catalog
 
 DAY = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -112,6 +106,19 @@ def test_the_day_partition_is_the_utc_day(tmp_path: Path) -> None:
     assert sorted(str(f.partition[0]) for f in files) == ["20455", "20456"]  # days since epoch
 
 
+def _hand_made(config: JobConfig, schema: Any, spec: Any = None) -> Any:
+    """A table someone else created in the job's place (no properties set)."""
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+
+    catalog = open_catalog(config)
+    catalog.create_namespace(config.database)
+    return catalog.create_table(
+        (config.database, config.table),
+        schema=schema,
+        partition_spec=spec or UNPARTITIONED_PARTITION_SPEC,
+    )
+
+
 def test_a_table_with_another_schema_stops_the_job_naming_table_column_and_types(
     tmp_path: Path,
 ) -> None:
@@ -119,14 +126,12 @@ def test_a_table_with_another_schema_stops_the_job_naming_table_column_and_types
     from pyiceberg.types import LongType, NestedField, StringType
 
     config = _config(tmp_path)
-    catalog = open_catalog(config)
-    catalog.create_namespace(config.database)
     hand_made = Schema(
         NestedField(1, "id", LongType()),  # wrong type
         NestedField(2, "type", StringType()),
         NestedField(3, "note", StringType()),  # not an event column
     )
-    catalog.create_table((config.database, config.table), schema=hand_made)
+    _hand_made(config, hand_made)
     with pytest.raises(ConfigError) as error:
         ensure_table(config)
     text = str(error.value)
@@ -140,42 +145,72 @@ def test_an_empty_unpartitioned_table_gets_the_day_partition_and_properties(
 ) -> None:
     """The stack's CloudFormation table arrives without a partition spec."""
     config = _config(tmp_path)
-    catalog = open_catalog(config)
-    catalog.create_namespace(config.database)
-    catalog.create_table(
-        (config.database, config.table), schema=iceberg_schema(config.event_fields)
-    )
+    _hand_made(config, iceberg_schema(config.event_fields))
     table = ensure_table(config)
     assert [f.name for f in table.spec().fields] == ["occurred_at_day"]
     assert table.properties["commit.manifest-merge.enabled"] == "true"
 
 
-def test_transient_catalog_errors_are_retried_a_bounded_number_of_times(tmp_path: Path) -> None:
-    config = _config(tmp_path, catalog={**local_catalog(str(tmp_path)), "max_attempts": 3})
-    calls: list[int] = []
-    waits: list[float] = []
+def _spec(schema: Any, *fields: tuple[str, Any, str]) -> Any:
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
 
-    def down() -> None:
-        calls.append(1)
-        raise ConnectionError("catalog unreachable")
+    return PartitionSpec(
+        *(
+            PartitionField(schema.find_field(column).field_id, 1000 + i, transform, name)
+            for i, (column, transform, name) in enumerate(fields)
+        )
+    )
 
-    with pytest.raises(ConnectionError):
-        with_retries(down, "load", config.catalog, sleep=waits.append)
-    assert len(calls) == 3
-    assert waits == [1.0, 2.0]
 
-    def missing() -> None:
-        calls.append(1)
-        raise KeyError("not transient")
+def _fix_from(message: str) -> str:
+    """The pyiceberg statements of the refusal's step 2, as the operator would paste them."""
+    block = message.split("  2. run:\n", 1)[1].split("\n  3. ", 1)[0]
+    return "\n".join(line.removeprefix("       ") for line in block.splitlines())
 
-    calls.clear()
-    with pytest.raises(KeyError):
-        with_retries(missing, "load", config.catalog, sleep=waits.append)
-    assert len(calls) == 1
+
+@pytest.mark.parametrize(
+    ("found", "shown", "removed"),
+    [
+        ([("occurred_at", "month", "occurred_at_month")], "month(occurred_at)", 1),
+        (
+            [("occurred_at", "day", "occurred_at_day"), ("shard_id", "identity", "shard_id")],
+            "day(occurred_at), identity(shard_id)",
+            1,
+        ),
+    ],
+)
+def test_a_table_partitioned_otherwise_is_refused_with_steps_that_fix_it(
+    tmp_path: Path, found: list[tuple[str, str, str]], shown: str, removed: int
+) -> None:
+    """A table with rows under another spec: the job does not start, and the
+    steps its message gives re-partition it in place, old rows kept."""
+    from pyiceberg.transforms import parse_transform
+
+    config = _config(tmp_path)
+    schema = iceberg_schema(config.event_fields)
+    spec = _spec(schema, *((c, parse_transform(t), n) for c, t, n in found))
+    old = _hand_made(config, schema, spec)
+    old.append(pa.Table.from_batches([_batch(["old"], 0)]).cast(schema.as_arrow()))
+    with pytest.raises(ConfigError) as error:
+        ensure_table(config)
+    message = str(error.value)
+    assert f"table sink.events: partitioned by [{shown}]; expected [day(occurred_at)]" in message
+    assert 'load_catalog("glue", type="glue").load_table("sink.events")' in message
+    fix = _fix_from(message)
+    assert fix.count("remove_field") == removed
+
+    exec(fix, {"table": open_catalog(config).load_table(("sink", "events"))})
+
+    table = ensure_table(config)
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [("occurred_at_day", "day")]
+    commit_batch(
+        table, _write(table, config, ["new"], 1), query_id="q", batch_id=1, options=config.catalog
+    )
+    assert _ids(table) == ["new", "old"], "rows under the old spec stay readable"
 
 
 def test_expiry_keeps_the_newest_snapshots_whatever_their_age(tmp_path: Path) -> None:
-    from app.sinks.iceberg_commit import expire_snapshots
+    from app.table.commit import expire_snapshots
 
     config = _config(tmp_path)
     table = ensure_table(config)

@@ -19,6 +19,7 @@ from app.sinks.kafka import (
     record_key,
     resolve_bootstrap_servers,
 )
+from tests.app import kafka_fakes
 
 SETTINGS = KafkaSettings("b:9092", "topic", "PLAINTEXT", "us-east-1", "inst", 5_000, 3_000, 5)
 ROW = {
@@ -64,44 +65,33 @@ def test_key_and_headers_carry_the_source_coordinates() -> None:
     assert headers["arrival_time"] == b"2026-01-02T03:04:05+00:00"
 
 
-class FakeProducer:
+class FakeProducer(kafka_fakes.FakeProducer):
+    """Fails the delivery of the messages numbered in ``fail``; with
+    ``full_once``, its local queue is full at the first produce."""
+
     def __init__(self, fail: set[int] | None = None, full_once: bool = False) -> None:
+        super().__init__()
         self.fail = fail or set()
         self.full_once = full_once
-        self.pending: list[tuple[Any, Any]] = []
-        self.sent: list[dict[str, Any]] = []
-        self.purged = False
 
-    def purge(self) -> None:
-        self.purged = True
-
-    def produce(self, topic: str, **kw: Any) -> None:
+    def refuse(self, message: dict[str, Any]) -> None:
         if self.full_once:
             self.full_once = False
             raise BufferError("queue full")
-        index = len(self.sent)
-        self.sent.append({"topic": topic, **kw})
-        self.pending.append((kw["on_delivery"], "broker down" if index in self.fail else None))
 
-    def poll(self, _timeout: float) -> int:
-        return 0
-
-    def flush(self, _timeout: float) -> int:
-        for callback, error in self.pending:
-            callback(error, None)
-        self.pending.clear()
-        return 0
+    def report(self, message: dict[str, Any], index: int) -> Any:
+        return "broker down" if index in self.fail else None
 
 
 def test_every_delivery_report_is_checked() -> None:
     fake = FakeProducer(fail={1})
     with pytest.raises(KafkaDeliveryError, match="1 of 3 failure records not delivered"):
-        deliver(iter([ROW, ROW, ROW]), SETTINGS, ProducerCache(lambda _c: fake))
+        kafka_fakes.deliver_through(fake, [ROW, ROW, ROW], SETTINGS)
 
 
 def test_full_local_queue_is_retried_and_all_delivered() -> None:
     fake = FakeProducer(full_once=True)
-    assert deliver(iter([ROW, ROW]), SETTINGS, ProducerCache(lambda _c: fake)) == 2
+    assert kafka_fakes.deliver_through(fake, [ROW, ROW], SETTINGS) == 2
     assert [m["key"] for m in fake.sent] == [b"s/shardId-1/42"] * 2
 
 

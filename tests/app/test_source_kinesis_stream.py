@@ -6,22 +6,19 @@ Few tests, each covering several behaviours: a streaming query costs seconds.
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from app.sources import SOURCE_COLUMNS, read_stream
 from local.emulators import Endpoints
-from tests.app.source_helpers import create_stream, job_config, kinesis_client, put, running
+from tests.app.source_helpers import job_config, new_stream, put, running
 
 
 def test_every_record_once_in_bounded_batches_and_restart_reads_only_new(
     spark: Any, endpoints: Endpoints, tmp_path: Path
 ) -> None:
-    client = kinesis_client(endpoints.aws_url)
-    stream = f"src-{uuid.uuid4().hex[:8]}"
-    create_stream(client, stream, shards=2)
+    client, stream, _ = new_stream(endpoints.aws_url, "src", shards=2)
     first = [f"a-{i}" for i in range(250)]
     put(client, stream, first)
     config = job_config(
@@ -52,9 +49,7 @@ def test_every_record_once_in_bounded_batches_and_restart_reads_only_new(
 def test_latest_reads_only_records_put_after_the_first_start(
     spark: Any, endpoints: Endpoints, tmp_path: Path
 ) -> None:
-    client = kinesis_client(endpoints.aws_url)
-    stream = f"src-{uuid.uuid4().hex[:8]}"
-    create_stream(client, stream, shards=1)
+    client, stream, _ = new_stream(endpoints.aws_url, "src", shards=1)
     put(client, stream, [f"old-{i}" for i in range(10)])
     config = job_config(stream, endpoints.aws_url, str(tmp_path / "cp"), starting_position="LATEST")
     with running(read_stream(spark, config), config.checkpoint_location) as drain:
@@ -68,9 +63,7 @@ def test_split_mid_stream_reads_parent_to_its_end_before_children(
 ) -> None:
     """The endpoints' moto runs local.moto_server: Kinesis split semantics
     (stock moto moves a parent's records into its children)."""
-    client = kinesis_client(endpoints.aws_url)
-    stream = f"split-{uuid.uuid4().hex[:8]}"
-    [parent] = create_stream(client, stream, shards=1)
+    client, stream, [parent] = new_stream(endpoints.aws_url, "split", shards=1)
     before = [f"a-{i}" for i in range(30)]
     late = [f"late-{i}" for i in range(15)]
     after = [f"c-{i}" for i in range(40)]

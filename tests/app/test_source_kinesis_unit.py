@@ -318,12 +318,21 @@ def _span(batches: list[list[tuple[Any, ...]]], shard: str) -> tuple[int, int]:
     return min(found), max(found)
 
 
-def test_each_record_is_fetched_once_in_bounded_batches() -> None:
+A_SHARD, B_SHARD = "shardId-000000000000", "shardId-000000000001"
+
+
+def _twelve_and_three_read_five_at_a_time() -> tuple[FakeKinesis, _SimpleStreamReaderWrapper]:
+    """Two shards holding a0..a11 and b0..b2 (pages of 4), read at most 5 per
+    shard per batch: the reader over them."""
     fake = FakeKinesis(shards=2, page_size=4)
-    a, b = "shardId-000000000000", "shardId-000000000001"
-    fake.put(a, *[f"a{i}" for i in range(12)])
-    fake.put(b, *[f"b{i}" for i in range(3)])
-    spark = _as_spark(_reader(fake, **{"kinesis.maxFetchRecordsPerShard": "5"}))
+    fake.put(A_SHARD, *[f"a{i}" for i in range(12)])
+    fake.put(B_SHARD, *[f"b{i}" for i in range(3)])
+    return fake, _as_spark(_reader(fake, **{"kinesis.maxFetchRecordsPerShard": "5"}))
+
+
+def test_each_record_is_fetched_once_in_bounded_batches() -> None:
+    fake, spark = _twelve_and_three_read_five_at_a_time()
+    a = A_SHARD
     batches, _ = _run(spark, spark.initialOffset())
     assert sorted(_keys(batches)) == sorted(
         [f"a{i}" for i in range(12)] + [f"b{i}" for i in range(3)]
@@ -348,11 +357,8 @@ def test_an_open_shard_caught_up_ends_its_batch_without_another_call() -> None:
 
 
 def test_split_and_merge_read_every_record_once_parents_before_children() -> None:
-    fake = FakeKinesis(shards=2, page_size=4)
-    a, b = "shardId-000000000000", "shardId-000000000001"
-    fake.put(a, *[f"a{i}" for i in range(12)])
-    fake.put(b, *[f"b{i}" for i in range(3)])
-    spark = _as_spark(_reader(fake, **{"kinesis.maxFetchRecordsPerShard": "5"}))
+    fake, spark = _twelve_and_three_read_five_at_a_time()
+    a, b = A_SHARD, B_SHARD
     batches, start = _run(spark, spark.initialOffset())
 
     fake.put(a, *[f"a-late{i}" for i in range(7)])  # unread when the shard splits

@@ -10,9 +10,10 @@ import pyarrow as pa
 import pytest
 
 from app.config import ConfigError, JobConfig
-from app.sinks.iceberg_catalog import ensure_table, iceberg_schema, open_catalog, partition_spec
-from app.table_evolution import evolve_table, missing_columns
-from app.table_layout import SUB_SEQUENCE_NUMBER, seed_columns, table_columns
+from app.table.catalog import ensure_table, open_catalog
+from app.table.evolution import evolve_table, missing_columns
+from app.table.layout import SUB_SEQUENCE_NUMBER, partitioning, seed_columns, table_columns
+from app.table.schema import iceberg_schema, partition_spec
 from tests.app.job_helpers import job_config, local_catalog
 
 DAY = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -35,7 +36,7 @@ def _old_table(config: JobConfig) -> Any:
     table = catalog.create_table(
         (config.database, config.table),
         schema=old,
-        partition_spec=partition_spec(old, config.event_time_field),
+        partition_spec=partition_spec(old, partitioning(config.event_time_field)),
     )
     row = {
         "id": "old", "type": "created", "occurred_at": DAY, "occurred_at_raw": "x",

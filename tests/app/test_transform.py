@@ -9,7 +9,7 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from app.config import DEFAULT_EVENT_FIELDS, EventField
-from app.table_layout import column_name, table_columns
+from app.table.layout import column_name, table_columns
 from app.transform import (
     ERROR_CLASS,
     MESSAGE,

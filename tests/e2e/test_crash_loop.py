@@ -38,7 +38,7 @@ from typing import Final
 
 import pytest
 
-from app.sinks.iceberg_commit import committed_batch
+from app.table.commit import committed_batch
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from local.table import load_table, orphan_files, table_exists

@@ -19,7 +19,7 @@ from aws_cdk.assertions import Template
 
 from app import contract
 from app.config import DEFAULT_EVENT_FIELDS, EventField, TableMaintenance
-from app.table_layout import evolved_columns, seed_columns, table_columns
+from app.table.layout import evolved_columns, seed_columns, table_columns
 from infra.constructs.buckets import DATA_BUCKET_LOGICAL_ID
 from infra.constructs.catalog import (
     DATABASE_LOGICAL_ID,
@@ -194,7 +194,7 @@ def test_columns_are_the_jobs_seed_columns_the_job_adds_the_rest(
 ) -> None:
     """The definition stays what every deployed table was created with; the
     columns added since (sub_sequence_number) come from the job at start
-    (app.table_evolution), appended after these."""
+    (app.table.evolution), appended after these."""
     columns = synthesized.templates[name]["Resources"][EVENTS_TABLE_LOGICAL_ID]["Properties"][
         "TableInput"
     ]["StorageDescriptor"]["Columns"]

@@ -11,7 +11,7 @@ The table commit decides what a replay does:
   never see them, and the replay writes its own. The leftovers are orphans,
   deleted by the orphan-file optimizer (AWS) or ``python -m local.maintain``;
 * **died after the Iceberg commit, before Spark's**: the table property
-  :data:`~app.sinks.iceberg_catalog.COMMITTED_PROPERTY` already holds
+  :data:`COMMITTED_PROPERTY` already holds
   ``<query id>:<batch id>`` of this batch, because it was set in the SAME
   commit as the batch's files. The replay finds it and skips the commit.
 
@@ -24,7 +24,7 @@ checkpoint is a new query, whose batch ids start again from 0.
 A single writer per table is guaranteed by :mod:`app.lease`; a concurrent
 commit by a Glue optimizer (compaction, snapshot expiry) makes ours fail its
 optimistic check, and pyiceberg retries it on the refreshed table within the
-bounds set by :func:`~app.sinks.iceberg_catalog.table_properties`.
+bounds set by :func:`app.table.properties.table_properties`.
 """
 
 from __future__ import annotations
@@ -32,21 +32,27 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from app.config import CatalogOptions, TableMaintenance
-from app.sinks.iceberg_catalog import (
-    BATCH_ID_SUMMARY,
-    COMMITTED_PROPERTY,
-    QUERY_ID_SUMMARY,
-    with_retries,
-)
+from app.retry import with_retries
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
+
+# The table property that records the last batch this job committed:
+# ``<query id>:<batch id>``. Written in the same commit as the batch's files,
+# so reading it is enough to know whether a replayed batch already landed
+# (no walk over the snapshot history, which expiry and Glue's compaction
+# snapshots would make unreliable anyway).
+COMMITTED_PROPERTY: Final = "streaming.committed-batch"
+# Iceberg's own streaming sink puts these in each snapshot's summary; readers
+# and audits use them to find which batch made a snapshot.
+QUERY_ID_SUMMARY: Final = "spark.sql.streaming.queryId"
+BATCH_ID_SUMMARY: Final = "spark.sql.streaming.epochId"
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,13 @@ columns and checks an existing table against them at start, and the stack
 declares the same columns in the Glue table it creates. Import-light on
 purpose (no Spark, no pyiceberg): :mod:`infra` imports it at synth.
 
-The table is an Apache Iceberg table partitioned by ``day(<event time>)``
-(hidden partitioning: readers filter on the event time column itself, and the
-day is derived by the table format, never stored as a column of its own).
+The table is an Apache Iceberg table partitioned by :func:`partitioning`, today
+``day(<event time>)`` (hidden partitioning: readers filter on the event time
+column itself, and the day is derived by the table format, never stored as a
+column of its own). That function is the one place the partitioning is chosen:
+the pyiceberg spec (:func:`app.table.schema.partition_spec`), the spec a new or
+still-empty table gets and the start-up check (:mod:`app.table.catalog`,
+:mod:`app.table.checks`) all derive from the :class:`Partitioning` it returns.
 Timestamps are Iceberg ``timestamp`` (microseconds, no zone) holding UTC
 instants: the type Glue and Athena declare for a ``timestamp`` column of an
 Iceberg table, so the Glue table the stack creates and the table the job
@@ -66,7 +70,7 @@ SOURCE_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = (
 
 # Columns added after the first tables were created, in the order they were
 # added: a table the stack created before them gets them from the job at start
-# (:mod:`app.table_evolution`), appended after the others, which is also where
+# (:mod:`app.table.evolution`), appended after the others, which is also where
 # a new table has them. The stack's CloudFormation definition stays the
 # creation-time seed (:func:`seed_columns`): changing it would make
 # CloudFormation rewrite every live table (docs/infra.md, "The events table").
@@ -77,7 +81,8 @@ SOURCE_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = (
 SUB_SEQUENCE_NUMBER: Final = "sub_sequence_number"
 EVOLVED_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = ((SUB_SEQUENCE_NUMBER, "long"),)
 
-PARTITION_TRANSFORM: Final = "day"
+# Iceberg's time transforms, by the names Iceberg prints them with.
+TimeTransform = Literal["year", "month", "day", "hour"]
 
 
 @dataclass(frozen=True)
@@ -128,11 +133,22 @@ def table_columns(fields: Sequence[EventField]) -> tuple[TableColumn, ...]:
     return (*seed_columns(fields), *evolved_columns())
 
 
-def partition_column(event_time_field: str) -> str:
-    """The column whose ``day`` partitions the table."""
-    return column_name(event_time_field)
+@dataclass(frozen=True)
+class Partitioning:
+    """The table's one partition field: ``transform(source_column)``, named
+    ``field_name`` in the table's partition spec."""
+
+    transform: TimeTransform
+    source_column: str
+    field_name: str
+
+    def __str__(self) -> str:
+        return f"{self.transform}({self.source_column})"
 
 
-def partition_field_name(event_time_field: str) -> str:
-    """Iceberg's own name for the ``day`` partition field of that column."""
-    return f"{partition_column(event_time_field)}_{PARTITION_TRANSFORM}"
+def partitioning(event_time_field: str) -> Partitioning:
+    """How the events table is partitioned: by the UTC day of the event time,
+    in a field named as Iceberg names it by default (``<column>_<transform>``)."""
+    transform: TimeTransform = "day"
+    column = column_name(event_time_field)
+    return Partitioning(transform, column, f"{column}_{transform}")

@@ -7,7 +7,7 @@ the table's location, with Iceberg's column ids and statistics) and returns
 their ``DataFile`` descriptions (what a commit needs: path, partition, size,
 counts, bounds), which travel back to the driver pickled. Nothing is visible
 to readers until the driver commits those descriptions as one snapshot
-(:mod:`app.sinks.iceberg_commit`); the files of an attempt that dies before
+(:mod:`app.table.commit`); the files of an attempt that dies before
 the commit are unreferenced orphans, removed by the orphan-file optimizer
 (AWS) or ``make maintain`` (locally).
 

@@ -3,14 +3,14 @@
 The stack creates the table once, from a CloudFormation definition that must
 never change for a live table (``infra/constructs/events_table.py``): an
 update would replace its ``TableInput`` and leave a table no engine can read.
-Columns added to the contract since (:data:`app.table_layout.EVOLVED_COLUMNS`)
+Columns added to the contract since (:data:`app.table.layout.EVOLVED_COLUMNS`)
 therefore reach a deployed table through Iceberg's own schema evolution, a
 metadata-only commit made by pyiceberg (``update_schema``) that keeps the
 parameters the catalog needs: the path docs/infra.md ("Changing the events
 table") prescribes. Each added column is optional and appended after the
 others; the data files written before it read it as null.
 
-Runs before :func:`app.sinks.iceberg_catalog.ensure_table`, which then finds
+Runs before :func:`app.table.catalog.ensure_table`, which then finds
 the table as the contract says. A table that does not exist yet is left alone
 (locally the job creates it with every column; on AWS ``ensure_table`` says
 the stack must create it).
@@ -21,7 +21,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from app.table_layout import evolved_columns
+from app.retry import with_retries
+from app.table.catalog import load_table
+from app.table.layout import evolved_columns
+from app.table.schema import iceberg_schema
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -55,16 +58,9 @@ def evolve_table(config: JobConfig, catalog: Catalog | None = None) -> list[str]
     """Add the evolved columns the live table lacks; the names added."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    from app.sinks.iceberg_catalog import iceberg_schema, open_catalog, with_retries
-
     name = f"{config.database}.{config.table}"
-    opened = catalog or with_retries(lambda: open_catalog(config), "open catalog", config.catalog)
     try:
-        table = with_retries(
-            lambda: opened.load_table((config.database, config.table)),
-            f"load table {name}",
-            config.catalog,
-        )
+        table = load_table(config, catalog)
     except NoSuchTableError:
         return []
     contract = iceberg_schema(config.event_fields)
