@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
     from app.config import JobConfig
-    from local.events import SampleRecord
+    from ops.events import SampleRecord
 
 NAME: Final = "latency"
 BAR_P99_SEC: Final = 5.0
@@ -248,7 +248,7 @@ def produce(
     schedule is met again); ``puts`` gets each valid id's first put time
     (``time.monotonic``: one clock for every process of the machine).
     Returns the seconds taken."""
-    from local.producer import put_all
+    from ops.producer import put_all
 
     per_call = max(1, rate // PUTS_PER_SECOND)
     started = time.monotonic()
@@ -269,7 +269,7 @@ def produce(
 def _produce_child(endpoint: str, records: Sequence[SampleRecord], rate: int, out: Any) -> None:
     """A producer process: its own interpreter, so the driver's threads (py4j
     callbacks, the table watcher, the bare loop) never hold it back."""
-    from local.producer import kinesis_client
+    from ops.producer import kinesis_client
 
     puts: dict[str, float] = {}
     started = time.monotonic()
@@ -374,8 +374,8 @@ def run(ctx: Context) -> list[Row]:
 
 
 def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row]:
-    from local.events import MixSpec, expected_ids, generate, now_utc
-    from local.producer import ensure_stream, kinesis_client
+    from ops.events import MixSpec, expected_ids, generate, now_utc
+    from ops.producer import ensure_stream, kinesis_client
 
     client = kinesis_client(REGION, endpoint)
     ensure_stream(client, STREAM, SHARDS)

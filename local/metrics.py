@@ -45,8 +45,8 @@ class PublishedMetrics:
 
 def cloudwatch_client(region: str, endpoint_url: str) -> Any:
     """A client for the emulator (fake credentials, bounded timeouts)."""
-    from local.emulators import FAKE_CREDENTIALS
-    from local.producer import client_credentials
+    from ops.local_run import FAKE_CREDENTIALS
+    from ops.producer import client_credentials
 
     return aws_clients.client(
         "cloudwatch",

@@ -35,7 +35,7 @@ from typing import Final, TextIO, get_args
 from app.config import KafkaSecurity
 from app.transform import REASONS
 from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
-from local.producer import MAX_RECORDS_PER_CALL
+from ops.producer import MAX_RECORDS_PER_CALL
 from scripts.reprocess_claim_check import (
     ClaimCheckError,
     Resolve,

@@ -33,13 +33,12 @@ from app.config import ConfigError, JobConfig
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
 from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
-from local.emulators import FAKE_CREDENTIALS
-from local.producer import client_credentials
+from ops.local_run import DEFAULT_WORK_DIR, FAKE_CREDENTIALS, instances_run, job_config_path
+from ops.producer import client_credentials
 from scripts.status_checkpoint import CheckpointError
 
 EXIT_USAGE: Final = 2
 EXIT_AWS: Final = 5
-LOCAL_CONFIG_FILE: Final = "job.json"
 DEFAULT_CDK_JSON: Final = Path("cdk.json")
 # An operator waits at the terminal: short connects, one retry. (GetRecords
 # may return up to 10 MiB, hence the longer read.)
@@ -107,23 +106,18 @@ def declared_instance(instance: str, cdk_json: Path) -> InstanceConfig:
     )
 
 
-def local_runs(work_dir: Path) -> list[str]:
-    """Instances with a job config under a local run's work dir."""
-    if not work_dir.is_dir():
-        return []
-    return sorted(d.name for d in work_dir.iterdir() if (d / LOCAL_CONFIG_FILE).is_file())
-
-
 def local_config_path(work_dir: Path, instance: str) -> Path:
-    """Where ``local.harness`` writes the config of ``instance`` in a run's work dir."""
-    path = work_dir / instance / LOCAL_CONFIG_FILE
+    """Where the harness wrote the config of ``instance`` in a run's work dir
+    (:func:`ops.local_run.job_config_path`), or why it is not there."""
+    path = job_config_path(work_dir, instance)
     if not work_dir.is_dir():
         raise OperatorError(
             EXIT_USAGE,
-            f"--work-dir {work_dir}: no such directory (make run leaves its work dir at .work/run)",
+            f"--work-dir {work_dir}: no such directory "
+            f"(make run leaves its work dir at {DEFAULT_WORK_DIR})",
         )
     if not path.is_file():
-        runs = ", ".join(local_runs(work_dir)) or "none"
+        runs = ", ".join(instances_run(work_dir)) or "none"
         raise OperatorError(
             EXIT_USAGE,
             f"--instance {instance!r}: no local run under {work_dir} (no {path}); "
