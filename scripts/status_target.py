@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -31,28 +31,24 @@ from typing import Any, Final
 from app import aws_clients
 from app.config import ConfigError, JobConfig
 from app.storage_uri import is_s3, local_path, parse_s3_uri
-from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
 from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
 from ops.local_run import DEFAULT_WORK_DIR, FAKE_CREDENTIALS, instances_run, job_config_path
 from ops.producer import client_credentials
+from scripts.command import (
+    DEFAULT_CDK_JSON,
+    EXIT_AWS,
+    EXIT_USAGE,
+    OperatorError,
+    declared_instance,
+    first_line,
+)
 from scripts.status_checkpoint import CheckpointError
 
-EXIT_USAGE: Final = 2
-EXIT_AWS: Final = 5
-DEFAULT_CDK_JSON: Final = Path("cdk.json")
 # An operator waits at the terminal: short connects, one retry. (GetRecords
 # may return up to 10 MiB, hence the longer read.)
 OPERATOR_LIMITS: Final = aws_clients.ClientLimits(
     connect_timeout_sec=3, read_timeout_sec=30, retries=1
 )
-
-
-class OperatorError(Exception):
-    """What stops an operator command: ``code`` is its exit code, the message one line."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True)
@@ -91,21 +87,6 @@ class Target:
         )
 
 
-def declared_instance(instance: str, cdk_json: Path) -> InstanceConfig:
-    """The instance as ``cdk.json`` declares it; an unknown one names the declared ones."""
-    try:
-        declared = load_instances(read_cdk_context(cdk_json))
-    except (OSError, ValueError, InstanceConfigError) as exc:
-        raise OperatorError(EXIT_USAGE, f"{cdk_json}: {_first_line(exc)}") from exc
-    for config in declared:
-        if config.instance_id == instance:
-            return config
-    names = ", ".join(c.instance_id for c in declared)
-    raise OperatorError(
-        EXIT_USAGE, f"--instance {instance!r}: not declared in {cdk_json}; declared: {names}"
-    )
-
-
 def local_config_path(work_dir: Path, instance: str) -> Path:
     """Where the harness wrote the config of ``instance`` in a run's work dir
     (:func:`ops.local_run.job_config_path`), or why it is not there."""
@@ -130,7 +111,7 @@ def parse_config(text: str, origin: str, instance: str) -> JobConfig:
     try:
         config = JobConfig.from_json(text, origin)
     except ConfigError as exc:
-        problem = _first_line(exc)
+        problem = first_line(exc)
         raise OperatorError(EXIT_USAGE, f"{origin}: invalid job config: {problem}") from exc
     if config.instance_id != instance:
         raise OperatorError(
@@ -196,12 +177,9 @@ def resolve(
 
     uri = config_file
     if uri is None:
-        from scripts.redeploy import RedeployError, stack_outputs
+        from scripts.redeploy import stack_outputs
 
-        try:
-            outputs = stack_outputs(client("cloudformation"), declared.stack_name)
-        except RedeployError as exc:
-            raise OperatorError(exc.code, _first_line(exc)) from exc
+        outputs = stack_outputs(client("cloudformation"), declared.stack_name)
         uri = deployed_config_uri(outputs, declared.stack_name)
     text = read_text(uri, client("s3") if is_s3(uri) else None)
     config = parse_config(text, uri, instance)
@@ -214,11 +192,6 @@ def _stack_of(config: JobConfig) -> str:
 
     domain, _, region = config.instance_id.partition("-")
     return contract.stack_name(domain, region)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def target_arguments(p: argparse.ArgumentParser) -> None:
@@ -243,6 +216,26 @@ def target_from_args(args: argparse.Namespace) -> Target:
         cdk_json=args.cdk_json,
         endpoint_url=args.endpoint_url,
     )
+
+
+def target_command(
+    name: str,
+    parser: argparse.ArgumentParser,
+    act: Callable[[Target, argparse.Namespace, Callable[[str], None]], int],
+    argv: Sequence[str] | None,
+    out: Any,
+) -> int:
+    """The ``main`` of a command about one instance's job: parse ``argv``,
+    resolve the target from the :func:`target_arguments` flags, and run
+    ``act(target, args, say)``, ``say`` printing a line to ``out`` (default
+    stdout) at once; failures as :func:`run_command` turns them into lines."""
+    args = parser.parse_args(argv)
+    stream = out or sys.stdout
+
+    def say(line: str) -> None:
+        print(line, file=stream, flush=True)
+
+    return run_command(name, lambda: act(target_from_args(args), args, say))
 
 
 def endpoint_problem(exc: BaseException) -> str | None:

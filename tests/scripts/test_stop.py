@@ -97,6 +97,12 @@ def test_the_lease_says_whether_the_job_runs(
     assert not process_alive(pid)
 
 
+def marker_left(config: JobConfig) -> bool:
+    """The stop marker is (still) there."""
+    assert config.stop_marker_path is not None
+    return Path(config.stop_marker_path).exists()
+
+
 def test_stop_waits_for_a_graceful_exit(
     tmp_path: Path, local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]]
 ) -> None:
@@ -106,7 +112,7 @@ def test_stop_waits_for_a_graceful_exit(
     assert code == stop.EXIT_STOPPED, out
     assert "stop marker written" in out and "stopped gracefully" in out
     assert not process_alive(pid) and started[0].poll() == 0
-    assert config.stop_marker_path is not None and not Path(config.stop_marker_path).exists()
+    assert not marker_left(config)
     assert seconds < 30
 
 
@@ -116,7 +122,7 @@ def test_a_job_that_is_not_running_gets_no_marker(
     config, _ = local_job
     code, out, _ = run_stop(tmp_path)
     assert code == stop.EXIT_STOPPED and "nothing to stop, no marker written" in out
-    assert config.stop_marker_path is not None and not Path(config.stop_marker_path).exists()
+    assert not marker_left(config)
 
 
 def test_a_job_that_does_not_stop_in_time_keeps_its_marker(
@@ -126,7 +132,7 @@ def test_a_job_that_does_not_stop_in_time_keeps_its_marker(
     start(config, "ignore", started)
     code, out, seconds = run_stop(tmp_path, "--timeout", "1", "--poll-sec", "0.2")
     assert code == stop.EXIT_TIMEOUT and "still running" in out and "the marker stays" in out
-    assert config.stop_marker_path is not None and Path(config.stop_marker_path).exists()
+    assert marker_left(config)
     assert seconds < 10
 
 
@@ -137,7 +143,7 @@ def test_a_job_that_exits_without_the_marker_is_reported(
     start(config, "crash", started)
     code, out, _ = run_stop(tmp_path, "--timeout", "30", "--poll-sec", "0.1")
     assert code == stop.EXIT_NOT_TAKEN and "without taking the stop marker" in out
-    assert config.stop_marker_path is not None and not Path(config.stop_marker_path).exists()
+    assert not marker_left(config)
 
 
 def test_timeout_zero_only_writes_the_marker(
@@ -147,7 +153,7 @@ def test_timeout_zero_only_writes_the_marker(
     start(config, "ignore", started)
     code, _, seconds = run_stop(tmp_path, "--timeout", "0")
     assert code == stop.EXIT_STOPPED and seconds < 10
-    assert config.stop_marker_path is not None and Path(config.stop_marker_path).exists()
+    assert marker_left(config)
 
 
 def test_unknown_instance_is_a_usage_error(

@@ -1,0 +1,48 @@
+"""What every operator command shares: how it fails, and which instance it is about.
+
+A command stops with an :class:`OperatorError`: one line naming what is wrong
+and the exit code (2 for usage: a bad flag, an undeclared instance; 5 for an
+AWS call that failed). :func:`declared_instance` finds ``--instance`` in
+``cdk.json`` the same way for every command, so each names the declared
+instances when the one asked for is not among them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
+
+EXIT_USAGE: Final = 2
+EXIT_AWS: Final = 5
+DEFAULT_CDK_JSON: Final = Path("cdk.json")
+
+
+class OperatorError(Exception):
+    """What stops an operator command: ``code`` is its exit code, the message one line."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type when it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def declared_instance(instance: str, cdk_json: Path = DEFAULT_CDK_JSON) -> InstanceConfig:
+    """The instance as ``cdk.json`` declares it; an unknown one names the declared ones."""
+    try:
+        declared = load_instances(read_cdk_context(cdk_json))
+    except (OSError, ValueError, InstanceConfigError) as exc:
+        raise OperatorError(EXIT_USAGE, f"{cdk_json}: {first_line(exc)}") from exc
+    for config in declared:
+        if config.instance_id == instance:
+            return config
+    names = ", ".join(c.instance_id for c in declared)
+    raise OperatorError(
+        EXIT_USAGE, f"--instance {instance!r}: not declared in {cdk_json}; declared: {names}"
+    )
