@@ -58,6 +58,7 @@ from bench.framework import (
     write_result,
 )
 from bench.stream import job_config, kafka_settings, progress_events
+from local.summary import percentile as nearest_rank
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,12 +98,12 @@ def own_moto() -> Iterator[str]:
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..100) of a non-empty sample."""
-    if not values:
+    """Nearest-rank percentile (``q`` in 0..100, :func:`local.summary.percentile`,
+    the rank the run summary uses) of a sample that must not be empty."""
+    found = nearest_rank(values, q)
+    if found is None:
         raise ValueError("percentile of no values")
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * q // 100))  # ceil(n * q / 100), at least 1
-    return float(ordered[int(rank) - 1])
+    return found
 
 
 @dataclass
