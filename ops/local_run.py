@@ -5,14 +5,17 @@ The harness writes each instance's job config to
 its endpoints point at the run's emulators, which take the fake credentials
 below. ``make maintain`` and the operator commands given ``--work-dir``
 (``status``, ``stop-job``, ``produce``, ``reprocess``, ``migrate-checkpoint``)
-find the job where the harness put it and sign as the harness does, so the
-layout and the credentials are written down once, here.
+find the job where the harness put it and sign as the harness does
+(:func:`emulator_client`), so the layout and the credentials are written down
+once, here.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
+
+from app import aws_clients
 
 # Relative to the repository root, where make runs every command.
 DEFAULT_WORK_DIR: Final = Path(".work") / "run"
@@ -24,6 +27,17 @@ FAKE_CREDENTIALS: Final = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
 }
+# The same, as boto3's client keywords (the variables' names in lower case).
+_CLIENT_CREDENTIALS: Final = {name.lower(): value for name, value in FAKE_CREDENTIALS.items()}
+
+
+def emulator_client(
+    service: str, limits: aws_clients.ClientLimits, region: str, endpoint_url: str | None
+) -> Any:
+    """A client of the run's emulators (at ``endpoint_url``), signed as the emulated account."""
+    return aws_clients.client(
+        service, limits, region=region, endpoint_url=endpoint_url, credentials=_CLIENT_CREDENTIALS
+    )
 
 
 def instance_dir(work_dir: Path, instance: str) -> Path:

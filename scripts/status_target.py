@@ -32,8 +32,7 @@ from app import aws_clients
 from app.config import ConfigError, JobConfig
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
-from ops.local_run import DEFAULT_WORK_DIR, FAKE_CREDENTIALS, instances_run, job_config_path
-from ops.producer import client_credentials
+from ops.local_run import DEFAULT_WORK_DIR, emulator_client, instances_run, job_config_path
 from scripts.command import (
     DEFAULT_CDK_JSON,
     EXIT_AWS,
@@ -78,13 +77,10 @@ class Target:
         }.get(service)
 
     def client(self, service: str, limits: aws_clients.ClientLimits = OPERATOR_LIMITS) -> Any:
-        return aws_clients.client(
-            service,
-            limits,
-            region=self.config.region,
-            endpoint_url=self.endpoint(service),
-            credentials=client_credentials(FAKE_CREDENTIALS) if self.local else None,
-        )
+        region, endpoint = self.config.region, self.endpoint(service)
+        if self.local:
+            return emulator_client(service, limits, region, endpoint)
+        return aws_clients.client(service, limits, region=region, endpoint_url=endpoint)
 
 
 def local_config_path(work_dir: Path, instance: str) -> Path:
