@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from app.checkpoint_state import batch_ids
 from app.sources.kinesis_offsets import offsets_from_json
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 
@@ -155,11 +156,6 @@ def parse_offsets_file(text: str, where: str) -> SourceOffset:
         raise CheckpointError(f"{where}: {exc}") from exc
 
 
-def batch_ids(names: Iterable[str]) -> list[int]:
-    """Batch files are named by their id; Spark's ``.crc`` and temp files are not."""
-    return sorted(int(n) for n in names if n.isdigit())
-
-
 @dataclass(frozen=True)
 class Batches:
     committed: int | None  # the last batch whose sink finished
@@ -231,13 +227,13 @@ def read_checkpoint(files: CheckpointFiles) -> CheckpointState:
     """The last committed batch and its offset. A checkpoint without any
     ``offsets/`` file (never started, or a wrong location) is an error naming it."""
     offsets = files.names(OFFSETS_DIR)
-    if not files.exists() or not batch_ids(offsets):
+    if not files.exists() or not batch_ids(list(offsets)):
         raise CheckpointError(
             f"checkpoint {files.location}: missing (no {OFFSETS_DIR}/ batch files there); "
             "the job has not planned a batch yet (never started here, or still starting)"
         )
     commits = files.names(COMMITS_DIR)
-    batches = last_batches(batch_ids(offsets), batch_ids(commits))
+    batches = last_batches(batch_ids(list(offsets)), batch_ids(list(commits)))
     if batches.committed is None:
         return CheckpointState(files.location, batches, None, None)
     name = str(batches.committed)
