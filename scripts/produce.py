@@ -40,11 +40,9 @@ from ops.producer import (
     spec_from_args,
     write_report,
 )
+from scripts.command import EXIT_USAGE, OperatorError, declared_instance
 from scripts.status_target import (
-    EXIT_USAGE,
-    OperatorError,
     Target,
-    declared_instance,
     local_config_path,
     parse_config,
     run_command,
