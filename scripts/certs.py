@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from app import aws_clients
-from scripts.command import EXIT_AWS, EXIT_USAGE, OperatorError, declared_instance
+from scripts.command import EXIT_AWS, EXIT_USAGE, OperatorError, declared_instance, run_command
 
 EXIT_OK: Final = 0
 CLIENT_LIMITS: Final = aws_clients.ClientLimits(
@@ -267,13 +267,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    try:
+
+    def act() -> int:
         if args.days < 1:
             raise OperatorError(EXIT_USAGE, f"--days {args.days}: expected an integer >= 1")
         return run(args, sys.stdout)
-    except OperatorError as exc:
-        print(f"certs: {exc}", file=sys.stderr)
-        return exc.code
+
+    return run_command("certs", act)
 
 
 if __name__ == "__main__":

@@ -40,12 +40,11 @@ from ops.producer import (
     spec_from_args,
     write_report,
 )
-from scripts.command import EXIT_USAGE, OperatorError, declared_instance
+from scripts.command import EXIT_USAGE, OperatorError, declared_instance, run_command
 from scripts.status_target import (
     Target,
     local_config_path,
     parse_config,
-    run_command,
     target_arguments,
 )
 

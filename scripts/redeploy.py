@@ -34,7 +34,7 @@ from typing import Any
 from app import aws_clients, contract
 from app.polling import poll_until
 from infra.emr_step import CLUSTER_ID_OUTPUT, STEP_SPEC_OUTPUT, StepSpec, build_step
-from scripts.command import EXIT_USAGE, OperatorError
+from scripts.command import EXIT_USAGE, OperatorError, run_command
 
 INSTANCE_PATTERN = re.compile(
     r"^(?P<domain>[a-z][a-z0-9]{1,30})-(?P<region>[a-z]{2}(-[a-z]+)+-\d)$"
@@ -195,11 +195,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    try:
-        return redeploy(args, lambda line: print(line, flush=True))
-    except OperatorError as exc:
-        print(f"redeploy: {exc}", file=sys.stderr)
-        return exc.code
+    return run_command("redeploy", lambda: redeploy(args, lambda line: print(line, flush=True)))
 
 
 if __name__ == "__main__":

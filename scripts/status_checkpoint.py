@@ -35,6 +35,7 @@ from app.checkpoint_state import COMMITS_DIR, batch_ids
 from app.checkpoint_state import CheckpointFiles as JobCheckpointFiles
 from app.sources.kinesis_offsets import offsets_from_json
 from app.storage_uri import is_s3, local_path
+from scripts.command import EXIT_USAGE, OperatorError
 
 OFFSETS_DIR: Final = "offsets"
 PYTHON_KINESIS: Final = "python-kinesis"
@@ -51,8 +52,11 @@ LATEST: Final = "LATEST"
 SHARD_END: Final = "SHARD_END"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(OperatorError):
     """A checkpoint that is missing or cannot be read; the message names the path."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(EXIT_USAGE, message)
 
 
 @dataclass(frozen=True)

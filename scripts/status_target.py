@@ -35,13 +35,12 @@ from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
 from ops.local_run import DEFAULT_WORK_DIR, emulator_client, instances_run, job_config_path
 from scripts.command import (
     DEFAULT_CDK_JSON,
-    EXIT_AWS,
     EXIT_USAGE,
     OperatorError,
     declared_instance,
     first_line,
+    run_command,
 )
-from scripts.status_checkpoint import CheckpointError
 
 # An operator waits at the terminal: short connects, one retry. (GetRecords
 # may return up to 10 MiB, hence the longer read.)
@@ -232,37 +231,3 @@ def target_command(
         print(line, file=stream, flush=True)
 
     return run_command(name, lambda: act(target_from_args(args), args, say))
-
-
-def endpoint_problem(exc: BaseException) -> str | None:
-    """The one-line message for an endpoint that cannot be reached, else None."""
-    from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
-
-    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
-        url = exc.kwargs.get("endpoint_url", "?")
-        return (
-            f"endpoint {url} unreachable ({type(exc).__name__}); a local run's emulators "
-            "live only while its make run runs"
-        )
-    return None
-
-
-def run_command(name: str, action: Callable[[], int]) -> int:
-    """Run an operator command; every expected failure becomes one line and an exit code."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        return action()
-    except OperatorError as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        return exc.code
-    except CheckpointError as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (BotoCoreError, ClientError) as exc:
-        problem = endpoint_problem(exc)
-        if problem is not None:
-            print(f"{name}: {problem}", file=sys.stderr)
-            return EXIT_USAGE
-        print(f"{name}: AWS call failed: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return EXIT_AWS
