@@ -35,7 +35,7 @@ $(DEDUP_JAR): $(STAMP) $(JAVA_SOURCES)
 install: $(STAMP) $(DEDUP_JAR) ## Create/reuse .venv, install the pinned Python and npm dependencies, build the dedup jar
 
 .PHONY: check
-check: install ## ruff (lint + format check) and mypy strict on app/, infra/, local/, bench/, scripts/
+check: install ## ruff (lint + format check) and mypy strict on app/, infra/, ops/, local/, bench/, scripts/
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
@@ -78,7 +78,7 @@ maintain: install ## Expire snapshots and delete orphan files of a local run's t
 
 .PHONY: report
 report: install ## Render the run report from a metrics dump (ARGS="--metrics .work/run/metrics.json --out .work/report")
-	$(PY) -m scripts.report $(ARGS)
+	$(PY) -m local.report_cli $(ARGS)
 
 .PHONY: status
 status: install ## Shards and tips, committed offsets, lag, last batches, alarms, last snapshot (INSTANCE=domain-region [ARGS="--work-dir .work/run"])

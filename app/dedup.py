@@ -7,9 +7,9 @@ cluster's rate and horizon the scans alone outlast the trigger. This module
 plans the same rule on ``transformWithState`` instead, with a small JVM
 ``StatefulProcessor`` (``jvm/src/streaming/dedup``, built offline by
 ``infra.dedup_jar``): per id one event-time timer at its arrival time plus
-the horizon, and nothing else (the timer is the memory). Spark keeps timers in an index ordered by time and walks
-it only up to the first one the watermark has not passed, so a batch costs what
-it brings and what expires.
+the horizon, and nothing else (the timer is the memory). Spark keeps timers
+in an index ordered by time and walks it only up to the first one the
+watermark has not passed, so a batch costs what it brings and what expires.
 
 Why the JVM and not a Python processor: the row-based Python
 ``transformWithState`` of Spark 4.1 measured 2.3-2.6 s per 10,000-id batch on

@@ -83,7 +83,7 @@ class Context:
     def __post_init__(self) -> None:
         # Before any JVM starts: Spark's Python workers inherit the JVM's
         # environment, fixed when the session starts, not this process's later one.
-        from local.emulators import FAKE_CREDENTIALS
+        from ops.local_run import FAKE_CREDENTIALS
 
         os.environ.update(FAKE_CREDENTIALS)
         os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")

@@ -82,8 +82,8 @@ class Measured:
 
 
 def fill_stream(client: Any, stream: str, records: int, shards: int) -> None:
-    from local.events import MixSpec, generate, now_utc
-    from local.producer import ensure_stream, put_all
+    from ops.events import MixSpec, generate, now_utc
+    from ops.producer import ensure_stream, put_all
 
     ensure_stream(client, stream, shards)
     mix = generate(MixSpec(count=records, malformed_share=0, duplicate_share=0), now_utc())
@@ -230,7 +230,7 @@ def decode_per_core(records: int, repeats: int) -> Measured:
     from botocore.session import get_session
 
     from app.sources.kinesis_rows import records_to_batch
-    from local.events import MixSpec, generate, now_utc
+    from ops.events import MixSpec, generate, now_utc
 
     model = get_session().get_service_model("kinesis")
     output = model.operation_model("GetRecords").output_shape
@@ -296,7 +296,7 @@ def one_round(
 
 
 def run(ctx: Context) -> list[Row]:
-    from local.producer import kinesis_client
+    from ops.producer import kinesis_client
 
     records, shards = (2_000, 2) if ctx.quick else (20_000, 4)
     client = kinesis_client(REGION, ctx.emulators.endpoints.aws_url)

@@ -58,13 +58,14 @@ from bench.framework import (
     write_result,
 )
 from bench.stream import job_config, kafka_settings, progress_events
+from local.summary import percentile as nearest_rank
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
     from app.config import JobConfig
-    from local.events import SampleRecord
+    from ops.events import SampleRecord
 
 NAME: Final = "latency"
 BAR_P99_SEC: Final = 5.0
@@ -97,12 +98,12 @@ def own_moto() -> Iterator[str]:
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..100) of a non-empty sample."""
-    if not values:
+    """Nearest-rank percentile (``q`` in 0..100, :func:`local.summary.percentile`,
+    the rank the run summary uses) of a sample that must not be empty."""
+    found = nearest_rank(values, q)
+    if found is None:
         raise ValueError("percentile of no values")
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * q // 100))  # ceil(n * q / 100), at least 1
-    return float(ordered[int(rank) - 1])
+    return found
 
 
 @dataclass
@@ -248,7 +249,7 @@ def produce(
     schedule is met again); ``puts`` gets each valid id's first put time
     (``time.monotonic``: one clock for every process of the machine).
     Returns the seconds taken."""
-    from local.producer import put_all
+    from ops.producer import put_all
 
     per_call = max(1, rate // PUTS_PER_SECOND)
     started = time.monotonic()
@@ -269,7 +270,7 @@ def produce(
 def _produce_child(endpoint: str, records: Sequence[SampleRecord], rate: int, out: Any) -> None:
     """A producer process: its own interpreter, so the driver's threads (py4j
     callbacks, the table watcher, the bare loop) never hold it back."""
-    from local.producer import kinesis_client
+    from ops.producer import kinesis_client
 
     puts: dict[str, float] = {}
     started = time.monotonic()
@@ -374,8 +375,8 @@ def run(ctx: Context) -> list[Row]:
 
 
 def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row]:
-    from local.events import MixSpec, expected_ids, generate, now_utc
-    from local.producer import ensure_stream, kinesis_client
+    from ops.events import MixSpec, expected_ids, generate, now_utc
+    from ops.producer import ensure_stream, kinesis_client
 
     client = kinesis_client(REGION, endpoint)
     ensure_stream(client, STREAM, SHARDS)

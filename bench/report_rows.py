@@ -39,17 +39,27 @@ def _mib(count: float) -> str:
     return f"{count / 2**20:.1f} MiB"
 
 
+def _checked(r: Result, check: Result, what: str, value: str) -> Row:
+    """A row with its bar and verdict: ``check`` is the ``{"bar", "met"}`` the
+    benchmark recorded for this figure."""
+    return Row(r["benchmark"], what, value, check["bar"], check["met"])
+
+
+def _ratio(r: Result, ratio: Result, what: str, detail: str) -> Row:
+    """A benchmark's headline: its ratio of medians, the medians, its bar."""
+    return _checked(r, ratio, what, f"{_x(ratio['of_medians'])} ({detail})")
+
+
 def throughput(r: Result) -> list[Row]:
     ratio = r["ratio_baseline_to_subject"]
     steps = ", ".join(f"{k} {v:.2f}" for k, v in r["breakdown_seconds_median"].items())
     return [
-        Row(
-            r["benchmark"],
+        _ratio(
+            r,
+            ratio,
             f"micro-batch vs bare Spark, {r['records']:,} records (bare s / ours s)",
-            f"{_x(ratio['of_medians'])} (ours {_median(r['subject_seconds']):.2f} s, "
-            f"bare {_median(r['baseline_seconds']):.2f} s)",
-            ratio["bar"],
-            ratio["met"],
+            f"ours {_median(r['subject_seconds']):.2f} s, "
+            f"bare {_median(r['baseline_seconds']):.2f} s",
         ),
         Row(
             r["benchmark"],
@@ -65,14 +75,13 @@ def growth(r: Result) -> list[Row]:
     fit = r["prefill"]["commit_seconds_linear_fit"]
     after = r["table_metadata"]["after_prefill"]
     return [
-        Row(
-            r["benchmark"],
+        _ratio(
+            r,
+            ratio,
             f"{r['batch_records']:,}-record batch after {r['prefill']['commits']:,} commits and "
             f"{r['state_fill']['records']:,} ids vs an empty table (grown s / empty s)",
-            f"{_x(ratio['of_medians'])} (grown {_median(r['b_grown_trigger_seconds']):.2f} s, "
-            f"empty {_median(r['a_empty_trigger_seconds']):.2f} s)",
-            ratio["bar"],
-            ratio["met"],
+            f"grown {_median(r['b_grown_trigger_seconds']):.2f} s, "
+            f"empty {_median(r['a_empty_trigger_seconds']):.2f} s",
         ),
         Row(
             r["benchmark"],
@@ -94,12 +103,8 @@ def overhead(r: Result) -> list[Row]:
     for key, label in (("empty_trigger", "empty trigger"), ("one_record_batch", "1-record batch")):
         part = r[key]
         rows.append(
-            Row(
-                r["benchmark"],
-                f"{label} p50 ({part['samples']} samples)",
-                f"{part['p50_seconds']:.3f} s",
-                part["bar"],
-                part["met"],
+            _checked(
+                r, part, f"{label} p50 ({part['samples']} samples)", f"{part['p50_seconds']:.3f} s"
             )
         )
     no_data = r["no_data_batch_after_watermark_move"]
@@ -136,14 +141,13 @@ def kinesis_source(r: Result) -> list[Row]:
     ratio = r["ratio_subject_to_baseline"]
     cold = r["ratio_cold_to_baseline"]
     return [
-        Row(
-            r["benchmark"],
+        _ratio(
+            r,
+            ratio,
             f"running query vs a bare GetRecords loop, {r['records']:,} records on "
             f"{r['shards']} shards (records/s ratio)",
-            f"{_x(ratio['of_medians'])} (ours {r['subject']['records_per_second_median']:,.0f}, "
-            f"bare {r['baseline']['records_per_second_median']:,.0f} records/s)",
-            ratio["bar"],
-            ratio["met"],
+            f"ours {r['subject']['records_per_second_median']:,.0f}, "
+            f"bare {r['baseline']['records_per_second_median']:,.0f} records/s",
         ),
         Row(
             r["benchmark"],
@@ -158,13 +162,12 @@ def incident(r: Result) -> list[Row]:
     ratio = r["ratio_baseline_to_subject"]
     shuffles = r["shuffles"]
     return [
-        Row(
-            r["benchmark"],
+        _ratio(
+            r,
+            ratio,
             f"micro-batch vs the seed's design, {r['records']:,} records (seed s / ours s)",
-            f"{_x(ratio['of_medians'])} (ours {_median(r['subject_seconds']):.2f} s, seed "
-            f"{_median(r['baseline_seconds']):.2f} s; its store is local SQLite, no network)",
-            ratio["bar"],
-            ratio["met"],
+            f"ours {_median(r['subject_seconds']):.2f} s, seed "
+            f"{_median(r['baseline_seconds']):.2f} s; its store is local SQLite, no network",
         ),
         Row(
             r["benchmark"],
@@ -185,14 +188,13 @@ def latency(r: Result) -> list[Row]:
     subject = r["subject"]
     bare = r["baseline"]["whole_run"]
     return [
-        Row(
-            r["benchmark"],
+        _checked(
+            r,
+            subject,
             f"put -> readable p99, {r['trigger_interval_sec']} s trigger, "
             f"{r['rate_records_per_second']:,} records/s",
             f"{_median(subject['p99_seconds']):.2f} s (p50 {_median(subject['p50_seconds']):.2f} s;"
             f" bare GetRecords loop p99 {bare['p99_seconds']:.2f} s)",
-            subject["bar"],
-            subject["met"],
         ),
         Row(r["benchmark"], "ids measured", f"{r['ids_measured']:,} of {r['records_put']:,} put"),
     ]

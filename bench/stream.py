@@ -72,8 +72,8 @@ def kafka_settings(config: JobConfig) -> Any:
 
 
 def mixed_records(count: int, prefix: str, seed: int = 7) -> list[bytes]:
-    """The job's record mix (``local.events``): 2 % malformed, 5 % re-sent ids."""
-    from local.events import MixSpec, generate, now_utc
+    """The job's record mix (``ops.events``): 2 % malformed, 5 % re-sent ids."""
+    from ops.events import MixSpec, generate, now_utc
 
     mix = generate(MixSpec(count=count, id_prefix=prefix, seed=seed), now_utc())
     return [r.data for r in mix]

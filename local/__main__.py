@@ -29,7 +29,6 @@ from typing import Any, Final
 
 from app.polling import poll_until
 from local.emulators import running_emulators
-from local.events import FAILURE_KINDS, MixSpec, generate, now_utc
 from local.harness import (
     LocalInstance,
     load_example_instances,
@@ -37,12 +36,14 @@ from local.harness import (
 )
 from local.job_process import REPO_ROOT
 from local.metrics_dump import RunDump
-from local.producer import ProduceReport, add_aggregate_arguments
 from local.report import render
 from local.run_dump import DUMP_NAME, collect, write_dump
 from local.summary import Summary
+from ops import local_run
+from ops.events import FAILURE_KINDS, MixSpec, generate, now_utc
+from ops.producer import ProduceReport, add_aggregate_arguments
 
-DEFAULT_WORK_DIR: Final = REPO_ROOT / ".work" / "run"
+DEFAULT_WORK_DIR: Final = REPO_ROOT / local_run.DEFAULT_WORK_DIR
 REPORT_DIR: Final = "report"
 # The local run lowers the record size limit so that the ``too_large`` failure
 # kind can be shown: Kinesis itself refuses records above 1 MiB, the default.
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             for instance in instances:
                 local = LocalInstance.create(
                     instance,
-                    root / instance.instance_id,
+                    local_run.instance_dir(root, instance.instance_id),
                     endpoints,
                     overrides={
                         "trigger_interval_sec": args.trigger_interval_sec,

@@ -21,13 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from app.polling import poll_until
+from ops.local_run import FAKE_CREDENTIALS
 
 LOOPBACK = "127.0.0.1"
-FAKE_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-}
 _START_TIMEOUT_SEC = 30.0
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,13 +22,14 @@ from typing import Any, Final
 from app.config import JobConfig
 from app.polling import poll_until
 from app.table.layout import column_name
-from local.emulators import FAKE_CREDENTIALS, Endpoints
+from local.emulators import Endpoints
 from local.failures import TopicContents, ensure_topic, read_topic
 from local.job_process import JobProcess, clear_stop_marker
 from local.metrics import PublishedMetrics, cloudwatch_client, read_published
-from local.producer import ProduceReport, ensure_stream, kinesis_client, put_all
 from local.summary import RunFigures, Summary, summarize
 from local.table import TableFigures, figures, read_rows, sql_catalog
+from ops.local_run import FAKE_CREDENTIALS, JOB_CONFIG_FILE
+from ops.producer import ProduceReport, ensure_stream, kinesis_client, put_all
 
 # An on-demand stream has no shard count in the config; moto creates 4 shards
 # for ON_DEMAND, as Kinesis does.
@@ -208,7 +209,7 @@ class LocalInstance:
         aggregate_share: float = 1.0,
     ) -> ProduceReport:
         """Put ``records``; ``aggregate_size``/``aggregate_share``: KPL
-        aggregation (:func:`local.producer.plan_entries`)."""
+        aggregation (:func:`ops.producer.plan_entries`)."""
         report = put_all(
             self.kinesis,
             self.config.stream_name,
@@ -237,13 +238,15 @@ class LocalInstance:
             raise RuntimeError(f"{self.name}: job already running (pid {self.job.pid})")
         clear_stop_marker(self.config)
         self.runs += 1
-        self.job = JobProcess.start(self.config, self.root / "job.json", self.log_path)
+        self.job = JobProcess.start(self.config, self.root / JOB_CONFIG_FILE, self.log_path)
         self.all_jobs.append(self.job)
         return self.job
 
     def start_second_copy(self) -> JobProcess:
         """Another job process on the same config, while the first runs."""
-        copy = JobProcess.start(self.config, self.root / "job.json", self.root / "job-copy.log")
+        copy = JobProcess.start(
+            self.config, self.root / JOB_CONFIG_FILE, self.root / "job-copy.log"
+        )
         self.all_jobs.append(copy)
         return copy
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from app.config import JobConfig
-from local.emulators import FAKE_CREDENTIALS
+from ops.local_run import FAKE_CREDENTIALS
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 _TERM_GRACE_SEC: Final = 30.0

@@ -20,8 +20,7 @@ from pathlib import Path
 from app.config import ConfigError, JobConfig
 from app.table.commit import expire_snapshots
 from local.table import delete_orphans, load_table, table_exists
-
-DEFAULT_WORK_DIR = Path(".work") / "run"  # where make run puts its instances
+from ops.local_run import DEFAULT_WORK_DIR, JOB_CONFIG_FILE, instances_run, job_config_path
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -48,9 +47,9 @@ def maintain(config: JobConfig, orphan_age: timedelta | None) -> tuple[int, int]
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    configs = sorted(args.work_dir.glob("*/job.json"))
+    configs = [job_config_path(args.work_dir, i) for i in instances_run(args.work_dir)]
     if not configs:
-        print(f"error: no local run under {args.work_dir} (expected <instance>/job.json)")
+        print(f"error: no local run under {args.work_dir} (expected <instance>/{JOB_CONFIG_FILE})")
         return 2
     age = None if args.orphan_age_hours is None else timedelta(hours=args.orphan_age_hours)
     for path in configs:

@@ -45,16 +45,9 @@ class PublishedMetrics:
 
 def cloudwatch_client(region: str, endpoint_url: str) -> Any:
     """A client for the emulator (fake credentials, bounded timeouts)."""
-    from local.emulators import FAKE_CREDENTIALS
-    from local.producer import client_credentials
+    from ops.local_run import emulator_client
 
-    return aws_clients.client(
-        "cloudwatch",
-        READER_LIMITS,
-        region=region,
-        endpoint_url=endpoint_url,
-        credentials=client_credentials(FAKE_CREDENTIALS),
-    )
+    return emulator_client("cloudwatch", READER_LIMITS, region, endpoint_url)
 
 
 def windows(start: datetime, end: datetime, period_sec: int) -> Iterator[tuple[datetime, datetime]]:

@@ -3,7 +3,7 @@
 A *metrics dump* is what one run published and what it left behind, as JSON,
 so the report can be drawn again later, elsewhere, or from another run's
 checkpoint. ``make run`` writes one (``<work dir>/metrics.json``);
-``python -m scripts.report`` renders any dump. The format
+``python -m local.report_cli`` renders any dump. The format
 (``"format": "streaming-run-metrics"``, ``"version": 1``)::
 
     {"format": "streaming-run-metrics", "version": 1,

@@ -1,7 +1,7 @@
 """The run report: one HTML page and its PNG charts, drawn from a metrics dump.
 
 ``make run`` renders it into ``<work dir>/report/`` and ``python -m
-scripts.report`` renders any dump (and checkpoint) the same way. Per instance:
+local.report_cli`` renders any dump (and checkpoint) the same way. Per instance:
 the run's figures in a table, failures by reason in a table, and five charts
 (batch duration vs trigger interval, end-to-end latency, source lag, input vs
 processed rate, failures by reason). Each chart's alt text carries the

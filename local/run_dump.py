@@ -3,7 +3,7 @@
 ``make run`` calls :func:`collect` per instance once the jobs have stopped:
 the metrics the job published (moto's CloudWatch), the failure topic's counts
 by reason, the checkpoint's batches and the stream's arrival times, so the
-report can be drawn again from the file alone (``python -m scripts.report``).
+report can be drawn again from the file alone (``python -m local.report_cli``).
 """
 
 from __future__ import annotations

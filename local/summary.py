@@ -22,7 +22,8 @@ def percentile(values: Sequence[float], pct: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    # pct * n first: pct / 100 * n rounds 7 / 100 * 100 up to rank 8.
+    rank = max(1, math.ceil(pct * len(ordered) / 100))
     return float(ordered[rank - 1])
 
 

@@ -50,9 +50,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from app import aws_clients
-from infra.config import InstanceConfig, load_instances, read_cdk_context
+from scripts.command import EXIT_AWS, EXIT_USAGE, OperatorError, declared_instance, run_command
 
-EXIT_OK, EXIT_USAGE, EXIT_AWS = 0, 2, 5
+EXIT_OK: Final = 0
 CLIENT_LIMITS: Final = aws_clients.ClientLimits(
     connect_timeout_sec=5, read_timeout_sec=30, retries=3
 )
@@ -62,12 +62,6 @@ PRIVATE_FILE_MODE: Final = 0o600
 PRIVATE_KEY: Final = "privateKey.pem"
 CHAIN: Final = "certificateChain.pem"
 TRUSTED: Final = "trustedCertificates.pem"
-
-
-class CertsError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def node_domain(region: str) -> str:
@@ -146,17 +140,6 @@ def default_bucket(account: str, region: str) -> str:
     return f"streaming-artifacts-{account}-{region}"
 
 
-def find_instance(cdk_json: Path, instance: str) -> InstanceConfig:
-    instances = load_instances(read_cdk_context(cdk_json))
-    for config in instances:
-        if config.instance_id == instance:
-            return config
-    known = ", ".join(c.instance_id for c in instances)
-    raise CertsError(
-        EXIT_USAGE, f"--instance {instance!r}: not declared in {cdk_json}; known: {known}"
-    )
-
-
 def ensure_bucket(s3: Any, bucket: str, region: str, *, owner: str, tls_only: bool = True) -> bool:
     """Create the bucket hardened if it does not exist; True if it was created.
     ``owner`` is the account that must own it (``ExpectedBucketOwner`` on
@@ -226,7 +209,7 @@ def ensure_bucket(s3: Any, bucket: str, region: str, *, owner: str, tls_only: bo
 
 
 def run(args: argparse.Namespace, out: Any) -> int:
-    config = find_instance(Path(args.cdk_json), args.instance)
+    config = declared_instance(args.instance, Path(args.cdk_json))
     region = config.region
 
     def client(service: str) -> Any:
@@ -256,7 +239,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
             ServerSideEncryption="aws:kms",
         )
     except Exception as exc:  # botocore errors of any kind: name the call, exit 5
-        raise CertsError(EXIT_AWS, f"S3/STS call failed: {exc}") from exc
+        raise OperatorError(EXIT_AWS, f"S3/STS call failed: {exc}") from exc
     if args.out_dir:
         out_dir = Path(args.out_dir)
         out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -284,13 +267,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    try:
+
+    def act() -> int:
         if args.days < 1:
-            raise CertsError(EXIT_USAGE, f"--days {args.days}: expected an integer >= 1")
+            raise OperatorError(EXIT_USAGE, f"--days {args.days}: expected an integer >= 1")
         return run(args, sys.stdout)
-    except CertsError as exc:
-        print(f"certs: {exc}", file=sys.stderr)
-        return exc.code
+
+    return run_command("certs", act)
 
 
 if __name__ == "__main__":

@@ -61,13 +61,12 @@ from app.checkpoint_state import (
 )
 from app.lease import LEASE_NAME, LeaseHeldError, LeaseKeeper, make_lease
 from app.storage_uri import is_s3, local_path, parse_s3_uri
+from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status_lease import job_state
 from scripts.status_target import (
-    OperatorError,
     Target,
-    run_command,
     target_arguments,
-    target_from_args,
+    target_command,
 )
 
 EXIT_MOVED: Final = 0
@@ -391,21 +390,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, out: Any = None) -> int:
-    args = parser().parse_args(argv)
-    stream = out or sys.stdout
-    if args.max_attempts < 1:
-        print("migrate-checkpoint: --max-attempts must be >= 1", file=sys.stderr)
-        return 2
+    def act(target: Target, args: argparse.Namespace, say: Callable[[str], None]) -> int:
+        if args.max_attempts < 1:
+            raise OperatorError(EXIT_USAGE, "--max-attempts must be >= 1")
+        return migrate(target, dry_run=args.dry_run, attempts=args.max_attempts, log=say)
 
-    def action() -> int:
-        return migrate(
-            target_from_args(args),
-            dry_run=args.dry_run,
-            attempts=args.max_attempts,
-            log=lambda line: print(line, file=stream, flush=True),
-        )
-
-    return run_command("migrate-checkpoint", action)
+    return target_command("migrate-checkpoint", parser(), act, argv, out)
 
 
 if __name__ == "__main__":

@@ -44,13 +44,12 @@ from infra.config import (
     CREATED_VPC_ZONES,
     MIN_KAFKA_VERSION,
     InstanceConfig,
-    load_instances,
-    read_cdk_context,
 )
 from infra.job_config import source_choice
 from scripts.certs import CHAIN, PRIVATE_KEY, node_domain
+from scripts.command import OperatorError, declared_instance
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED = 0, 1
 CLIENT_LIMITS: Final = aws_clients.ClientLimits(
     connect_timeout_sec=5, read_timeout_sec=20, retries=3
 )
@@ -673,13 +672,6 @@ def run_checks(config: InstanceConfig, clients: Clients, out: Any) -> int:
     return EXIT_FAILED if counts["FAIL"] else EXIT_OK
 
 
-def find_instance(cdk_json: Path, instance: str) -> InstanceConfig | None:
-    for config in load_instances(read_cdk_context(cdk_json)):
-        if config.instance_id == instance:
-            return config
-    return None
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m scripts.preflight", description=__doc__.split("\n")[0]
@@ -692,13 +684,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, clients: Clients | None = None) -> int:
     args = parser().parse_args(argv)
-    config = find_instance(Path(args.cdk_json), args.instance)
-    if config is None:
-        print(
-            f"preflight: --instance {args.instance!r}: not declared in {args.cdk_json}",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+    try:
+        config = declared_instance(args.instance, Path(args.cdk_json))
+    except OperatorError as exc:
+        print(f"preflight: {exc}", file=sys.stderr)
+        return exc.code
     if clients is None:
         clients = {
             service: aws_clients.client(

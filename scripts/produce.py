@@ -1,7 +1,7 @@
 """Put sample events on an instance's stream: ``make produce INSTANCE=<id> ARGS=...``.
 
-The sample producer of ``make run`` (:mod:`local.events` for the mix,
-:func:`local.producer.put_all` for the sending: at most 500 records and 5 MiB
+The sample producer of ``make run`` (:mod:`ops.events` for the mix,
+:func:`ops.producer.put_all` for the sending: at most 500 records and 5 MiB
 per PutRecords call, rejected entries re-sent with a bounded backoff), aimed
 at an instance instead of a stream name:
 
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from local.producer import (
+from ops.producer import (
     PRODUCER_LIMITS,
     ProduceError,
     add_mix_arguments,
@@ -40,14 +40,11 @@ from local.producer import (
     spec_from_args,
     write_report,
 )
+from scripts.command import EXIT_USAGE, OperatorError, declared_instance, run_command
 from scripts.status_target import (
-    EXIT_USAGE,
-    OperatorError,
     Target,
-    declared_instance,
     local_config_path,
     parse_config,
-    run_command,
     target_arguments,
 )
 

@@ -34,6 +34,7 @@ from typing import Any
 from app import aws_clients, contract
 from app.polling import poll_until
 from infra.emr_step import CLUSTER_ID_OUTPUT, STEP_SPEC_OUTPUT, StepSpec, build_step
+from scripts.command import EXIT_USAGE, OperatorError, run_command
 
 INSTANCE_PATTERN = re.compile(
     r"^(?P<domain>[a-z][a-z0-9]{1,30})-(?P<region>[a-z]{2}(-[a-z]+)+-\d)$"
@@ -41,15 +42,9 @@ INSTANCE_PATTERN = re.compile(
 RUNNING_CLUSTER_STATES = frozenset({"WAITING", "RUNNING"})
 DONE_OK = frozenset({"COMPLETED"})
 DONE_BAD = frozenset({"FAILED", "CANCELLED", "INTERRUPTED"})
-EXIT_OK, EXIT_STEP_FAILED, EXIT_USAGE, EXIT_CLUSTER, EXIT_TIMEOUT = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_STEP_FAILED, EXIT_CLUSTER, EXIT_TIMEOUT = 0, 1, 3, 4
 # Every AWS call: bounded connect/read time and a bounded retry budget.
 CLIENT_LIMITS = aws_clients.ClientLimits(connect_timeout_sec=5, read_timeout_sec=30, retries=3)
-
-
-class RedeployError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True)
@@ -61,7 +56,7 @@ class Target:
 def parse_instance(instance: str) -> Target:
     found = INSTANCE_PATTERN.fullmatch(instance)
     if found is None:
-        raise RedeployError(
+        raise OperatorError(
             EXIT_USAGE,
             f"--instance {instance!r}: expected <domain>-<region>, e.g. orders-eu-west-1",
         )
@@ -74,9 +69,9 @@ def stack_outputs(cloudformation: Any, stack_name: str) -> dict[str, str]:
     try:
         stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
     except cloudformation.exceptions.ClientError as exc:
-        raise RedeployError(EXIT_USAGE, f"stack {stack_name}: {exc}") from exc
+        raise OperatorError(EXIT_USAGE, f"stack {stack_name}: {exc}") from exc
     if not stacks:
-        raise RedeployError(EXIT_USAGE, f"stack {stack_name}: not found")
+        raise OperatorError(EXIT_USAGE, f"stack {stack_name}: not found")
     return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
 
 
@@ -89,18 +84,18 @@ def resolve_inputs(
         found = outputs()
     cluster = cluster_id or found.get(CLUSTER_ID_OUTPUT)
     if not cluster:
-        raise RedeployError(
+        raise OperatorError(
             EXIT_USAGE, f"no cluster id: pass --cluster-id or deploy output {CLUSTER_ID_OUTPUT}"
         )
     raw = spec_file.read_text(encoding="utf-8") if spec_file else found.get(STEP_SPEC_OUTPUT)
     if not raw:
-        raise RedeployError(
+        raise OperatorError(
             EXIT_USAGE, f"no step spec: pass --spec-file or deploy output {STEP_SPEC_OUTPUT}"
         )
     try:
         spec = StepSpec.from_dict(json.loads(raw))
     except (ValueError, TypeError) as exc:
-        raise RedeployError(EXIT_USAGE, f"step spec: {exc}") from exc
+        raise OperatorError(EXIT_USAGE, f"step spec: {exc}") from exc
     return cluster, spec
 
 
@@ -114,7 +109,7 @@ def wait_for_step(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str:
-    """Poll the step until it completes (its state), fails (RedeployError) or
+    """Poll the step until it completes (its state), fails (OperatorError) or
     ``wait_sec`` runs out. Not boto3's ``step_complete`` waiter: it keeps
     waiting on an INTERRUPTED step, and it bounds attempts, not time."""
     state = "unknown"
@@ -125,7 +120,7 @@ def wait_for_step(
             emr.describe_step(ClusterId=cluster_id, StepId=step_id)["Step"]["Status"]["State"]
         )
         if state in DONE_BAD:
-            raise RedeployError(
+            raise OperatorError(
                 EXIT_STEP_FAILED,
                 f"step {step_id} ended {state}; see the step's stderr in the EMR logs "
                 "(the launcher exits 8 when the old version did not stop in time)",
@@ -136,7 +131,7 @@ def wait_for_step(
         done,
         timeout=wait_sec,
         interval=poll_sec,
-        on_timeout=lambda: RedeployError(
+        on_timeout=lambda: OperatorError(
             EXIT_TIMEOUT,
             f"step {step_id} still {state} after {wait_sec:.0f}s; it keeps going on the "
             "cluster, check it with `aws emr describe-step`",
@@ -163,7 +158,7 @@ def redeploy(args: argparse.Namespace, log: Callable[[str], None]) -> int:
     emr = clients["emr"]
     state = emr.describe_cluster(ClusterId=cluster_id)["Cluster"]["Status"]["State"]
     if state not in RUNNING_CLUSTER_STATES:
-        raise RedeployError(
+        raise OperatorError(
             EXIT_CLUSTER,
             f"cluster {cluster_id} is {state}; allowed: "
             f"{', '.join(sorted(RUNNING_CLUSTER_STATES))}",
@@ -200,11 +195,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    try:
-        return redeploy(args, lambda line: print(line, flush=True))
-    except RedeployError as exc:
-        print(f"redeploy: {exc}", file=sys.stderr)
-        return exc.code
+    return run_command("redeploy", lambda: redeploy(args, lambda line: print(line, flush=True)))
 
 
 if __name__ == "__main__":

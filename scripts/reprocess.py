@@ -34,8 +34,9 @@ from typing import Final, TextIO, get_args
 
 from app.config import KafkaSecurity
 from app.transform import REASONS
-from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
-from local.producer import MAX_RECORDS_PER_CALL
+from infra.config import InstanceConfig
+from ops.producer import MAX_RECORDS_PER_CALL
+from scripts.command import EXIT_USAGE, OperatorError, declared_instance
 from scripts.reprocess_claim_check import (
     ClaimCheckError,
     Resolve,
@@ -80,7 +81,7 @@ from scripts.reprocess_plan import (
 
 __all__ = ["FailedRecord", "Reject", "main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED = 0, 1
 GROUP_PREFIX: Final = "reprocess-"
 
 
@@ -90,18 +91,6 @@ class UsageError(ValueError):
 
 def default_group(instance_id: str) -> str:
     return f"{GROUP_PREFIX}{instance_id}"
-
-
-def find_instance(cdk_json: Path, instance_id: str) -> InstanceConfig:
-    try:
-        instances = load_instances(read_cdk_context(cdk_json))
-    except (OSError, ValueError, InstanceConfigError) as exc:
-        raise UsageError(f"--cdk-json {cdk_json}: {exc}") from exc
-    for config in instances:
-        if config.instance_id == instance_id:
-            return config
-    known = ", ".join(c.instance_id for c in instances)
-    raise UsageError(f"--instance {instance_id!r}: not declared in {cdk_json}; known: {known}")
 
 
 # ------------------------------------------------------------------ the run
@@ -393,7 +382,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def options_from_args(args: argparse.Namespace, now_ms: int) -> Options:
-    instance = find_instance(Path(args.cdk_json), args.instance)
+    try:
+        instance = declared_instance(args.instance, Path(args.cdk_json))
+    except OperatorError as exc:
+        raise UsageError(str(exc)) from exc
     if not 1 <= args.batch_records <= MAX_RECORDS_PER_CALL:
         raise UsageError(f"--batch-records {args.batch_records}: must be 1..{MAX_RECORDS_PER_CALL}")
     if args.max_attempts < 1:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from local.producer import backoff_seconds, kinesis_client
+from ops.producer import backoff_seconds, kinesis_client
 from scripts.reprocess_plan import Entry, split_response
 
 DEFAULT_MAX_ATTEMPTS: Final = 10

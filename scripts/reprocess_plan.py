@@ -20,12 +20,12 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Final
 
-from local.producer import MAX_BYTES_PER_CALL, MAX_RECORDS_PER_CALL
+from ops.producer import MAX_BYTES_PER_CALL, MAX_RECORDS_PER_CALL
 from scripts.reprocess_hook import FailedRecord
 
 # PutRecords (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_PutRecords.html):
 # at most 500 records per request and 5 MiB for the whole request, partition keys
-# included (local.producer holds both numbers; the current page allows 10 MiB per
+# included (ops.producer holds both numbers; the current page allows 10 MiB per
 # request on streams whose maximum record size was raised, 5 MiB fits either).
 # One record (data + partition key) may be as large as the stream's maximum record
 # size, 1 MiB unless raised (https://docs.aws.amazon.com/streams/latest/dev/large-records.html).

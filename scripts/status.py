@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status_checkpoint import SHARD_END, CheckpointFiles, read_checkpoint
 from scripts.status_kinesis import Budget, list_shards, position_for, shard_status
 from scripts.status_lease import job_state
@@ -40,12 +41,9 @@ from scripts.status_optimizers import Optimizers, not_available_locally, read_op
 from scripts.status_report import StatusReport, format_report, to_json
 from scripts.status_table import read_snapshot
 from scripts.status_target import (
-    EXIT_USAGE,
-    OperatorError,
     Target,
-    run_command,
     target_arguments,
-    target_from_args,
+    target_command,
 )
 
 EXIT_OK: Final = 0
@@ -155,17 +153,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def show(target: Target, args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    report = collect(target, args, lambda: datetime.now(UTC))
+    say(to_json(report) if args.json else format_report(report))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None, out: Any = None) -> int:
-    args = parser().parse_args(argv)
-    stream = out or sys.stdout
-
-    def action() -> int:
-        target = target_from_args(args)
-        report = collect(target, args, lambda: datetime.now(UTC))
-        print(to_json(report) if args.json else format_report(report), file=stream)
-        return EXIT_OK
-
-    return run_command("status", action)
+    return target_command("status", parser(), show, argv, out)
 
 
 if __name__ == "__main__":

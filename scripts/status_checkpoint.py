@@ -31,11 +31,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from app.checkpoint_state import COMMITS_DIR, batch_ids
+from app.checkpoint_state import CheckpointFiles as JobCheckpointFiles
 from app.sources.kinesis_offsets import offsets_from_json
-from app.storage_uri import is_s3, local_path, parse_s3_uri
+from app.storage_uri import is_s3, local_path
+from scripts.command import EXIT_USAGE, OperatorError
 
 OFFSETS_DIR: Final = "offsets"
-COMMITS_DIR: Final = "commits"
 PYTHON_KINESIS: Final = "python-kinesis"
 AWS_KINESIS: Final = "aws-kinesis"
 
@@ -50,8 +52,11 @@ LATEST: Final = "LATEST"
 SHARD_END: Final = "SHARD_END"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(OperatorError):
     """A checkpoint that is missing or cannot be read; the message names the path."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(EXIT_USAGE, message)
 
 
 @dataclass(frozen=True)
@@ -155,11 +160,6 @@ def parse_offsets_file(text: str, where: str) -> SourceOffset:
         raise CheckpointError(f"{where}: {exc}") from exc
 
 
-def batch_ids(names: Iterable[str]) -> list[int]:
-    """Batch files are named by their id; Spark's ``.crc`` and temp files are not."""
-    return sorted(int(n) for n in names if n.isdigit())
-
-
 @dataclass(frozen=True)
 class Batches:
     committed: int | None  # the last batch whose sink finished
@@ -181,69 +181,37 @@ class CheckpointState:
     committed_at: datetime | None  # when its commit file was written
 
 
-class CheckpointFiles:
-    """Lists and reads a checkpoint's batch files on a local path or S3."""
+class CheckpointFiles(JobCheckpointFiles):
+    """A checkpoint's files as the job itself lists and reads them
+    (:class:`app.checkpoint_state.CheckpointFiles`: a local path or an ``s3://``
+    prefix), plus when a file was written."""
 
-    def __init__(self, location: str, s3: Any = None) -> None:
-        self.location = location.rstrip("/")
-        self._s3 = s3
-
-    def path(self, directory: str, name: str = "") -> str:
-        return f"{self.location}/{directory}/{name}" if name else f"{self.location}/{directory}"
-
-    def exists(self) -> bool:
+    def modified(self, *parts: str) -> datetime:
         if is_s3(self.location):
-            bucket, key = parse_s3_uri(self.location + "/")
-            found = self._s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
-            return bool(found.get("KeyCount", 0))
-        return Path(local_path(self.location)).is_dir()
-
-    def names(self, directory: str) -> dict[str, datetime]:
-        """File name -> last modified, in ``<checkpoint>/<directory>``."""
-        if is_s3(self.location):
-            bucket, prefix = parse_s3_uri(self.path(directory) + "/")
-            found: dict[str, datetime] = {}
-            pages = self._s3.get_paginator("list_objects_v2").paginate(
-                Bucket=bucket, Prefix=prefix, Delimiter="/"
-            )
-            for page in pages:
-                for item in page.get("Contents", []):
-                    found[item["Key"][len(prefix) :]] = item["LastModified"]
-            return found
-        folder = Path(local_path(self.path(directory)))
-        if not folder.is_dir():
-            return {}
-        return {
-            p.name: datetime.fromtimestamp(p.stat().st_mtime, UTC)
-            for p in folder.iterdir()
-            if p.is_file()
-        }
-
-    def read(self, directory: str, name: str) -> str:
-        where = self.path(directory, name)
-        if is_s3(where):
-            bucket, key = parse_s3_uri(where)
-            return str(self._s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8"))
-        return Path(local_path(where)).read_text(encoding="utf-8")
+            key = self._prefix + "/".join(parts)
+            stamp: datetime = self._s3.head_object(Bucket=self._bucket, Key=key)["LastModified"]
+            return stamp
+        path = Path(local_path(self.location), *parts)
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
 
 
 def read_checkpoint(files: CheckpointFiles) -> CheckpointState:
     """The last committed batch and its offset. A checkpoint without any
     ``offsets/`` file (never started, or a wrong location) is an error naming it."""
-    offsets = files.names(OFFSETS_DIR)
-    if not files.exists() or not batch_ids(offsets):
+    offsets = batch_ids(files.children(OFFSETS_DIR)[1])
+    if not offsets:
         raise CheckpointError(
             f"checkpoint {files.location}: missing (no {OFFSETS_DIR}/ batch files there); "
             "the job has not planned a batch yet (never started here, or still starting)"
         )
-    commits = files.names(COMMITS_DIR)
-    batches = last_batches(batch_ids(offsets), batch_ids(commits))
+    batches = last_batches(offsets, batch_ids(files.children(COMMITS_DIR)[1]))
     if batches.committed is None:
         return CheckpointState(files.location, batches, None, None)
     name = str(batches.committed)
-    if name not in offsets:
+    if batches.committed not in offsets:
         raise CheckpointError(
             f"checkpoint {files.location}: {COMMITS_DIR}/{name} has no {OFFSETS_DIR}/{name}"
         )
-    offset = parse_offsets_file(files.read(OFFSETS_DIR, name), files.path(OFFSETS_DIR, name))
-    return CheckpointState(files.location, batches, offset, commits.get(name))
+    text = files.read(OFFSETS_DIR, name).decode("utf-8")
+    offset = parse_offsets_file(text, files.uri(OFFSETS_DIR, name))
+    return CheckpointState(files.location, batches, offset, files.modified(COMMITS_DIR, name))

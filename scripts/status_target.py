@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -31,29 +31,22 @@ from typing import Any, Final
 from app import aws_clients
 from app.config import ConfigError, JobConfig
 from app.storage_uri import is_s3, local_path, parse_s3_uri
-from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
 from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
-from local.emulators import FAKE_CREDENTIALS
-from local.producer import client_credentials
-from scripts.status_checkpoint import CheckpointError
+from ops.local_run import DEFAULT_WORK_DIR, emulator_client, instances_run, job_config_path
+from scripts.command import (
+    DEFAULT_CDK_JSON,
+    EXIT_USAGE,
+    OperatorError,
+    declared_instance,
+    first_line,
+    run_command,
+)
 
-EXIT_USAGE: Final = 2
-EXIT_AWS: Final = 5
-LOCAL_CONFIG_FILE: Final = "job.json"
-DEFAULT_CDK_JSON: Final = Path("cdk.json")
 # An operator waits at the terminal: short connects, one retry. (GetRecords
 # may return up to 10 MiB, hence the longer read.)
 OPERATOR_LIMITS: Final = aws_clients.ClientLimits(
     connect_timeout_sec=3, read_timeout_sec=30, retries=1
 )
-
-
-class OperatorError(Exception):
-    """What stops an operator command: ``code`` is its exit code, the message one line."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True)
@@ -83,47 +76,24 @@ class Target:
         }.get(service)
 
     def client(self, service: str, limits: aws_clients.ClientLimits = OPERATOR_LIMITS) -> Any:
-        return aws_clients.client(
-            service,
-            limits,
-            region=self.config.region,
-            endpoint_url=self.endpoint(service),
-            credentials=client_credentials(FAKE_CREDENTIALS) if self.local else None,
-        )
-
-
-def declared_instance(instance: str, cdk_json: Path) -> InstanceConfig:
-    """The instance as ``cdk.json`` declares it; an unknown one names the declared ones."""
-    try:
-        declared = load_instances(read_cdk_context(cdk_json))
-    except (OSError, ValueError, InstanceConfigError) as exc:
-        raise OperatorError(EXIT_USAGE, f"{cdk_json}: {_first_line(exc)}") from exc
-    for config in declared:
-        if config.instance_id == instance:
-            return config
-    names = ", ".join(c.instance_id for c in declared)
-    raise OperatorError(
-        EXIT_USAGE, f"--instance {instance!r}: not declared in {cdk_json}; declared: {names}"
-    )
-
-
-def local_runs(work_dir: Path) -> list[str]:
-    """Instances with a job config under a local run's work dir."""
-    if not work_dir.is_dir():
-        return []
-    return sorted(d.name for d in work_dir.iterdir() if (d / LOCAL_CONFIG_FILE).is_file())
+        region, endpoint = self.config.region, self.endpoint(service)
+        if self.local:
+            return emulator_client(service, limits, region, endpoint)
+        return aws_clients.client(service, limits, region=region, endpoint_url=endpoint)
 
 
 def local_config_path(work_dir: Path, instance: str) -> Path:
-    """Where ``local.harness`` writes the config of ``instance`` in a run's work dir."""
-    path = work_dir / instance / LOCAL_CONFIG_FILE
+    """Where the harness wrote the config of ``instance`` in a run's work dir
+    (:func:`ops.local_run.job_config_path`), or why it is not there."""
+    path = job_config_path(work_dir, instance)
     if not work_dir.is_dir():
         raise OperatorError(
             EXIT_USAGE,
-            f"--work-dir {work_dir}: no such directory (make run leaves its work dir at .work/run)",
+            f"--work-dir {work_dir}: no such directory "
+            f"(make run leaves its work dir at {DEFAULT_WORK_DIR})",
         )
     if not path.is_file():
-        runs = ", ".join(local_runs(work_dir)) or "none"
+        runs = ", ".join(instances_run(work_dir)) or "none"
         raise OperatorError(
             EXIT_USAGE,
             f"--instance {instance!r}: no local run under {work_dir} (no {path}); "
@@ -136,7 +106,7 @@ def parse_config(text: str, origin: str, instance: str) -> JobConfig:
     try:
         config = JobConfig.from_json(text, origin)
     except ConfigError as exc:
-        problem = _first_line(exc)
+        problem = first_line(exc)
         raise OperatorError(EXIT_USAGE, f"{origin}: invalid job config: {problem}") from exc
     if config.instance_id != instance:
         raise OperatorError(
@@ -202,12 +172,9 @@ def resolve(
 
     uri = config_file
     if uri is None:
-        from scripts.redeploy import RedeployError, stack_outputs
+        from scripts.redeploy import stack_outputs
 
-        try:
-            outputs = stack_outputs(client("cloudformation"), declared.stack_name)
-        except RedeployError as exc:
-            raise OperatorError(exc.code, _first_line(exc)) from exc
+        outputs = stack_outputs(client("cloudformation"), declared.stack_name)
         uri = deployed_config_uri(outputs, declared.stack_name)
     text = read_text(uri, client("s3") if is_s3(uri) else None)
     config = parse_config(text, uri, instance)
@@ -220,11 +187,6 @@ def _stack_of(config: JobConfig) -> str:
 
     domain, _, region = config.instance_id.partition("-")
     return contract.stack_name(domain, region)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def target_arguments(p: argparse.ArgumentParser) -> None:
@@ -251,35 +213,21 @@ def target_from_args(args: argparse.Namespace) -> Target:
     )
 
 
-def endpoint_problem(exc: BaseException) -> str | None:
-    """The one-line message for an endpoint that cannot be reached, else None."""
-    from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
+def target_command(
+    name: str,
+    parser: argparse.ArgumentParser,
+    act: Callable[[Target, argparse.Namespace, Callable[[str], None]], int],
+    argv: Sequence[str] | None,
+    out: Any,
+) -> int:
+    """The ``main`` of a command about one instance's job: parse ``argv``,
+    resolve the target from the :func:`target_arguments` flags, and run
+    ``act(target, args, say)``, ``say`` printing a line to ``out`` (default
+    stdout) at once; failures as :func:`run_command` turns them into lines."""
+    args = parser.parse_args(argv)
+    stream = out or sys.stdout
 
-    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
-        url = exc.kwargs.get("endpoint_url", "?")
-        return (
-            f"endpoint {url} unreachable ({type(exc).__name__}); a local run's emulators "
-            "live only while its make run runs"
-        )
-    return None
+    def say(line: str) -> None:
+        print(line, file=stream, flush=True)
 
-
-def run_command(name: str, action: Callable[[], int]) -> int:
-    """Run an operator command; every expected failure becomes one line and an exit code."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        return action()
-    except OperatorError as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        return exc.code
-    except CheckpointError as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (BotoCoreError, ClientError) as exc:
-        problem = endpoint_problem(exc)
-        if problem is not None:
-            print(f"{name}: {problem}", file=sys.stderr)
-            return EXIT_USAGE
-        print(f"{name}: AWS call failed: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return EXIT_AWS
+    return run_command(name, lambda: act(target_from_args(args), args, say))

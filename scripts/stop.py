@@ -32,16 +32,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from app.graceful_stop import StopMarker
 from app.polling import wait_for
 from app.storage_uri import is_s3, local_path, parse_s3_uri
+from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status_lease import JobState, job_state, process_alive
 from scripts.status_target import (
-    EXIT_USAGE,
-    OperatorError,
     Target,
-    run_command,
     target_arguments,
-    target_from_args,
+    target_command,
 )
 
 EXIT_STOPPED: Final = 0
@@ -50,12 +49,9 @@ EXIT_TIMEOUT: Final = 4
 MARKER_TEXT: Final = "stop\n"
 
 
-class Marker:
-    """The stop marker at a local path or an S3 URI: write, check, remove."""
-
-    def __init__(self, path: str, s3: Any) -> None:
-        self.path = path
-        self._s3 = s3
+class Marker(StopMarker):
+    """The job's own stop marker (:class:`app.graceful_stop.StopMarker`: the
+    job checks it and consumes it), plus what only an operator does: write it."""
 
     def write(self) -> None:
         if is_s3(self.path):
@@ -65,20 +61,6 @@ class Marker:
         path = Path(local_path(self.path))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(MARKER_TEXT, encoding="utf-8")
-
-    def present(self) -> bool:
-        if is_s3(self.path):
-            bucket, key = parse_s3_uri(self.path)
-            found = self._s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
-            return any(item["Key"] == key for item in found.get("Contents", []))
-        return Path(local_path(self.path)).exists()
-
-    def remove(self) -> None:
-        if is_s3(self.path):
-            bucket, key = parse_s3_uri(self.path)
-            self._s3.delete_object(Bucket=bucket, Key=key)
-        else:
-            Path(local_path(self.path)).unlink(missing_ok=True)
 
 
 def exited(state: JobState, pid: int | None, alive: Callable[[int], bool]) -> bool:
@@ -128,7 +110,7 @@ def stop(
         return EXIT_TIMEOUT
     seconds = time.monotonic() - started
     if marker.present():
-        marker.remove()
+        marker.consume()
         log(
             f"{target.instance_id}: job exited after {seconds:.1f}s without taking the stop "
             "marker (it failed or was killed meanwhile; see its log); marker removed"
@@ -152,19 +134,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, out: Any = None) -> int:
-    args = parser().parse_args(argv)
-    stream = out or sys.stdout
+    def act(target: Target, args: argparse.Namespace, say: Callable[[str], None]) -> int:
+        return stop(target, timeout=args.timeout, poll_sec=args.poll_sec, log=say)
 
-    def action() -> int:
-        target = target_from_args(args)
-        return stop(
-            target,
-            timeout=args.timeout,
-            poll_sec=args.poll_sec,
-            log=lambda line: print(line, file=stream, flush=True),
-        )
-
-    return run_command("stop", action)
+    return target_command("stop", parser(), act, argv, out)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ import pytest
 
 from app.session import build_session
 from app.spark_conf import local_conf
-from local.emulators import FAKE_CREDENTIALS, Endpoints, emulators
+from local.emulators import Endpoints, emulators
+from ops.local_run import FAKE_CREDENTIALS
 
 # Python workers must run the venv's interpreter (pyarrow, boto3 live there),
 # and no test may reach a real AWS account.

@@ -1,11 +1,15 @@
 """The dependency direction, enforced over the source (docs/design.md, "Architecture").
 
-contract <- job (``app``) <- infra (``infra``); the local harness (``local``),
-the operator scripts (``scripts``) and the benchmarks (``bench``) may use both.
-The job is what ships to EMR: if it imported the harness or the CDK app, the
-cluster would need them (and the artifact would carry them), so every import
-in the tree, including the ones inside functions and ``TYPE_CHECKING`` blocks,
-is checked here by walking the AST, not by importing anything.
+contract <- job (``app``) <- infra (``infra``) <- what acts on an instance from
+outside its job (``ops``) <- the local harness (``local``) and the operator
+commands (``scripts``); the benchmarks (``bench``) may use all but the
+commands. The job is what ships to EMR: if it imported the harness or the CDK
+app, the cluster would need them (and the artifact would carry them). The
+operator commands run against a real account: they share ``ops`` with the
+harness but never import the harness itself, nor does the harness import
+them. Every import in the tree, including the ones inside functions and
+``TYPE_CHECKING`` blocks, is checked here by walking the AST, not by importing
+anything.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT_PACKAGES = frozenset({"app", "infra", "local", "scripts", "bench", "tests"})
+PROJECT_PACKAGES = frozenset({"app", "infra", "ops", "local", "scripts", "bench", "tests"})
 
 # What each layer may import from the project (besides itself). The contract
 # is the bottom: plain names and schema, no project imports at all.
@@ -28,9 +32,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     CONTRACT: frozenset(),
     "app": frozenset({"app"}),
     "infra": frozenset({"app", "infra"}),
-    "local": frozenset({"app", "infra", "local"}),
-    "scripts": frozenset({"app", "infra", "local", "scripts"}),
-    "bench": frozenset({"app", "infra", "local", "bench"}),
+    "ops": frozenset({"app", "infra", "ops"}),
+    "local": frozenset({"app", "infra", "ops", "local"}),
+    "scripts": frozenset({"app", "infra", "ops", "scripts"}),
+    "bench": frozenset({"app", "infra", "ops", "local", "bench"}),
 }
 
 
@@ -117,6 +122,7 @@ def test_the_check_reads_the_real_tree() -> None:
     app_modules = [module_name(ROOT, p) for p in (ROOT / "app").rglob("*.py")]
     assert "app.job" in app_modules
     assert "app.contract" in app_modules
+    assert "ops.producer" in [module_name(ROOT, p) for p in (ROOT / "ops").rglob("*.py")]
     tree = ast.parse((ROOT / "infra" / "config.py").read_text(encoding="utf-8"))
     assert any(t.startswith("app.") for _, t in imported_modules(tree, "infra.config", False))
 
@@ -141,6 +147,12 @@ def _write(root: Path, relative: str, text: str) -> None:
         ("app/contract.py", "from . import config\n", "app.config"),
         ("infra/stack.py", "from local.emulators import Endpoints\n", "local.emulators.Endpoints"),
         ("local/run.py", "from tests.app import helpers\n", "tests.app.helpers"),
+        ("scripts/status.py", "from local.emulators import LOOPBACK\n", "local.emulators.LOOPBACK"),
+        ("scripts/produce.py", "def f():\n    import local.producer\n", "local.producer"),
+        ("local/harness.py", "from scripts.status import main\n", "scripts.status.main"),
+        ("ops/producer.py", "from local.emulators import Endpoints\n", "local.emulators.Endpoints"),
+        ("ops/events.py", "from scripts import status\n", "scripts.status"),
+        ("bench/b.py", "from scripts.reprocess import main\n", "scripts.reprocess.main"),
     ],
 )
 def test_a_wrong_direction_import_is_reported(
@@ -161,6 +173,10 @@ def test_allowed_directions_are_not_reported(tmp_path: Path) -> None:
     _write(tmp_path, "infra/stack.py", "from app.config import JobConfig\nimport infra.sizing\n")
     _write(tmp_path, "local/run.py", "from infra.config import load_instances\nimport app.job\n")
     _write(tmp_path, "bench/b.py", "from local.emulators import Endpoints\n")
+    _write(tmp_path, "ops/producer.py", "from app import aws_clients\nfrom ops import events\n")
+    _write(tmp_path, "local/harness.py", "from ops.producer import put_all\n")
+    _write(tmp_path, "scripts/produce.py", "from ops.producer import put_all\n")
+    _write(tmp_path, "bench/c.py", "from ops.events import generate\n")
     assert violations(tmp_path) == []
 
 

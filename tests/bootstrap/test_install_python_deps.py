@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bootstrap.shell import run_bash
 from tests.bootstrap.test_bootstrap_lib import alone, fake_s3
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,13 +51,8 @@ def run(
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     path = os.environ.get("PATH", "/usr/bin:/bin")
-    return subprocess.run(
-        ["bash", str(script), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, **(env or {}), "PATH": f"{bin_dir}:{path}" if bin_dir else path},
+    return run_bash(
+        script, *args, env={**(env or {}), "PATH": f"{bin_dir}:{path}" if bin_dir else path}
     )
 
 

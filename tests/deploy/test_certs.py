@@ -109,7 +109,7 @@ def test_certs_uses_a_given_bucket_and_refuses_unknown_instances(moto_url: str) 
 
     unknown = _certs(moto_url, "--instance", "refunds-eu-west-1")
     assert unknown.returncode == 2
-    assert f"not declared in {EXAMPLE_CDK_JSON}; known: orders-ap-northeast-2" in unknown.stderr
+    assert f"not declared in {EXAMPLE_CDK_JSON}; declared: orders-ap-northeast-2" in unknown.stderr
 
 
 def test_a_created_bucket_is_tls_only_versioned_and_private() -> None:

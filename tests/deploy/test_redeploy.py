@@ -24,6 +24,7 @@ from app import contract
 from infra.emr_step import StepSpec, build_step
 from local.emulators import Endpoints
 from scripts import redeploy
+from scripts.command import OperatorError
 from tests.deploy.conftest import (
     DOMAIN,
     INSTANCE_ID,
@@ -203,5 +204,5 @@ def test_missing_stack_is_a_clear_usage_error(endpoints: Endpoints) -> None:
 
 
 def test_bad_instance_name_is_rejected() -> None:
-    with pytest.raises(redeploy.RedeployError, match="expected <domain>-<region>"):
+    with pytest.raises(OperatorError, match="expected <domain>-<region>"):
         redeploy.parse_instance("Orders_eu")

@@ -19,8 +19,8 @@ from typing import Any, Final
 import pytest
 
 from local.emulators import Emulators, running_emulators
-from local.events import FAILURE_KINDS, MixSpec, SampleRecord, generate, now_utc
 from local.harness import LocalInstance, load_example_instances
+from ops.events import FAILURE_KINDS, MixSpec, SampleRecord, generate, now_utc
 from tests.fixtures import EXAMPLE_CDK_JSON
 
 MAX_RECORD_BYTES: Final = 16_384

@@ -33,10 +33,11 @@ from app.sinks.claim_check import (
 )
 from app.storage_uri import parse_s3_uri
 from app.transform import MALFORMED_JSON
-from local.emulators import FAKE_CREDENTIALS, Emulators
-from local.events import SampleRecord, valid_event
+from local.emulators import Emulators
 from local.failures import TopicContents
 from local.harness import LocalInstance
+from ops.events import SampleRecord, valid_event
+from ops.local_run import FAKE_CREDENTIALS
 from tests.e2e.conftest import MakeLocal
 from tests.fixtures import EXAMPLE_CDK_JSON
 

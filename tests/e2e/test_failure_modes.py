@@ -8,14 +8,14 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from local.emulators import Emulators, free_port
-from local.events import (
+from local.table import load_table
+from ops.events import (
     DUPLICATE,
     FAILURE_KINDS,
     SampleRecord,
     malformed_record,
     valid_event,
 )
-from local.table import load_table
 from tests.e2e.conftest import MAX_RECORD_BYTES, MakeLocal, mix
 
 OLD_DAY = date(2019, 3, 4)

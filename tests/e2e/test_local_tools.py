@@ -18,10 +18,10 @@ from confluent_kafka import Producer
 
 from app.sinks.kafka import REASON_HEADER
 from app.transform import BAD_AGGREGATE, MALFORMED_JSON, NOT_UTF8, REASONS, TOO_LARGE
-from local import events, producer
 from local.emulators import Endpoints
 from local.failures import ensure_topic, read_topic
 from local.summary import RunFigures, percentile, summarize
+from ops import events, producer
 
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -305,3 +305,4 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 99) == 99.0
     assert percentile([7.0], 99) == 7.0
     assert percentile([], 50) is None
+    assert percentile(values, 7) == 7.0  # not 8: 7 / 100 * 100 is 7.000000000000001

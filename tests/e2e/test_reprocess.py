@@ -26,8 +26,8 @@ import pytest
 from app.polling import poll_until
 from app.sinks.kafka import record_key
 from local.emulators import Emulators
-from local.events import event_json, valid_event
 from local.harness import LocalInstance
+from ops.events import event_json, valid_event
 from scripts.reprocess_hook import FailedRecord, Reject
 from scripts.reprocess_kafka import FailureTopicReader, Topic
 from tests.e2e.conftest import MakeLocal, mix

@@ -33,7 +33,17 @@ pytestmark = pytest.mark.synth
 
 # What the child session imports or synthesizes from (build/jvm: the jar
 # `make install` compiled, so staging does not compile it again).
-COPIED = ("app.py", "pyproject.toml", "app", "infra", "bootstrap", "jvm", "build/jvm", "local")
+COPIED = (
+    "app.py",
+    "pyproject.toml",
+    "app",
+    "infra",
+    "bootstrap",
+    "jvm",
+    "build/jvm",
+    "local",
+    "ops",
+)
 CHECKS = "tests/infra/test_declared_instances.py"
 Instances = list[dict[str, Any]]
 

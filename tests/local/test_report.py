@@ -12,11 +12,11 @@ import pytest
 from moto import mock_aws
 
 from app import contract
+from local import report_cli
 from local.metrics import MAX_POINTS_PER_CALL, published, read_series, windows
 from local.report import DPI, FIG_SIZE
 from local.report_data import figures
 from local.run_dump import load_dump, read_arrivals, read_checkpoint, with_checkpoints
-from scripts import report as report_cli
 from tests.local.report_fixture import SHARD, T0, dump, ms
 
 INSTANCES = ("orders-ap-northeast-2", "payments-ap-northeast-2")
@@ -55,7 +55,7 @@ def _write(tmp: Path, raw: object) -> Path:
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, _Page]:
-    """The two-instance fixture dump rendered by ``python -m scripts.report``."""
+    """The two-instance fixture dump rendered by ``python -m local.report_cli``."""
     tmp = tmp_path_factory.mktemp("report")
     out = tmp / "out"
     assert (

@@ -27,9 +27,10 @@ from app.sources.schema import (
     STREAM_NAME,
 )
 from app.transform import ERROR_CLASS, MALFORMED_JSON, MESSAGE, NOT_UTF8, REASON
-from local.emulators import FAKE_CREDENTIALS, Endpoints
+from local.emulators import Endpoints
 from local.failures import ensure_topic
-from local.producer import ensure_stream, kinesis_client
+from ops.local_run import FAKE_CREDENTIALS
+from ops.producer import ensure_stream, kinesis_client
 from scripts import reprocess
 from scripts.reprocess_kafka import FailureTopicReader, Topic
 from tests.fixtures import EXAMPLE_CDK_JSON

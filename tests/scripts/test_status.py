@@ -270,6 +270,7 @@ def test_checkpoint_on_s3(aws: None) -> None:
         s3.put_object(Bucket="data", Key=key, Body=body.encode())
     state = read_checkpoint(CheckpointFiles("s3://data/cp/x/", s3))
     assert state.batches == Batches(1, 2)
+    assert state.committed_at is not None  # commits/1's LastModified
     assert state.offset is not None
     assert state.offset.positions == {SHARD0: Position(AFTER, sequence="42")}
     with pytest.raises(CheckpointError, match="s3://data/cp/y: missing"):

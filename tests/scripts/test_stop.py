@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import boto3
@@ -97,6 +98,12 @@ def test_the_lease_says_whether_the_job_runs(
     assert not process_alive(pid)
 
 
+def marker_left(config: JobConfig) -> bool:
+    """The stop marker is (still) there."""
+    assert config.stop_marker_path is not None
+    return Path(config.stop_marker_path).exists()
+
+
 def test_stop_waits_for_a_graceful_exit(
     tmp_path: Path, local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]]
 ) -> None:
@@ -106,7 +113,7 @@ def test_stop_waits_for_a_graceful_exit(
     assert code == stop.EXIT_STOPPED, out
     assert "stop marker written" in out and "stopped gracefully" in out
     assert not process_alive(pid) and started[0].poll() == 0
-    assert config.stop_marker_path is not None and not Path(config.stop_marker_path).exists()
+    assert not marker_left(config)
     assert seconds < 30
 
 
@@ -116,38 +123,57 @@ def test_a_job_that_is_not_running_gets_no_marker(
     config, _ = local_job
     code, out, _ = run_stop(tmp_path)
     assert code == stop.EXIT_STOPPED and "nothing to stop, no marker written" in out
-    assert config.stop_marker_path is not None and not Path(config.stop_marker_path).exists()
+    assert not marker_left(config)
 
 
-def test_a_job_that_does_not_stop_in_time_keeps_its_marker(
-    tmp_path: Path, local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]]
+@dataclass(frozen=True)
+class Outcome:
+    """What ``make stop-job`` ends with: its exit code, what it says, whether
+    the marker is left for the job, and the bound on how long it took."""
+
+    code: int
+    said: tuple[str, ...]
+    marker_stays: bool
+    within_sec: float
+
+
+@pytest.mark.parametrize(
+    ("mode", "args", "outcome"),
+    [
+        pytest.param(
+            "ignore",
+            ("--timeout", "1", "--poll-sec", "0.2"),
+            Outcome(stop.EXIT_TIMEOUT, ("still running", "the marker stays"), True, 10),
+            id="a job that does not stop in time keeps its marker",
+        ),
+        pytest.param(
+            "crash",
+            ("--timeout", "30", "--poll-sec", "0.1"),
+            Outcome(stop.EXIT_NOT_TAKEN, ("without taking the stop marker",), False, 30),
+            id="a job that exits without the marker is reported",
+        ),
+        pytest.param(
+            "ignore",
+            ("--timeout", "0"),
+            Outcome(stop.EXIT_STOPPED, ("stop marker written",), True, 10),
+            id="timeout zero only writes the marker",
+        ),
+    ],
+)
+def test_a_stop_that_is_not_graceful(
+    tmp_path: Path,
+    local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]],
+    mode: str,
+    args: tuple[str, ...],
+    outcome: Outcome,
 ) -> None:
     config, started = local_job
-    start(config, "ignore", started)
-    code, out, seconds = run_stop(tmp_path, "--timeout", "1", "--poll-sec", "0.2")
-    assert code == stop.EXIT_TIMEOUT and "still running" in out and "the marker stays" in out
-    assert config.stop_marker_path is not None and Path(config.stop_marker_path).exists()
-    assert seconds < 10
-
-
-def test_a_job_that_exits_without_the_marker_is_reported(
-    tmp_path: Path, local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]]
-) -> None:
-    config, started = local_job
-    start(config, "crash", started)
-    code, out, _ = run_stop(tmp_path, "--timeout", "30", "--poll-sec", "0.1")
-    assert code == stop.EXIT_NOT_TAKEN and "without taking the stop marker" in out
-    assert config.stop_marker_path is not None and not Path(config.stop_marker_path).exists()
-
-
-def test_timeout_zero_only_writes_the_marker(
-    tmp_path: Path, local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]]
-) -> None:
-    config, started = local_job
-    start(config, "ignore", started)
-    code, _, seconds = run_stop(tmp_path, "--timeout", "0")
-    assert code == stop.EXIT_STOPPED and seconds < 10
-    assert config.stop_marker_path is not None and Path(config.stop_marker_path).exists()
+    start(config, mode, started)
+    code, out, seconds = run_stop(tmp_path, *args)
+    assert code == outcome.code, out
+    assert [s for s in outcome.said if s not in out] == [], out
+    assert marker_left(config) == outcome.marker_stays
+    assert seconds < outcome.within_sec
 
 
 def test_unknown_instance_is_a_usage_error(

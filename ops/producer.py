@@ -1,7 +1,7 @@
 """Put sample events on a Kinesis stream: moto locally, or a real stream.
 
-``python -m local.producer --stream S --region R --count N`` generates the
-exact mix of :mod:`local.events` and sends it with ``PutRecords`` (at most
+``python -m ops.producer --stream S --region R --count N`` generates the
+exact mix of :mod:`ops.events` and sends it with ``PutRecords`` (at most
 500 records and 5 MiB per call). Entries Kinesis rejects in a call (throttling,
 internal errors) are re-sent with a bounded exponential backoff; a record that
 still fails after the last attempt stops the run with an error, because a
@@ -13,7 +13,7 @@ reach the failure topic. The key is the source coordinate stream/shard/sequence
 number, known only after Kinesis accepted the record.
 
 ``--aggregate N`` packs up to N consecutive records into one KPL aggregate
-(awslabs' aggregator, :mod:`local.aggregation`), as a KPL producer does;
+(awslabs' aggregator, :mod:`ops.aggregation`), as a KPL producer does;
 ``--aggregate-share S`` aggregates that share of the groups (the others go
 as plain records). The counts stay counts of user records (events); the report
 adds how many Kinesis records were put and how many were aggregates. Failure
@@ -40,8 +40,8 @@ from typing import Any, Final
 from app import aws_clients
 from app.sinks.kafka import record_key
 from app.transform import BAD_AGGREGATE, TOO_LARGE
-from local.aggregation import aggregate
-from local.events import (
+from ops.aggregation import aggregate
+from ops.events import (
     DEFAULT_FAILURE_KINDS,
     FAILURE_KINDS,
     MixSpec,
@@ -350,7 +350,7 @@ def ensure_stream(client: Any, stream: str, shard_count: int | None, timeout: fl
 
 def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt") -> None:
     """The options of the event mix and its pace: shared by ``python -m
-    local.producer`` and ``python -m scripts.produce`` (``make produce``)."""
+    ops.producer`` and ``python -m scripts.produce`` (``make produce``)."""
     parser.add_argument("--count", type=int, default=5000, help="records to put (default 5000)")
     parser.add_argument(
         "--rate", type=float, default=0.0, help="max records per second (default 0: unthrottled)"
@@ -405,7 +405,7 @@ def add_aggregate_arguments(
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m local.producer",
+        prog="python -m ops.producer",
         description="Put a known mix of sample events on a Kinesis stream (moto or real).",
     )
     parser.add_argument("--stream", required=True, help="Kinesis stream name")

@@ -36,7 +36,7 @@ def checkpoint_arg(value: str) -> tuple[str | None, Path]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m scripts.report",
+        prog="python -m local.report_cli",
         description="Render the run report (HTML + PNG charts) from a metrics dump.",
     )
     p.add_argument(

@@ -27,7 +27,7 @@ from app.transform import (
     TRAILING_DATA,
     WRONG_TYPE,
 )
-from local.aggregation import aggregate, corrupt
+from ops.aggregation import aggregate, corrupt
 
 # The failure reasons the job assigns (app.transform); the producer can make
 # one record of each on purpose (every one of app.transform.REASONS; a test
