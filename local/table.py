@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.config import JobConfig
-from app.retry import with_retries
-from app.table.catalog import open_catalog
+from app.table.catalog import load_table, open_catalog
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -39,15 +38,6 @@ class TableFigures:
     snapshots: int
     data_files: int
     rows: int
-
-
-def load_table(config: JobConfig) -> Table:
-    catalog = with_retries(lambda: open_catalog(config), "open catalog", config.catalog)
-    return with_retries(
-        lambda: catalog.load_table((config.database, config.table)),
-        f"load {config.database}.{config.table}",
-        config.catalog,
-    )
 
 
 def table_exists(config: JobConfig) -> bool:

@@ -51,16 +51,32 @@ def open_catalog(config: JobConfig) -> Catalog:
     options = config.catalog
     props: dict[str, str] = file_io_properties(config)
     if options.type == "sql":
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        assert options.uri is not None and options.warehouse is not None
-        return SqlCatalog("local", uri=options.uri, warehouse=options.warehouse, **props)
+        return _open_sql(options.uri, options.warehouse, props)
     from pyiceberg.catalog.glue import GlueCatalog
 
     glue = aws_clients.client(
         "glue", aws_clients.GLUE_CATALOG, region=config.region, endpoint_url=options.endpoint_url
     )
     return GlueCatalog("glue", client=glue, **props)
+
+
+def _open_sql(uri: str | None, warehouse: str | None, props: dict[str, str]) -> Catalog:
+    """pyiceberg's ``SqlCatalog`` creates its own tables when opened: it checks
+    that they exist, then creates them. Two openers at once (the local job and
+    a reader, or two threads of a test) can both pass the check, and the
+    second ``CREATE`` fails with ``table iceberg_tables already exists``. The
+    tables then exist, so opening again succeeds: retried once, that error
+    only."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy.exc import OperationalError
+
+    assert uri is not None and warehouse is not None
+    try:
+        return SqlCatalog("local", uri=uri, warehouse=warehouse, **props)
+    except OperationalError as error:
+        if "already exists" not in str(error):
+            raise
+        return SqlCatalog("local", uri=uri, warehouse=warehouse, **props)
 
 
 def _create_local(catalog: Catalog, config: JobConfig) -> Table:
