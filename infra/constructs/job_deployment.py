@@ -50,7 +50,9 @@ from constructs import Construct, IDependable
 
 from app import contract
 from app.config import JobConfig
+from infra.config import InstanceConfig, RetentionConfig
 from infra.constructs.helper_lambdas import DeploymentHandlerAccess
+from infra.constructs.instance import removal_policy
 from infra.emr_step import (
     CLUSTER_ID_OUTPUT,
     JARS_DIR,
@@ -106,6 +108,22 @@ class JobDeploymentProps:
     source_root: Path = REPO_ROOT
     # Of the upload handler's log group and its key (docs/infra.md, removal_policy).
     removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
+    # The upload handler's log retention: the instance's retention.function_log_days.
+    handler_log_days: int = RetentionConfig().function_log_days
+
+    @classmethod
+    def of(
+        cls, instance: InstanceConfig, artifacts_bucket: s3.IBucket, job_config: JobConfig
+    ) -> JobDeploymentProps:
+        """The instance's job, on the interpreter its release ships."""
+        return cls(
+            instance_id=instance.instance_id,
+            artifacts_bucket=artifacts_bucket,
+            job_config=job_config,
+            python=instance.emr.job_python,
+            removal_policy=removal_policy(instance),
+            handler_log_days=instance.retention.function_log_days,
+        )
 
 
 class JobDeployment(Construct):
@@ -131,7 +149,10 @@ class JobDeployment(Construct):
         bucket = props.artifacts_bucket
         # Both uploads share CDK's one handler: the same role and log group.
         self.handler_access = DeploymentHandlerAccess(
-            self, "UploadHandler", removal_policy=props.removal_policy
+            self,
+            "UploadHandler",
+            removal_policy=props.removal_policy,
+            log_days=props.handler_log_days,
         )
         handler = {"role": self.handler_access.role, "log_group": self.handler_access.log_group}
 
