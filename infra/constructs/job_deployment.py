@@ -62,6 +62,7 @@ from infra.emr_step import (
     StepSpec,
     build_step,
     read_jar_lock,
+    stop_timeout_for,
 )
 from infra.packaging import BOOTSTRAP_LIB, stage_bootstrap, stage_package
 
@@ -78,10 +79,6 @@ DEFAULT_JARS: Final = (
 )
 BOOTSTRAP_PREFIX: Final = "artifacts/bootstrap"
 JOB_PREFIX: Final = "artifacts/job"
-# After the job's driver exits, YARN still releases containers and marks the
-# application finished: the launcher's wait allows for that on top of the job's
-# own graceful stop bound.
-YARN_TEARDOWN_SEC: Final = 120
 
 
 @dataclass(frozen=True)
@@ -91,7 +88,7 @@ class JobDeploymentProps:
     ``jar_repository`` is where nodes download the pinned jars: Maven Central,
     or ``s3://bucket/prefix`` / an internal mirror for private subnets.
     ``stop_timeout_sec`` bounds the handover wait; by default the job's own
-    ``graceful_stop_timeout_sec`` plus :data:`YARN_TEARDOWN_SEC`."""
+    ``graceful_stop_timeout_sec`` plus YARN's teardown (``emr_step.stop_timeout_for``)."""
 
     instance_id: str
     artifacts_bucket: s3.IBucket
@@ -207,7 +204,7 @@ class JobDeployment(Construct):
             disable_cbor=props.disable_cbor,
             stop_timeout_sec=(
                 props.stop_timeout_sec
-                or props.job_config.graceful_stop_timeout_sec + YARN_TEARDOWN_SEC
+                or stop_timeout_for(props.job_config.graceful_stop_timeout_sec)
             ),
         )
         self.step: emr.CfnStep | None = None
