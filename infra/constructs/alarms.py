@@ -9,10 +9,11 @@ watch a metric nobody sends; :meth:`Alarms.grant_job` lets the job publish
 them, in its instance's own namespace only. Thresholds and N-of-M windows are
 the instance's :class:`~infra.config.AlarmConfig`.
 
-A new alarm is a name in :data:`ALARM_NAMES`, a spec in :func:`alarm_specs`
-(and its fields in ``AlarmConfig``). The alarms publish to the
-:class:`~infra.constructs.alarm_topic.AlarmTopic` and are shown on the
-:class:`~infra.constructs.dashboard.Dashboard`.
+A new alarm is a spec in :func:`alarm_specs` (and its fields in
+``AlarmConfig``); the topic's key and policy, which name every alarm, follow.
+The alarms publish to the :class:`~infra.constructs.alarm_topic.AlarmTopic`
+and are shown on the :class:`~infra.constructs.dashboard.Dashboard` (a graph
+of a watched metric draws its spec's threshold).
 """
 
 from __future__ import annotations
@@ -41,25 +42,15 @@ END_TO_END_LATENCY: Final = "EndToEndLatency"
 SCHEDULING_DELAY: Final = "SchedulingDelay"
 FAILURE_RECORDS: Final = "FailureRecords"
 HEARTBEAT_MISSING: Final = "HeartbeatMissing"
-# Every alarm of an instance, named ``<stack>-<name>``; the alarm key's
-# policy names them by ARN.
-ALARM_NAMES: Final = (
-    CONSUMER_LAG,
-    SOURCE_LAG,
-    FALLING_BEHIND,
-    END_TO_END_LATENCY,
-    SCHEDULING_DELAY,
-    FAILURE_RECORDS,
-    HEARTBEAT_MISSING,
-)
 GT: Final = cw.ComparisonOperator.GREATER_THAN_THRESHOLD
 
 
 @dataclass(frozen=True)
 class AlarmSpec:
-    """One alarm: the metric it watches (an ``app.contract`` name or
-    :data:`~infra.constructs.metrics.ITERATOR_AGE`) and its statistic, when it fires (N of M periods
-    beyond the threshold) and what it means (its description)."""
+    """One alarm, named ``<stack>-<name>``: the metric it watches (an
+    ``app.contract`` name or :data:`~infra.constructs.metrics.ITERATOR_AGE`) and
+    its statistic, when it fires (N of M periods beyond the threshold) and what
+    it means (its description)."""
 
     name: str
     metric: str
@@ -75,7 +66,7 @@ class AlarmSpec:
 
 def alarm_specs(config: AlarmConfig, trigger_interval_sec: int) -> tuple[AlarmSpec, ...]:
     """Every alarm of an instance, from its configuration (pure: tests read it
-    without synthesizing)."""
+    without synthesizing). The alarm topic's key and policy name exactly these."""
     batch = (config.batch_duration_datapoints, config.batch_duration_evaluation_periods)
     lag = (config.lag_datapoints, config.lag_evaluation_periods)
     return (
@@ -190,6 +181,7 @@ class Alarms(Construct):
                 statistic="Maximum", period=period
             ),
         )
+        specs = alarm_specs(props.config, props.trigger_interval_sec)
         self.topic = AlarmTopic(
             self,
             "Default",
@@ -197,14 +189,11 @@ class Alarms(Construct):
                 name_prefix=props.name_prefix,
                 instance_id=props.instance_id,
                 emails=props.config.emails,
-                alarm_names=ALARM_NAMES,
+                alarm_names=tuple(spec.name for spec in specs),
                 cluster_id=props.cluster_id,
                 removal_policy=props.removal_policy,
             ),
         )
-        specs = alarm_specs(props.config, props.trigger_interval_sec)
-        if tuple(spec.name for spec in specs) != ALARM_NAMES:
-            raise ValueError(f"alarm specs {[s.name for s in specs]}; allowed: ALARM_NAMES")
         action = cw_actions.SnsAction(self.topic.topic)
         self.alarms: dict[str, cw.Alarm] = {}
         for spec in specs:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from infra.config import LOG_RETENTION_DAYS, AlarmConfig, InstanceConfigError, load_instances
-from infra.constructs.alarms import ALARM_NAMES, alarm_specs
+from infra.constructs.alarms import alarm_specs
 from infra.constructs.buckets import ACCESS_LOGS_BUCKET_LOGICAL_ID, ARTIFACTS_BUCKET_LOGICAL_ID
 from infra.constructs.logs_key import RETENTION
 from tests.infra.conftest import Synthesized, synthesize
@@ -30,7 +30,7 @@ def test_alarm_specs_are_every_alarm_with_the_configured_windows() -> None:
         heartbeat_missing_periods=6,
     )
     specs = {spec.name: spec for spec in alarm_specs(config, trigger_interval_sec=7)}
-    assert tuple(specs) == ALARM_NAMES
+    assert len(specs) == 7
     windows = {name: (s.datapoints, s.evaluation_periods) for name, s in specs.items()}
     assert windows == {
         "ConsumerLag": (2, 4),
