@@ -212,15 +212,12 @@ class Alarms(Construct):
         for alarm in self.alarms.values():
             alarm.add_alarm_action(action)
             alarm.add_ok_action(action)
+        alarms = tuple(self.alarms.values())
         self.dashboard = Dashboard(
             self,
             "Dashboard",
             props=DashboardProps(
-                name=props.name_prefix,
-                trigger_interval_sec=props.trigger_interval_sec,
-                metrics=self.metrics,
-                specs=specs,
-                alarms=tuple(self.alarms.values()),
+                props.name_prefix, props.trigger_interval_sec, self.metrics, specs, alarms
             ),
         )
 

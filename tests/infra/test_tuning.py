@@ -31,16 +31,16 @@ def test_alarm_specs_are_every_alarm_with_the_configured_windows() -> None:
     )
     specs = {spec.name: spec for spec in alarm_specs(config, trigger_interval_sec=7)}
     assert len(specs) == 7
-    windows = {name: (s.datapoints, s.evaluation_periods) for name, s in specs.items()}
-    assert windows == {
-        "ConsumerLag": (2, 4),
-        "SourceLag": (2, 4),
-        "FallingBehind": (3, 5),
-        "EndToEndLatency": (1, 5),
-        "SchedulingDelay": (3, 5),
-        "FailureRecords": (2, 2),
-        "HeartbeatMissing": (6, 6),
-    }
+    windows = [(name, s.datapoints, s.evaluation_periods) for name, s in specs.items()]
+    assert windows == [
+        ("ConsumerLag", 2, 4),
+        ("SourceLag", 2, 4),
+        ("FallingBehind", 3, 5),
+        ("EndToEndLatency", 1, 5),
+        ("SchedulingDelay", 3, 5),
+        ("FailureRecords", 2, 2),
+        ("HeartbeatMissing", 6, 6),
+    ]
     assert specs["FallingBehind"].threshold == 7000
 
 
