@@ -61,6 +61,18 @@ KafkaSecurity = Literal["PLAINTEXT", "MSK_IAM"]
 FieldType = Literal["string", "long", "double", "boolean", "timestamp", "object", "array"]
 
 
+# THE failure-record size, declared once for the job (KafkaOptions) and the
+# instance (infra.config.KafkaConfig): the producer's message.max.bytes, from
+# which the topic's max.message.bytes and the claim-check threshold derive.
+MaxMessageBytes = Annotated[
+    int,
+    Field(
+        ge=MIN_MAX_MESSAGE_BYTES,
+        le=MAX_MAX_MESSAGE_BYTES,
+        description="the producer's message.max.bytes; app/failure_limits.py",
+    ),
+]
+
 # The awslabs connector rejects a shorter per-shard fetch time; the Python
 # source keeps the same floor so a config works with either reader.
 MIN_FETCH_TIME_SEC: Final = 10
@@ -331,12 +343,7 @@ class KafkaOptions(_JobModel):
     # The producer's message.max.bytes; the topic's max.message.bytes and the
     # claim-check threshold derive from it (app/failure_limits.py). The stack
     # sets it from the instance's kafka.max_message_bytes.
-    max_message_bytes: int = Field(
-        default=DEFAULT_MAX_MESSAGE_BYTES,
-        ge=MIN_MAX_MESSAGE_BYTES,
-        le=MAX_MAX_MESSAGE_BYTES,
-        description="app/failure_limits.py",
-    )
+    max_message_bytes: MaxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES
 
     @model_validator(mode="after")
     def _one_cluster(self) -> Self:

@@ -29,12 +29,16 @@ from typing import Annotated, Any, Final, Literal, Self
 from pydantic import Field, PositiveInt, ValidationError, model_validator
 
 from app import contract
-from app.config import Allowed, ConfigModel, JobSettings, JsonTuple, bad_value, problems
-from app.failure_limits import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    MAX_MAX_MESSAGE_BYTES,
-    MIN_MAX_MESSAGE_BYTES,
+from app.config import (
+    Allowed,
+    ConfigModel,
+    JobSettings,
+    JsonTuple,
+    MaxMessageBytes,
+    bad_value,
+    problems,
 )
+from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES
 from infra.releases import JOB_SPARK_VERSION, Release, release_for, supported_labels
 from infra.sizing import INSTANCE_TYPES
 
@@ -151,6 +155,12 @@ class EmrConfig(ConfigModel):
     # The job's interpreter on the nodes; None: the release's first listed
     # Python (infra/releases.py). emr-spark-8.1.0 lists 3.11 and 3.13 only.
     python: str | None = None
+    # The delete-time function that revokes EMR's rules between the cluster's
+    # managed groups (infra/constructs/sg_cleanup.py): a few EC2 calls; Lambda
+    # allows at most 900 s.
+    security_group_cleanup_timeout_sec: int = Field(
+        default=120, ge=10, le=900, description="the cleanup Lambda's timeout"
+    )
 
     @model_validator(mode="after")
     def _python_on_the_release(self) -> Self:
@@ -212,17 +222,56 @@ class AlarmConfig(ConfigModel):
     ] = 0.5
     failure_records: PositiveInt = 100
     heartbeat_missing_periods: PositiveInt = 3
+    # How many of how many periods must breach, per alarm (N of M; the batch
+    # duration pair above also serves the scheduling-delay alarm). The lag
+    # alarms wait for 3 periods in a row: one slow GetRecords is not a lag.
+    lag_datapoints: PositiveInt = 3
+    lag_evaluation_periods: PositiveInt = 3
+    end_to_end_latency_datapoints: PositiveInt = 2
+    end_to_end_latency_evaluation_periods: PositiveInt = 3
+    # One period over the threshold is already a burst of bad records.
+    failure_records_datapoints: PositiveInt = 1
+    failure_records_evaluation_periods: PositiveInt = 1
 
     @model_validator(mode="after")
     def _datapoints_fit_the_window(self) -> Self:
-        if self.batch_duration_datapoints > self.batch_duration_evaluation_periods:
-            raise bad_value(
-                self.batch_duration_datapoints,
-                f"<= alarms.batch_duration_evaluation_periods "
-                f"({self.batch_duration_evaluation_periods})",
-                "batch_duration_datapoints",
-            )
+        for alarm in ("batch_duration", "lag", "end_to_end_latency", "failure_records"):
+            datapoints = getattr(self, f"{alarm}_datapoints")
+            periods = getattr(self, f"{alarm}_evaluation_periods")
+            if datapoints > periods:
+                raise bad_value(
+                    datapoints,
+                    f"<= alarms.{alarm}_evaluation_periods ({periods})",
+                    f"{alarm}_datapoints",
+                )
         return self
+
+
+# The retentions CloudWatch Logs accepts that an instance may choose (days).
+LOG_RETENTION_DAYS: Final = (7, 14, 30, 60, 90, 180, 365)
+LogRetentionDays = Annotated[
+    int,
+    Allowed(lambda d: d in LOG_RETENTION_DAYS, ", ".join(map(str, LOG_RETENTION_DAYS))),
+]
+
+
+class RetentionConfig(ConfigModel):
+    """How long the instance keeps what it only keeps for looking back: the
+    buckets' old object versions and logs, and its CloudWatch log groups.
+    The table, the checkpoints and the stream's records are not here: they
+    are data, kept until deleted (stream: ``stream.retention_hours``)."""
+
+    # Overwritten or deleted objects stay recoverable this long (versioned buckets).
+    noncurrent_version_days: PositiveInt = 30
+    # Parts of an upload that never completed (a killed writer) are removed after this.
+    incomplete_upload_days: PositiveInt = 7
+    emr_log_days: PositiveInt = 30
+    # The audit trail of the buckets (server access logs).
+    access_log_days: PositiveInt = 90
+    flow_log_days: LogRetentionDays = 90
+    broker_log_days: LogRetentionDays = 30
+    # The security-group cleanup function's logs and CDK's helper functions'.
+    function_log_days: LogRetentionDays = 30
 
 
 class NetworkConfig(ConfigModel):
@@ -285,12 +334,7 @@ class KafkaConfig(ConfigModel):
     # THE failure-record size: the job's producer message.max.bytes and
     # batch.size, the topic's max.message.bytes (+ the record batch framing)
     # and the claim-check threshold all derive from it (app/failure_limits.py).
-    max_message_bytes: int = Field(
-        default=DEFAULT_MAX_MESSAGE_BYTES,
-        ge=MIN_MAX_MESSAGE_BYTES,
-        le=MAX_MAX_MESSAGE_BYTES,
-        description="the producer's message.max.bytes; app/failure_limits.py",
-    )
+    max_message_bytes: MaxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES
 
     @model_validator(mode="after")
     def _created_cluster_can_hold_the_topic(self) -> Self:
@@ -347,6 +391,7 @@ class InstanceConfig(ConfigModel):
     alarms: AlarmConfig = Field(default_factory=AlarmConfig)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     # Accounts where Lake Formation governs the Glue Data Catalog: grant the
     # job role and the table optimizer roles their table and database
     # permissions through Lake Formation too (``make preflight`` detects such

@@ -28,7 +28,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from app.config import JobConfig
 from app.dedup import JAR_NAME as DEDUP_JAR
+from infra.config import DEFAULT_RELEASE_LABEL
+from infra.releases import release_for
 
 ActionOnFailure = Literal["CONTINUE", "CANCEL_AND_WAIT"]
 
@@ -38,6 +41,17 @@ JARS_DIR: Final = "/opt/streaming/jars"
 PACKAGE_ZIP: Final = "app.zip"
 ENTRY_POINT: Final = "main.py"
 JOB_CONFIG_FILE: Final = "job-config.json"
+# After the job's driver exits, YARN still releases containers and marks the
+# application finished: the launcher's wait allows for that on top of the job's
+# own graceful stop bound.
+YARN_TEARDOWN_SEC: Final = 120
+
+
+def stop_timeout_for(graceful_stop_timeout_sec: int) -> int:
+    """The launcher's handover wait for a job that stops within ``graceful_stop_timeout_sec``."""
+    return graceful_stop_timeout_sec + YARN_TEARDOWN_SEC
+
+
 UNVERIFIED: Final = "UNVERIFIED"
 # Stack outputs the construct publishes and scripts/redeploy.py reads back.
 STEP_SPEC_OUTPUT: Final = "JobStepSpec"
@@ -125,10 +139,14 @@ class StepSpec:
     package_uri: str
     stop_marker_uri: str
     jar_files: tuple[str, ...]
-    python: str = "/usr/bin/python3.11"
+    # Defaults from the models: the default release's first Python, the job's
+    # default graceful stop bound (a spec built in code; the stack passes both).
+    python: str = release_for(DEFAULT_RELEASE_LABEL).pythons[0]
     jars_dir: str = JARS_DIR
     disable_cbor: bool = False
-    stop_timeout_sec: int = 600
+    stop_timeout_sec: int = stop_timeout_for(
+        JobConfig.model_fields["graceful_stop_timeout_sec"].default
+    )
     action_on_failure: ActionOnFailure = "CONTINUE"
 
     def __post_init__(self) -> None:

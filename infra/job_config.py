@@ -37,7 +37,7 @@ def job_config_for(
     checkpoint_location: str,
     kafka_bootstrap_servers: str | None = None,
     kafka_cluster_arn: str | None = None,
-    kafka_security: KafkaSecurity = "MSK_IAM",
+    kafka_security: KafkaSecurity | None = None,
     database_location: str | None = None,
     stop_marker_path: str | None = None,
     aws_endpoint_url: str | None = None,
@@ -52,6 +52,10 @@ def job_config_for(
     at start) must be given; ``JobConfig.from_dict`` enforces it.
     ``failure_store_location`` is the claim-check store (the stack's
     ``s3://<data bucket>/failures/<instance>/``; None: beside the checkpoint).
+    No keyword has a default of its own: ``kafka_security`` left out is the job
+    model's (:class:`app.config.KafkaOptions`, ``PLAINTEXT``, the local broker's);
+    the stack passes its topic's ``MSK_IAM`` (``FailureTopic.client_security``).
+    ``source_format`` left out is the instance's choice or its release's default.
     """
     fmt, reason = source_choice(instance, source_format)
     # Enhanced fan-out needs the JVM connector's HTTP/2 push (EMR only). On
@@ -88,7 +92,7 @@ def job_config_for(
                 "topic": instance.failure_topic_name,
                 "bootstrap_servers": kafka_bootstrap_servers,
                 "cluster_arn": kafka_cluster_arn,
-                "security": kafka_security,
+                **({"security": kafka_security} if kafka_security is not None else {}),
                 # One setting for the producer and the topic (app/failure_limits.py).
                 "max_message_bytes": instance.kafka.max_message_bytes,
             },

@@ -17,7 +17,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct, IDependable
 
+from infra.config import InstanceConfig, RetentionConfig
 from infra.constructs.helper_lambdas import scope_auto_delete_provider
+from infra.constructs.instance import removal_policy, stack_output
 from infra.constructs.roles import PolicyGrantee
 
 DATA_BUCKET_LOGICAL_ID: Final = "DataBucket"
@@ -33,9 +35,6 @@ FAILURES_PREFIX: Final = "failures/"
 ARTIFACTS_PREFIX: Final = "artifacts/"
 EMR_LOGS_PREFIX: Final = "emr-logs/"
 
-NONCURRENT_VERSION_DAYS: Final = 30
-EMR_LOG_DAYS: Final = 30
-ACCESS_LOG_DAYS: Final = 90
 # Prefixes of the data bucket the job reads and writes (Spark checkpoints,
 # table files, stop markers and the lease).
 JOB_DATA_PREFIXES: Final = (CHECKPOINTS_PREFIX, WAREHOUSE_PREFIX, CONTROL_PREFIX)
@@ -73,7 +72,16 @@ def listing_prefixes(prefixes: tuple[str, ...]) -> list[str]:
 
 @dataclass(frozen=True)
 class BucketsProps:
+    """``instance_id`` names the job's places in the data bucket; ``retention``
+    says how long old versions and logs are kept."""
+
     removal_policy: RemovalPolicy
+    instance_id: str
+    retention: RetentionConfig
+
+    @classmethod
+    def of(cls, instance: InstanceConfig) -> BucketsProps:
+        return cls(removal_policy(instance), instance.instance_id, instance.retention)
 
 
 def _drop_redundant_provider_dependency(stack: Stack) -> None:
@@ -92,8 +100,11 @@ def _pin(bucket: s3.Bucket, logical_id: str) -> None:
 
 
 class Buckets(Construct):
-    """Exposes ``data``, ``artifacts``, ``access_logs`` and ``emr_log_uri`` (where
-    the cluster writes its logs); :meth:`grant_job` gives the job its prefixes."""
+    """Exposes ``data``, ``artifacts``, ``access_logs``, ``emr_log_uri`` (where
+    the cluster writes its logs) and the job's places in the data bucket:
+    ``checkpoint_location``, ``stop_marker_path``, ``failure_store_location``
+    and :meth:`database_prefix`; :meth:`grant_job` gives the job its prefixes.
+    Outputs ``DataBucketName`` and ``ArtifactsBucketName``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: BucketsProps) -> None:
         super().__init__(scope, construct_id)
@@ -102,6 +113,7 @@ class Buckets(Construct):
         # resource empties every version first. Never for RETAIN: that would
         # delete the data the policy keeps.
         destroy = props.removal_policy == RemovalPolicy.DESTROY
+        retention = props.retention
         common: dict[str, object] = {
             "encryption": s3.BucketEncryption.S3_MANAGED,
             "block_public_access": s3.BlockPublicAccess.BLOCK_ALL,
@@ -112,20 +124,22 @@ class Buckets(Construct):
         }
         noncurrent = s3.LifecycleRule(
             id="ExpireNoncurrentVersions",
-            noncurrent_version_expiration=Duration.days(NONCURRENT_VERSION_DAYS),
-            abort_incomplete_multipart_upload_after=Duration.days(7),
+            noncurrent_version_expiration=Duration.days(retention.noncurrent_version_days),
+            abort_incomplete_multipart_upload_after=Duration.days(retention.incomplete_upload_days),
         )
         # Server access logs cannot be delivered to an SSE-KMS bucket: SSE-S3 here.
         # Delivery is granted by bucket policy (cdk.json feature flag
         # serverAccessLogsUseBucketPolicy), not by the legacy log-delivery ACL.
         # Versioned like the others, so an overwritten or deleted access log can
-        # be recovered for NONCURRENT_VERSION_DAYS (the audit trail of the buckets).
+        # be recovered for retention.noncurrent_version_days (the audit trail of the buckets).
         self.access_logs = s3.Bucket(
             self,
             "AccessLogs",
             versioned=True,
             lifecycle_rules=[
-                s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(ACCESS_LOG_DAYS)),
+                s3.LifecycleRule(
+                    id="ExpireAccessLogs", expiration=Duration.days(retention.access_log_days)
+                ),
                 noncurrent,
             ],
             **common,  # type: ignore[arg-type]
@@ -135,7 +149,7 @@ class Buckets(Construct):
             Acknowledgment(
                 id="AwsSolutions-S1",
                 reason="This is the access-log target bucket; logging it into itself would "
-                "loop, and its objects expire after 90 days.",
+                f"loop, and its objects expire after {retention.access_log_days} days.",
             )
         )
         self.data = s3.Bucket(
@@ -159,7 +173,7 @@ class Buckets(Construct):
                 s3.LifecycleRule(
                     id="ExpireEmrLogs",
                     prefix=EMR_LOGS_PREFIX,
-                    expiration=Duration.days(EMR_LOG_DAYS),
+                    expiration=Duration.days(retention.emr_log_days),
                 ),
             ],
             **common,  # type: ignore[arg-type]
@@ -167,6 +181,12 @@ class Buckets(Construct):
         _pin(self.artifacts, ARTIFACTS_BUCKET_LOGICAL_ID)
 
         self.emr_log_uri = self.artifacts.s3_url_for_object(EMR_LOGS_PREFIX)
+        instance = props.instance_id
+        self.checkpoint_location = self.data.s3_url_for_object(f"{CHECKPOINTS_PREFIX}{instance}/")
+        self.stop_marker_path = self.data.s3_url_for_object(f"{CONTROL_PREFIX}{instance}/stop")
+        self.failure_store_location = self.data.s3_url_for_object(f"{FAILURES_PREFIX}{instance}/")
+        stack_output(self, "DataBucketName", self.data.bucket_name)
+        stack_output(self, "ArtifactsBucketName", self.artifacts.bucket_name)
         # The auto-delete custom resources (DESTROY only): whatever writes to the
         # buckets (the cluster) must depend on them, so it is gone before they run.
         self.emptied_on_delete: list[IDependable] = [
@@ -179,10 +199,21 @@ class Buckets(Construct):
             # CDK's provider: a role for its own log group only, the group kept
             # a month; each emptying waits for the group, so the group is
             # deleted after the provider's last run.
-            logs_group = scope_auto_delete_provider(Stack.of(self), props.removal_policy)
+            logs_group = scope_auto_delete_provider(
+                Stack.of(self), props.removal_policy, log_days=retention.function_log_days
+            )
             if logs_group is not None:
                 for emptying in self.emptied_on_delete:
                     emptying.node.add_dependency(logs_group)  # type: ignore[attr-defined]
+
+    @staticmethod
+    def database_prefix(database_name: str) -> str:
+        """Where a Glue database of the data bucket keeps its tables."""
+        return f"{WAREHOUSE_PREFIX}{database_name}.db/"
+
+    def database_location(self, database_name: str) -> str:
+        """The database's location URI (the Glue database's and the job's)."""
+        return self.data.s3_url_for_object(self.database_prefix(database_name))
 
     def grant_job(self, role: iam.IRole) -> None:
         """Read/write the job's data prefixes: each a prefix of this instance's

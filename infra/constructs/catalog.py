@@ -14,10 +14,13 @@ from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lakeformation as lakeformation
 from aws_cdk import aws_s3 as s3
-from constructs import Construct
+from constructs import Construct, IDependable
 
-from app.config import EventField, TableMaintenance
+from app.config import EventField, JobConfig, TableMaintenance
+from infra.config import InstanceConfig
+from infra.constructs.buckets import Buckets
 from infra.constructs.events_table import EventsTable, EventsTableProps, lake_formation_grant
+from infra.constructs.instance import removal_policy, stack_output
 
 DATABASE_LOGICAL_ID: Final = "GlueDatabase"
 # Spark's Hive client (the Glue Data Catalog client on EMR) looks this database
@@ -67,13 +70,28 @@ class CatalogDatabaseProps:
     # and the optimizer roles through it too (InstanceConfig.lake_formation_permissions).
     lake_formation_permissions: bool = False
 
+    @classmethod
+    def of(cls, instance: InstanceConfig, job: JobConfig, buckets: Buckets) -> CatalogDatabaseProps:
+        """The instance's database in its data bucket; the table's columns and
+        maintenance are what the job runs with (``job``, from ``job_config_for``)."""
+        return cls(
+            database_name=instance.database_name,
+            bucket=buckets.data,
+            prefix=buckets.database_prefix(instance.database_name),
+            fields=tuple(job.event_fields),
+            maintenance=job.table_maintenance,
+            removal_policy=removal_policy(instance),
+            lake_formation_permissions=instance.lake_formation_permissions,
+        )
+
 
 class CatalogDatabase(Construct):
     """Exposes ``database``, ``database_name``, ``location_uri``, ``events``
     (the :class:`EventsTable`) and the ARNs IAM needs: ``catalog_arn``,
     ``database_arn``, ``table_arn`` (the events table only);
     :meth:`grant_job` lets the job use them. ``lake_formation_grants`` lists
-    the Lake Formation grants (none unless ``lake_formation_permissions``)."""
+    the Lake Formation grants (none unless ``lake_formation_permissions``).
+    Outputs ``GlueDatabaseName``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: CatalogDatabaseProps) -> None:
         super().__init__(scope, construct_id)
@@ -119,6 +137,13 @@ class CatalogDatabase(Construct):
         self.table_arn = self.events.table_arn
         prefix = f"arn:{Aws.PARTITION}:glue:{Aws.REGION}:{Aws.ACCOUNT_ID}"
         self._default_database_arn = f"{prefix}:database/{HIVE_DEFAULT_DATABASE}"
+        stack_output(self, "GlueDatabaseName", self.database_name)
+
+    @property
+    def job_needs(self) -> tuple[IDependable, ...]:
+        """What the job needs at start that its step does not reference: the
+        table and the Lake Formation grants (the job's too, after :meth:`grant_job`)."""
+        return (self.events.table, *self.lake_formation_grants)
 
     def grant_job(self, role: iam.IRole) -> None:
         """Read this database; read and commit the events table (no other table,

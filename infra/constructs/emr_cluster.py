@@ -8,47 +8,32 @@ runs. No managed scaling: executors are fixed and a resize would not help a
 streaming job with a fixed executor count.
 
 The nodes run as the job role, so the cluster grants it what booting needs,
-its own disk key and the one TLS certificate object its security
-configuration names, in the job role's boot policy (``Roles.boot``): a policy
-that waits for nothing slow, so it exists when the nodes boot.
+its own disk key (:mod:`~infra.constructs.emr_disk_key`) and the one TLS
+certificate object its security configuration names, in the job role's boot
+policy (``Roles.boot``): a policy that waits for nothing slow, so it exists
+when the nodes boot. Deleting the stack revokes EMR's rules between the
+managed groups first (:mod:`~infra.constructs.sg_cleanup`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
-from aws_cdk import (
-    Acknowledgment,
-    Aws,
-    CfnResource,
-    CustomResource,
-    Duration,
-    RemovalPolicy,
-    Tags,
-    Validations,
-)
+from aws_cdk import Acknowledgment, Aws, RemovalPolicy, Tags, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_emr as emr
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
-from constructs import Construct, IConstruct, IDependable
+from constructs import Construct, IDependable
 
 from app.spark_conf import GLUE_HIVE_SITE, streaming_conf
-from infra.config import EmrConfig
-from infra.constructs.logs_key import encrypted_log_group
-from infra.constructs.network import EMR_MANAGED_TAG
-from infra.constructs.roles import PolicyGrantee
+from infra.config import EmrConfig, InstanceConfig, RetentionConfig
+from infra.constructs.emr_disk_key import local_disk_key
+from infra.constructs.instance import removal_policy, stack_output
+from infra.constructs.network import EMR_MANAGED_TAG, Network
+from infra.constructs.roles import PolicyGrantee, Roles
+from infra.constructs.sg_cleanup import security_group_cleanup
 from infra.sizing import size_executors
-
-# The custom resource's Lambda code, inlined (CloudFormation ZipFile, < 4 KiB).
-SG_CLEANUP_SOURCE: Final = Path(__file__).with_name("sg_cleanup_handler.py")
-# Customer-key EBS encryption: the principal that launches the volumes needs
-# these (https://docs.aws.amazon.com/ebs/latest/userguide/ebs-encryption-requirements.html).
-EBS_KEY_ACTIONS: Final = ("kms:DescribeKey", "kms:ListGrants", "kms:RevokeGrant")
 
 
 def cluster_configurations(config: EmrConfig) -> list[dict[str, Any]]:
@@ -124,56 +109,60 @@ class EmrClusterProps:
     boot: PolicyGrantee
     instance_profile: iam.IInstanceProfile
     removal_policy: RemovalPolicy
+    retention: RetentionConfig
     # Created before the cluster and deleted after it: the private subnet's NAT
     # route and the S3 endpoint (bootstrap actions download packages at first
     # boot), and the buckets' auto-delete (emptied only once EMR stopped writing).
     depends_on: tuple[IDependable, ...] = ()
 
+    @classmethod
+    def of(
+        cls,
+        instance: InstanceConfig,
+        network: Network,
+        roles: Roles,
+        *,
+        log_uri: str,
+        depends_on: tuple[IDependable, ...],
+    ) -> EmrClusterProps:
+        """The instance's cluster, named like its stack, in the first private
+        subnet, its nodes running as the job role; it waits for the subnet's
+        egress (``network.egress_ready``) and for ``depends_on``."""
+        return cls(
+            cluster_name=instance.stack_name,
+            config=instance.emr,
+            termination_protection=instance.termination_protection,
+            vpc=network.vpc,
+            subnet=network.private_subnets[0],
+            log_uri=log_uri,
+            service_role=roles.service_role,
+            boot=roles.boot,
+            instance_profile=roles.instance_profile,
+            removal_policy=removal_policy(instance),
+            retention=instance.retention,
+            depends_on=(*network.egress_ready, *depends_on),
+        )
+
 
 class EmrCluster(Construct):
-    """Exposes ``cluster`` (``cluster.ref`` is the job flow id), ``key``,
-    ``security_configuration`` and the managed security groups
-    ``master_security_group``, ``core_security_group``, ``service_security_group``."""
+    """Exposes ``cluster`` (``cluster.ref`` is the job flow id), ``key`` (the
+    disk key, :mod:`~infra.constructs.emr_disk_key`), ``security_configuration``,
+    the managed security groups ``master_security_group``,
+    ``core_security_group``, ``service_security_group`` (``client_groups``:
+    the two the job's nodes run in) and ``security_group_cleanup``
+    (:mod:`~infra.constructs.sg_cleanup`); outputs ``EmrClusterId`` and the two
+    node groups' ids (an existing MSK cluster's owner opens port 9098 to them)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: EmrClusterProps) -> None:
         super().__init__(scope, construct_id)
         config = props.config
-        self.key = kms.Key(
+        self.key = local_disk_key(
             self,
             "LocalDiskKey",
-            description=f"Encrypts local and EBS disks of EMR cluster {props.cluster_name}",
-            enable_key_rotation=True,
+            cluster_name=props.cluster_name,
+            users=((props.boot, props.boot.policy), (props.service_role, props.service_role)),
             removal_policy=props.removal_policy,
         )
-        # The nodes encrypt their disks with the key; EMR creates grants for EBS.
-        # EBS with a customer key needs DescribeKey, and CreateGrant only for
-        # grants an AWS service makes on the caller's behalf (kms:GrantIsForAWSResource),
-        # per https://docs.aws.amazon.com/ebs/latest/userguide/ebs-encryption-requirements.html
-        # (grantee, the construct holding its policy, where cdk-nag reports)
-        grantees: tuple[tuple[iam.IGrantable, IConstruct], ...] = (
-            (props.boot, props.boot.policy),
-            (props.service_role, props.service_role),
-        )
-        for grantee, holder in grantees:
-            self.key.grant_encrypt_decrypt(grantee)
-            self.key.grant(grantee, *EBS_KEY_ACTIONS)
-            grantee.grant_principal.add_to_principal_policy(
-                iam.PolicyStatement(
-                    sid="EbsKeyGrantsForAwsServices",
-                    actions=["kms:CreateGrant"],
-                    resources=[self.key.key_arn],
-                    conditions={"Bool": {"kms:GrantIsForAWSResource": True}},
-                )
-            )
-            for action in ("kms:ReEncrypt*", "kms:GenerateDataKey*"):
-                Validations.of(holder).acknowledge(
-                    Acknowledgment(
-                        id=f"AwsSolutions-IAM5[Action::{action}]",
-                        reason=f"{action} comes from CDK's encrypt/decrypt grant on this "
-                        "cluster's own disk key (EBS re-encrypts and generates data keys "
-                        "without plaintext); the statement names that one key.",
-                    )
-                )
 
         # The nodes fetch the TLS certificates the security configuration names:
         # that one object, outside the instance's buckets, and nothing beside it,
@@ -209,6 +198,7 @@ class EmrCluster(Construct):
         self.service_security_group = self._group(
             props.vpc, "ServiceAccessSecurityGroup", "service access"
         )
+        self.client_groups = (self.master_security_group, self.core_security_group)
 
         self.cluster = emr.CfnCluster(
             self,
@@ -228,17 +218,11 @@ class EmrCluster(Construct):
                 keep_job_flow_alive_when_no_steps=True,
                 termination_protected=props.termination_protection,
                 unhealthy_node_replacement=True,
-                master_instance_group=emr.CfnCluster.InstanceGroupConfigProperty(
-                    name="Primary",
-                    instance_count=config.master_instance_count,
-                    instance_type=config.master_instance_type,
-                    market="ON_DEMAND",
+                master_instance_group=_instance_group(
+                    "Primary", config.master_instance_count, config.master_instance_type
                 ),
-                core_instance_group=emr.CfnCluster.InstanceGroupConfigProperty(
-                    name="Core",
-                    instance_count=config.core_instance_count,
-                    instance_type=config.core_instance_type,
-                    market="ON_DEMAND",
+                core_instance_group=_instance_group(
+                    "Core", config.core_instance_count, config.core_instance_type
                 ),
             ),
             job_flow_role=props.instance_profile.instance_profile_name,
@@ -252,10 +236,22 @@ class EmrCluster(Construct):
         # tables are in S3), and a retained cluster would keep running and billing.
         for dependency in props.depends_on:
             self.cluster.node.add_dependency(dependency)
-        self.security_group_cleanup = self._security_group_cleanup(props.removal_policy)
+        self.security_group_cleanup = security_group_cleanup(
+            self,
+            groups=(*self.client_groups, self.service_security_group),
+            config=config,
+            retention=props.retention,
+            removal_policy=props.removal_policy,
+        )
         # Deleted before the cleanup runs, created after it: the cleanup revokes
         # EMR's cross-references only once the cluster is gone.
         self.cluster.node.add_dependency(self.security_group_cleanup)
+        self._acknowledge_nag()
+        stack_output(self, "EmrClusterId", self.cluster.ref)
+        stack_output(self, "EmrMasterSecurityGroupId", self.master_security_group.security_group_id)
+        stack_output(self, "EmrCoreSecurityGroupId", self.core_security_group.security_group_id)
+
+    def _acknowledge_nag(self) -> None:
         for rule, what in (("EMR4", "local disk"), ("EMR5", "in-transit")):
             Validations.of(self.cluster).acknowledge(
                 Acknowledgment(
@@ -274,78 +270,6 @@ class EmrCluster(Construct):
             )
         )
 
-    def _security_group_cleanup(self, removal_policy: RemovalPolicy) -> CustomResource:
-        """On stack delete, revoke the rules EMR added between its managed groups,
-        which would otherwise block deleting them (DependencyViolation)."""
-        groups = (
-            self.master_security_group,
-            self.core_security_group,
-            self.service_security_group,
-        )
-        log_group = encrypted_log_group(
-            self,
-            "SecurityGroupCleanupLogs",
-            what="the EMR security group cleanup function",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=removal_policy,
-        )
-        role = iam.Role(
-            self,
-            "SecurityGroupCleanupRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Revokes EMR's rules between this cluster's managed groups on delete",
-        )
-        log_group.grant_write(role)
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["ec2:DescribeSecurityGroups"],
-                resources=["*"],
-            )
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["ec2:RevokeSecurityGroupIngress", "ec2:RevokeSecurityGroupEgress"],
-                resources=[
-                    f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:security-group/"
-                    f"{group.security_group_id}"
-                    for group in groups
-                ],
-            )
-        )
-        Validations.of(role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="ec2:DescribeSecurityGroups has no resource-level permissions; the "
-                "revoke actions are limited to this cluster's three managed groups.",
-            )
-        )
-        function = lambda_.Function(
-            self,
-            "SecurityGroupCleanup",
-            # python3.14: a supported runtime (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html)
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="index.handler",
-            code=lambda_.Code.from_inline(SG_CLEANUP_SOURCE.read_text(encoding="utf-8")),
-            timeout=Duration.minutes(2),
-            role=role,
-            log_group=log_group,
-            description="Revokes EMR-managed security group cross-references on delete",
-        )
-        # CDK also makes the function depend on the role it already references
-        # (GetAtt), which cfn-lint reports (W3005); keep only the policy dependency.
-        function_resource = function.node.default_child
-        policy = role.node.try_find_child("DefaultPolicy")
-        policy_resource = policy.node.default_child if policy is not None else None
-        if isinstance(function_resource, CfnResource) and isinstance(policy_resource, CfnResource):
-            function_resource.add_override("DependsOn", [policy_resource.logical_id])
-        return CustomResource(
-            self,
-            "SecurityGroupCleanupResource",
-            service_token=function.function_arn,
-            resource_type="Custom::EmrSecurityGroupCleanup",
-            properties={"GroupIds": [group.security_group_id for group in groups]},
-        )
-
     def _group(self, vpc: ec2.IVpc, construct_id: str, role: str) -> ec2.SecurityGroup:
         group = ec2.SecurityGroup(
             self,
@@ -356,6 +280,14 @@ class EmrCluster(Construct):
         )
         Tags.of(group).add(*EMR_MANAGED_TAG)
         return group
+
+
+def _instance_group(
+    name: str, count: int, instance_type: str
+) -> emr.CfnCluster.InstanceGroupConfigProperty:
+    return emr.CfnCluster.InstanceGroupConfigProperty(
+        name=name, instance_count=count, instance_type=instance_type, market="ON_DEMAND"
+    )
 
 
 def _configuration(raw: dict[str, Any]) -> emr.CfnCluster.ConfigurationProperty:

@@ -9,22 +9,28 @@ hence the version check in ``infra.config`` and no serverless option.
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_msk as msk
 from constructs import Construct
 
-from app.failure_limits import FailureLimits
-from infra.config import KafkaConfig
-from infra.constructs.logs_key import encrypted_log_group
+from app.config import KafkaOptions, KafkaSecurity
+from app.failure_limits import FailureLimits, check_limits
+from infra.config import InstanceConfig, KafkaConfig, RetentionConfig
+from infra.constructs.instance import removal_policy, stack_output
+from infra.constructs.logs_key import encrypted_log_group, retention_days
 
 TOPIC_LOGICAL_ID: Final = "FailureTopic"
 IAM_TLS_PORT: Final = 9098  # MSK brokers' listener for IAM auth over TLS
+# How the job reaches the topic: IAM over TLS, the only listener a created
+# cluster enables and the one an existing cluster's owner opens
+# (docs/infra.md); the job config's kafka.security (PLAINTEXT is the local broker's).
+CLIENT_SECURITY: Final[KafkaSecurity] = "MSK_IAM"
 HOUR_MS: Final = 3_600_000
 
 
@@ -61,12 +67,30 @@ class FailureTopicProps:
     vpc: ec2.IVpc
     subnets: tuple[ec2.ISubnet, ...]
     removal_policy: RemovalPolicy
+    retention: RetentionConfig
+
+    @classmethod
+    def of(
+        cls, instance: InstanceConfig, vpc: ec2.IVpc, subnets: tuple[ec2.ISubnet, ...]
+    ) -> FailureTopicProps:
+        """The instance's topic, on a cluster named like its stack (when created)."""
+        return cls(
+            instance.failure_topic_name,
+            instance.stack_name,
+            instance.kafka,
+            vpc,
+            subnets,
+            removal_policy(instance),
+            instance.retention,
+        )
 
 
 class FailureTopic(Construct):
-    """Exposes ``topic``, ``topic_name``, ``topic_arn``, ``cluster_arn`` and, when it
-    created the cluster, ``cluster`` and ``security_group`` (clients are let in
-    with :meth:`allow_client`, the job's role with :meth:`grant_job`)."""
+    """Exposes ``topic``, ``topic_name``, ``topic_arn``, ``cluster_arn``,
+    ``client_security`` (the job's ``kafka.security``) and, when it created the
+    cluster, ``cluster`` and ``security_group`` (clients are let in with
+    :meth:`allow_clients`, the job's role with :meth:`grant_job`). Outputs
+    ``FailureTopicArn`` and ``MskClusterArn``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: FailureTopicProps) -> None:
         super().__init__(scope, construct_id)
@@ -93,6 +117,9 @@ class FailureTopic(Construct):
         self.topic.override_logical_id(TOPIC_LOGICAL_ID)
         self.topic.apply_removal_policy(props.removal_policy)
         self.topic_arn = self.topic.attr_topic_arn
+        self.client_security = CLIENT_SECURITY
+        stack_output(self, "FailureTopicArn", self.topic_arn)
+        stack_output(self, "MskClusterArn", self.cluster_arn)
 
     def _create_cluster(self, props: FailureTopicProps) -> str:
         config = props.config
@@ -107,7 +134,7 @@ class FailureTopic(Construct):
             self,
             "BrokerLogs",
             what=f"MSK cluster {props.cluster_name}'s broker logs",
-            retention=logs.RetentionDays.ONE_MONTH,
+            retention=retention_days(props.retention.broker_log_days),
             removal_policy=props.removal_policy,
         )
         self.cluster = msk.CfnCluster(
@@ -147,13 +174,25 @@ class FailureTopic(Construct):
         self.cluster.apply_removal_policy(props.removal_policy)
         return self.cluster.attr_arn
 
-    def allow_client(self, peer: ec2.ISecurityGroup) -> None:
-        """Let ``peer`` reach the brokers' IAM/TLS listener (created cluster only;
+    def allow_clients(self, peers: Iterable[ec2.ISecurityGroup]) -> None:
+        """Let ``peers`` reach the brokers' IAM/TLS listener (created cluster only;
         an existing cluster's security group is managed by its owner)."""
-        if self.security_group is not None:
+        if self.security_group is None:
+            return
+        for peer in peers:
             self.security_group.add_ingress_rule(
                 peer, ec2.Port.tcp(IAM_TLS_PORT), "Kafka clients (IAM auth over TLS)"
             )
+
+    def check_producer(self, producer: KafkaOptions, *, instance_id: str) -> None:
+        """Refuse a job producer whose message limit differs from the topic's:
+        both derive from one setting, and a drift would make every large
+        failure fail its batch (app/failure_limits.py)."""
+        check_limits(
+            producer_message_max_bytes=producer.max_message_bytes,
+            topic_max_message_bytes=self.max_message_bytes,
+            field=f"{instance_id}: kafka.max_message_bytes",
+        )
 
     def grant_job(self, role: iam.IRole) -> None:
         """Connect to the cluster, find its brokers, and describe/write this topic.

@@ -10,7 +10,7 @@ on first use with no retention: kept for ever.
 
 * The upload handler gets a role of this module's making (no managed policy;
   it may write its own log group only) and a KMS-encrypted log group kept
-  :data:`HELPER_LOG_RETENTION` (``BucketDeployment`` takes both). CDK still
+  ``retention.function_log_days`` (``BucketDeployment`` takes both). CDK still
   adds its own S3 grants to that role (read the CDK asset bucket, read/write
   the destination bucket); job_deployment.py acknowledges them as they are.
 * The auto-delete provider is a CloudFormation resource CDK renders itself
@@ -29,10 +29,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.constructs.logs_key import encrypted_log_group, log_group_arn, log_group_key
+from infra.constructs.logs_key import (
+    encrypted_log_group,
+    log_group_arn,
+    log_group_key,
+    retention_days,
+)
 
-HELPER_LOG_RETENTION: Final = logs.RetentionDays.ONE_MONTH
-HELPER_LOG_RETENTION_DAYS: Final = 30  # the same, for the L1 log group
 AUTO_DELETE_PROVIDER_ID: Final = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
 
 
@@ -41,14 +44,19 @@ class DeploymentHandlerAccess(Construct):
     (they share one handler, so they must get the same two)."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        removal_policy: RemovalPolicy,
+        log_days: int,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = encrypted_log_group(
             self,
             "Logs",
             what="CDK's BucketDeployment handler",
-            retention=HELPER_LOG_RETENTION,
+            retention=retention_days(log_days),
             removal_policy=removal_policy,
         )
         self.role = iam.Role(
@@ -60,9 +68,11 @@ class DeploymentHandlerAccess(Construct):
         self.log_group.grant_write(self.role)
 
 
-def scope_auto_delete_provider(stack: Stack, removal_policy: RemovalPolicy) -> CfnResource | None:
+def scope_auto_delete_provider(
+    stack: Stack, removal_policy: RemovalPolicy, *, log_days: int
+) -> CfnResource | None:
     """Give the stack's auto-delete provider (if it has one) a log group with a
-    retention and a role that may write only there; returns the log group
+    retention of ``log_days`` and a role that may write only there; returns the log group
     resource (created after the role's policy), which whatever invokes the
     provider must depend on."""
     provider = stack.node.try_find_child(AUTO_DELETE_PROVIDER_ID)
@@ -89,7 +99,7 @@ def scope_auto_delete_provider(stack: Stack, removal_policy: RemovalPolicy) -> C
         stack,
         "AutoDeleteObjectsLogs",
         log_group_name=name,
-        retention_in_days=HELPER_LOG_RETENTION_DAYS,
+        retention_in_days=log_days,
         kms_key_id=key.key_arn,
     )
     log_group.apply_removal_policy(removal_policy)

@@ -50,7 +50,9 @@ from constructs import Construct, IDependable
 
 from app import contract
 from app.config import JobConfig
+from infra.config import InstanceConfig, RetentionConfig
 from infra.constructs.helper_lambdas import DeploymentHandlerAccess
+from infra.constructs.instance import removal_policy
 from infra.emr_step import (
     CLUSTER_ID_OUTPUT,
     JARS_DIR,
@@ -60,6 +62,7 @@ from infra.emr_step import (
     StepSpec,
     build_step,
     read_jar_lock,
+    stop_timeout_for,
 )
 from infra.packaging import BOOTSTRAP_LIB, stage_bootstrap, stage_package
 
@@ -76,10 +79,6 @@ DEFAULT_JARS: Final = (
 )
 BOOTSTRAP_PREFIX: Final = "artifacts/bootstrap"
 JOB_PREFIX: Final = "artifacts/job"
-# After the job's driver exits, YARN still releases containers and marks the
-# application finished: the launcher's wait allows for that on top of the job's
-# own graceful stop bound.
-YARN_TEARDOWN_SEC: Final = 120
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ class JobDeploymentProps:
     ``jar_repository`` is where nodes download the pinned jars: Maven Central,
     or ``s3://bucket/prefix`` / an internal mirror for private subnets.
     ``stop_timeout_sec`` bounds the handover wait; by default the job's own
-    ``graceful_stop_timeout_sec`` plus :data:`YARN_TEARDOWN_SEC`."""
+    ``graceful_stop_timeout_sec`` plus YARN's teardown (``emr_step.stop_timeout_for``)."""
 
     instance_id: str
     artifacts_bucket: s3.IBucket
@@ -106,6 +105,22 @@ class JobDeploymentProps:
     source_root: Path = REPO_ROOT
     # Of the upload handler's log group and its key (docs/infra.md, removal_policy).
     removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
+    # The upload handler's log retention: the instance's retention.function_log_days.
+    handler_log_days: int = RetentionConfig().function_log_days
+
+    @classmethod
+    def of(
+        cls, instance: InstanceConfig, artifacts_bucket: s3.IBucket, job_config: JobConfig
+    ) -> JobDeploymentProps:
+        """The instance's job, on the interpreter its release ships."""
+        return cls(
+            instance_id=instance.instance_id,
+            artifacts_bucket=artifacts_bucket,
+            job_config=job_config,
+            python=instance.emr.job_python,
+            removal_policy=removal_policy(instance),
+            handler_log_days=instance.retention.function_log_days,
+        )
 
 
 class JobDeployment(Construct):
@@ -131,7 +146,10 @@ class JobDeployment(Construct):
         bucket = props.artifacts_bucket
         # Both uploads share CDK's one handler: the same role and log group.
         self.handler_access = DeploymentHandlerAccess(
-            self, "UploadHandler", removal_policy=props.removal_policy
+            self,
+            "UploadHandler",
+            removal_policy=props.removal_policy,
+            log_days=props.handler_log_days,
         )
         handler = {"role": self.handler_access.role, "log_group": self.handler_access.log_group}
 
@@ -186,7 +204,7 @@ class JobDeployment(Construct):
             disable_cbor=props.disable_cbor,
             stop_timeout_sec=(
                 props.stop_timeout_sec
-                or props.job_config.graceful_stop_timeout_sec + YARN_TEARDOWN_SEC
+                or stop_timeout_for(props.job_config.graceful_stop_timeout_sec)
             ),
         )
         self.step: emr.CfnStep | None = None

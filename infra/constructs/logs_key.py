@@ -14,11 +14,30 @@ reference to the group, which would be a cycle (the group needs the key).
 
 from __future__ import annotations
 
+from typing import Final
+
 from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
+# infra/config.py's LOG_RETENTION_DAYS as CDK names them (tests/infra/test_config.py
+# checks the two list the same days).
+RETENTION: Final = {
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+}
+
+
+def retention_days(days: int) -> logs.RetentionDays:
+    """A validated ``retention.*_log_days`` (infra/config.py) as CDK's enum."""
+    return RETENTION[days]
 
 
 def log_group_name(scope: Construct, construct_id: str) -> str:

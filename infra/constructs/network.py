@@ -12,11 +12,17 @@ from typing import Final
 from aws_cdk import Aws, Fn, RemovalPolicy, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from constructs import Construct, IDependable
 
-from infra.config import CREATED_VPC_ZONES, NetworkConfig
-from infra.constructs.logs_key import encrypted_log_group
+from infra.config import (
+    CREATED_VPC_ZONES,
+    InstanceConfig,
+    NetworkConfig,
+    RetentionConfig,
+    msk_client_subnets,
+)
+from infra.constructs.instance import removal_policy
+from infra.constructs.logs_key import encrypted_log_group, retention_days
 
 # AmazonEMRServicePolicy_v2 only acts on VPC resources carrying this tag.
 EMR_MANAGED_TAG: Final = ("for-use-with-amazon-emr-managed-policies", "true")
@@ -26,10 +32,16 @@ EMR_MANAGED_TAG: Final = ("for-use-with-amazon-emr-managed-policies", "true")
 class NetworkProps:
     config: NetworkConfig
     removal_policy: RemovalPolicy
+    retention: RetentionConfig
+
+    @classmethod
+    def of(cls, instance: InstanceConfig) -> NetworkProps:
+        return cls(instance.network, removal_policy(instance), instance.retention)
 
 
 class Network(Construct):
-    """Exposes ``vpc``, ``private_subnets`` (EMR and MSK run only there) and
+    """Exposes ``vpc``, ``private_subnets`` (EMR runs in the first; a created MSK
+    cluster spans ``msk_subnets``, the first 2 or 3) and
     ``egress_ready`` (what must exist before a node in the first private subnet
     can download anything; empty for an imported VPC, whose egress preflight checks)."""
 
@@ -50,7 +62,7 @@ class Network(Construct):
                 self,
                 "FlowLogs",
                 what="the instance VPC's flow logs",
-                retention=logs.RetentionDays.THREE_MONTHS,
+                retention=retention_days(props.retention.flow_log_days),
                 removal_policy=props.removal_policy,
             )
             # Without listed zones: the region's first 3, resolved at deploy time
@@ -99,6 +111,7 @@ class Network(Construct):
                 self.s3_endpoint,
             ]
         self.private_subnets: list[ec2.ISubnet] = list(self.vpc.private_subnets)
+        self.msk_subnets = tuple(self.private_subnets[: msk_client_subnets(config)])
 
     def _flow_log_role(self) -> iam.Role:
         """The role VPC Flow Logs delivers with, assumable by the service for

@@ -12,7 +12,8 @@ from aws_cdk import aws_kinesis as kinesis
 from constructs import Construct
 
 from app.config import ConsumerType
-from infra.config import StreamConfig
+from infra.config import InstanceConfig, StreamConfig
+from infra.constructs.instance import removal_policy, stack_output
 
 # Pinned: a changed logical ID would replace the stream and lose its data.
 STREAM_LOGICAL_ID: Final = "EventsStream"
@@ -24,9 +25,13 @@ class EventStreamProps:
     config: StreamConfig
     removal_policy: RemovalPolicy
 
+    @classmethod
+    def of(cls, instance: InstanceConfig) -> EventStreamProps:
+        return cls(instance.stream_name, instance.stream, removal_policy(instance))
+
 
 class EventStream(Construct):
-    """Exposes ``stream``; :meth:`grant_job` lets the job read it. Encrypted
+    """Exposes ``stream`` (output ``StreamName``); :meth:`grant_job` lets the job read it. Encrypted
     with the AWS managed ``aws/kinesis`` key: access is decided by the role's
     Kinesis permissions alone, which are per-instance, and the key costs
     nothing per stream."""
@@ -49,6 +54,7 @@ class EventStream(Construct):
         cfn = self.stream.node.default_child
         if isinstance(cfn, kinesis.CfnStream):
             cfn.override_logical_id(STREAM_LOGICAL_ID)
+        stack_output(self, "StreamName", self.stream.stream_name)
 
     def grant_job(self, role: iam.IRole, *, consumer_type: ConsumerType) -> None:
         """Read this stream; with enhanced fan-out (``SubscribeToShard``) also

@@ -66,6 +66,24 @@ class Synthesized:
         return next(iter(found.items()))
 
 
+def glue_arn(tail: str) -> dict[str, Any]:
+    """A Glue ARN as CDK renders ``arn:${Partition}:glue:${Region}:${Account}<tail>``."""
+    return {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":glue:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                tail,
+            ],
+        ]
+    }
+
+
 def check_context(cdk_json: Path) -> dict[str, Any]:
     """A ``cdk.json``'s context, synthesized as a check (a TLS URI may still be
     the placeholder, which a synth meant for deploying refuses;

@@ -41,6 +41,7 @@ from infra.constructs.events_table import (
 )
 from infra.job_config import job_config_for
 from tests.infra.conftest import Synthesized
+from tests.infra.conftest import glue_arn as _glue_arn
 
 ORDERS_AP = "Streaming-orders-ap-northeast-2"
 PAYMENTS_AP = "Streaming-payments-ap-northeast-2"
@@ -58,24 +59,6 @@ PARTITION_ACTIONS = {
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def _glue_arn(tail: str) -> dict[str, Any]:
-    """A Glue ARN as CDK renders ``arn:${Partition}:glue:${Region}:${Account}<tail>``."""
-    return {
-        "Fn::Join": [
-            "",
-            [
-                "arn:",
-                {"Ref": "AWS::Partition"},
-                ":glue:",
-                {"Ref": "AWS::Region"},
-                ":",
-                {"Ref": "AWS::AccountId"},
-                tail,
-            ],
-        ]
-    }
 
 
 def _table_prefix(database: str) -> str:

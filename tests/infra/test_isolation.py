@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from app.contract import EVENTS_TABLE, metric_namespace
-from tests.infra.conftest import Synthesized
+from tests.infra.conftest import Synthesized, glue_arn
 
 pytestmark = pytest.mark.synth
 
@@ -322,21 +322,7 @@ def test_control_a_wildcard_statement_would_be_caught(synthesized: Synthesized) 
 
 
 def test_render_resolves_joins_and_pseudo_parameters() -> None:
-    value = {
-        "Fn::Join": [
-            "",
-            [
-                "arn:",
-                {"Ref": "AWS::Partition"},
-                ":glue:",
-                {"Ref": "AWS::Region"},
-                ":",
-                {"Ref": "AWS::AccountId"},
-                ":table/db/*",
-            ],
-        ]
-    }
-    rendered = render(value, A, "ap-northeast-2")
+    rendered = render(glue_arn(":table/db/*"), A, "ap-northeast-2")
     assert rendered == f"arn:aws:glue:ap-northeast-2:{ACCOUNT}:table/db/*"
     assert grants(rendered, f"arn:aws:glue:ap-northeast-2:{ACCOUNT}:table/db/events")
     assert not grants(rendered, f"arn:aws:glue:ap-northeast-2:{ACCOUNT}:table/db2/events")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from app.config import ConfigError, JobConfig, JobSettings, SourceSettings
+from app.config import ConfigError, JobConfig, JobSettings, KafkaOptions, SourceSettings
 from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
 from infra.job_config import job_config_for, source_choice
 from tests.infra.conftest import EXAMPLE_CDK_JSON
@@ -15,12 +17,23 @@ def _instances() -> dict[str, InstanceConfig]:
     return {i.instance_id: i for i in found}
 
 
+def _local(instance_id: str, **kwargs: Any) -> JobConfig:
+    """The instance's job config as the local run builds it (a broker, no MSK)."""
+    return job_config_for(
+        _instances()[instance_id],
+        checkpoint_location="/tmp/cp",
+        kafka_bootstrap_servers="127.0.0.1:9092",
+        **kwargs,
+    )
+
+
 def test_example_instance_maps_names_and_source_options() -> None:
     payments = _instances()["payments-ap-northeast-2"]
     config = job_config_for(
         payments,
         checkpoint_location="s3://bucket/checkpoints/payments",
         kafka_cluster_arn="arn:aws:kafka:ap-northeast-2:111111111111:cluster/c/abc",
+        kafka_security="MSK_IAM",
     )
     assert config.stream_name == "streaming-payments-ap-northeast-2"
     assert config.database == "streaming_payments_ap_northeast_2"
@@ -35,12 +48,8 @@ def test_example_instance_maps_names_and_source_options() -> None:
 
 
 def test_local_mapping_points_every_client_at_the_emulator() -> None:
-    orders = _instances()["orders-eu-west-1"]
-    config = job_config_for(
-        orders,
-        checkpoint_location="/tmp/cp",
-        kafka_bootstrap_servers="127.0.0.1:9092",
-        kafka_security="PLAINTEXT",
+    config = _local(
+        "orders-eu-west-1",
         aws_endpoint_url="http://127.0.0.1:5000",
         source_format="python-kinesis",
     )
@@ -51,15 +60,19 @@ def test_local_mapping_points_every_client_at_the_emulator() -> None:
 
 
 def test_python_source_reads_an_efo_instance_with_get_records() -> None:
-    payments = _instances()["payments-ap-northeast-2"]
-    config = job_config_for(
-        payments,
-        checkpoint_location="/tmp/cp",
-        kafka_bootstrap_servers="127.0.0.1:9092",
-        source_format="python-kinesis",
-    )
+    config = _local("payments-ap-northeast-2", source_format="python-kinesis")
     assert config.source.consumer_type == "GetRecords"
     assert config.source.consumer_name is None
+
+
+def test_left_out_keywords_take_the_job_models_defaults() -> None:
+    """job_config_for has no defaults of its own: what a caller leaves out is
+    the job model's (app/config.py), the one place a default is declared."""
+    config = _local("orders-eu-west-1")
+    defaults = KafkaOptions(topic="t", bootstrap_servers="b:1")
+    assert config.kafka.security == defaults.security == "PLAINTEXT"
+    assert config.database_location is None
+    assert config.stop_marker_path is None
 
 
 def test_kafka_needs_exactly_one_of_brokers_or_cluster() -> None:

@@ -1,0 +1,54 @@
+"""The metrics an instance's alarms watch and its dashboard shows: the job's
+own (names, namespace and dimension from ``app.contract``, the module the job
+publishes with) and the stream's GetRecords iterator age."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cw
+
+from app import contract
+
+# The stream's own metric, beside the job's (app.contract names those).
+ITERATOR_AGE: Final = "GetRecords.IteratorAgeMilliseconds"
+
+
+@dataclass(frozen=True)
+class InstanceMetrics:
+    """``metric(name, statistic)`` is one of the job's metrics of this instance
+    at the alarm period; ``iterator_age`` the stream's (maximum)."""
+
+    namespace: str
+    instance_id: str
+    period: Duration
+    iterator_age: cw.IMetric
+
+    def metric(self, name: str, statistic: str, label: str | None = None) -> cw.IMetric:
+        """``name`` is an ``app.contract`` metric or :data:`ITERATOR_AGE`."""
+        if name == ITERATOR_AGE:
+            return self.iterator_age
+        found = cw.Metric(
+            namespace=self.namespace,
+            metric_name=name,
+            dimensions_map={contract.INSTANCE_DIMENSION: self.instance_id},
+            statistic=statistic,
+            period=self.period,
+        )
+        return found if label is None else found.with_(label=label)
+
+    def by_reason(self, reason: str) -> cw.IMetric:
+        """Failure records of one reason of the job's taxonomy (the ``Reason`` dimension)."""
+        return cw.Metric(
+            namespace=self.namespace,
+            metric_name=contract.FAILURE_RECORDS_BY_REASON,
+            dimensions_map={
+                contract.INSTANCE_DIMENSION: self.instance_id,
+                contract.REASON_DIMENSION: reason,
+            },
+            statistic="Sum",
+            period=self.period,
+            label=reason,
+        )
