@@ -128,7 +128,7 @@ class TableWatcher(threading.Thread):
 
     def __init__(self, config: JobConfig) -> None:
         super().__init__(name="table-watcher", daemon=True)
-        from local.table import load_table
+        from app.table.catalog import load_table
 
         self.table = load_table(config)
         self.batches = Seen()

@@ -38,10 +38,11 @@ from typing import Final
 
 import pytest
 
+from app.table.catalog import load_table
 from app.table.commit import committed_batch
 from local.emulators import Emulators
 from local.harness import LocalInstance
-from local.table import load_table, orphan_files, table_exists
+from local.table import orphan_files, table_exists
 from tests.e2e.conftest import MakeLocal, mix
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]

@@ -7,8 +7,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from app.table.catalog import load_table
 from local.emulators import Emulators, free_port
-from local.table import load_table
 from ops.events import (
     DUPLICATE,
     FAILURE_KINDS,
