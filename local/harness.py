@@ -23,6 +23,7 @@ from app.config import JobConfig
 from app.polling import poll_until
 from app.table_layout import column_name
 from local.emulators import FAKE_CREDENTIALS, Endpoints
+from local.events import EventSchema
 from local.failures import TopicContents, ensure_topic, read_topic
 from local.job_process import JobProcess, clear_stop_marker
 from local.metrics import PublishedMetrics, cloudwatch_client, read_published
@@ -184,6 +185,12 @@ class LocalInstance:
     def id_column(self) -> str:
         """The table column of the event id (``id_field``, as the job names it)."""
         return column_name(self.config.id_field)
+
+    @property
+    def schema(self) -> EventSchema:
+        """The fields this instance's events carry (its ``job.event_fields``):
+        what its producer must send for the job to accept them."""
+        return EventSchema.of(self.config)
 
     @property
     def checkpoint(self) -> Path:

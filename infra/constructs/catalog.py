@@ -66,6 +66,8 @@ class CatalogDatabaseProps:
     # Accounts where Lake Formation governs the catalog: grant the job role
     # and the optimizer roles through it too (InstanceConfig.lake_formation_permissions).
     lake_formation_permissions: bool = False
+    # The events table's pinned definition (InstanceConfig.table_definition_sha256).
+    table_definition_sha256: str | None = None
 
 
 class CatalogDatabase(Construct):
@@ -103,6 +105,7 @@ class CatalogDatabase(Construct):
                 maintenance=props.maintenance,
                 removal_policy=props.removal_policy,
                 lake_formation_permissions=props.lake_formation_permissions,
+                deployed_sha256=props.table_definition_sha256,
             ),
         )
         self._lake_formation = props.lake_formation_permissions

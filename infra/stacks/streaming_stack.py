@@ -10,7 +10,6 @@ from typing import Any
 from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
 from constructs import Construct
 
-from app.config import DEFAULT_EVENT_FIELDS
 from app.failure_limits import check_limits
 from infra.config import InstanceConfig, msk_client_subnets
 from infra.constructs.alarms import Alarms, AlarmsProps
@@ -72,9 +71,9 @@ class StreamingStack(Stack):
                 database_name=config.database_name,
                 bucket=self.buckets.data,
                 prefix=f"{WAREHOUSE_PREFIX}{config.database_name}.db/",
-                # The job's JobConfig.event_fields: job_config_for leaves them at
-                # this default (tests/infra/test_events_table.py checks).
-                fields=DEFAULT_EVENT_FIELDS,
+                # The job's own fields (JobConfig.event_fields, from job.event_fields).
+                fields=config.job.event_fields,
+                table_definition_sha256=config.table_definition_sha256,
                 maintenance=config.job.table_maintenance,
                 removal_policy=removal,
                 lake_formation_permissions=config.lake_formation_permissions,
