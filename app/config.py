@@ -413,6 +413,57 @@ DEFAULT_EVENT_FIELDS: tuple[EventField, ...] = (
 )
 
 
+# Column names an event field's column may not take (compared in lower case:
+# Spark resolves names case-insensitively). The table's source and evolved
+# columns come from app.table_layout; the source rows' own columns
+# (app.sources.schema, which needs pyspark) and the classification's
+# (app.transform, which imports this module) are spelled here, and
+# tests/app/test_instance_schema.py fails if either list grows without this one.
+_SOURCE_ROW_COLUMNS: Final = (
+    "data",
+    "streamName",
+    "partitionKey",
+    "sequenceNumber",
+    "approximateArrivalTimestamp",
+    "shardId",
+    "subSequenceNumber",
+)
+_CLASSIFICATION_COLUMNS: Final = ("failure_reason", "failure_message", "failure_class")
+RESERVED_COLUMNS: Final = frozenset(
+    name.lower()
+    for name in (
+        *(n for n, _ in SOURCE_COLUMNS),
+        *(n for n, _ in EVOLVED_COLUMNS),
+        *_SOURCE_ROW_COLUMNS,
+        *_CLASSIFICATION_COLUMNS,
+    )
+)
+# Glue takes column names of 1-255 characters
+# (https://docs.aws.amazon.com/glue/latest/webapi/API_Column.html).
+_COLUMN_PATTERN: Final = re.compile(r"[a-z][a-z0-9_]{0,254}")
+
+
+def _column_problem(column: str, taken: dict[str, str]) -> str | None:
+    """Why an event field's table column ``column`` cannot be, or None.
+    ``taken`` maps the columns of the fields before it to their field."""
+    if _COLUMN_PATTERN.fullmatch(column) is None:
+        return (
+            f"a name whose table column ({column!r}) starts with a letter "
+            "(the job's own working columns start with '_'), at most 255 characters"
+        )
+    if column in RESERVED_COLUMNS:
+        return (
+            f"a name whose table column ({column!r}) is not one of the job's own "
+            f"columns: {', '.join(sorted(RESERVED_COLUMNS))}"
+        )
+    if column in taken:
+        return (
+            f"a name whose table column ({column!r}) no other field has "
+            f"(field {taken[column]!r} has it)"
+        )
+    return None
+
+
 class TableMaintenance(_JobModel):
     """How the events table's history stays bounded (docs/job.md, "The events
     table"). The job reads it (snapshot expiry after its own commits, table
@@ -502,57 +553,6 @@ class JobSettings(_JobModel):
                     attr,
                 )
         return self
-
-
-# Column names an event field's column may not take (compared in lower case:
-# Spark resolves names case-insensitively). The table's source and evolved
-# columns come from app.table_layout; the source rows' own columns
-# (app.sources.schema, which needs pyspark) and the classification's
-# (app.transform, which imports this module) are spelled here, and
-# tests/app/test_instance_schema.py fails if either list grows without this one.
-_SOURCE_ROW_COLUMNS: Final = (
-    "data",
-    "streamName",
-    "partitionKey",
-    "sequenceNumber",
-    "approximateArrivalTimestamp",
-    "shardId",
-    "subSequenceNumber",
-)
-_CLASSIFICATION_COLUMNS: Final = ("failure_reason", "failure_message", "failure_class")
-RESERVED_COLUMNS: Final = frozenset(
-    name.lower()
-    for name in (
-        *(n for n, _ in SOURCE_COLUMNS),
-        *(n for n, _ in EVOLVED_COLUMNS),
-        *_SOURCE_ROW_COLUMNS,
-        *_CLASSIFICATION_COLUMNS,
-    )
-)
-# Glue takes column names of 1-255 characters
-# (https://docs.aws.amazon.com/glue/latest/webapi/API_Column.html).
-_COLUMN_PATTERN: Final = re.compile(r"[a-z][a-z0-9_]{0,254}")
-
-
-def _column_problem(column: str, taken: dict[str, str]) -> str | None:
-    """Why an event field's table column ``column`` cannot be, or None.
-    ``taken`` maps the columns of the fields before it to their field."""
-    if _COLUMN_PATTERN.fullmatch(column) is None:
-        return (
-            f"a name whose table column ({column!r}) starts with a letter "
-            "(the job's own working columns start with '_'), at most 255 characters"
-        )
-    if column in RESERVED_COLUMNS:
-        return (
-            f"a name whose table column ({column!r}) is not one of the job's own "
-            f"columns: {', '.join(sorted(RESERVED_COLUMNS))}"
-        )
-    if column in taken:
-        return (
-            f"a name whose table column ({column!r}) no other field has "
-            f"(field {taken[column]!r} has it)"
-        )
-    return None
 
 
 class JobConfig(JobSettings):
