@@ -97,10 +97,12 @@ class EventSchema:
 
 
 DEFAULT_SCHEMA: Final = EventSchema()
+# An event's ``object`` fields (the payload of the default schema).
+Payload = dict[str, object]
 
 
 def field_value(
-    spec: EventField, index: int, event_type: str, stamp: str, payload: dict[str, object]
+    spec: EventField, index: int, event_type: str, stamp: str, payload: Payload
 ) -> object:
     """A valid value of ``spec``'s type for the event numbered ``index``:
     strings take the event type, timestamps the event's stamp, objects the
@@ -205,7 +207,7 @@ def event_body(
     event_id: str,
     event_type: str,
     occurred_at: str,
-    payload: dict[str, object],
+    payload: Payload,
     *,
     schema: EventSchema = DEFAULT_SCHEMA,
     index: int = 0,
@@ -223,18 +225,9 @@ def encode(body: dict[str, object]) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def event_json(
-    event_id: str,
-    event_type: str,
-    occurred_at: str,
-    payload: dict[str, object],
-    *,
-    schema: EventSchema = DEFAULT_SCHEMA,
-    index: int = 0,
-) -> bytes:
-    return encode(
-        event_body(event_id, event_type, occurred_at, payload, schema=schema, index=index)
-    )
+def event_json(event_id: str, event_type: str, occurred_at: str, payload: Payload) -> bytes:
+    """A valid event of the default fields, for tests that write one by hand."""
+    return encode(event_body(event_id, event_type, occurred_at, payload))
 
 
 def valid_event(
@@ -244,7 +237,7 @@ def valid_event(
     nanos: int | None = None,
     offset: str = "Z",
     event_type: str = "created",
-    payload: dict[str, object] | None = None,
+    payload: Payload | None = None,
     schema: EventSchema = DEFAULT_SCHEMA,
     index: int = 0,
 ) -> SampleRecord:
@@ -253,7 +246,8 @@ def valid_event(
         stamp = instant.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
     else:
         stamp = format_timestamp(instant, nanos, offset)
-    data = event_json(event_id, event_type, stamp, payload or {"n": 0}, schema=schema, index=index)
+    body = event_body(event_id, event_type, stamp, payload or {"n": 0}, schema=schema, index=index)
+    data = encode(body)
     return SampleRecord(VALID, data, event_id, event_id)
 
 
@@ -285,11 +279,12 @@ def malformed_record(
     elif kind == TRAILING_DATA:
         # Two events in one record, newline-separated: the second would be lost
         # if the job read only the first.
-        second = event_json(key + "-b", "created", now, {}, schema=schema)
-        data = encode(body()) + b"\n" + second
+        second = event_body(key + "-b", "created", now, {}, schema=schema)
+        data = encode(body()) + b"\n" + encode(second)
     elif kind == BAD_AGGREGATE:
         # A KPL aggregate of two events whose MD5 is broken: one failure record.
-        pair = [encode(body()), event_json(key + "-b", "created", now, {}, schema=schema)]
+        second = event_body(key + "-b", "created", now, {}, schema=schema)
+        pair = [encode(body()), encode(second)]
         data = corrupt(aggregate(key, pair))
     elif kind == TOO_LARGE:
         if too_large_bytes <= 0:

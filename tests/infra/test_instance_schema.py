@@ -81,6 +81,12 @@ FIELDS_A = (
 FIELDS_B = (*FIELDS_A, EventField("currency"))
 
 
+def _keys_and(extra: dict[str, Any]) -> dict[str, Any]:
+    """A job section of the two key fields and ``extra``."""
+    keys = [{"name": "paymentId"}, {"name": "authorizedAt", "type": "timestamp"}]
+    return {"event_fields": [*keys, extra]}
+
+
 def _context() -> dict[str, Any]:
     return check_context(SCHEMAS_CDK_JSON)
 
@@ -171,57 +177,27 @@ def test_each_job_gets_its_instances_fields_in_the_config_it_is_shipped(
             "a required timestamp field",
         ),
         (
-            {
-                "event_fields": [
-                    {"name": "paymentId"},
-                    {"name": "authorizedAt", "type": "timestamp"},
-                    {"name": "paymentId", "type": "long"},
-                ]
-            },
+            _keys_and({"name": "paymentId", "type": "long"}),
             "job.event_fields[2].name",
             "a name not used by another event field",
         ),
         (
-            {
-                "event_fields": [
-                    {"name": "paymentId"},
-                    {"name": "authorizedAt", "type": "timestamp"},
-                    {"name": "shardId"},
-                ]
-            },
+            _keys_and({"name": "shardId"}),
             "job.event_fields[2].name",
             "table column ('shard_id') is not one of the job's own columns",
         ),
         (
-            {
-                "event_fields": [
-                    {"name": "paymentId"},
-                    {"name": "authorizedAt", "type": "timestamp"},
-                    {"name": "data", "type": "object"},
-                ]
-            },
+            _keys_and({"name": "data", "type": "object"}),
             "job.event_fields[2].name",
             "table column ('data') is not one of the job's own columns",
         ),
         (
-            {
-                "event_fields": [
-                    {"name": "paymentId"},
-                    {"name": "authorizedAt", "type": "timestamp"},
-                    {"name": "authorized_at_raw"},
-                ]
-            },
+            _keys_and({"name": "authorized_at_raw"}),
             "job.event_fields[2].name",
             "no other field has (field 'authorizedAt' has it)",
         ),
         (
-            {
-                "event_fields": [
-                    {"name": "paymentId"},
-                    {"name": "authorizedAt", "type": "timestamp"},
-                    {"name": "_internal"},
-                ]
-            },
+            _keys_and({"name": "_internal"}),
             "job.event_fields[2].name",
             "starts with a letter",
         ),
