@@ -17,6 +17,7 @@ with :mod:`infra.config`, which prefixes each line with the instance.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,7 @@ from app.failure_limits import (
     MAX_MAX_MESSAGE_BYTES,
     MIN_MAX_MESSAGE_BYTES,
 )
+from app.table.layout import EVOLVED_COLUMNS, SOURCE_COLUMNS, event_columns
 
 StartingPosition = Literal["TRIM_HORIZON", "LATEST"]
 SourceFormat = Literal["python-kinesis", "aws-kinesis"]
@@ -418,6 +420,57 @@ DEFAULT_EVENT_FIELDS: tuple[EventField, ...] = (
 )
 
 
+# Column names an event field's column may not take (compared in lower case:
+# Spark resolves names case-insensitively). The table's source and evolved
+# columns come from app.table.layout; the source rows' own columns
+# (app.sources.schema, which needs pyspark) and the classification's
+# (app.transform, which imports this module) are spelled here, and
+# tests/app/test_instance_schema.py fails if either list grows without this one.
+_SOURCE_ROW_COLUMNS: Final = (
+    "data",
+    "streamName",
+    "partitionKey",
+    "sequenceNumber",
+    "approximateArrivalTimestamp",
+    "shardId",
+    "subSequenceNumber",
+)
+_CLASSIFICATION_COLUMNS: Final = ("failure_reason", "failure_message", "failure_class")
+RESERVED_COLUMNS: Final = frozenset(
+    name.lower()
+    for name in (
+        *(n for n, _ in SOURCE_COLUMNS),
+        *(n for n, _ in EVOLVED_COLUMNS),
+        *_SOURCE_ROW_COLUMNS,
+        *_CLASSIFICATION_COLUMNS,
+    )
+)
+# Glue takes column names of 1-255 characters
+# (https://docs.aws.amazon.com/glue/latest/webapi/API_Column.html).
+_COLUMN_PATTERN: Final = re.compile(r"[a-z][a-z0-9_]{0,254}")
+
+
+def _column_problem(column: str, taken: dict[str, str]) -> str | None:
+    """Why an event field's table column ``column`` cannot be, or None.
+    ``taken`` maps the columns of the fields before it to their field."""
+    if _COLUMN_PATTERN.fullmatch(column) is None:
+        return (
+            f"a name whose table column ({column!r}) starts with a letter "
+            "(the job's own working columns start with '_'), at most 255 characters"
+        )
+    if column in RESERVED_COLUMNS:
+        return (
+            f"a name whose table column ({column!r}) is not one of the job's own "
+            f"columns: {', '.join(sorted(RESERVED_COLUMNS))}"
+        )
+    if column in taken:
+        return (
+            f"a name whose table column ({column!r}) no other field has "
+            f"(field {taken[column]!r} has it)"
+        )
+    return None
+
+
 class TableMaintenance(_JobModel):
     """How the events table's history stays bounded (docs/job.md, "The events
     table"). The job reads it (snapshot expiry after its own commits, table
@@ -460,6 +513,53 @@ class JobSettings(_JobModel):
     # readable records of a shard that is behind (docs/job.md).
     dedup_horizon_hours: PositiveInt = 24
     table_maintenance: TableMaintenance = Field(default_factory=TableMaintenance)
+    # The instance's event schema (``cdk.json`` → ``job.event_fields``,
+    # ``job.id_field``, ``job.event_time_field``; docs/infra.md, "Event
+    # schema"): the job checks records against it and the stack's Glue table
+    # has its columns. ``id_field`` (a required string) is the de-duplication
+    # key; ``event_time_field`` (a required timestamp) orders versions of an id
+    # and gives the table's date partition.
+    # Non-empty by a rule, not min_length: pydantic also reports a too-short
+    # tuple when only an item is bad (it counts the valid items).
+    event_fields: Annotated[
+        JsonTuple[EventField], Allowed(lambda fields: len(fields) > 0, "a non-empty list")
+    ] = DEFAULT_EVENT_FIELDS
+    id_field: str = "id"
+    event_time_field: str = "occurredAt"
+
+    @model_validator(mode="after")
+    def _event_schema_keys(self) -> Self:
+        """Each field becomes a table column (``column_name``); two fields may
+        not share one, nor take a column the job already has, or the table
+        and the job's frames would hold a name twice."""
+        by_name: dict[str, EventField] = {}
+        owner: dict[str, str] = {}
+        for index, item in enumerate(self.event_fields):
+            if item.name in by_name:
+                raise bad_value(
+                    item.name,
+                    "a name not used by another event field",
+                    "event_fields",
+                    index,
+                    "name",
+                )
+            by_name[item.name] = item
+            for column in event_columns((item,)):
+                problem = _column_problem(column.name, owner)
+                if problem is not None:
+                    raise bad_value(item.name, problem, "event_fields", index, "name")
+                owner[column.name] = item.name
+        have = ", ".join(by_name)
+        for attr, wanted in (("id_field", "string"), ("event_time_field", "timestamp")):
+            name = getattr(self, attr)
+            spec = by_name.get(name)
+            if spec is None or spec.type != wanted or not spec.required:
+                raise bad_value(
+                    name,
+                    f"the name of a required {wanted} field of event_fields (declared: {have})",
+                    attr,
+                )
+        return self
 
 
 class JobConfig(JobSettings):
@@ -485,47 +585,12 @@ class JobConfig(JobSettings):
     max_record_bytes: PositiveInt = 1_048_576
     source: SourceOptions = Field(default_factory=SourceOptions)
     metrics: MetricsOptions = Field(default_factory=MetricsOptions)
-    # The event schema; ``id_field`` (a required string) is the de-duplication
-    # key and ``event_time_field`` (a required timestamp) orders versions of an
-    # id and gives the table's date partition.
-    # Non-empty by a rule, not min_length: pydantic also reports a too-short
-    # tuple when only an item is bad (it counts the valid items).
-    event_fields: Annotated[
-        JsonTuple[EventField], Allowed(lambda fields: len(fields) > 0, "a non-empty list")
-    ] = DEFAULT_EVENT_FIELDS
-    id_field: str = "id"
-    event_time_field: str = "occurredAt"
     # Single-writer lease beside the checkpoint: renewed every ttl/3; a new
     # copy waits at most ``lease_wait_sec`` for a stale lease to expire.
     lease_ttl_sec: PositiveInt = 30
     lease_wait_sec: PositiveInt = 45
     stop_poll_interval_sec: PositiveInt = 2
     graceful_stop_timeout_sec: PositiveInt = 300
-
-    @model_validator(mode="after")
-    def _event_schema_keys(self) -> Self:
-        by_name: dict[str, EventField] = {}
-        for index, item in enumerate(self.event_fields):
-            if item.name in by_name:
-                raise bad_value(
-                    item.name,
-                    "a name not used by another event field",
-                    "event_fields",
-                    index,
-                    "name",
-                )
-            by_name[item.name] = item
-        have = ", ".join(by_name)
-        for attr, wanted in (("id_field", "string"), ("event_time_field", "timestamp")):
-            name = getattr(self, attr)
-            spec = by_name.get(name)
-            if spec is None or spec.type != wanted or not spec.required:
-                raise bad_value(
-                    name,
-                    f"the name of a required {wanted} field of event_fields (declared: {have})",
-                    attr,
-                )
-        return self
 
     @model_validator(mode="after")
     def _horizon_covers_retention(self) -> Self:

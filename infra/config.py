@@ -67,6 +67,7 @@ TLS_ZIP_URI_PATTERN: Final = re.compile(
     r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>.+\.zip)$"
 )
 EMAIL_PATTERN: Final = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+SHA256_PATTERN: Final = re.compile(r"^[0-9a-f]{64}$")
 
 MIN_KAFKA_VERSION: Final = (3, 6)  # AWS::MSK::Topic needs Kafka >= 3.6
 CREATED_VPC_ZONES: Final = 3  # zones a created VPC spans when none are listed
@@ -119,6 +120,9 @@ TlsZipUri = Annotated[
     ),
 ]
 Email = Annotated[str, _matches(EMAIL_PATTERN, "an e-mail address")]
+Sha256 = Annotated[
+    str, _matches(SHA256_PATTERN, "64 lowercase hex digits (the sha256 cdk synth names), or null")
+]
 VpcId = Annotated[str, _matches(VPC_ID_PATTERN, "vpc-<hex> or null")]
 SubnetId = Annotated[str, _matches(SUBNET_ID_PATTERN, "subnet-<hex>")]
 Cidr = Annotated[str, _matches(CIDR_PATTERN, "an IPv4 CIDR /16../28")]
@@ -397,6 +401,13 @@ class InstanceConfig(ConfigModel):
     # permissions through Lake Formation too (``make preflight`` detects such
     # an account and says to turn this on).
     lake_formation_permissions: bool = False
+    # The definition its events table was created with (its SHA-256,
+    # infra/constructs/events_table.py): synth refuses a table whose definition
+    # differs, since CloudFormation would update the live table. Null: the
+    # table of the default event schema (DEPLOYED_DEFINITION_SHA256). An
+    # instance with its own job.event_fields pins its own; synth names the
+    # value (docs/infra.md, "Event schema").
+    table_definition_sha256: Sha256 | None = None
 
     @model_validator(mode="before")
     @classmethod

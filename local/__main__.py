@@ -179,6 +179,7 @@ def _produce_and_wait(locals_: list[LocalInstance], args: argparse.Namespace) ->
                 id_prefix=local.instance.domain,
                 failure_kinds=FAILURE_KINDS,
                 too_large_bytes=LOCAL_MAX_RECORD_BYTES + 1024,
+                schema=local.schema,
             )
             futures.append(
                 pool.submit(

@@ -28,6 +28,7 @@ from local.job_process import JobProcess, clear_stop_marker
 from local.metrics import PublishedMetrics, cloudwatch_client, read_published
 from local.summary import RunFigures, Summary, summarize
 from local.table import TableFigures, figures, read_rows, sql_catalog
+from ops.events import EventSchema
 from ops.local_run import FAKE_CREDENTIALS, JOB_CONFIG_FILE
 from ops.producer import ProduceReport, ensure_stream, kinesis_client, put_all
 
@@ -185,6 +186,12 @@ class LocalInstance:
     def id_column(self) -> str:
         """The table column of the event id (``id_field``, as the job names it)."""
         return column_name(self.config.id_field)
+
+    @property
+    def schema(self) -> EventSchema:
+        """The fields this instance's events carry (its ``job.event_fields``):
+        what its producer must send for the job to accept them."""
+        return EventSchema.of(self.config)
 
     @property
     def checkpoint(self) -> Path:

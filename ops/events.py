@@ -6,6 +6,13 @@ failure topic, so the mix is computed, not sampled: ``count`` records of which
 kind) and ``round(count * duplicate_share)`` re-send an earlier valid event
 byte for byte (an at-least-once producer retrying). Positions are shuffled with
 a seeded RNG so a failing run can be replayed.
+
+Events follow an instance's own schema (:class:`EventSchema`, from its
+``job.event_fields``, ``id_field`` and ``event_time_field``): a valid event
+has every field with a value of its type, and each malformed kind breaks the
+schema's own fields (the id goes missing, the event time is not a timestamp,
+...), so the same mix exercises every instance's checks. Without a schema the
+default fields are used.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
+from app.config import DEFAULT_EVENT_FIELDS, EventField, JobSettings
 from app.transform import (
     BAD_AGGREGATE,
     BAD_TIMESTAMP,
@@ -55,6 +63,66 @@ EVENT_TYPES: Final = ("created", "updated", "shipped", "cancelled")
 OFFSETS: Final = ("Z", "+00:00", "+09:00", "-05:30")
 
 
+# What ``too_large`` pads with: a key no event field can have (a field's column
+# starts with a letter, app.config), so the padding is never mistaken for one.
+PAD_KEY: Final = "_pad"
+# The value ``wrong_type`` gives a field: a number, or a string where the
+# schema wants a number.
+_WRONG_VALUE: Final = 42
+
+
+@dataclass(frozen=True)
+class EventSchema:
+    """The fields one instance's events carry (``JobSettings.event_fields``,
+    ``id_field``, ``event_time_field``); the defaults are the job's."""
+
+    fields: tuple[EventField, ...] = DEFAULT_EVENT_FIELDS
+    id_field: str = "id"
+    event_time_field: str = "occurredAt"
+
+    @classmethod
+    def of(cls, settings: JobSettings) -> EventSchema:
+        """The schema of an instance's job settings (or of a ``JobConfig``)."""
+        return cls(settings.event_fields, settings.id_field, settings.event_time_field)
+
+    @property
+    def wrong_type_field(self) -> EventField:
+        """The field ``wrong_type`` breaks: the last one that is neither the id
+        nor the event time (the id when there is none), so the record keeps
+        the id and a valid event time and fails on the type alone."""
+        others = [f for f in self.fields if f.name not in (self.id_field, self.event_time_field)]
+        if others:
+            return others[-1]
+        return next(f for f in self.fields if f.name == self.id_field)
+
+
+DEFAULT_SCHEMA: Final = EventSchema()
+# An event's ``object`` fields (the payload of the default schema).
+Payload = dict[str, object]
+
+
+def field_value(
+    spec: EventField, index: int, event_type: str, stamp: str, payload: Payload
+) -> object:
+    """A valid value of ``spec``'s type for the event numbered ``index``:
+    strings take the event type, timestamps the event's stamp, objects the
+    payload; the rest derive from ``index`` (no draw from the mix's RNG, so a
+    schema's extra fields never change the rest of a seeded mix)."""
+    if spec.type == "timestamp":
+        return stamp
+    if spec.type == "object":
+        return payload
+    if spec.type == "long":
+        return index
+    if spec.type == "double":
+        return index + 0.25
+    if spec.type == "boolean":
+        return index % 2 == 0
+    if spec.type == "array":
+        return [event_type, index]
+    return event_type
+
+
 @dataclass(frozen=True)
 class SampleRecord:
     """One Kinesis record to put, and what the job must make of it.
@@ -85,6 +153,7 @@ class MixSpec:
     id_prefix: str = "evt"
     failure_kinds: tuple[str, ...] = DEFAULT_FAILURE_KINDS
     too_large_bytes: int = 0
+    schema: EventSchema = DEFAULT_SCHEMA
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -134,16 +203,31 @@ def format_timestamp(instant: datetime, nanos: int, offset: str) -> str:
     return f"{local:%Y-%m-%dT%H:%M:%S}.{nanos:09d}{offset}"
 
 
-def event_json(
+def event_body(
     event_id: str,
     event_type: str,
     occurred_at: str,
-    payload: dict[str, object],
-) -> bytes:
-    return json.dumps(
-        {"id": event_id, "type": event_type, "occurredAt": occurred_at, "payload": payload},
-        separators=(",", ":"),
-    ).encode()
+    payload: Payload,
+    *,
+    schema: EventSchema = DEFAULT_SCHEMA,
+    index: int = 0,
+) -> dict[str, object]:
+    """A valid event of ``schema`` as a dict, its fields in schema order."""
+    return {
+        spec.name: event_id
+        if spec.name == schema.id_field
+        else field_value(spec, index, event_type, occurred_at, payload)
+        for spec in schema.fields
+    }
+
+
+def encode(body: dict[str, object]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def event_json(event_id: str, event_type: str, occurred_at: str, payload: Payload) -> bytes:
+    """A valid event of the default fields, for tests that write one by hand."""
+    return encode(event_body(event_id, event_type, occurred_at, payload))
 
 
 def valid_event(
@@ -153,47 +237,61 @@ def valid_event(
     nanos: int | None = None,
     offset: str = "Z",
     event_type: str = "created",
-    payload: dict[str, object] | None = None,
+    payload: Payload | None = None,
+    schema: EventSchema = DEFAULT_SCHEMA,
+    index: int = 0,
 ) -> SampleRecord:
     """A valid record. ``nanos=None`` writes microseconds (6 digits) instead of 9."""
     if nanos is None:
         stamp = instant.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
     else:
         stamp = format_timestamp(instant, nanos, offset)
-    data = event_json(event_id, event_type, stamp, payload or {"n": 0})
+    body = event_body(event_id, event_type, stamp, payload or {"n": 0}, schema=schema, index=index)
+    data = encode(body)
     return SampleRecord(VALID, data, event_id, event_id)
 
 
-def malformed_record(kind: str, key: str, *, too_large_bytes: int = 0) -> SampleRecord:
-    """One record the job must reject with reason ``kind`` (and not put in the table)."""
+def malformed_record(
+    kind: str, key: str, *, too_large_bytes: int = 0, schema: EventSchema = DEFAULT_SCHEMA
+) -> SampleRecord:
+    """One record the job must reject with reason ``kind`` (and not put in the
+    table), made from ``schema``'s own fields."""
     now = "2026-01-02T03:04:05.123456789Z"
+
+    def body(**changes: object) -> dict[str, object]:
+        return {**event_body(key, "created", now, {}, schema=schema), **changes}
+
+    id_key = json.dumps(schema.id_field).encode()
+    time_key = json.dumps(schema.event_time_field).encode()
     data: bytes
     if kind == MALFORMED_JSON:
-        data = b'{"id":"' + key.encode() + b'","type":"created","occurredAt":'
+        data = b"{" + id_key + b':"' + key.encode() + b'",' + time_key + b":"
     elif kind == NOT_UTF8:
-        data = b'{"id":"' + key.encode() + b'","type":"\xff\xfe\xfd"}'
+        data = b"{" + id_key + b':"' + key.encode() + b'",' + time_key + b':"\xff\xfe\xfd"}'
     elif kind == MISSING_FIELD:
-        data = json.dumps({"type": "created", "occurredAt": now, "payload": {}}).encode()
+        data = encode({n: v for n, v in body().items() if n != schema.id_field})
     elif kind == WRONG_TYPE:
-        data = json.dumps({"id": key, "type": "created", "occurredAt": now, "payload": 42}).encode()
+        target = schema.wrong_type_field
+        wrong = str(_WRONG_VALUE) if target.type in ("long", "double") else _WRONG_VALUE
+        data = encode(body(**{target.name: wrong}))
     elif kind == BAD_TIMESTAMP:
-        data = event_json(key, "created", "yesterday at noon", {})
+        data = encode(body(**{schema.event_time_field: "yesterday at noon"}))
     elif kind == TRAILING_DATA:
         # Two events in one record, newline-separated: the second would be lost
         # if the job read only the first.
-        data = (
-            event_json(key, "created", now, {}) + b"\n" + event_json(key + "-b", "created", now, {})
-        )
+        second = event_body(key + "-b", "created", now, {}, schema=schema)
+        data = encode(body()) + b"\n" + encode(second)
     elif kind == BAD_AGGREGATE:
         # A KPL aggregate of two events whose MD5 is broken: one failure record.
-        pair = [event_json(key, "created", now, {}), event_json(key + "-b", "created", now, {})]
+        second = event_body(key + "-b", "created", now, {}, schema=schema)
+        pair = [encode(body()), encode(second)]
         data = corrupt(aggregate(key, pair))
     elif kind == TOO_LARGE:
         if too_large_bytes <= 0:
             raise ValueError(f"too_large_bytes={too_large_bytes}: must be > 0 for {TOO_LARGE}")
-        head = event_json(key, "created", now, {"pad": ""})
+        head = encode(body(**{PAD_KEY: ""}))
         pad = max(0, too_large_bytes - len(head))
-        data = event_json(key, "created", now, {"pad": "x" * pad})
+        data = encode(body(**{PAD_KEY: "x" * pad}))
     else:
         raise ValueError(f"kind={kind!r}: not one of {', '.join(FAILURE_KINDS)}")
     return SampleRecord(kind, data, key)
@@ -230,6 +328,8 @@ def generate(spec: MixSpec, start: datetime) -> list[SampleRecord]:
                 offset=rng.choice(OFFSETS),
                 event_type=rng.choice(EVENT_TYPES),
                 payload={"n": index, "amount": rng.randrange(1, 100_000)},
+                schema=spec.schema,
+                index=index,
             )
             sent.append(record)
         elif kind == DUPLICATE:
@@ -238,7 +338,9 @@ def generate(spec: MixSpec, start: datetime) -> list[SampleRecord]:
                 DUPLICATE, original.data, original.partition_key, original.event_id
             )
         else:
-            record = malformed_record(kind, key, too_large_bytes=spec.too_large_bytes)
+            record = malformed_record(
+                kind, key, too_large_bytes=spec.too_large_bytes, schema=spec.schema
+            )
         records.append(record)
     return records
 

@@ -21,6 +21,10 @@ records of one aggregate share its sequence number; their failure keys differ
 by the sub-sequence number (stream/shard/sequence/sub, in the job's
 de-duplication, on the topic and in the claim-check store). A
 ``bad_aggregate`` record (a corrupt aggregate) always goes alone.
+
+``--instance ID`` makes the events follow that instance's own schema (its
+``job.event_fields`` in ``cdk.json``, ``--cdk-json`` to read another file);
+without it they carry the default fields.
 """
 
 from __future__ import annotations
@@ -43,13 +47,17 @@ from app.transform import BAD_AGGREGATE, TOO_LARGE
 from ops.aggregation import aggregate
 from ops.events import (
     DEFAULT_FAILURE_KINDS,
+    DEFAULT_SCHEMA,
     FAILURE_KINDS,
+    EventSchema,
     MixSpec,
     SampleRecord,
     generate,
     now_utc,
 )
 
+# The repository's cdk.json: where --instance finds an instance's schema.
+CDK_JSON: Final = Path(__file__).resolve().parents[1] / "cdk.json"
 MAX_RECORDS_PER_CALL: Final = 500
 MAX_BYTES_PER_CALL: Final = 5 * 1024 * 1024
 DEFAULT_MAX_ATTEMPTS: Final = 8
@@ -416,10 +424,34 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--create", action="store_true", help="create the stream if absent (--shards)"
     )
     parser.add_argument("--shards", type=int, default=None, help="with --create; none: on-demand")
+    parser.add_argument(
+        "--instance",
+        help="a declared instance (domain-region) whose job.event_fields the events follow "
+        "(default: the default fields)",
+    )
+    parser.add_argument(
+        "--cdk-json", type=Path, default=CDK_JSON, help="where --instance is declared"
+    )
     return parser.parse_args(argv)
 
 
-def spec_from_args(args: argparse.Namespace) -> MixSpec:
+def instance_schema(instance_id: str, cdk_json: Path = CDK_JSON) -> EventSchema:
+    """The event schema of a declared instance, as ``cdk synth`` reads it.
+    Raises ValueError naming the declared instances when there is no such one."""
+    from infra.config import load_instances, read_cdk_context
+
+    declared = load_instances(read_cdk_context(cdk_json))
+    for instance in declared:
+        if instance.instance_id == instance_id:
+            return EventSchema.of(instance.job)
+    allowed = ", ".join(i.instance_id for i in declared)
+    raise ValueError(
+        f"--instance: {instance_id!r} is not declared in {cdk_json}; allowed: {allowed}"
+    )
+
+
+def spec_from_args(args: argparse.Namespace, schema: EventSchema = DEFAULT_SCHEMA) -> MixSpec:
+    """The mix the options ask for, of events of ``schema``."""
     kinds = tuple(k for k in args.failure_kinds.split(",") if k)
     return MixSpec(
         count=args.count,
@@ -430,6 +462,7 @@ def spec_from_args(args: argparse.Namespace) -> MixSpec:
         id_prefix=args.id_prefix,
         failure_kinds=kinds,
         too_large_bytes=args.too_large_bytes,
+        schema=schema,
     )
 
 
@@ -465,7 +498,12 @@ def write_report(report: ProduceReport, path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        spec = spec_from_args(args)
+        schema = (
+            DEFAULT_SCHEMA
+            if args.instance is None
+            else instance_schema(args.instance, args.cdk_json)
+        )
+        spec = spec_from_args(args, schema)
         plan_entries([], args.aggregate, args.aggregate_share)  # validates both
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

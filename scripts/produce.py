@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from ops.events import EventSchema
 from ops.producer import (
     PRODUCER_LIMITS,
     ProduceError,
@@ -67,13 +68,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def stream_target(args: argparse.Namespace) -> tuple[str, Any]:
-    """(stream, Kinesis client) of the instance, locally or on AWS."""
+def stream_target(args: argparse.Namespace) -> tuple[str, Any, EventSchema]:
+    """(stream, Kinesis client, event schema) of the instance, locally or on
+    AWS: the events follow the instance's own ``job.event_fields``."""
     if args.work_dir is not None:
         path = local_config_path(args.work_dir, args.instance)
         config = parse_config(path.read_text(encoding="utf-8"), str(path), args.instance)
         target = Target(config, str(path), "", local=True, endpoint_url=args.endpoint_url)
-        return config.stream_name, target.client("kinesis", PRODUCER_LIMITS)
+        return config.stream_name, target.client("kinesis", PRODUCER_LIMITS), EventSchema.of(config)
     if args.config is not None:
         raise OperatorError(EXIT_USAGE, "--config: not used by produce (the stream is in cdk.json)")
     from app import aws_clients
@@ -82,18 +84,18 @@ def stream_target(args: argparse.Namespace) -> tuple[str, Any]:
     client = aws_clients.client(
         "kinesis", PRODUCER_LIMITS, region=declared.region, endpoint_url=args.endpoint_url
     )
-    return declared.stream_name, client
+    return declared.stream_name, client, EventSchema.of(declared.job)
 
 
 def produce(args: argparse.Namespace, out: Any) -> int:
     if args.id_prefix == AUTO_PREFIX:
         args.id_prefix = default_id_prefix(args.instance.split("-", 1)[0], datetime.now(UTC))
+    stream, kinesis, schema = stream_target(args)
     try:
-        spec = spec_from_args(args)
+        spec = spec_from_args(args, schema)
         plan_entries([], args.aggregate, args.aggregate_share)  # validates both
     except ValueError as exc:
         raise OperatorError(EXIT_USAGE, str(exc)) from exc
-    stream, kinesis = stream_target(args)
     try:
         kinesis.describe_stream_summary(StreamName=stream)
     except kinesis.exceptions.ResourceNotFoundException as exc:

@@ -69,6 +69,8 @@ class CatalogDatabaseProps:
     # Accounts where Lake Formation governs the catalog: grant the job role
     # and the optimizer roles through it too (InstanceConfig.lake_formation_permissions).
     lake_formation_permissions: bool = False
+    # The events table's pinned definition (InstanceConfig.table_definition_sha256).
+    table_definition_sha256: str | None = None
 
     @classmethod
     def of(cls, instance: InstanceConfig, job: JobConfig, buckets: Buckets) -> CatalogDatabaseProps:
@@ -80,6 +82,7 @@ class CatalogDatabaseProps:
             prefix=buckets.database_prefix(instance.database_name),
             fields=tuple(job.event_fields),
             maintenance=job.table_maintenance,
+            table_definition_sha256=instance.table_definition_sha256,
             removal_policy=removal_policy(instance),
             lake_formation_permissions=instance.lake_formation_permissions,
         )
@@ -121,6 +124,7 @@ class CatalogDatabase(Construct):
                 maintenance=props.maintenance,
                 removal_policy=props.removal_policy,
                 lake_formation_permissions=props.lake_formation_permissions,
+                deployed_sha256=props.table_definition_sha256,
             ),
         )
         self._lake_formation = props.lake_formation_permissions

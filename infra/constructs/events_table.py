@@ -16,7 +16,10 @@ CloudFormation only updates a resource whose template changed
 so the table's definition depends on nothing an ordinary deploy changes, and a
 change to it (a new event field, another location) stops ``cdk synth``
 (:func:`check_definition`) instead of breaking a live table
-(docs/infra.md, "The events table").
+(docs/infra.md, "The events table"). The columns follow the instance's own
+event fields (``job.event_fields``); an instance with fields of its own pins
+its table's definition in ``table_definition_sha256``, the others share
+:data:`DEPLOYED_DEFINITION_SHA256`.
 """
 
 from __future__ import annotations
@@ -93,9 +96,11 @@ TABLE_DESCRIPTION: Final = (
 BUCKET_PLACEHOLDER: Final = "<data bucket>"
 DATABASE_PLACEHOLDER: Final = "<database>"
 
-# The SHA-256 of the definition every deployed instance's table was created
-# with (:func:`definition_fingerprint`). Change it only together with the
-# migration in docs/infra.md ("Changing the events table").
+# The SHA-256 of the definition every deployed instance of the default event
+# schema (app.config.DEFAULT_EVENT_FIELDS) created its table with
+# (:func:`definition_fingerprint`); an instance with event fields of its own
+# pins its own (InstanceConfig.table_definition_sha256). Change it only
+# together with the migration in docs/infra.md ("Changing the events table").
 DEPLOYED_DEFINITION_SHA256: Final = (
     "27a67857cf2468c798610c663878595bf1224fa0cbea1e904c5d070701e3dc99"
 )
@@ -118,6 +123,9 @@ class EventsTableProps:
     removal_policy: RemovalPolicy
     # Grant the optimizer roles their table through Lake Formation too.
     lake_formation_permissions: bool = False
+    # The instance's pin (InstanceConfig.table_definition_sha256); None: the
+    # default schema's DEPLOYED_DEFINITION_SHA256.
+    deployed_sha256: str | None = None
 
 
 def lake_formation_grant(
@@ -210,23 +218,37 @@ def check_definition(
     fields: Sequence[EventField],
     database_name: str,
     database_prefix: str,
-    deployed: str = DEPLOYED_DEFINITION_SHA256,
+    deployed: str | None = None,
 ) -> None:
-    """Stop the synth when the table's definition differs from the deployed
-    one: deploying it would make CloudFormation update the live table."""
+    """Stop the synth when the table's definition differs from the one it was
+    created with (``deployed``; None: :data:`DEPLOYED_DEFINITION_SHA256`):
+    deploying it would make CloudFormation update the live table. Synth cannot
+    see whether the table exists yet, so the message gives both ways out: pin a
+    new instance's definition, or migrate a deployed one."""
+    pinned = DEPLOYED_DEFINITION_SHA256 if deployed is None else deployed
     found = definition_fingerprint(fields, database_name, database_prefix)
-    if found != deployed:
-        columns = ", ".join(f"{c.name} {c.glue_type}" for c in seed_columns(fields))
-        raise TableDefinitionChangedError(
-            f"events table {database_name}.{EVENTS_TABLE}: its CloudFormation definition "
-            f"changed (sha256 {found}, deployed {deployed}; columns now: {columns}). "
-            "Deploying it would make CloudFormation update the live Iceberg table, which "
-            "replaces its TableInput and drops the table_type and metadata_location "
-            "parameters the job's commits set: no engine could read the table afterwards. "
-            "Evolve the schema from the job instead and follow docs/infra.md "
-            '("Changing the events table") before updating DEPLOYED_DEFINITION_SHA256 '
-            "in infra/constructs/events_table.py."
-        )
+    if found == pinned:
+        return
+    columns = ", ".join(f"{c.name} {c.glue_type}" for c in seed_columns(fields))
+    source = (
+        "the default event schema's (DEPLOYED_DEFINITION_SHA256)"
+        if deployed is None
+        else "the instance's table_definition_sha256"
+    )
+    raise TableDefinitionChangedError(
+        f"events table {database_name}.{EVENTS_TABLE}: its CloudFormation definition "
+        f"(sha256 {found}; columns from job.event_fields: {columns}) is not the one its "
+        f"table was created with ({pinned}, {source}).\n"
+        "- A table not deployed yet (a new instance, or event fields chosen before the "
+        f'first deploy): set "table_definition_sha256": "{found}" in the instance\'s '
+        "cdk.json entry.\n"
+        "- A deployed table: its job.event_fields (or this code's table definition) "
+        "changed. Deploying it would make CloudFormation update the live Iceberg table, "
+        "which replaces its TableInput and drops the table_type and metadata_location "
+        "parameters the job's commits set: no engine could read the table afterwards. "
+        "Restore the instance's event fields, or follow docs/infra.md "
+        '("Changing the events table") before changing the pin.'
+    )
 
 
 def retention_days(hours: int) -> int:
@@ -242,7 +264,9 @@ class EventsTable(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, props: EventsTableProps) -> None:
         super().__init__(scope, construct_id)
-        check_definition(props.fields, props.database_name, props.database_prefix)
+        check_definition(
+            props.fields, props.database_name, props.database_prefix, props.deployed_sha256
+        )
         key_prefix = table_key_prefix(props.database_prefix)
         self.table_name = EVENTS_TABLE
         self.location = props.bucket.s3_url_for_object(key_prefix)

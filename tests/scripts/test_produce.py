@@ -91,3 +91,28 @@ def test_errors_are_one_line_with_exit_2(
     err = capsys.readouterr().err
     assert "stream streaming-payments-ap-northeast-2: not found" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_produce_follows_the_instances_own_event_fields() -> None:
+    """An instance with its own ``job.event_fields`` gets events of that
+    schema: payments events carry ``paymentId``, never the default ``id``."""
+    from app import contract
+    from tests.fixtures import SCHEMAS_CDK_JSON
+
+    region = "eu-west-1"
+    stream_name = contract.stream_name("payments", region)
+    with mock_aws():
+        kinesis = boto3.client("kinesis", region_name=region)
+        kinesis.create_stream(StreamName=stream_name, ShardCount=1)
+        out = io.StringIO()
+        args = ["--instance", f"payments-{region}", "--cdk-json", str(SCHEMAS_CDK_JSON)]
+        assert produce.main([*args, "--count", "20", "--malformed-share", "0"], out) == 0
+        shard = kinesis.list_shards(StreamName=stream_name)["Shards"][0]["ShardId"]
+        iterator = kinesis.get_shard_iterator(
+            StreamName=stream_name, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        events = [
+            json.loads(r["Data"]) for r in kinesis.get_records(ShardIterator=iterator)["Records"]
+        ]
+    assert len(events) == 20
+    assert all("paymentId" in e and "id" not in e for e in events), events[0]
