@@ -25,7 +25,7 @@ from app.transform import (
     WRONG_TYPE,
 )
 from infra.config import load_instances, read_cdk_context
-from local import producer
+from ops import producer
 from ops.events import (
     DEFAULT_SCHEMA,
     DUPLICATE,
