@@ -111,7 +111,7 @@ def _bare_catalog(
         props=CatalogDatabaseProps(
             database_name="streaming_unit_eu_west_1",
             bucket=bucket,
-            prefix="warehouse/streaming_unit_eu_west_1.db/",
+            database_prefix="warehouse/streaming_unit_eu_west_1.db/",
             fields=fields,
             maintenance=maintenance or TableMaintenance(),
             removal_policy=removal,
