@@ -340,18 +340,22 @@ def supervise(
             )
             if marker is not None and stop.reason.startswith("stop marker"):
                 marker.consume()
-            failure = query.exception()
-            if failure is not None:
-                log.error("query failed while stopping: %s", _cause(failure))
+            if _failed(query, "query failed while stopping"):
                 return EXIT_QUERY_FAILED
             log.info("stopped gracefully")
             return EXIT_OK
+    if not _failed(query, "query failed, stopping the job"):
+        log.error("query terminated without a stop request or an error")
+    return EXIT_QUERY_FAILED
+
+
+def _failed(query: StreamingQuery, what: str) -> bool:
+    """Whether the ended query ended on an error; if so its cause is logged after
+    ``what`` (the one place both ways of ending read ``query.exception()``)."""
     failure = query.exception()
     if failure is not None:
-        log.error("query failed, stopping the job: %s", _cause(failure))
-        return EXIT_QUERY_FAILED
-    log.error("query terminated without a stop request or an error")
-    return EXIT_QUERY_FAILED
+        log.error("%s: %s", what, _cause(failure))
+    return failure is not None
 
 
 def quiet_moment(now_ms: int, interval_ms: int) -> bool:

@@ -28,21 +28,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from bench import stream
 from bench.framework import Context, Row, bars, figure, summary, write_result
-from bench.stream import (
-    BatchTimings,
-    batch_timings,
-    directory_bytes,
-    job_config,
-    mixed_records,
-    now,
-    ran_batch,
-    run_to_end,
-    start_query,
-    state_figures,
-    unique_records,
-    write_source_file,
-)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -84,7 +71,7 @@ def _small_batch(table: Table, commit: int, rows: int = 5) -> pa.RecordBatch:
     """A few rows in the table's columns (the content does not matter)."""
     import pyarrow as pa
 
-    stamp = now().replace(tzinfo=None)
+    stamp = stream.now().replace(tzinfo=None)
     columns: dict[str, Any] = {}
     for field in table.schema().fields:
         kind = str(field.field_type)
@@ -150,11 +137,13 @@ def prefill(table: Table, config: JobConfig, commits: int) -> dict[str, Any]:
     }
 
 
-def _measured(events: list[dict[str, Any]], split: BatchTimings, size: int) -> list[dict[str, Any]]:
+def _measured(
+    events: list[dict[str, Any]], split: stream.BatchTimings, size: int
+) -> list[dict[str, Any]]:
     """The measured batches' figures, in order."""
     found = []
     for event in events:
-        if not ran_batch(event) or int(event["numInputRows"]) != size:
+        if not stream.ran_batch(event) or int(event["numInputRows"]) != size:
             continue
         batch_id = int(event["batchId"])
         durations = event["durationMs"]
@@ -165,7 +154,9 @@ def _measured(events: list[dict[str, Any]], split: BatchTimings, size: int) -> l
                 "durations_ms": durations,
                 "job_one_pass_seconds": split.one_pass.get(batch_id),
                 "job_commit_seconds": split.table.get(batch_id),
-                "state": {k: v for k, v in state_figures(event).items() if k != "customMetrics"},
+                "state": {
+                    k: v for k, v in stream.state_figures(event).items() if k != "customMetrics"
+                },
             }
         )
     return found
@@ -181,33 +172,33 @@ def run(ctx: Context) -> list[Row]:
     else:
         commits, state_keys, chunk, size = COMMITS, 1_000_000, 100_000, BATCH
     commits = ctx.growth_commits or commits
-    start = now()
-    measured = [mixed_records(size, f"m{rep}") for rep in range(ctx.repeats)]
+    start = stream.now()
+    measured = [stream.mixed_records(size, f"m{rep}") for rep in range(ctx.repeats)]
 
     # Warm-up, not counted: the JVM's first streaming batches (code generation,
     # Python workers, the Kafka producer) would otherwise be charged to (a).
-    config = job_config(ctx, f"{NAME}_warm")
+    config = stream.job_config(ctx, f"{NAME}_warm")
     source = Path(config.checkpoint_location).parent / "source"
-    write_source_file(source, 0, [], start)
-    write_source_file(source, 1, mixed_records(size, "warm"), start)
-    run_to_end(start_query(spark, config, source))
+    stream.write_source_file(source, 0, [], start)
+    stream.write_source_file(source, 1, stream.mixed_records(size, "warm"), start)
+    stream.run_to_end(stream.start_query(spark, config, source))
 
     # (a) empty table, empty state: a fresh query and table per repeat.
     empty: list[dict[str, Any]] = []
     for rep in range(ctx.repeats):
-        config = job_config(ctx, f"{NAME}_a{rep}")
+        config = stream.job_config(ctx, f"{NAME}_a{rep}")
         source = Path(config.checkpoint_location).parent / "source"
-        write_source_file(source, 0, [], start)
-        write_source_file(source, 1, measured[rep], start + timedelta(seconds=1))
-        with batch_timings() as split:
-            events = run_to_end(start_query(spark, config, source))
+        stream.write_source_file(source, 0, [], start)
+        stream.write_source_file(source, 1, measured[rep], start + timedelta(seconds=1))
+        with stream.batch_timings() as split:
+            events = stream.run_to_end(stream.start_query(spark, config, source))
         found = _measured(events, split, size)
         if len(found) != 1:
             raise RuntimeError(f"(a) repeat {rep}: {len(found)} batches of {size} records")
         empty.extend(found)
 
     # (b) the same shape of batch after `commits` commits and `state_keys` ids in the state.
-    config = job_config(ctx, f"{NAME}_b")
+    config = stream.job_config(ctx, f"{NAME}_b")
     table = ensure_table(config)
     before = metadata_figures(table)
     print(f"   prefill: {commits} commits of {FILES_PER_COMMIT} files", flush=True)
@@ -217,27 +208,29 @@ def run(ctx: Context) -> list[Row]:
     source = root / "source"
     index = 0
     for first in range(0, state_keys, chunk):
-        records = unique_records(min(chunk, state_keys - first), f"state{first // chunk}", start)
-        write_source_file(source, index, records, start)
+        records = stream.unique_records(
+            min(chunk, state_keys - first), f"state{first // chunk}", start
+        )
+        stream.write_source_file(source, index, records, start)
         index += 1
     for rep in range(ctx.repeats):
-        write_source_file(source, index, measured[rep], start + timedelta(seconds=1 + rep))
+        stream.write_source_file(source, index, measured[rep], start + timedelta(seconds=1 + rep))
         index += 1
     print(f"   stream: {state_keys:,} records into the state, then the measured batches")
-    with batch_timings() as split:
+    with stream.batch_timings() as split:
         fill_started = time.perf_counter()
-        events = run_to_end(start_query(spark, config, source, table=table))
+        events = stream.run_to_end(stream.start_query(spark, config, source, table=table))
         fill_seconds = time.perf_counter() - fill_started
     grown = _measured(events, split, size)
     if len(grown) != ctx.repeats:
         raise RuntimeError(f"(b): {len(grown)} batches of {size} records")
-    fill_events = [e for e in events if ran_batch(e) and int(e["numInputRows"]) == chunk]
+    fill_events = [e for e in events if stream.ran_batch(e) and int(e["numInputRows"]) == chunk]
     ctx.shared["state_fill"] = {
         "records": state_keys,
         "batch_records": chunk,
         "events": fill_events,
         "checkpoint": config.checkpoint_location,
-        "state_dir_bytes": directory_bytes(Path(config.checkpoint_location) / "state"),
+        "state_dir_bytes": stream.directory_bytes(Path(config.checkpoint_location) / "state"),
         "seconds": fill_seconds,
     }
     after_batches = metadata_figures(table)

@@ -43,26 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from bench.framework import (
-    WARMUP_BATCHES,
-    Context,
-    Row,
-    bars,
-    code_version,
-    figure,
-    machine_load,
-    summary,
-    timed,
-    write_result,
-)
-from bench.stream import (
-    job_config,
-    kafka_settings,
-    micro_batch_session,
-    mixed_records,
-    now,
-    write_batch_files,
-)
+from bench import framework, stream
+from bench.framework import Context, Row
 from local.spark_stages import shuffles_of
 
 if TYPE_CHECKING:
@@ -189,20 +171,20 @@ def run(ctx: Context) -> list[Row]:
     from app.micro_batch import BatchProcessor, prepare
 
     # Both sides are streaming jobs: their batches run as Spark runs micro-batches.
-    spark = micro_batch_session(ctx.spark)
+    spark = stream.micro_batch_session(ctx.spark)
     count = 5_000 if ctx.quick else 200_000
     # quick: the smoke test's one pass of each, after one warm-up run
     repeats = 1 if ctx.quick else max(ctx.repeats, TIMED_REPEATS)
-    warmups = 1 if ctx.quick else WARMUP_BATCHES
+    warmups = 1 if ctx.quick else framework.WARMUP_BATCHES
     work = ctx.scratch(NAME)
     source = work / "source"
     # The throughput benchmark's records: same generator, count, prefix and seed.
-    write_batch_files(source, mixed_records(count, "tp"), now())
-    config = job_config(ctx, NAME)
-    processor = BatchProcessor(config, kafka_settings(config), query_id="bench-incident")
+    stream.write_batch_files(source, stream.mixed_records(count, "tp"), stream.now())
+    config = stream.job_config(ctx, NAME)
+    processor = BatchProcessor(config, stream.kafka_settings(config), query_id="bench-incident")
     _ = processor.table  # created before the clock starts, as at the job's start
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "2")
-    load_before = machine_load()
+    load_before = framework.machine_load()
 
     # Each side's plan up to its per-batch code, built once (see the docstring).
     prepared = prepare(spark.read.parquet(str(source)), config)
@@ -229,14 +211,14 @@ def run(ctx: Context) -> list[Row]:
     our_shuffles = shuffles_of(spark, ours)
     warm_ours.append(time.perf_counter() - started)
     for rep in range(1, warmups):
-        warm_base.append(timed(theirs(work / f"store-warm-{rep}")))
-        warm_ours.append(timed(ours))
+        warm_base.append(framework.timed(theirs(work / f"store-warm-{rep}")))
+        warm_ours.append(framework.timed(ours))
 
     base: list[float] = []
     mine: list[float] = []
     for rep in range(repeats):  # alternating, so both see the same machine load
-        base.append(timed(theirs(work / f"store-{rep}")))
-        mine.append(timed(ours))
+        base.append(framework.timed(theirs(work / f"store-{rep}")))
+        mine.append(framework.timed(ours))
     med = statistics.median
     ratio = med(base) / med(mine)
     keys_saved = saved[-1].keys_saved
@@ -247,7 +229,7 @@ def run(ctx: Context) -> list[Row]:
     store_seconds = med(r.store_seconds for r in timed_runs)
     calls = keys_saved * CALLS_PER_KEY
     table_rows = int(results[-1].table_records)
-    write_result(
+    framework.write_result(
         ctx,
         NAME,
         {
@@ -265,8 +247,8 @@ def run(ctx: Context) -> list[Row]:
                 "per repeat; one SELECT and one INSERT/UPDATE per key"
             ),
             "shuffle_partitions": partitions,
-            "baseline_seconds": summary(base),
-            "subject_seconds": summary(mine),
+            "baseline_seconds": framework.summary(base),
+            "subject_seconds": framework.summary(mine),
             "baseline_records_per_second": round(count / med(base), 1),
             "subject_records_per_second": round(count / med(mine), 1),
             "ratio_baseline_to_subject": {
@@ -304,20 +286,20 @@ def run(ctx: Context) -> list[Row]:
                 },
             },
             "subject_table_rows": table_rows,
-            "code": code_version(),
+            "code": framework.code_version(),
             "load_before": load_before,
-            "load_after": machine_load(),
+            "load_after": framework.machine_load(),
         },
     )
-    with figure(ctx, NAME, ncols=2) as (_, axes):
-        bars(
+    with framework.figure(ctx, NAME, ncols=2) as (_, axes):
+        framework.bars(
             axes[0],
             ["incident design", "micro-batch"],
             [med(base), med(mine)],
             f"{count:,} records (median of {repeats})",
             "seconds",
         )
-        bars(
+        framework.bars(
             axes[1],
             ["incident design", "micro-batch"],
             [float(base_shuffles), float(our_shuffles)],

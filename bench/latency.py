@@ -47,16 +47,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from app.polling import poll_until
-from bench.framework import (
-    Context,
-    Row,
-    bars,
-    code_version,
-    figure,
-    machine_load,
-    summary,
-    write_result,
-)
+from bench import framework
+from bench.framework import Context, Row
 from bench.stream import job_config, kafka_settings, progress_events
 from local.summary import percentile as nearest_rank
 
@@ -356,7 +348,7 @@ def _batch_figures(events: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "batches": len(ran),
         "input_rows_per_batch_median": statistics.median(int(e["numInputRows"]) for e in ran),
-        "trigger_execution_seconds": summary(
+        "trigger_execution_seconds": framework.summary(
             [e["durationMs"]["triggerExecution"] / 1000 for e in ran]
         ),
         "trigger_execution_p99_seconds": round(
@@ -393,7 +385,7 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
         MixSpec(count=RATE * window_sec * windows, id_prefix="lat", seed=11), now_utc()
     )
     spark = ctx.spark
-    load_before = machine_load()
+    load_before = framework.machine_load()
     split = JobSplit()
     with split.attached():
         query = start_job_query(spark, config)
@@ -424,7 +416,7 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
         loop.join(10)
         if loop.error is not None:
             raise RuntimeError(f"bare GetRecords loop failed: {loop.error}")
-    load_after = machine_load()
+    load_after = framework.machine_load()
 
     rows = watcher.table.scan(selected_fields=("id", "batch_id")).to_arrow().to_pylist()
     batch_seen = watcher.batches.snapshot()
@@ -468,7 +460,7 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
         name: round(statistics.median(split.seconds[b].get(name, 0.0) for b in measured_batches), 3)
         for name in sorted({n for b in measured_batches for n in split.seconds[b]})
     }
-    write_result(
+    framework.write_result(
         ctx,
         NAME,
         {
@@ -486,8 +478,8 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
             "warm_up": {"records": WARM_UP_RECORDS, "seconds": round(warm_up_seconds, 1)},
             "subject": {
                 "what": "put -> row readable in the table (job's query, 1 s trigger)",
-                "p50_seconds": summary(p50s),
-                "p99_seconds": summary(p99s),
+                "p50_seconds": framework.summary(p50s),
+                "p99_seconds": framework.summary(p99s),
                 "per_window": per_window,
                 "whole_run": _stats(all_ours),
                 "bar": f"p99 < {BAR_P99_SEC}",
@@ -511,13 +503,13 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
                 "polls": watcher.polls,
                 "mean_poll_seconds": round(watcher.poll_seconds / max(1, watcher.polls), 4),
             },
-            "code": code_version(),
+            "code": framework.code_version(),
             "load_before": load_before,
             "load_after": load_after,
         },
     )
-    with figure(ctx, NAME, ncols=2) as (_, axes):
-        bars(
+    with framework.figure(ctx, NAME, ncols=2) as (_, axes):
+        framework.bars(
             axes[0],
             ["GetRecords loop p50", "GetRecords loop p99", "table p50", "table p99"],
             [

@@ -32,18 +32,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from bench import stream
 from bench.framework import Context, Row, bars, figure, summary, write_result
-from bench.stream import (
-    batch_timings,
-    job_config,
-    now,
-    progress_events,
-    ran_batch,
-    start_query,
-    state_figures,
-    unique_records,
-    write_source_file,
-)
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -62,7 +52,7 @@ def _wait(
     while True:
         if query.exception() is not None:
             raise RuntimeError(f"query failed: {query.exception()}")
-        events = progress_events(query)
+        events = stream.progress_events(query)
         if done(events):
             return events
         if time.monotonic() > deadline:
@@ -72,8 +62,8 @@ def _wait(
 
 def _idle_after(events: list[dict[str, Any]], count: int) -> int:
     """Idle triggers reported after the last batch that ran."""
-    last_batch = max((i for i, e in enumerate(events) if ran_batch(e)), default=-1)
-    return sum(1 for e in events[last_batch + 1 :] if not ran_batch(e)) - count
+    last_batch = max((i for i, e in enumerate(events) if stream.ran_batch(e)), default=-1)
+    return sum(1 for e in events[last_batch + 1 :] if not stream.ran_batch(e)) - count
 
 
 def _p50(values: list[float]) -> float:
@@ -83,34 +73,36 @@ def _p50(values: list[float]) -> float:
 def run(ctx: Context) -> list[Row]:
     spark = ctx.spark
     samples = 3 if ctx.quick else 12
-    config = job_config(ctx, NAME)
+    config = stream.job_config(ctx, NAME)
     source = Path(config.checkpoint_location).parent / "source"
     source.mkdir(parents=True)
-    start = now()
+    start = stream.now()
     previous = spark.conf.get(NO_DATA_INTERVAL, None)
     spark.conf.set(NO_DATA_INTERVAL, "0")
     try:
-        with batch_timings() as split:
-            query = start_query(spark, config, source, available_now=False, trigger_sec=TRIGGER_SEC)
+        with stream.batch_timings() as split:
+            query = stream.start_query(
+                spark, config, source, available_now=False, trigger_sec=TRIGGER_SEC
+            )
             try:
                 # Sample 0 warms the query up (first batch: Python workers, catalog); not counted.
                 for index in range(samples + 1):
                     arrival = start + timedelta(seconds=index)
-                    write_source_file(
-                        source, index, unique_records(1, f"one{index}", arrival), arrival
+                    stream.write_source_file(
+                        source, index, stream.unique_records(1, f"one{index}", arrival), arrival
                     )
                     ones = index + 1
                     _wait(
                         query,
                         lambda ev, n=ones: (
                             sum(  # type: ignore[misc]
-                                1 for e in ev if ran_batch(e) and int(e["numInputRows"]) == 1
+                                1 for e in ev if stream.ran_batch(e) and int(e["numInputRows"]) == 1
                             )
                             >= n
                             and _idle_after(ev, 3) >= 0
                         ),
                     )
-                events = progress_events(query)
+                events = stream.progress_events(query)
             finally:
                 query.stop()
     finally:
@@ -119,12 +111,12 @@ def run(ctx: Context) -> list[Row]:
         else:
             spark.conf.set(NO_DATA_INTERVAL, previous)
 
-    first_data = next(i for i, e in enumerate(events) if ran_batch(e))
+    first_data = next(i for i, e in enumerate(events) if stream.ran_batch(e))
     # Skip everything up to the warm-up batch and the no-data batch after it.
     counted = events[first_data + 1 :]
-    one = [e for e in counted if ran_batch(e) and int(e["numInputRows"]) == 1]
-    no_data = [e for e in counted if ran_batch(e) and int(e["numInputRows"]) == 0]
-    idle = [e for e in counted if not ran_batch(e)]
+    one = [e for e in counted if stream.ran_batch(e) and int(e["numInputRows"]) == 1]
+    no_data = [e for e in counted if stream.ran_batch(e) and int(e["numInputRows"]) == 0]
+    idle = [e for e in counted if not stream.ran_batch(e)]
 
     def seconds(items: list[dict[str, Any]], key: str = "triggerExecution") -> list[float]:
         return [e["durationMs"].get(key, 0) / 1000 for e in items]
@@ -141,8 +133,8 @@ def run(ctx: Context) -> list[Row]:
         "state store": _p50(
             [
                 (
-                    state_figures(e).get("allUpdatesTimeMs", 0)
-                    + state_figures(e).get("commitTimeMs", 0)
+                    stream.state_figures(e).get("allUpdatesTimeMs", 0)
+                    + stream.state_figures(e).get("commitTimeMs", 0)
                 )
                 / 1000
                 for e in one

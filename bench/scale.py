@@ -37,25 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from bench.framework import (
-    Context,
-    Row,
-    bars,
-    code_version,
-    figure,
-    machine_load,
-    summary,
-    timed,
-    write_result,
-)
-from bench.stream import (
-    job_config,
-    kafka_settings,
-    micro_batch_session,
-    mixed_records,
-    now,
-    write_batch_files,
-)
+from bench import framework, stream
+from bench.framework import Context, Row
 
 NAME: Final = "scale"
 SIZES: Final = (10_000, 100_000, 1_000_000)
@@ -233,20 +216,20 @@ def _batch_sizes(ctx: Context) -> dict[int, list[float]]:
 def run(ctx: Context) -> list[Row]:
     from app.micro_batch import BatchProcessor, prepare
 
-    spark = micro_batch_session(ctx.spark)  # as a streaming query runs its batches
+    spark = stream.micro_batch_session(ctx.spark)  # as a streaming query runs its batches
     repeats = 1 if ctx.quick else ctx.repeats
     times = _batch_sizes(ctx)
     largest = max(times)
     work = ctx.scratch(NAME)
-    start = now()
+    start = stream.now()
     sources: dict[int, Path] = {}
     for n in times:
         sources[n] = work / f"source-{n}"
-        write_batch_files(sources[n], mixed_records(n, f"sc{n}"), start)
-    config = job_config(ctx, NAME)
-    processor = BatchProcessor(config, kafka_settings(config), query_id="bench-scale")
+        stream.write_batch_files(sources[n], stream.mixed_records(n, f"sc{n}"), start)
+    config = stream.job_config(ctx, NAME)
+    processor = BatchProcessor(config, stream.kafka_settings(config), query_id="bench-scale")
     _ = processor.table  # created before the clock starts, as at the job's start
-    load_before = machine_load()
+    load_before = framework.machine_load()
 
     prepared = {n: prepare(spark.read.parquet(str(sources[n])), config) for n in times}
     batch_ids = iter(range(1, 1_000_000))
@@ -260,10 +243,10 @@ def run(ctx: Context) -> list[Row]:
         for n in times:
             if n == largest:
                 with Sampler(peak):
-                    times[n].append(timed(lambda n=n: batch(n)))  # type: ignore[misc]
+                    times[n].append(framework.timed(lambda n=n: batch(n)))  # type: ignore[misc]
             else:
-                times[n].append(timed(lambda n=n: batch(n)))  # type: ignore[misc]
-    load_mid = machine_load()
+                times[n].append(framework.timed(lambda n=n: batch(n)))  # type: ignore[misc]
+    load_mid = framework.machine_load()
 
     instance_counts = QUICK_INSTANCES if ctx.quick else INSTANCES
     synth: dict[int, list[float]] = {n: [] for n in instance_counts}
@@ -286,7 +269,7 @@ def run(ctx: Context) -> list[Row]:
     growth_ratio = synth_most / med(synth[fewest])
     linear_met = growth_ratio <= most / fewest
     fixed, per_instance = line_fit([(n, t) for n in counts for t in synth[n]])
-    write_result(
+    framework.write_result(
         ctx,
         NAME,
         {
@@ -295,7 +278,7 @@ def run(ctx: Context) -> list[Row]:
             "batches": {
                 str(n): {
                     "records": n,
-                    "seconds": summary(times[n]),
+                    "seconds": framework.summary(times[n]),
                     "records_per_second": round(n / med(times[n]), 1),
                     "microseconds_per_record": round(per_record[n] * 1e6, 2),
                 }
@@ -312,7 +295,7 @@ def run(ctx: Context) -> list[Row]:
             "synth": {
                 str(n): {
                     "instances": n,
-                    "seconds": summary(synth[n]),
+                    "seconds": framework.summary(synth[n]),
                     "child_split_first_run": synth_split[n][0],
                 }
                 for n in counts
@@ -329,14 +312,14 @@ def run(ctx: Context) -> list[Row]:
             },
             "synth_met": synth_met,
             "synth_linear_met": linear_met,
-            "code": code_version(),
+            "code": framework.code_version(),
             "load_before": load_before,
             "load_after_batches": load_mid,
-            "load_after": machine_load(),
+            "load_after": framework.machine_load(),
         },
     )
-    with figure(ctx, NAME, ncols=3, width=4.5) as (_, axes):
-        bars(
+    with framework.figure(ctx, NAME, ncols=3, width=4.5) as (_, axes):
+        framework.bars(
             axes[0],
             [f"{n:,}" for n in sizes],
             [n / med(times[n]) for n in sizes],
@@ -344,7 +327,7 @@ def run(ctx: Context) -> list[Row]:
             "records/s",
         )
         mem = peak.to_dict()
-        bars(
+        framework.bars(
             axes[1],
             ["JVM", "Python workers", "largest worker", "driver Python"],
             [
@@ -356,7 +339,7 @@ def run(ctx: Context) -> list[Row]:
             f"peak RSS, {largest:,}-record batch",
             "MiB",
         )
-        bars(
+        framework.bars(
             axes[2],
             [f"{n} instance{'s' if n > 1 else ''}" for n in counts],
             [med(synth[n]) for n in counts],

@@ -22,18 +22,8 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+from bench import stream
 from bench.framework import Context, Row, figure, write_result
-from bench.stream import (
-    directory_bytes,
-    job_config,
-    now,
-    ran_batch,
-    run_to_end,
-    start_query,
-    state_figures,
-    unique_records,
-    write_source_file,
-)
 
 NAME: Final = "state"
 # The shape of the measured keys (bench.stream.unique_records).
@@ -44,24 +34,24 @@ KEY_NOTE: Final = (
 
 
 def _fill(ctx: Context, records: int, chunk: int) -> dict[str, Any]:
-    config = job_config(ctx, NAME)
+    config = stream.job_config(ctx, NAME)
     source = Path(config.checkpoint_location).parent / "source"
-    start = now()
+    start = stream.now()
     for index, first in enumerate(range(0, records, chunk)):
-        write_source_file(
+        stream.write_source_file(
             source,
             index,
-            unique_records(min(chunk, records - first), f"state{index}", start),
+            stream.unique_records(min(chunk, records - first), f"state{index}", start),
             start,
         )
     began = time.perf_counter()
-    events = run_to_end(start_query(ctx.spark, config, source))
+    events = stream.run_to_end(stream.start_query(ctx.spark, config, source))
     return {
         "records": records,
         "batch_records": chunk,
-        "events": [e for e in events if ran_batch(e) and int(e["numInputRows"]) == chunk],
+        "events": [e for e in events if stream.ran_batch(e) and int(e["numInputRows"]) == chunk],
         "checkpoint": config.checkpoint_location,
-        "state_dir_bytes": directory_bytes(Path(config.checkpoint_location) / "state"),
+        "state_dir_bytes": stream.directory_bytes(Path(config.checkpoint_location) / "state"),
         "seconds": time.perf_counter() - began,
     }
 
@@ -76,7 +66,7 @@ def run(ctx: Context) -> list[Row]:
     per_batch = []
     held = 0
     for event in fill["events"]:
-        figures = state_figures(event)
+        figures = stream.state_figures(event)
         # Every record is a new valid id and none expires within the run: the
         # ids held are the rows fed so far (the job's conf turns Spark's own
         # count, numRowsTotal, off: app/spark_conf.py).

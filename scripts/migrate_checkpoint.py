@@ -63,11 +63,7 @@ from app.lease import LEASE_NAME, LeaseHeldError, LeaseKeeper, make_lease
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status_lease import job_state
-from scripts.status_target import (
-    Target,
-    target_arguments,
-    target_command,
-)
+from scripts.status_target import Target, target_arguments, target_command
 
 EXIT_MOVED: Final = 0
 EXIT_PARTIAL: Final = 1

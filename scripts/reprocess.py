@@ -244,20 +244,19 @@ def reprocess(
 
 def print_plan(
     out: TextIO,
+    options: Options,
     *,
-    instance: InstanceConfig,
     topic: str,
-    group: str,
     starts: Sequence[Start],
     watermarks: dict[int, tuple[int, int]],
-    selection: Selection,
     dry_run: bool,
 ) -> None:
-    reasons = ", ".join(sorted(selection.reasons)) or "every reason"
+    instance = options.instance
+    reasons = ", ".join(sorted(options.selection.reasons)) or "every reason"
     print(
         f"{'DRY RUN: nothing is sent or committed. ' if dry_run else ''}"
         f"instance {instance.instance_id}: topic {topic} -> stream {instance.stream_name} "
-        f"({instance.region}); group {group}; {reasons}",
+        f"({instance.region}); group {options.group}; {reasons}",
         file=out,
         flush=True,
     )
@@ -438,9 +437,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     instance = options.instance
     try:
         topic = resolve_topic(
-            name=instance.failure_topic_name,
-            region=instance.region,
-            instance_id=instance.instance_id,
+            instance,
             bootstrap_servers=args.kafka_bootstrap,
             cluster_arn=args.msk_cluster_arn,
             security=options.security,
@@ -473,14 +470,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_FAILED
         print_plan(
-            out,
-            instance=instance,
-            topic=topic.name,
-            group=options.group,
-            starts=starts,
-            watermarks=marks,
-            selection=options.selection,
-            dry_run=args.dry_run,
+            out, options, topic=topic.name, starts=starts, watermarks=marks, dry_run=args.dry_run
         )
         send = (
             _refuse

@@ -32,6 +32,7 @@ from app.sinks.kafka import (
     record_key,
     resolve_bootstrap_servers,
 )
+from infra.config import InstanceConfig
 from scripts.reprocess_hook import FailedRecord, decode_headers, reason_of
 from scripts.reprocess_plan import Selection
 
@@ -58,20 +59,20 @@ class Topic:
 
 
 def resolve_topic(
+    instance: InstanceConfig,
     *,
-    name: str,
-    region: str,
-    instance_id: str,
     bootstrap_servers: str | None,
     cluster_arn: str | None,
     security: KafkaSecurity,
 ) -> Topic:
-    """Brokers as given, or the IAM brokers of the MSK cluster (as the job resolves them)."""
+    """The failure topic of ``instance``: brokers as given, or the IAM brokers of
+    the MSK cluster (as the job resolves them)."""
+    name = instance.failure_topic_name
     options = KafkaOptions(
         topic=name, bootstrap_servers=bootstrap_servers, cluster_arn=cluster_arn, security=security
     )
-    servers = resolve_bootstrap_servers(options, region=region)
-    return Topic(servers, security, region, name, instance_id)
+    servers = resolve_bootstrap_servers(options, region=instance.region)
+    return Topic(servers, security, instance.region, name, instance.instance_id)
 
 
 def consumer_config(topic: Topic, group: str) -> dict[str, Any]:

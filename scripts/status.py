@@ -40,11 +40,7 @@ from scripts.status_metrics import alarm_prefix, read_alarms, read_batches
 from scripts.status_optimizers import Optimizers, not_available_locally, read_optimizers
 from scripts.status_report import StatusReport, format_report, to_json
 from scripts.status_table import read_snapshot
-from scripts.status_target import (
-    Target,
-    target_arguments,
-    target_command,
-)
+from scripts.status_target import Target, target_arguments, target_command
 
 EXIT_OK: Final = 0
 LOCAL_PERIOD_SEC: Final = 1

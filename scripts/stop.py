@@ -37,11 +37,7 @@ from app.polling import wait_for
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status_lease import JobState, job_state, process_alive
-from scripts.status_target import (
-    Target,
-    target_arguments,
-    target_command,
-)
+from scripts.status_target import Target, target_arguments, target_command
 
 EXIT_STOPPED: Final = 0
 EXIT_NOT_TAKEN: Final = 1

@@ -37,15 +37,7 @@ from app.sinks.claim_check import (
     sha256_hex,
 )
 from app.sinks.failure_store import FailureStore, FailureStoreSettings, worker_store
-from app.sources.schema import (
-    ARRIVAL_TIMESTAMP,
-    DATA,
-    PARTITION_KEY,
-    SEQUENCE_NUMBER,
-    SHARD_ID,
-    STREAM_NAME,
-    SUB_SEQUENCE_NUMBER,
-)
+from app.sources import schema
 from app.transform import ERROR_CLASS, MESSAGE, REASON
 
 if TYPE_CHECKING:
@@ -57,11 +49,11 @@ EXCEPTION_HEADER: Final = "exception"
 MESSAGE_HEADER: Final = "message"
 INSTANCE_HEADER: Final = "instance"
 COORDINATE_HEADERS: Final = (
-    (STREAM_NAME, "stream"),
-    (SHARD_ID, "shard"),
-    (SEQUENCE_NUMBER, "sequence_number"),
-    (SUB_SEQUENCE_NUMBER, "sub_sequence_number"),
-    (PARTITION_KEY, "partition_key"),
+    (schema.STREAM_NAME, "stream"),
+    (schema.SHARD_ID, "shard"),
+    (schema.SEQUENCE_NUMBER, "sequence_number"),
+    (schema.SUB_SEQUENCE_NUMBER, "sub_sequence_number"),
+    (schema.PARTITION_KEY, "partition_key"),
 )
 ARRIVAL_HEADER: Final = "arrival_time"
 
@@ -221,7 +213,7 @@ def record_headers(row: dict[str, Any], instance_id: str) -> list[tuple[str, byt
     for column, header in COORDINATE_HEADERS:
         if row.get(column) is not None:
             headers.append((header, str(row[column]).encode()))
-    arrival = row.get(ARRIVAL_TIMESTAMP)
+    arrival = row.get(schema.ARRIVAL_TIMESTAMP)
     if isinstance(arrival, datetime):
         stamp = arrival if arrival.tzinfo else arrival.replace(tzinfo=UTC)
         headers.append((ARRIVAL_HEADER, stamp.astimezone(UTC).isoformat().encode()))
@@ -368,12 +360,12 @@ class _Delivery:
 
     def _prepare(self, row: dict[str, Any]) -> _Message:
         key = record_key(
-            row.get(STREAM_NAME),
-            row.get(SHARD_ID),
-            row.get(SEQUENCE_NUMBER),
-            row.get(SUB_SEQUENCE_NUMBER),
+            row.get(schema.STREAM_NAME),
+            row.get(schema.SHARD_ID),
+            row.get(schema.SEQUENCE_NUMBER),
+            row.get(schema.SUB_SEQUENCE_NUMBER),
         )
-        data = row.get(DATA) or b""
+        data = row.get(schema.DATA) or b""
         message = _Message(
             row, key.encode(), bytes(data), record_headers(row, self.settings.instance_id)
         )
@@ -385,7 +377,7 @@ class _Delivery:
     def _claim_check(self, message: _Message, delivery_error: str | None = None) -> _Message:
         """Store the original (acknowledged) and make the pointer record."""
         row = message.row
-        data = bytes(row.get(DATA) or b"")
+        data = bytes(row.get(schema.DATA) or b"")
         if self.store is None:
             raise KafkaDeliveryError(
                 f"failure record {message.key.decode()} ({len(data):,} bytes) needs the "
@@ -402,10 +394,10 @@ class _Delivery:
             meta["delivery-error"] = delivery_error
         uri = self.store.put(
             object_key(
-                row.get(STREAM_NAME),
-                row.get(SHARD_ID),
-                row.get(SEQUENCE_NUMBER),
-                row.get(SUB_SEQUENCE_NUMBER),
+                row.get(schema.STREAM_NAME),
+                row.get(schema.SHARD_ID),
+                row.get(schema.SEQUENCE_NUMBER),
+                row.get(schema.SUB_SEQUENCE_NUMBER),
             ),
             data,
             digest,

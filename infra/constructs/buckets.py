@@ -114,7 +114,10 @@ class Buckets(Construct):
         # delete the data the policy keeps.
         destroy = props.removal_policy == RemovalPolicy.DESTROY
         retention = props.retention
+        # Every bucket is versioned: an overwritten or deleted object can be
+        # recovered for retention.noncurrent_version_days.
         common: dict[str, object] = {
+            "versioned": True,
             "encryption": s3.BucketEncryption.S3_MANAGED,
             "block_public_access": s3.BlockPublicAccess.BLOCK_ALL,
             "enforce_ssl": True,
@@ -130,12 +133,10 @@ class Buckets(Construct):
         # Server access logs cannot be delivered to an SSE-KMS bucket: SSE-S3 here.
         # Delivery is granted by bucket policy (cdk.json feature flag
         # serverAccessLogsUseBucketPolicy), not by the legacy log-delivery ACL.
-        # Versioned like the others, so an overwritten or deleted access log can
-        # be recovered for retention.noncurrent_version_days (the audit trail of the buckets).
+        # Versioned like the others: the audit trail of the buckets.
         self.access_logs = s3.Bucket(
             self,
             "AccessLogs",
-            versioned=True,
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="ExpireAccessLogs", expiration=Duration.days(retention.access_log_days)
@@ -152,33 +153,31 @@ class Buckets(Construct):
                 f"loop, and its objects expire after {retention.access_log_days} days.",
             )
         )
-        self.data = s3.Bucket(
-            self,
-            "Data",
-            versioned=True,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="data/",
-            lifecycle_rules=[noncurrent],
-            **common,  # type: ignore[arg-type]
+
+        def logged(
+            construct_id: str, logical_id: str, logs_prefix: str, rules: list[s3.LifecycleRule]
+        ) -> s3.Bucket:
+            """A bucket whose server access logs go to ``access_logs`` under ``logs_prefix``."""
+            bucket = s3.Bucket(
+                self,
+                construct_id,
+                server_access_logs_bucket=self.access_logs,
+                server_access_logs_prefix=logs_prefix,
+                lifecycle_rules=rules,
+                **common,  # type: ignore[arg-type]
+            )
+            _pin(bucket, logical_id)
+            return bucket
+
+        self.data = logged("Data", DATA_BUCKET_LOGICAL_ID, "data/", [noncurrent])
+        emr_logs = s3.LifecycleRule(
+            id="ExpireEmrLogs",
+            prefix=EMR_LOGS_PREFIX,
+            expiration=Duration.days(retention.emr_log_days),
         )
-        _pin(self.data, DATA_BUCKET_LOGICAL_ID)
-        self.artifacts = s3.Bucket(
-            self,
-            "Artifacts",
-            versioned=True,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="artifacts/",
-            lifecycle_rules=[
-                noncurrent,
-                s3.LifecycleRule(
-                    id="ExpireEmrLogs",
-                    prefix=EMR_LOGS_PREFIX,
-                    expiration=Duration.days(retention.emr_log_days),
-                ),
-            ],
-            **common,  # type: ignore[arg-type]
+        self.artifacts = logged(
+            "Artifacts", ARTIFACTS_BUCKET_LOGICAL_ID, "artifacts/", [noncurrent, emr_logs]
         )
-        _pin(self.artifacts, ARTIFACTS_BUCKET_LOGICAL_ID)
 
         self.emr_log_uri = self.artifacts.s3_url_for_object(EMR_LOGS_PREFIX)
         instance = props.instance_id

@@ -6,17 +6,15 @@ are :class:`~infra.constructs.events_table.EventsTable`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
-from aws_cdk import Aws, RemovalPolicy
+from aws_cdk import Aws
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lakeformation as lakeformation
-from aws_cdk import aws_s3 as s3
 from constructs import Construct, IDependable
 
-from app.config import EventField, JobConfig, TableMaintenance
+from app.config import JobConfig
 from infra.config import InstanceConfig
 from infra.constructs.buckets import Buckets
 from infra.constructs.events_table import EventsTable, EventsTableProps, lake_formation_grant
@@ -53,24 +51,15 @@ JOB_LAKE_FORMATION_DATABASE_PERMISSIONS: Final = ("DESCRIBE",)
 JOB_LAKE_FORMATION_TABLE_PERMISSIONS: Final = ("ALTER", "DELETE", "DESCRIBE", "INSERT", "SELECT")
 
 
-@dataclass(frozen=True)
-class CatalogDatabaseProps:
-    """``prefix`` is the database's key prefix in ``bucket``
-    (``warehouse/<database>.db/``); ``fields`` are the job's event fields
-    (``JobConfig.event_fields``) and ``maintenance`` its table maintenance, which
-    the table's columns and optimizers follow."""
-
-    database_name: str
-    bucket: s3.IBucket
-    prefix: str
-    fields: tuple[EventField, ...]
-    maintenance: TableMaintenance
-    removal_policy: RemovalPolicy
-    # Accounts where Lake Formation governs the catalog: grant the job role
-    # and the optimizer roles through it too (InstanceConfig.lake_formation_permissions).
-    lake_formation_permissions: bool = False
-    # The events table's pinned definition (InstanceConfig.table_definition_sha256).
-    table_definition_sha256: str | None = None
+class CatalogDatabaseProps(EventsTableProps):
+    """The database's props are its events table's: the same name, bucket,
+    ``database_prefix`` (``warehouse/<database>.db/``), removal policy and Lake
+    Formation switch, so the table is built from them as they are. ``fields``
+    are the job's event fields (``JobConfig.event_fields``) and ``maintenance``
+    its table maintenance, which the table's columns and optimizers follow. With
+    ``lake_formation_permissions`` (accounts where Lake Formation governs the
+    catalog) the job role is granted through it too, besides the optimizer roles
+    (InstanceConfig.lake_formation_permissions)."""
 
     @classmethod
     def of(cls, instance: InstanceConfig, job: JobConfig, buckets: Buckets) -> CatalogDatabaseProps:
@@ -79,10 +68,10 @@ class CatalogDatabaseProps:
         return cls(
             database_name=instance.database_name,
             bucket=buckets.data,
-            prefix=buckets.database_prefix(instance.database_name),
+            database_prefix=buckets.database_prefix(instance.database_name),
             fields=tuple(job.event_fields),
             maintenance=job.table_maintenance,
-            table_definition_sha256=instance.table_definition_sha256,
+            deployed_sha256=instance.table_definition_sha256,
             removal_policy=removal_policy(instance),
             lake_formation_permissions=instance.lake_formation_permissions,
         )
@@ -99,7 +88,7 @@ class CatalogDatabase(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, props: CatalogDatabaseProps) -> None:
         super().__init__(scope, construct_id)
         self.database_name = props.database_name
-        self.location_uri = props.bucket.s3_url_for_object(props.prefix)
+        self.location_uri = props.bucket.s3_url_for_object(props.database_prefix)
         self.database = glue.CfnDatabase(
             self,
             "Database",
@@ -113,20 +102,7 @@ class CatalogDatabase(Construct):
         self.database.override_logical_id(DATABASE_LOGICAL_ID)
         self.database.apply_removal_policy(props.removal_policy)
 
-        self.events = EventsTable(
-            self,
-            "Events",
-            props=EventsTableProps(
-                database_name=props.database_name,
-                bucket=props.bucket,
-                database_prefix=props.prefix,
-                fields=props.fields,
-                maintenance=props.maintenance,
-                removal_policy=props.removal_policy,
-                lake_formation_permissions=props.lake_formation_permissions,
-                deployed_sha256=props.table_definition_sha256,
-            ),
-        )
+        self.events = EventsTable(self, "Events", props=props)
         self._lake_formation = props.lake_formation_permissions
         self.lake_formation_grants: list[lakeformation.CfnPrincipalPermissions] = list(
             self.events.lake_formation_grants

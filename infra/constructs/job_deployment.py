@@ -186,12 +186,7 @@ class JobDeployment(Construct):
         _acknowledge_deployment_handler(bucket, self.handler_access.role)
 
         self.bootstrap_actions = bootstrap_actions(
-            bootstrap_uri=bootstrap_uri,
-            python=props.python,
-            jars=self.jars,
-            jar_repository=props.jar_repository,
-            allow_unverified=props.allow_unverified_jars,
-            pip_index_url=props.pip_index_url,
+            props, bootstrap_uri=bootstrap_uri, jars=self.jars
         )
         self.step_spec = StepSpec(
             step_name=f"streaming-{props.instance_id}-{self.package_version}",
@@ -276,15 +271,10 @@ def select_jars(
 
 
 def bootstrap_actions(
-    *,
-    bootstrap_uri: str,
-    python: str,
-    jars: tuple[LockedJar, ...],
-    jar_repository: str,
-    allow_unverified: bool,
-    pip_index_url: str | None,
+    props: JobDeploymentProps, *, bootstrap_uri: str, jars: tuple[LockedJar, ...]
 ) -> tuple[emr.CfnCluster.BootstrapActionConfigProperty, ...]:
-    """The cluster's two bootstrap actions, every URI under ``bootstrap_uri``.
+    """The cluster's two bootstrap actions for ``props`` (its interpreter, jar
+    repository and pip index), every URI under ``bootstrap_uri``.
 
     EMR downloads each action's script alone, so each is told first where the
     shared shell library is (``--lib``), in the same content-addressed prefix:
@@ -295,16 +285,16 @@ def bootstrap_actions(
         "--requirements",
         f"{bootstrap_uri}/requirements.lock",
         "--python",
-        python,
+        props.python,
     ]
-    if pip_index_url is not None:
-        python_args += ["--index-url", pip_index_url]
+    if props.pip_index_url is not None:
+        python_args += ["--index-url", props.pip_index_url]
     jar_args = [
         *lib_args,
         "--lock",
         f"{bootstrap_uri}/jars.lock",
         "--repo",
-        jar_repository,
+        props.jar_repository,
         "--dest",
         JARS_DIR,
         "--only",
@@ -312,7 +302,7 @@ def bootstrap_actions(
         "--launcher",
         f"{bootstrap_uri}/streaming-spark-submit.sh",
     ]
-    if allow_unverified:
+    if props.allow_unverified_jars:
         jar_args.append("--allow-unverified")
     return (
         _action("install-python-deps", f"{bootstrap_uri}/install_python_deps.sh", python_args),

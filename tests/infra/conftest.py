@@ -65,6 +65,26 @@ class Synthesized:
         assert len(found) == 1, f"{name}: expected one {type_}, got {sorted(found)}"
         return next(iter(found.items()))
 
+    def role_assumed_by(self, name: str, service: str) -> str:
+        """The logical ID of the one role ``service`` assumes (``ec2.amazonaws.com``:
+        the job's, on the cluster's nodes)."""
+        (found,) = [
+            logical_id
+            for logical_id, role in self.resources(name, "AWS::IAM::Role").items()
+            if role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+            == {"Service": service}
+        ]
+        return found
+
+    def policy_statements(self, name: str, role_id: str) -> list[dict[str, Any]]:
+        """The statements of every AWS::IAM::Policy attached to ``role_id``."""
+        return [
+            statement
+            for policy in self.resources(name, "AWS::IAM::Policy").values()
+            if {"Ref": role_id} in policy["Properties"]["Roles"]
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        ]
+
 
 def glue_arn(tail: str) -> dict[str, Any]:
     """A Glue ARN as CDK renders ``arn:${Partition}:glue:${Region}:${Account}<tail>``."""

@@ -87,20 +87,8 @@ def _job_fields(synth: Synthesized, name: str) -> tuple[EventField, ...]:
 
 
 def _job_role_glue_statements(synth: Synthesized, name: str) -> list[dict[str, Any]]:
-    resources = synth.templates[name]["Resources"]
-    (job_role,) = [
-        lid
-        for lid, r in resources.items()
-        if r["Type"] == "AWS::IAM::Role"
-        and r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
-        == {"Service": "ec2.amazonaws.com"}
-    ]
-    statements = [
-        statement
-        for policy in synth.resources(name, "AWS::IAM::Policy").values()
-        if {"Ref": job_role} in policy["Properties"]["Roles"]
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
-    ]
+    job_role = synth.role_assumed_by(name, "ec2.amazonaws.com")
+    statements = synth.policy_statements(name, job_role)
     return [s for s in statements if any(a.startswith("glue:") for a in _as_list(s["Action"]))]
 
 
@@ -123,7 +111,7 @@ def _bare_catalog(
         props=CatalogDatabaseProps(
             database_name="streaming_unit_eu_west_1",
             bucket=bucket,
-            prefix="warehouse/streaming_unit_eu_west_1.db/",
+            database_prefix="warehouse/streaming_unit_eu_west_1.db/",
             fields=fields,
             maintenance=maintenance or TableMaintenance(),
             removal_policy=removal,

@@ -58,20 +58,8 @@ def test_the_job_puts_originals_under_failures_of_its_data_bucket(
 
 
 def _job_statements(synthesized: Synthesized, name: str) -> list[dict[str, Any]]:
-    resources = synthesized.templates[name]["Resources"]
-    (role_id,) = [
-        logical_id
-        for logical_id, r in resources.items()
-        if r["Type"] == "AWS::IAM::Role"
-        and r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
-        == {"Service": "ec2.amazonaws.com"}
-    ]
-    return [
-        statement
-        for r in resources.values()
-        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]
-        for statement in r["Properties"]["PolicyDocument"]["Statement"]
-    ]
+    job_role = synthesized.role_assumed_by(name, "ec2.amazonaws.com")
+    return synthesized.policy_statements(name, job_role)
 
 
 def _resources(statement: dict[str, Any]) -> list[Any]:

@@ -127,14 +127,7 @@ def optimizer_roles(synth: Synthesized, stack: str) -> dict[str, str]:
 
 
 def job_role(synth: Synthesized, stack: str) -> str:
-    (found,) = [
-        logical_id
-        for logical_id, r in synth.templates[stack]["Resources"].items()
-        if r["Type"] == "AWS::IAM::Role"
-        and r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
-        == {"Service": "ec2.amazonaws.com"}
-    ]
-    return found
+    return synth.role_assumed_by(stack, "ec2.amazonaws.com")
 
 
 GLUE = frozenset({"glue"})

@@ -35,17 +35,6 @@ def _types(synth: Synthesized) -> set[str]:
     return {r["Type"] for t in synth.templates.values() for r in t["Resources"].values()}
 
 
-def _role_of(resources: dict[str, Any], service: str) -> str:
-    (found,) = [
-        logical_id
-        for logical_id, r in resources.items()
-        if r["Type"] == "AWS::IAM::Role"
-        and r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
-        == {"Service": service}
-    ]
-    return found
-
-
 def _depends_on(resource: dict[str, Any]) -> set[str]:
     value = resource.get("DependsOn", [])
     return {value} if isinstance(value, str) else set(value)
@@ -67,7 +56,7 @@ def test_on_grants_the_job_role_its_database_and_table(
     synth = synthesized_lake_formation
     assert synth.config(LF_STACK).lake_formation_permissions
     resources = synth.templates[LF_STACK]["Resources"]
-    job_role = _role_of(resources, "ec2.amazonaws.com")
+    job_role = synth.role_assumed_by(LF_STACK, "ec2.amazonaws.com")
     database = resources[DATABASE_LOGICAL_ID]["Properties"]["DatabaseInput"]["Name"]
     table = resources[EVENTS_TABLE_LOGICAL_ID]["Properties"]["TableInput"]["Name"]
     job_grants = {

@@ -300,7 +300,7 @@ def test_emr_nodes_require_imdsv2(synthesized: Synthesized, name: str) -> None:
 def test_nodes_read_the_tls_zip_only_from_a_bucket_of_this_account(
     synthesized: Synthesized, name: str
 ) -> None:
-    job_role = _role_id(synthesized, name, "ec2.amazonaws.com")
+    job_role = synthesized.role_assumed_by(name, "ec2.amazonaws.com")
     (tls,) = [
         s for s in _policies(synthesized, name, job_role) if s.get("Sid") == "ReadTlsCertificates"
     ]
@@ -352,22 +352,9 @@ def test_executor_sizing_differs_with_the_instance_type(synthesized: Synthesized
 
 
 def _policies(synth: Synthesized, name: str, role_id: str) -> list[dict[str, Any]]:
-    statements: list[dict[str, Any]] = []
-    for policy in synth.resources(name, "AWS::IAM::Policy").values():
-        if {"Ref": role_id} in policy["Properties"]["Roles"]:
-            statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    statements = synth.policy_statements(name, role_id)
     assert statements
     return statements
-
-
-def _role_id(synth: Synthesized, name: str, service: str) -> str:
-    (found,) = [
-        logical_id
-        for logical_id, role in synth.resources(name, "AWS::IAM::Role").items()
-        if role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
-        == {"Service": service}
-    ]
-    return found
 
 
 def _actions(statement: dict[str, Any]) -> list[str]:
@@ -379,7 +366,7 @@ def _actions(statement: dict[str, Any]) -> list[str]:
 def test_job_role_has_no_managed_policies_and_no_admin_wildcards(
     synthesized: Synthesized, name: str
 ) -> None:
-    job_role = _role_id(synthesized, name, "ec2.amazonaws.com")
+    job_role = synthesized.role_assumed_by(name, "ec2.amazonaws.com")
     role = synthesized.templates[name]["Resources"][job_role]["Properties"]
     assert "ManagedPolicyArns" not in role
     for statement in _policies(synthesized, name, job_role):
@@ -404,7 +391,7 @@ def test_job_role_never_touches_object_versions_and_lists_only_its_prefixes(
     """No s3:DeleteObjectVersion (nor any *ObjectVersion* action, nor an S3
     action wildcard), and every s3:ListBucket is limited by s3:prefix to the
     prefixes the job and the nodes use."""
-    job_role = _role_id(synthesized, name, "ec2.amazonaws.com")
+    job_role = synthesized.role_assumed_by(name, "ec2.amazonaws.com")
     allowed = set(listing_prefixes((*JOB_DATA_PREFIXES, ARTIFACTS_PREFIX)))
     listings = 0
     for statement in _policies(synthesized, name, job_role):
@@ -432,7 +419,7 @@ def test_listing_prefixes_cover_each_prefix_and_nothing_beside_it() -> None:
 def test_service_role_uses_only_the_tag_scoped_emr_policy(
     synthesized: Synthesized, name: str
 ) -> None:
-    service_role = _role_id(synthesized, name, "elasticmapreduce.amazonaws.com")
+    service_role = synthesized.role_assumed_by(name, "elasticmapreduce.amazonaws.com")
     role = synthesized.templates[name]["Resources"][service_role]["Properties"]
     (managed,) = role["ManagedPolicyArns"]
     assert managed["Fn::Join"][1][-1].endswith(
@@ -441,13 +428,13 @@ def test_service_role_uses_only_the_tag_scoped_emr_policy(
     pass_role = [
         s for s in _policies(synthesized, name, service_role) if "iam:PassRole" in _actions(s)
     ]
-    job_role = _role_id(synthesized, name, "ec2.amazonaws.com")
+    job_role = synthesized.role_assumed_by(name, "ec2.amazonaws.com")
     assert [s["Resource"] for s in pass_role] == [{"Fn::GetAtt": [job_role, "Arn"]}]
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_msk_actions_scoped_to_its_topic_and_cluster(synthesized: Synthesized, name: str) -> None:
-    job_role = _role_id(synthesized, name, "ec2.amazonaws.com")
+    job_role = synthesized.role_assumed_by(name, "ec2.amazonaws.com")
     cluster_id, _ = synthesized.one(name, "AWS::MSK::Cluster")
     for statement in _policies(synthesized, name, job_role):
         actions = _actions(statement)
@@ -470,7 +457,7 @@ def test_glue_actions_scoped_to_its_database(synthesized: Synthesized, name: str
     table, and ``default`` only for the Hive client's start-up lookup/creation
     (tests/infra/test_events_table.py has the exact statements)."""
     config = synthesized.config(name)
-    job_role = _role_id(synthesized, name, "ec2.amazonaws.com")
+    job_role = synthesized.role_assumed_by(name, "ec2.amazonaws.com")
     glue = [s for s in _policies(synthesized, name, job_role) if _actions(s)[0].startswith("glue:")]
     assert glue
     for statement in glue:

@@ -18,14 +18,7 @@ from typing import Any
 import pytest
 
 from app.sinks.kafka import KafkaSettings, deliver
-from app.sources.schema import (
-    ARRIVAL_TIMESTAMP,
-    DATA,
-    PARTITION_KEY,
-    SEQUENCE_NUMBER,
-    SHARD_ID,
-    STREAM_NAME,
-)
+from app.sources import schema
 from app.transform import ERROR_CLASS, MALFORMED_JSON, MESSAGE, NOT_UTF8, REASON
 from local.emulators import Endpoints
 from local.failures import ensure_topic
@@ -56,12 +49,12 @@ def failure_rows(count: int) -> list[dict[str, Any]]:
         reason = MALFORMED_JSON if i % 2 == 0 else NOT_UTF8
         rows.append(
             {
-                DATA: f'{{"id":"bad-{i:02d}"'.encode(),
-                STREAM_NAME: STREAM,
-                SHARD_ID: "shardId-000000000000",
-                SEQUENCE_NUMBER: str(1000 + i),
-                PARTITION_KEY: f"bad-{i:02d}",
-                ARRIVAL_TIMESTAMP: datetime(2026, 11, 21, 12, 0, i, tzinfo=UTC),
+                schema.DATA: f'{{"id":"bad-{i:02d}"'.encode(),
+                schema.STREAM_NAME: STREAM,
+                schema.SHARD_ID: "shardId-000000000000",
+                schema.SEQUENCE_NUMBER: str(1000 + i),
+                schema.PARTITION_KEY: f"bad-{i:02d}",
+                schema.ARRIVAL_TIMESTAMP: datetime(2026, 11, 21, 12, 0, i, tzinfo=UTC),
                 REASON: reason,
                 ERROR_CLASS: "JSONDecodeError",
                 MESSAGE: "truncated",
@@ -140,7 +133,7 @@ def test_reprocess_against_the_emulators(endpoints: Endpoints, cdk_json: Path) -
     assert figures(output) == {"read": 12, "skipped": 6, "re-sent": 6, "rejected": 0, "failed": 0}
     first = stream_records(kinesis)
     assert sorted(first) == sorted(
-        (r[DATA], r[PARTITION_KEY]) for r in rows if r[REASON] == MALFORMED_JSON
+        (r[schema.DATA], r[schema.PARTITION_KEY]) for r in rows if r[REASON] == MALFORMED_JSON
     ), "the original bytes, under the original partition key"
     held = committed(endpoints)
     assert "held              partition" in output
@@ -153,7 +146,7 @@ def test_reprocess_against_the_emulators(endpoints: Endpoints, cdk_json: Path) -
     assert found["skipped"] == 0 and found["failed"] == 0
     assert found["re-sent"] == found["read"] >= 6
     every = stream_records(kinesis)
-    assert {d for d, _ in every} == {r[DATA] for r in rows}, "nothing lost"
+    assert {d for d, _ in every} == {r[schema.DATA] for r in rows}, "nothing lost"
     assert len(every) == 6 + found["re-sent"]
     ends = committed(endpoints)
     assert sum(v or 0 for v in ends.values()) == 12
