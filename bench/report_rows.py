@@ -256,10 +256,20 @@ def dedup(r: Result) -> list[Row]:
         )
     through = r["throughput"]
     count = r["throughput_batch_records"]
-    for key, label, bar in (
+    ratios = [
         ("ratio_vs_builtin", "timers vs builtin (builtin s / timers s)", bars["vs_builtin"]),
         ("ratio_vs_bare", "vs bare Spark (bare s / timers s)", bars["vs_bare"]),
-    ):
+    ]
+    if "ratio_vs_builtin_core_seconds" in through:  # recorded from 2026-11-25
+        ratios.insert(
+            1,
+            (
+                "ratio_vs_builtin_core_seconds",
+                "timers vs builtin in core seconds (load-robust)",
+                bars["vs_builtin"],
+            ),
+        )
+    for key, label, bar in ratios:
         rows.append(
             Row(
                 r["benchmark"],
