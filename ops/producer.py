@@ -466,6 +466,21 @@ def spec_from_args(args: argparse.Namespace, schema: EventSchema = DEFAULT_SCHEM
     )
 
 
+def produce_as_asked(
+    client: Any, stream: str, spec: MixSpec, args: argparse.Namespace
+) -> ProduceReport:
+    """:func:`produce_mix` paced and aggregated as the flags of
+    :func:`add_mix_arguments` ask (``--rate``, ``--aggregate``, ``--aggregate-share``)."""
+    return produce_mix(
+        client,
+        stream,
+        spec,
+        rate=args.rate,
+        aggregate_size=args.aggregate,
+        aggregate_share=args.aggregate_share,
+    )
+
+
 def produce_mix(
     client: Any,
     stream: str,
@@ -512,14 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.create:
         ensure_stream(client, args.stream, args.shards)
     try:
-        report = produce_mix(
-            client,
-            args.stream,
-            spec,
-            rate=args.rate,
-            aggregate_size=args.aggregate,
-            aggregate_share=args.aggregate_share,
-        )
+        report = produce_as_asked(client, args.stream, spec, args)
     except ProduceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -37,7 +37,7 @@ from ops.producer import (
     ProduceError,
     add_mix_arguments,
     plan_entries,
-    produce_mix,
+    produce_as_asked,
     spec_from_args,
     write_report,
 )
@@ -101,14 +101,7 @@ def produce(args: argparse.Namespace, out: Any) -> int:
     except kinesis.exceptions.ResourceNotFoundException as exc:
         raise OperatorError(EXIT_USAGE, f"stream {stream}: not found") from exc
     try:
-        report = produce_mix(
-            kinesis,
-            stream,
-            spec,
-            rate=args.rate,
-            aggregate_size=args.aggregate,
-            aggregate_share=args.aggregate_share,
-        )
+        report = produce_as_asked(kinesis, stream, spec, args)
     except ProduceError as exc:
         print(f"produce: {exc}", file=sys.stderr)
         return EXIT_REJECTED
