@@ -202,7 +202,7 @@ def test_the_dedup_jar_ships_with_the_job_and_a_java_change_is_a_new_version(
     # A comment compiles to the same bytes: the same version.
     source.write_text(text + "\n// a comment\n", encoding="utf-8")
     assert stage_package(root, stage, "{}")[1] == before
-    source.write_text(text.replace('must be > 0', 'must be positive'), encoding="utf-8")
+    source.write_text(text.replace("must be > 0", "must be positive"), encoding="utf-8")
     assert stage_package(root, stage, "{}")[1] != before
 
 
