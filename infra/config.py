@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Self
 
@@ -501,6 +501,29 @@ def read_cdk_context(path: str | Path) -> Mapping[str, Any]:
     if not isinstance(context, dict):
         raise InstanceConfigError(f"{path}: 'context' must be an object")
     return context
+
+
+class UndeclaredInstanceError(InstanceConfigError):
+    """``cdk.json`` declares no instance of that id; ``declared`` are the ids it has."""
+
+    def __init__(self, instance_id: str, path: str | Path, declared: Sequence[str]) -> None:
+        super().__init__(
+            f"{instance_id!r}: not declared in {path}; declared: {', '.join(declared)}"
+        )
+        self.declared = tuple(declared)
+
+
+def declared_instance(path: str | Path, instance_id: str) -> InstanceConfig:
+    """The instance ``path`` (a ``cdk.json``) declares as ``instance_id``, parsed
+    as ``cdk synth`` parses it: what the operator commands and the producer
+    look up by ``--instance``. Raises :class:`UndeclaredInstanceError` when there
+    is none, :class:`InstanceConfigError` (or ``OSError``/``ValueError``) when
+    the file cannot be read as a declaration."""
+    declared = load_instances(read_cdk_context(path))
+    for config in declared:
+        if config.instance_id == instance_id:
+            return config
+    raise UndeclaredInstanceError(instance_id, path, [c.instance_id for c in declared])
 
 
 def load_instances(context: Mapping[str, Any]) -> list[InstanceConfig]:

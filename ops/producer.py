@@ -438,16 +438,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def instance_schema(instance_id: str, cdk_json: Path = CDK_JSON) -> EventSchema:
     """The event schema of a declared instance, as ``cdk synth`` reads it.
     Raises ValueError naming the declared instances when there is no such one."""
-    from infra.config import load_instances, read_cdk_context
+    from infra.config import UndeclaredInstanceError, declared_instance
 
-    declared = load_instances(read_cdk_context(cdk_json))
-    for instance in declared:
-        if instance.instance_id == instance_id:
-            return EventSchema.of(instance.job)
-    allowed = ", ".join(i.instance_id for i in declared)
-    raise ValueError(
-        f"--instance: {instance_id!r} is not declared in {cdk_json}; allowed: {allowed}"
-    )
+    try:
+        return EventSchema.of(declared_instance(cdk_json, instance_id).job)
+    except UndeclaredInstanceError as exc:
+        allowed = ", ".join(exc.declared)
+        raise ValueError(
+            f"--instance: {instance_id!r} is not declared in {cdk_json}; allowed: {allowed}"
+        ) from exc
 
 
 def spec_from_args(args: argparse.Namespace, schema: EventSchema = DEFAULT_SCHEMA) -> MixSpec:

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
+from infra import config as infra_config
+from infra.config import InstanceConfig
 
 EXIT_USAGE: Final = 2
 EXIT_AWS: Final = 5
@@ -39,16 +40,11 @@ def first_line(exc: BaseException) -> str:
 def declared_instance(instance: str, cdk_json: Path = DEFAULT_CDK_JSON) -> InstanceConfig:
     """The instance as ``cdk.json`` declares it; an unknown one names the declared ones."""
     try:
-        declared = load_instances(read_cdk_context(cdk_json))
-    except (OSError, ValueError, InstanceConfigError) as exc:
+        return infra_config.declared_instance(cdk_json, instance)
+    except infra_config.UndeclaredInstanceError as exc:
+        raise OperatorError(EXIT_USAGE, f"--instance {exc}") from exc
+    except (OSError, ValueError) as exc:  # InstanceConfigError is a ValueError
         raise OperatorError(EXIT_USAGE, f"{cdk_json}: {first_line(exc)}") from exc
-    for config in declared:
-        if config.instance_id == instance:
-            return config
-    names = ", ".join(c.instance_id for c in declared)
-    raise OperatorError(
-        EXIT_USAGE, f"--instance {instance!r}: not declared in {cdk_json}; declared: {names}"
-    )
 
 
 def endpoint_problem(exc: BaseException) -> str | None:
