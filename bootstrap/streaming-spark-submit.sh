@@ -100,23 +100,28 @@ if [[ -n "$APP_NAME" ]]; then
   fi
 fi
 
+# --conf spark.<role>.SETTING for the driver and the executor: OURS joined by SEP
+# to EMR's own value of the key (spark-defaults.conf), which a --conf would
+# otherwise replace. ORDER "first" puts ours ahead (our jars win on the class
+# path), "last" after (a later Java option overrides an earlier one).
+join_emr_default() {
+  local setting="$1" ours="$2" sep="$3" order="$4" role key base value
+  for role in driver executor; do
+    key="spark.$role.$setting"
+    base="$(emr_default "$key")"
+    if [[ "$order" == first ]]; then
+      value="$ours${base:+$sep$base}"
+    else
+      value="${base:+$base$sep}$ours"
+    fi
+    conf+=(--conf "$key=$value")
+    log "$key = $value (ours: $ours; EMR's: ${base:-none})"
+  done
+}
+
 conf=()
-if [[ -n "$JARS_DIR" ]]; then
-  for role in driver executor; do
-    key="spark.$role.extraClassPath"
-    base="$(emr_default "$key")"
-    conf+=(--conf "$key=$JARS_DIR/*${base:+:$base}")
-    log "$key = $JARS_DIR/* + ${base:-<no EMR default>}"
-  done
-fi
-if ((${#JAVA_OPTS[@]})); then
-  for role in driver executor; do
-    key="spark.$role.extraJavaOptions"
-    base="$(emr_default "$key")"
-    conf+=(--conf "$key=${base:+$base }${JAVA_OPTS[*]}")
-    log "$key += ${JAVA_OPTS[*]}"
-  done
-fi
+[[ -z "$JARS_DIR" ]] || join_emr_default extraClassPath "$JARS_DIR/*" : first
+((${#JAVA_OPTS[@]} == 0)) || join_emr_default extraJavaOptions "${JAVA_OPTS[*]}" " " last
 
 submit="$1"
 shift
