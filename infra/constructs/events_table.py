@@ -364,37 +364,16 @@ class EventsTable(Construct):
     ) -> glue.CfnTableOptimizer.TableOptimizerConfigurationProperty:
         """The same numbers the job applies (app.config.TableMaintenance).
         https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-glue-tableoptimizer.html"""
-        if kind == "retention":
-            # https://docs.aws.amazon.com/glue/latest/webapi/API_IcebergRetentionConfiguration.html
-            return glue.CfnTableOptimizer.TableOptimizerConfigurationProperty(
-                enabled=True,
-                role_arn=role.role_arn,
-                retention_configuration=glue.CfnTableOptimizer.RetentionConfigurationProperty(
-                    iceberg_configuration=glue.CfnTableOptimizer.IcebergRetentionConfigurationProperty(
-                        snapshot_retention_period_in_days=retention_days(
-                            maintenance.snapshot_retention_hours
-                        ),
-                        number_of_snapshots_to_retain=maintenance.snapshots_to_retain,
-                        # Expiry without deleting would leave every expired
-                        # file to the orphan-file optimizer.
-                        clean_expired_files=True,
-                    )
-                ),
-            )
-        if kind == "orphan_file_deletion":
-            return glue.CfnTableOptimizer.TableOptimizerConfigurationProperty(
-                enabled=True,
-                role_arn=role.role_arn,
-                orphan_file_deletion_configuration=glue.CfnTableOptimizer.OrphanFileDeletionConfigurationProperty(
-                    iceberg_configuration=glue.CfnTableOptimizer.IcebergConfigurationProperty(
-                        location=self.location,
-                        orphan_file_retention_period_in_days=maintenance.orphan_file_retention_days,
-                    )
-                ),
-            )
-        # Compaction: Glue's defaults (binpack).
         return glue.CfnTableOptimizer.TableOptimizerConfigurationProperty(
-            enabled=True, role_arn=role.role_arn
+            enabled=True,
+            role_arn=role.role_arn,
+            # Compaction sets neither: Glue's defaults (binpack).
+            retention_configuration=_retention(maintenance) if kind == "retention" else None,
+            orphan_file_deletion_configuration=(
+                _orphan_file_deletion(self.location, maintenance)
+                if kind == "orphan_file_deletion"
+                else None
+            ),
         )
 
     def _optimizer_role(self, kind: OptimizerType) -> iam.Role:
@@ -488,3 +467,29 @@ class EventsTable(Construct):
                 Acknowledgment(id=f"AwsSolutions-IAM5[{finding}]", reason=reason)
             )
         return role
+
+
+def _retention(
+    maintenance: TableMaintenance,
+) -> glue.CfnTableOptimizer.RetentionConfigurationProperty:
+    # https://docs.aws.amazon.com/glue/latest/webapi/API_IcebergRetentionConfiguration.html
+    return glue.CfnTableOptimizer.RetentionConfigurationProperty(
+        iceberg_configuration=glue.CfnTableOptimizer.IcebergRetentionConfigurationProperty(
+            snapshot_retention_period_in_days=retention_days(maintenance.snapshot_retention_hours),
+            number_of_snapshots_to_retain=maintenance.snapshots_to_retain,
+            # Expiry without deleting would leave every expired file to the
+            # orphan-file optimizer.
+            clean_expired_files=True,
+        )
+    )
+
+
+def _orphan_file_deletion(
+    location: str, maintenance: TableMaintenance
+) -> glue.CfnTableOptimizer.OrphanFileDeletionConfigurationProperty:
+    return glue.CfnTableOptimizer.OrphanFileDeletionConfigurationProperty(
+        iceberg_configuration=glue.CfnTableOptimizer.IcebergConfigurationProperty(
+            location=location,
+            orphan_file_retention_period_in_days=maintenance.orphan_file_retention_days,
+        )
+    )
