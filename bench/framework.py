@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from local.emulators import Emulators
 
 RESULTS: Final = Path(__file__).resolve().parent / "results"
+# The region every benchmark names to the emulated AWS: its job config, its
+# clients and the SDK default of the Spark session.
+REGION: Final = "us-east-1"
 REPEATS: Final = 3
 # Untimed runs of a whole micro-batch (each side) before the timed repeats. The
 # job is long-running: its batches run on a JVM whose hot code the JIT has
@@ -86,7 +89,7 @@ class Context:
         from ops.local_run import FAKE_CREDENTIALS
 
         os.environ.update(FAKE_CREDENTIALS)
-        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from app.polling import poll_until
+from bench import framework
 from bench.framework import Context, Row, bars, figure, machine_load, summary, write_result
 
 if TYPE_CHECKING:
@@ -54,7 +55,6 @@ NAME: Final = "kinesis_source"
 BAR: Final = 0.8
 
 STREAM: Final = "bench-source"
-REGION: Final = "us-east-1"
 # Records put before the warm query starts: its first batch, which pays the
 # query's one-time costs and is not measured.
 WARM_UP_RECORDS: Final = 8
@@ -119,7 +119,7 @@ def source_frame(spark: SparkSession, endpoint: str, stream: str) -> DataFrame:
     return (
         spark.readStream.format("python-kinesis")
         .option("kinesis.streamName", stream)
-        .option("kinesis.region", REGION)
+        .option("kinesis.region", framework.REGION)
         .option("kinesis.endpointUrl", endpoint)
         .option("kinesis.startingPosition", "TRIM_HORIZON")
         .option("kinesis.maxFetchRecordsPerShard", "100000")
@@ -299,7 +299,7 @@ def run(ctx: Context) -> list[Row]:
     from ops.producer import kinesis_client
 
     records, shards = (2_000, 2) if ctx.quick else (20_000, 4)
-    client = kinesis_client(REGION, ctx.emulators.endpoints.aws_url)
+    client = kinesis_client(framework.REGION, ctx.emulators.endpoints.aws_url)
     load_before = machine_load()
     if not ctx.quick:
         # Not measured: the session's first streaming queries run Spark's code

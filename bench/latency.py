@@ -62,7 +62,6 @@ if TYPE_CHECKING:
 NAME: Final = "latency"
 BAR_P99_SEC: Final = 5.0
 STREAM: Final = "bench-latency"
-REGION: Final = "us-east-1"
 SHARDS: Final = 2
 RATE: Final = 1_000  # records per second
 PUTS_PER_SECOND: Final = 10
@@ -266,7 +265,7 @@ def _produce_child(endpoint: str, records: Sequence[SampleRecord], rate: int, ou
 
     puts: dict[str, float] = {}
     started = time.monotonic()
-    seconds = produce(kinesis_client(REGION, endpoint), records, rate, puts)
+    seconds = produce(kinesis_client(framework.REGION, endpoint), records, rate, puts)
     out.send((started, seconds, puts))
     out.close()
 
@@ -370,7 +369,7 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
     from ops.events import MixSpec, expected_ids, generate, now_utc
     from ops.producer import ensure_stream, kinesis_client
 
-    client = kinesis_client(REGION, endpoint)
+    client = kinesis_client(framework.REGION, endpoint)
     ensure_stream(client, STREAM, SHARDS)
     config = job_config(
         ctx,

@@ -22,6 +22,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from bench.framework import REGION
+
 if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyspark.sql import DataFrame, SparkSession
@@ -30,7 +32,6 @@ if TYPE_CHECKING:
     from app.config import JobConfig
     from bench.framework import Context
 
-REGION: Final = "us-east-1"
 STREAM: Final = "bench-stream"
 
 
