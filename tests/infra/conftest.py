@@ -65,6 +65,11 @@ class Synthesized:
         assert len(found) == 1, f"{name}: expected one {type_}, got {sorted(found)}"
         return next(iter(found.items()))
 
+    def properties(self, name: str, logical_id: str) -> dict[str, Any]:
+        """The ``Properties`` of resource ``logical_id`` in stack ``name``."""
+        properties: dict[str, Any] = self.templates[name]["Resources"][logical_id]["Properties"]
+        return properties
+
     def role_assumed_by(self, name: str, service: str) -> str:
         """The logical ID of the one role ``service`` assumes (``ec2.amazonaws.com``:
         the job's, on the cluster's nodes)."""

@@ -367,8 +367,7 @@ def test_job_role_has_no_managed_policies_and_no_admin_wildcards(
     synthesized: Synthesized, name: str
 ) -> None:
     job_role = synthesized.role_assumed_by(name, "ec2.amazonaws.com")
-    role = synthesized.templates[name]["Resources"][job_role]["Properties"]
-    assert "ManagedPolicyArns" not in role
+    assert "ManagedPolicyArns" not in synthesized.properties(name, job_role)
     for statement in _policies(synthesized, name, job_role):
         assert statement["Effect"] == "Allow"
         for action in _actions(statement):
@@ -420,8 +419,7 @@ def test_service_role_uses_only_the_tag_scoped_emr_policy(
     synthesized: Synthesized, name: str
 ) -> None:
     service_role = synthesized.role_assumed_by(name, "elasticmapreduce.amazonaws.com")
-    role = synthesized.templates[name]["Resources"][service_role]["Properties"]
-    (managed,) = role["ManagedPolicyArns"]
+    (managed,) = synthesized.properties(name, service_role)["ManagedPolicyArns"]
     assert managed["Fn::Join"][1][-1].endswith(
         ":iam::aws:policy/service-role/AmazonEMRServicePolicy_v2"
     )
@@ -608,7 +606,7 @@ def test_services_use_the_alarm_topic_and_key_for_this_instance_only(
     aws:SourceAccount), never for anything else."""
     topic_policy = _props(synthesized, name, "AWS::SNS::TopicPolicy")["PolicyDocument"]
     key_id = _props(synthesized, name, "AWS::SNS::Topic")["KmsMasterKeyId"]["Fn::GetAtt"][0]
-    key_policy = synthesized.templates[name]["Resources"][key_id]["Properties"]["KeyPolicy"]
+    key_policy = synthesized.properties(name, key_id)["KeyPolicy"]
     alarm_names = {alarm["AlarmName"] for alarm in _alarms(synthesized, name).values()}
     statements = _service_statements(topic_policy) + _service_statements(key_policy)
     services = sorted(s["Principal"]["Service"] for s in statements)
@@ -658,8 +656,7 @@ def test_flow_log_role_is_for_this_accounts_flow_logs_only(
     flows = synthesized.resources(name, "AWS::EC2::FlowLog")
     for flow in flows.values():
         role_id = flow["Properties"]["DeliverLogsPermissionArn"]["Fn::GetAtt"][0]
-        role = synthesized.templates[name]["Resources"][role_id]["Properties"]
-        (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+        (trust,) = synthesized.properties(name, role_id)["AssumeRolePolicyDocument"]["Statement"]
         assert trust["Principal"] == {"Service": "vpc-flow-logs.amazonaws.com"}
         assert trust["Condition"]["StringEquals"] == {
             "aws:SourceAccount": {"Ref": "AWS::AccountId"}
