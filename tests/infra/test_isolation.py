@@ -253,10 +253,10 @@ def test_no_role_alone_reaches_the_neighbour(
 def test_control_optimizer_roles_reach_their_table_and_nothing_else(
     synthesized: Synthesized, owner: str
 ) -> None:
-    by_role = role_statements(synthesized, owner)
-    targets = instance_targets(synthesized, owner, as_seen_from=owner)
     roles = optimizer_roles(synthesized, owner)
     assert set(roles) == {"compaction", "retention", "orphan_file_deletion"}
+    by_role = role_statements(synthesized, owner)
+    targets = instance_targets(synthesized, owner, as_seen_from=owner)
     for kind, role in roles.items():
         hits = reachable(by_role[role], targets)
         assert set(hits) == {
