@@ -246,9 +246,13 @@ def template(request: pytest.FixtureRequest) -> Resources:
     return resources
 
 
+@pytest.fixture
+def graph(template: Resources) -> Graph:
+    return dependency_graph(template)
+
+
 @pytest.mark.synth
-def test_cluster_waits_for_every_policy_of_its_roles(template: Resources) -> None:
-    graph = dependency_graph(template)
+def test_cluster_waits_for_every_policy_of_its_roles(template: Resources, graph: Graph) -> None:
     cluster, instance_role, service_role = roles_of_cluster(template)
     waits_for = closure(graph, cluster)
     missing = {}
@@ -261,9 +265,8 @@ def test_cluster_waits_for_every_policy_of_its_roles(template: Resources) -> Non
 
 @pytest.mark.synth
 def test_a_policy_of_the_instance_role_holds_what_booting_needs_without_waiting_for_msk(
-    template: Resources,
+    template: Resources, graph: Graph
 ) -> None:
-    graph = dependency_graph(template)
     cluster, instance_role, _ = roles_of_cluster(template)
     msk = {lid for lid, r in template.items() if r["Type"].startswith("AWS::MSK::")}
     assert msk, "no MSK resource: the check below would prove nothing"
@@ -283,9 +286,8 @@ def test_a_policy_of_the_instance_role_holds_what_booting_needs_without_waiting_
 
 @pytest.mark.synth
 def test_step_waits_for_the_job_policies_table_topic_and_lake_formation_grants(
-    template: Resources,
+    template: Resources, graph: Graph
 ) -> None:
-    graph = dependency_graph(template)
     _, instance_role, _ = roles_of_cluster(template)
     step = only(of_type(template, "AWS::EMR::Step"), "EMR step")
     needed = {
