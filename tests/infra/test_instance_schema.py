@@ -153,6 +153,17 @@ def test_each_job_gets_its_instances_fields_in_the_config_it_is_shipped(
 # ------------------------------------------------------------------ bad declarations
 
 
+def _assert_refused(job: dict[str, Any], field: str, expected: str) -> None:
+    """Synth stops on instance 1 declaring ``job``, naming the instance, the
+    field and what is allowed (``expected``)."""
+    with pytest.raises(InstanceConfigError) as raised:
+        load_instances(_instances({"job": job}))
+    message = str(raised.value)
+    where = f"instance instances[1] (payments/eu-west-1): field {field}:"
+    assert f"{where} bad value" in message or f"{where} unknown field" in message, message
+    assert expected in message
+
+
 @pytest.mark.parametrize(
     ("job", "field", "expected"),
     [
@@ -166,41 +177,6 @@ def test_each_job_gets_its_instances_fields_in_the_config_it_is_shipped(
             "job.id_field",
             "the name of a required string field of event_fields (declared: paymentId, status",
         ),
-        (
-            {"event_time_field": "amountMinor"},
-            "job.event_time_field",
-            "the name of a required timestamp field of event_fields",
-        ),
-        (
-            {"event_time_field": "capturedAt"},  # a timestamp, but optional
-            "job.event_time_field",
-            "a required timestamp field",
-        ),
-        (
-            _keys_and({"name": "paymentId", "type": "long"}),
-            "job.event_fields[2].name",
-            "a name not used by another event field",
-        ),
-        (
-            _keys_and({"name": "shardId"}),
-            "job.event_fields[2].name",
-            "table column ('shard_id') is not one of the job's own columns",
-        ),
-        (
-            _keys_and({"name": "data", "type": "object"}),
-            "job.event_fields[2].name",
-            "table column ('data') is not one of the job's own columns",
-        ),
-        (
-            _keys_and({"name": "authorized_at_raw"}),
-            "job.event_fields[2].name",
-            "no other field has (field 'authorizedAt' has it)",
-        ),
-        (
-            _keys_and({"name": "_internal"}),
-            "job.event_fields[2].name",
-            "starts with a letter",
-        ),
         ({"event_fields": []}, "job.event_fields", "a non-empty list"),
         (
             {"event_fields": [{"name": "paymentId", "kind": "string"}]},
@@ -208,30 +184,46 @@ def test_each_job_gets_its_instances_fields_in_the_config_it_is_shipped(
             "unknown field; allowed: name, required, type",
         ),
     ],
-    ids=[
-        "unknown-type",
-        "id-not-declared",
-        "time-not-a-timestamp",
-        "time-optional",
-        "duplicate-name",
-        "source-column",
-        "source-row-column",
-        "raw-column-clash",
-        "underscore",
-        "empty",
-        "unknown-key",
-    ],
+    ids=["unknown-type", "id-not-declared", "empty", "unknown-key"],
 )
 def test_a_bad_schema_stops_synth_naming_instance_field_and_what_is_allowed(
     job: dict[str, Any], field: str, expected: str
 ) -> None:
-    with pytest.raises(InstanceConfigError) as raised:
-        load_instances(_instances({"job": job}))
-    message = str(raised.value)
-    assert f"instance instances[1] (payments/eu-west-1): field {field}: bad value" in message or (
-        f"instance instances[1] (payments/eu-west-1): field {field}: unknown field" in message
-    ), message
-    assert expected in message
+    _assert_refused(job, field, expected)
+
+
+@pytest.mark.parametrize(
+    ("event_time_field", "expected"),
+    [
+        ("amountMinor", "the name of a required timestamp field of event_fields"),
+        ("capturedAt", "a required timestamp field"),  # a timestamp, but optional
+    ],
+    ids=["time-not-a-timestamp", "time-optional"],
+)
+def test_an_event_time_field_that_is_no_required_timestamp_stops_synth(
+    event_time_field: str, expected: str
+) -> None:
+    _assert_refused({"event_time_field": event_time_field}, "job.event_time_field", expected)
+
+
+@pytest.mark.parametrize(
+    ("added", "expected"),
+    [
+        ({"name": "paymentId", "type": "long"}, "a name not used by another event field"),
+        ({"name": "shardId"}, "table column ('shard_id') is not one of the job's own columns"),
+        (
+            {"name": "data", "type": "object"},
+            "table column ('data') is not one of the job's own columns",
+        ),
+        ({"name": "authorized_at_raw"}, "no other field has (field 'authorizedAt' has it)"),
+        ({"name": "_internal"}, "starts with a letter"),
+    ],
+    ids=["duplicate-name", "source-column", "source-row-column", "raw-column-clash", "underscore"],
+)
+def test_a_field_added_beside_the_keys_with_a_bad_name_stops_synth(
+    added: dict[str, Any], expected: str
+) -> None:
+    _assert_refused(_keys_and(added), "job.event_fields[2].name", expected)
 
 
 def test_a_malformed_pin_is_refused_by_name() -> None:
