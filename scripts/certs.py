@@ -45,7 +45,6 @@ import os
 import sys
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -124,16 +123,6 @@ def write_private(path: Path, data: bytes) -> None:
         os.write(descriptor, data)
     finally:
         os.close(descriptor)
-
-
-@dataclass(frozen=True)
-class Location:
-    bucket: str
-    key: str
-
-    @property
-    def uri(self) -> str:
-        return f"s3://{self.bucket}/{self.key}"
 
 
 def default_bucket(account: str, region: str) -> str:
@@ -228,12 +217,12 @@ def run(args: argparse.Namespace, out: Any) -> int:
                 f"{NONCURRENT_VERSION_DAYS} days, public access blocked, TLS only)",
                 file=out,
             )
-        location = Location(bucket, f"tls/{config.instance_id}/certificates.zip")
+        key = f"tls/{config.instance_id}/certificates.zip"
         body = certificate_zip(region, days=args.days)
         # SSE-KMS with the AWS managed key aws/s3 (no SSEKMSKeyId).
         s3.put_object(
-            Bucket=location.bucket,
-            Key=location.key,
+            Bucket=bucket,
+            Key=key,
             Body=body,
             ExpectedBucketOwner=account,
             ServerSideEncryption="aws:kms",
@@ -244,13 +233,14 @@ def run(args: argparse.Namespace, out: Any) -> int:
         out_dir = Path(args.out_dir)
         out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_private(out_dir / "certificates.zip", body)
-    print(f"uploaded {location.uri} (CN {node_domain(region)}, valid {args.days} days)", file=out)
+    uri = f"s3://{bucket}/{key}"
+    print(f"uploaded {uri} (CN {node_domain(region)}, valid {args.days} days)", file=out)
     print("set it in cdk.json for this instance:", file=out)
     print(
-        json.dumps({"emr": {"tls_certificates_s3_uri": location.uri}}),
+        json.dumps({"emr": {"tls_certificates_s3_uri": uri}}),
         file=out,
     )
-    print(f"emr.tls_certificates_s3_uri={location.uri}", file=out)
+    print(f"emr.tls_certificates_s3_uri={uri}", file=out)
     return EXIT_OK
 
 
