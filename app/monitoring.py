@@ -40,6 +40,9 @@ BUFFER_LIMIT: Final = 10_000
 
 @dataclass(frozen=True)
 class Datum:
+    """One CloudWatch data point, as queued for the sender thread
+    (:func:`metric_data` adds the instance dimension when it is sent)."""
+
     name: str
     value: float
     unit: str

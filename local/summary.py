@@ -54,6 +54,9 @@ class RunFigures:
 
 @dataclass(frozen=True)
 class Summary:
+    """One instance's verdict (:func:`summarize`): its figures, what the
+    comparison found, and ``problems``, one line per broken promise."""
+
     instance: str
     produced_records: int
     resent_records: int
