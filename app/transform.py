@@ -55,19 +55,10 @@ TRAILING_DATA: Final = "trailing_data"
 MISSING_FIELD: Final = "missing_field"
 WRONG_TYPE: Final = "wrong_type"
 BAD_TIMESTAMP: Final = "bad_timestamp"
-REASONS: Final = (
-    TOO_LARGE,
-    BAD_AGGREGATE,
-    NOT_UTF8,
-    MALFORMED_JSON,
-    TRAILING_DATA,
-    MISSING_FIELD,
-    WRONG_TYPE,
-    BAD_TIMESTAMP,
-)
 
-# The name a consumer of the failure topic sees in the ``exception`` header:
-# the class of error a hand-written parser would have raised for the reason.
+# Every reason, in precedence order, with the name a consumer of the failure
+# topic sees in the ``exception`` header: the class of error a hand-written
+# parser would have raised for the reason.
 ERROR_CLASSES: Final = {
     TOO_LARGE: "RecordTooLargeError",
     BAD_AGGREGATE: "AggregateDecodeError",
@@ -78,6 +69,7 @@ ERROR_CLASSES: Final = {
     WRONG_TYPE: "TypeError",
     BAD_TIMESTAMP: "DateTimeParseError",
 }
+REASONS: Final = tuple(ERROR_CLASSES)
 
 # Columns the classification adds to the source columns.
 REASON: Final = "failure_reason"
