@@ -131,14 +131,18 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         help=f"seconds per row (default {LOCAL_PERIOD_SEC} locally, {AWS_PERIOD_SEC} on AWS)",
     )
+    scan = Budget()
     p.add_argument(
-        "--scan-calls", type=int, default=3, help="GetRecords calls per shard at most (default 3)"
+        "--scan-calls",
+        type=int,
+        default=scan.max_calls,
+        help=f"GetRecords calls per shard at most (default {scan.max_calls})",
     )
     p.add_argument(
         "--scan-records",
         type=int,
-        default=10_000,
-        help="records counted per shard at most (default 10000)",
+        default=scan.max_records,
+        help=f"records counted per shard at most (default {scan.max_records})",
     )
     p.add_argument(
         "--tip-window-sec",
