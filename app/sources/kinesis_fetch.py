@@ -184,26 +184,22 @@ class _Cursor:
         )
 
 
+@dataclass(eq=False)
 class ShardReader:
     """Reads shards of one stream through an injected boto3-like client."""
 
-    def __init__(
-        self,
-        client: Any,
-        options: ReaderOptions,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        rand: Callable[[], float] = random.random,
-    ) -> None:
-        self.client = client
-        self.options = options
-        self.sleep = sleep
-        self.clock = clock
-        self.rand = rand
+    client: Any
+    options: ReaderOptions
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+    rand: Callable[[], float] = random.random
+    backoff: Backoff = field(init=False)
+
+    def __post_init__(self) -> None:
         self.backoff = Backoff(
-            options.client_num_retries,
-            options.client_retry_interval_ms,
-            options.client_max_retry_interval_ms,
+            self.options.client_num_retries,
+            self.options.client_retry_interval_ms,
+            self.options.client_max_retry_interval_ms,
         )
 
     def call(self, call: Callable[[], T]) -> T:
