@@ -68,6 +68,9 @@ def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> TopicCon
             "group.id": "app-local-reader",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            # The end of a partition (tansu's high watermark is only a lower
+            # bound of it: scripts.reprocess_kafka says more).
+            "enable.partition.eof": True,
             "socket.timeout.ms": 10_000,
             "session.timeout.ms": 10_000,
             "log_level": 3,
@@ -88,9 +91,10 @@ def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> TopicCon
                 ends[partition] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         positions = dict.fromkeys(ends, -1)
+        at_end: set[int] = set()
         # Not a poll: every turn consumes (consumer.poll blocks up to _POLL_SEC);
         # the deadline bounds the whole read, the watermark calls above included.
-        while True:
+        while not set(ends) <= at_end:
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"read_topic({topic}): {contents.records} records read, "
@@ -98,13 +102,18 @@ def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> TopicCon
                 )
             message = consumer.poll(_POLL_SEC)
             if message is None:
-                if all(positions[p] >= ends[p] - 1 for p in ends):
-                    break
                 continue
             if message.error() is not None:
-                if message.error().code() == -191:  # _PARTITION_EOF
-                    continue
-                raise KafkaException(message.error())
+                if message.error().code() != -191:  # _PARTITION_EOF
+                    raise KafkaException(message.error())
+                # Empty polls are no end: under load a fetch from tansu can
+                # take seconds. The end-of-partition event past what was read
+                # and past the watermark is.
+                partition, offset = message.partition(), message.offset()
+                if offset > positions.get(partition, offset) and offset >= ends[partition]:
+                    at_end.add(partition)
+                continue
+            at_end.discard(message.partition())
             positions[message.partition()] = message.offset()
             _add(contents, message)
     finally:

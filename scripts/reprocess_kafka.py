@@ -11,8 +11,13 @@ Where a read ends: a partition ends at its first record at or after
 job writes while the command runs, including those of records it re-sent, wait
 for the next run), or when the topic has nothing more. The high watermark is
 only a lower bound of the end (tansu 0.6 reports the base offset of the last
-record batch + 1), so "nothing more" is: every partition at or past its
-watermark and then ``idle_polls`` polls in a row that returned nothing.
+record batch + 1; it said 1 for a partition of 60 records), so "nothing more"
+is the client's end-of-partition event (``enable.partition.eof``), which
+librdkafka raises when a fetch at or past the watermark comes back empty: the
+true end, on tansu too. Quiet polls never end a read: under load a fetch from
+tansu can take seconds, and a read that stopped after two quiet polls once
+missed the last of 60 records. ``idle_polls`` quiet polls in a row with no
+end-of-partition is a broker that stopped answering: the read fails.
 
 Security is the job's own (``app.sinks.kafka.producer_config``): PLAINTEXT
 locally, SASL/OAUTHBEARER with an MSK IAM token on AWS.
@@ -95,6 +100,8 @@ def consumer_config(topic: Topic, group: str) -> dict[str, Any]:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
+            # Where a read ends (the module docstring).
+            "enable.partition.eof": True,
             "socket.timeout.ms": 10_000,
             "session.timeout.ms": 10_000,
             # librdkafka logs every failed connect (level 3) until a call's
@@ -196,7 +203,7 @@ class FailureTopicReader:
         selection: Selection,
         *,
         poll_sec: float = 1.0,
-        idle_polls: int = 2,
+        idle_polls: int = 60,
         timeout_sec: float | None = None,
     ) -> Iterator[FailedRecord]:
         """Every record from ``starts`` to the end (see the module docstring),
@@ -204,11 +211,12 @@ class FailureTopicReader:
         self._consumer.assign([self._tp(p, o) for p, o in starts.items()])
         last = {p: o - 1 for p, o in starts.items()}
         ended: set[int] = set()
+        at_end: set[int] = set()
         idle = 0
         deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
         try:
             # Not a sleep: each turn consumes (poll blocks up to poll_sec).
-            while len(ended) < len(starts):
+            while not set(starts) <= ended | at_end:
                 if deadline is not None and time.monotonic() > deadline:
                     raise KafkaReadError(
                         f"topic {self.topic.name}: read not finished after {timeout_sec:.0f}s "
@@ -216,18 +224,28 @@ class FailureTopicReader:
                     )
                 message = self._consumer.poll(poll_sec)
                 if message is None:
-                    caught_up = all(last[p] + 1 >= high[p] for p in starts if p not in ended)
-                    idle = idle + 1 if caught_up else 0
+                    idle += 1
                     if idle >= idle_polls:
-                        break
+                        waiting = sorted(set(starts) - ended - at_end)
+                        raise KafkaReadError(
+                            f"topic {self.topic.name}: nothing from partitions {waiting} for "
+                            f"{idle} polls of {poll_sec:g}s and no end of partition "
+                            f"(positions {last})"
+                        )
                     continue
+                idle = 0
                 error = message.error()
                 if error is not None:
-                    if error.code() == _PARTITION_EOF:
-                        continue
-                    raise KafkaReadError(f"topic {self.topic.name}: {error}")
-                idle = 0
+                    if error.code() != _PARTITION_EOF:
+                        raise KafkaReadError(f"topic {self.topic.name}: {error}")
+                    # The end as of now, if past what was read and past the
+                    # watermark (a lower bound of the end).
+                    partition, offset = int(message.partition()), int(message.offset())
+                    if offset > last.get(partition, offset) and offset >= high.get(partition, 0):
+                        at_end.add(partition)
+                    continue
                 partition = int(message.partition())
+                at_end.discard(partition)
                 if partition in ended:
                     continue
                 record = to_record(message)

@@ -60,6 +60,21 @@ class Message:
         return self._ts_type, self._ts
 
 
+class EndOfPartition:
+    """librdkafka's end-of-partition event (``enable.partition.eof``)."""
+
+    def code(self) -> int:
+        return -191
+
+    def __str__(self) -> str:
+        return "Broker: No more messages"
+
+
+def eof(partition: int, offset: int) -> Message:
+    """The event a consumer polls when its fetch at ``offset`` came back empty."""
+    return Message(partition, offset, error=EndOfPartition())
+
+
 class FakeConsumer:
     """Delivers a script of messages and Nones (empty polls), then Nones forever."""
 
@@ -95,23 +110,38 @@ def read(
 
 def test_a_read_waits_for_the_records_below_the_watermark() -> None:
     # Two empty polls first (the fetch is not back yet): not the end, 0:0..0:2 are due.
-    script = [None, None, Message(0, 0), Message(0, 1), None, Message(0, 2)]
+    script = [None, None, Message(0, 0), Message(0, 1), None, Message(0, 2), eof(0, 3)]
     got, consumer = read(script, {0: 0}, {0: 3})
     assert got == [(0, 0), (0, 1), (0, 2)]
+    assert consumer.polls == len(script), "ends at the end of the partition, at once"
     assert consumer.assigned == [], "unassigned at the end"
 
 
 def test_a_read_goes_past_a_watermark_that_is_only_a_lower_bound() -> None:
     # tansu: high watermark 1 although the batch holds offsets 0..3.
-    script = [Message(0, 0), Message(0, 1), Message(0, 2), Message(0, 3)]
+    script = [Message(0, 0), Message(0, 1), Message(0, 2), Message(0, 3), eof(0, 4)]
     got, _ = read(script, {0: 0}, {0: 1})
     assert got == [(0, 0), (0, 1), (0, 2), (0, 3)]
 
 
-def test_a_read_ends_after_idle_polls_once_caught_up() -> None:
-    got, consumer = read([Message(0, 5)], {0: 5}, {0: 6}, idle_polls=3)
-    assert got == [(0, 5)]
-    assert consumer.polls == 1 + 3
+def test_quiet_polls_past_the_watermark_do_not_end_a_read() -> None:
+    # tansu under load: the watermark (1) is passed, the rest of the partition
+    # comes seconds later. Two quiet polls once ended the read here and lost 0:2.
+    script = [Message(0, 0), Message(0, 1), None, None, None, Message(0, 2), eof(0, 3)]
+    got, _ = read(script, {0: 0}, {0: 1})
+    assert got == [(0, 0), (0, 1), (0, 2)]
+
+
+def test_an_end_of_partition_below_the_watermark_or_the_read_is_not_the_end() -> None:
+    script = [eof(0, 0), Message(0, 0), eof(0, 1), Message(0, 1), eof(0, 2)]
+    got, consumer = read(script, {0: 0}, {0: 2})
+    assert got == [(0, 0), (0, 1)]
+    assert consumer.polls == len(script)
+
+
+def test_a_read_with_no_end_of_partition_fails_instead_of_ending_short() -> None:
+    with pytest.raises(KafkaReadError, match=r"nothing from partitions \[0\] for 3 polls"):
+        read([Message(0, 5)], {0: 5}, {0: 6}, idle_polls=3)
 
 
 def test_a_partition_ends_at_its_first_record_past_to_time() -> None:
@@ -121,6 +151,7 @@ def test_a_partition_ends_at_its_first_record_past_to_time() -> None:
         Message(0, 1, ts=99),
         Message(0, 2, ts=10),
         Message(1, 1, ts=20),
+        eof(1, 2),
     ]
     got, consumer = read(script, {0: 0, 1: 0}, {0: 3, 1: 2}, selection=Selection(to_ms=50))
     assert got == [(0, 0), (1, 0), (1, 1)], "0:1 is past the end; 0:2 comes after it"
@@ -174,6 +205,7 @@ def test_consumer_config_takes_the_jobs_security_and_no_producer_settings() -> N
     assert local["security.protocol"] == "PLAINTEXT"
     assert local["group.id"] == "reprocess-orders"
     assert local["enable.auto.commit"] is False and local["enable.auto.offset.store"] is False
+    assert local["enable.partition.eof"] is True, "where a read ends"
     msk = consumer_config(
         Topic("b:9098", "MSK_IAM", "eu-west-1", TOPIC.name, "orders"), "reprocess-orders"
     )
