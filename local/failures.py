@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
 from app.sinks.kafka import REASON_HEADER
+from ops.topic_end import END_OF_PARTITION, END_OF_PARTITION_CONFIG, PartitionEnds
 
 _POLL_SEC: Final = 0.5
 
@@ -68,9 +69,7 @@ def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> TopicCon
             "group.id": "app-local-reader",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
-            # The end of a partition (tansu's high watermark is only a lower
-            # bound of it: scripts.reprocess_kafka says more).
-            "enable.partition.eof": True,
+            **END_OF_PARTITION_CONFIG,
             "socket.timeout.ms": 10_000,
             "session.timeout.ms": 10_000,
             "log_level": 3,
@@ -91,10 +90,10 @@ def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> TopicCon
                 ends[partition] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         positions = dict.fromkeys(ends, -1)
-        at_end: set[int] = set()
+        at_end = PartitionEnds(ends)
         # Not a poll: every turn consumes (consumer.poll blocks up to _POLL_SEC);
         # the deadline bounds the whole read, the watermark calls above included.
-        while not set(ends) <= at_end:
+        while not at_end.reached(ends):
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"read_topic({topic}): {contents.records} records read, "
@@ -104,16 +103,13 @@ def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> TopicCon
             if message is None:
                 continue
             if message.error() is not None:
-                if message.error().code() != -191:  # _PARTITION_EOF
+                if message.error().code() != END_OF_PARTITION:
                     raise KafkaException(message.error())
-                # Empty polls are no end: under load a fetch from tansu can
-                # take seconds. The end-of-partition event past what was read
-                # and past the watermark is.
-                partition, offset = message.partition(), message.offset()
-                if offset > positions.get(partition, offset) and offset >= ends[partition]:
-                    at_end.add(partition)
+                # Empty polls are no end (ops.topic_end says why); this event may be.
+                partition = message.partition()
+                at_end.event(partition, message.offset(), positions.get(partition))
                 continue
-            at_end.discard(message.partition())
+            at_end.record(message.partition())
             positions[message.partition()] = message.offset()
             _add(contents, message)
     finally:

@@ -10,14 +10,10 @@ Where a read ends: a partition ends at its first record at or after
 ``--to-time`` (by default the moment the command started, so failures the
 job writes while the command runs, including those of records it re-sent, wait
 for the next run), or when the topic has nothing more. The high watermark is
-only a lower bound of the end (tansu 0.6 reports the base offset of the last
-record batch + 1; it said 1 for a partition of 60 records), so "nothing more"
-is the client's end-of-partition event (``enable.partition.eof``), which
-librdkafka raises when a fetch at or past the watermark comes back empty: the
-true end, on tansu too. Quiet polls never end a read: under load a fetch from
-tansu can take seconds, and a read that stopped after two quiet polls once
-missed the last of 60 records. ``idle_polls`` quiet polls in a row with no
-end-of-partition is a broker that stopped answering: the read fails.
+only a lower bound of the end, so "nothing more" is the client's
+end-of-partition event (:mod:`ops.topic_end` says why); quiet polls never end
+a read. ``idle_polls`` quiet polls in a row with no end of partition is a
+broker that stopped answering: the read fails.
 
 Security is the job's own (``app.sinks.kafka.producer_config``): PLAINTEXT
 locally, SASL/OAUTHBEARER with an MSK IAM token on AWS.
@@ -38,6 +34,7 @@ from app.sinks.kafka import (
     resolve_bootstrap_servers,
 )
 from infra.config import InstanceConfig
+from ops.topic_end import END_OF_PARTITION, END_OF_PARTITION_CONFIG, PartitionEnds
 from scripts.reprocess_hook import FailedRecord, decode_headers, reason_of
 from scripts.reprocess_plan import Selection
 
@@ -45,7 +42,6 @@ from scripts.reprocess_plan import Selection
 # is producer-only: idempotence, acks, batching).
 _SECURITY_KEYS: Final = ("security.protocol", "sasl.mechanism", "oauth_cb")
 _TIMEOUT_SEC: Final = 15.0
-_PARTITION_EOF: Final = -191
 
 
 class KafkaReadError(RuntimeError):
@@ -100,8 +96,7 @@ def consumer_config(topic: Topic, group: str) -> dict[str, Any]:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
-            # Where a read ends (the module docstring).
-            "enable.partition.eof": True,
+            **END_OF_PARTITION_CONFIG,
             "socket.timeout.ms": 10_000,
             "session.timeout.ms": 10_000,
             # librdkafka logs every failed connect (level 3) until a call's
@@ -211,12 +206,12 @@ class FailureTopicReader:
         self._consumer.assign([self._tp(p, o) for p, o in starts.items()])
         last = {p: o - 1 for p, o in starts.items()}
         ended: set[int] = set()
-        at_end: set[int] = set()
+        at_end = PartitionEnds(high)
         idle = 0
         deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
         try:
             # Not a sleep: each turn consumes (poll blocks up to poll_sec).
-            while not set(starts) <= ended | at_end:
+            while not at_end.reached(set(starts) - ended):
                 if deadline is not None and time.monotonic() > deadline:
                     raise KafkaReadError(
                         f"topic {self.topic.name}: read not finished after {timeout_sec:.0f}s "
@@ -226,7 +221,7 @@ class FailureTopicReader:
                 if message is None:
                     idle += 1
                     if idle >= idle_polls:
-                        waiting = sorted(set(starts) - ended - at_end)
+                        waiting = at_end.missing(set(starts) - ended)
                         raise KafkaReadError(
                             f"topic {self.topic.name}: nothing from partitions {waiting} for "
                             f"{idle} polls of {poll_sec:g}s and no end of partition "
@@ -236,16 +231,13 @@ class FailureTopicReader:
                 idle = 0
                 error = message.error()
                 if error is not None:
-                    if error.code() != _PARTITION_EOF:
+                    if error.code() != END_OF_PARTITION:
                         raise KafkaReadError(f"topic {self.topic.name}: {error}")
-                    # The end as of now, if past what was read and past the
-                    # watermark (a lower bound of the end).
-                    partition, offset = int(message.partition()), int(message.offset())
-                    if offset > last.get(partition, offset) and offset >= high.get(partition, 0):
-                        at_end.add(partition)
+                    partition = int(message.partition())
+                    at_end.event(partition, int(message.offset()), last.get(partition))
                     continue
                 partition = int(message.partition())
-                at_end.discard(partition)
+                at_end.record(partition)
                 if partition in ended:
                     continue
                 record = to_record(message)
