@@ -9,9 +9,12 @@ command asks too (``scripts/migrate_checkpoint.py``):
   state over: resumed on such a checkpoint, the new plan starts and then fails
   its first batch with ``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``
   (an idle stream even runs "fine" until a record arrives), and the job would
-  crash on every restart. So the job refuses at once, naming the checkpoint,
-  what it found and the fix (docs/operate.md, "Moving to the timer
-  de-duplication").
+  crash on every restart. An earlier version of the processor kept timers only,
+  no ``horizonEnd`` value: Spark resumes its checkpoint without a word (it adds
+  the value's column family), and every id it held would then read as new, its
+  re-sends passing for a whole horizon. So the job refuses both at once, naming
+  the checkpoint, what it found and the fix (docs/operate.md, "Moving to the
+  timer de-duplication").
 * **Has any batch been committed?** If not, the query's next batch is its batch
   0, the only one in which Spark loads ``transformWithState``'s initial state
   (``IncrementalExecution``: ``currentBatchId == 0 && hasInitialState``), so the
@@ -25,7 +28,10 @@ What Spark 4.1.1 writes, seen on a checkpoint of each operator:
   ``{"operatorInfo": {"operatorId": 0, "operatorName": "dedupeWithinWatermark"}, ...}``
   (``dropDuplicatesWithinWatermark``; Spark 4.0 writes the same file);
 * ``state/<operator id>/_metadata/v2/<batch id>``: ``v2`` then
-  ``{"operatorInfo": {..., "operatorName": "transformWithStateExec"}, ...}``;
+  ``{"operatorInfo": {..., "operatorName": "transformWithStateExec"}, ...,
+  "operatorPropertiesJson": "{... \\"stateVariables\\": [{\\"stateName\\": ...}]}"}``
+  (the processor's state variables: its timers, ``$eventTimers_keyToTimestamp``,
+  and its value, ``horizonEnd``);
 * ``state/<operator id>/<partition>/_metadata/schema``: the state's key and
   value schemas; the old operator's value is ``expiresAtMicros``. Read only
   when no operator metadata exists (a checkpoint older than those files).
@@ -44,6 +50,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from app.config import ConfigError
+from app.dedup import VALUE_STATE
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 
 # Spark's short name of dropDuplicatesWithinWatermark's physical operator
@@ -51,6 +58,8 @@ from app.storage_uri import is_s3, local_path, parse_s3_uri
 OLD_DEDUP_OPERATOR: Final = "dedupeWithinWatermark"
 # Its value schema's one field: the only trace of it in a state schema file.
 OLD_DEDUP_VALUE_FIELD: Final = b'"expiresAtMicros"'
+# Spark's short name of transformWithState's physical operator.
+DEDUP_OPERATOR: Final = "transformWithStateExec"
 STATE_DIR: Final = "state"
 COMMITS_DIR: Final = "commits"
 METADATA_DIR: Final = "_metadata"
@@ -73,6 +82,28 @@ class StatefulOperator:
     operator_id: str
     name: str
     evidence: str  # the file that says so
+    # A transformWithState operator's state variables (None: not recorded).
+    state_variables: tuple[str, ...] | None = None
+
+    @property
+    def resumable(self) -> bool:
+        """The job's processor can resume this state: not the built-in
+        operator's, nor the timers-only processor's (no value state)."""
+        if self.name == OLD_DEDUP_OPERATOR:
+            return False
+        return not (
+            self.name == DEDUP_OPERATOR
+            and self.state_variables is not None
+            and VALUE_STATE not in self.state_variables
+        )
+
+    def describe(self) -> str:
+        what = (
+            "dropDuplicatesWithinWatermark"
+            if self.name == OLD_DEDUP_OPERATOR
+            else f"the timers-only de-duplication (no {VALUE_STATE!r} value state)"
+        )
+        return f"operator {self.operator_id} {self.name!r}, {what} ({self.evidence})"
 
 
 @dataclass(frozen=True)
@@ -88,12 +119,10 @@ class CheckpointState:
 
     @property
     def old_operators(self) -> tuple[StatefulOperator, ...]:
-        return tuple(op for op in self.operators if op.name == OLD_DEDUP_OPERATOR)
+        return tuple(op for op in self.operators if not op.resumable)
 
 
-def operator_name(text: str) -> str | None:
-    """The operator name in an operator metadata file (``v1``/``v2`` then a
-    JSON line), or None for anything else. Pure."""
+def _metadata_body(text: str) -> dict[str, Any] | None:
     lines = text.splitlines()
     if len(lines) < 2 or not lines[0].startswith("v"):
         return None
@@ -101,9 +130,38 @@ def operator_name(text: str) -> str | None:
         body = json.loads(lines[1])
     except ValueError:
         return None
-    info = body.get("operatorInfo") if isinstance(body, dict) else None
+    return body if isinstance(body, dict) else None
+
+
+def operator_name(text: str) -> str | None:
+    """The operator name in an operator metadata file (``v1``/``v2`` then a
+    JSON line), or None for anything else. Pure."""
+    body = _metadata_body(text)
+    info = body.get("operatorInfo") if body is not None else None
     name = info.get("operatorName") if isinstance(info, dict) else None
     return name if isinstance(name, str) and name else None
+
+
+def state_variables(text: str) -> tuple[str, ...] | None:
+    """The state variable names a ``v2`` operator metadata file records
+    (``operatorPropertiesJson``, itself JSON text), or None when it records
+    none: a ``v1`` file, another operator, anything unreadable. Pure."""
+    body = _metadata_body(text)
+    properties = body.get("operatorPropertiesJson") if body is not None else None
+    if not isinstance(properties, str):
+        return None
+    try:
+        parsed = json.loads(properties)
+    except ValueError:
+        return None
+    variables = parsed.get("stateVariables") if isinstance(parsed, dict) else None
+    if not isinstance(variables, list):
+        return None
+    return tuple(
+        v["stateName"]
+        for v in variables
+        if isinstance(v, dict) and isinstance(v.get("stateName"), str)
+    )
 
 
 def schema_operator(raw: bytes) -> str | None:
@@ -175,9 +233,10 @@ def _operator(files: CheckpointFiles, operator_id: str) -> StatefulOperator | No
     if OPERATOR_METADATA_V1 in names:
         candidates.append((*meta, OPERATOR_METADATA_V1))
     for parts in candidates:
-        name = operator_name(files.read(*parts).decode("utf-8", "replace"))
+        text = files.read(*parts).decode("utf-8", "replace")
+        name = operator_name(text)
         if name:
-            return StatefulOperator(operator_id, name, files.uri(*parts))
+            return StatefulOperator(operator_id, name, files.uri(*parts), state_variables(text))
     # No operator metadata: a state schema file of partition 0 still tells the old operator.
     schema = (STATE_DIR, operator_id, "0", METADATA_DIR)
     if SCHEMA_FILE in files.children(*schema)[1]:
@@ -203,15 +262,15 @@ def inspect_checkpoint(location: str, s3: Any = None) -> CheckpointState:
 
 def refusal(state: CheckpointState, instance_id: str) -> str:
     """Why the job will not start on ``state``, and what to do. Pure."""
-    found = "; ".join(
-        f"operator {op.operator_id} {op.name!r} ({op.evidence})" for op in state.old_operators
-    )
+    found = "; ".join(op.describe() for op in state.old_operators)
     last = f"last committed batch {state.committed_batches[-1]}" if state.committed else "no batch"
     return (
-        f"checkpoint {state.location} holds the state of dropDuplicatesWithinWatermark "
-        f"[{found}; {last}]; this job de-duplicates with transformWithState, which cannot "
-        "resume that state (Spark would fail the first batch with "
-        "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA). Fix: with the job stopped, "
+        f"checkpoint {state.location} holds de-duplication state this job cannot resume "
+        f"[{found}; {last}]; this job de-duplicates with transformWithState, a "
+        f"{VALUE_STATE!r} value and a timer per id (on dropDuplicatesWithinWatermark's state "
+        "Spark would fail the first batch with "
+        "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA; on the timers-only "
+        "state every id held would read as new). Fix: with the job stopped, "
         f"make migrate-checkpoint INSTANCE={instance_id} moves the old checkpoint aside; the "
         "next start makes a new checkpoint from the stream's trim horizon, seeded with the "
         f"table's recent ids ({OPERATE_SECTION})"
@@ -219,6 +278,6 @@ def refusal(state: CheckpointState, instance_id: str) -> str:
 
 
 def check_resumable(state: CheckpointState, instance_id: str) -> None:
-    """Raise :class:`OldCheckpointError` when the checkpoint holds the old operator's state."""
+    """Raise :class:`OldCheckpointError` when the checkpoint holds state the job cannot resume."""
     if state.old_operators:
         raise OldCheckpointError(refusal(state, instance_id))

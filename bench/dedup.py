@@ -10,16 +10,19 @@ of arrival time passes), in the same run, on the same records:
 
 (1) Flat in keys held. The same 10,000-record batch of new ids (classify and
 de-duplicate, ``prepare``; a sink that consumes the batch) with 0 keys in the
-state and with ``FILL`` keys (10 M; quick: 200 k). 0 keys: a fresh query per
-repeat whose first batch is an empty file (the query and its state store
-started), the second the measured one, on a JVM that already ran both
-operators. ``FILL`` keys: one query fed ``FILL`` new ids in batches of
-``FILL_BATCH``, then ``repeats`` measured batches. A batch's time is its
-trigger (``durationMs.triggerExecution``) plus the no-data trigger it causes
-(the watermark moved: Spark runs one more to evict); eviction time and bytes
-read from RocksDB come from the progress events' ``stateOperators``.
-ratio = median(FILL) / median(0); bar for ``timers``: <= 1.2; ``builtin`` is
-shown as it is.
+state and with ``FILL`` keys (10 M; quick: 30 k), in ONE query per operator,
+so that both sides run the same compiled plan on the same open state store:
+``WARM_BATCHES`` batches of new ids, then two one-record batches two horizons
+and an hour later (the watermark passes every earlier id's horizon, and the
+second batch forgets them all), then ``repeats`` measured batches at about 0
+keys, then the fill in batches of ``FILL_BATCH``, then ``repeats`` measured
+batches at ``FILL`` keys. Every file is there when the query starts, so data
+batches follow each other with no no-data batch between them; each batch's
+own eviction (the built-in's scan, the timers' walk of their index) runs
+inside it. ratio = median data-batch time (``durationMs.triggerExecution``)
+at ``FILL`` / at 0; bar for ``timers``: <= 1.2; ``builtin`` is shown as it is.
+Eviction time and bytes read from RocksDB come from the progress events'
+``stateOperators``.
 
 (2) Throughput. The whole micro-batch (``prepare`` + ``BatchProcessor``:
 failures to Kafka, Iceberg files, one snapshot) on 200,000 records of the
@@ -49,7 +52,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -96,6 +99,8 @@ TRIGGER_S: Final = 10.0
 HORIZON_H: Final = 24
 LOCAL_CORES: Final = 2
 EXPIRY_KEYS: Final = 500_000
+# Batches of new ids a ladder query runs before anything is measured.
+WARM_BATCHES: Final = 3
 # Progress figures of the state operator that show what eviction costs.
 _READ_METRICS: Final = ("rocksdbTotalBytesRead", "rocksdbTotalBytesReadThroughIterator")
 
@@ -127,80 +132,110 @@ def _consume(frame: DataFrame, _batch_id: int) -> None:
 
 def _triggers(events: list[dict[str, Any]], rows: int) -> list[dict[str, Any]]:
     """Each data batch of ``rows`` with the no-data trigger that follows it."""
-    out = []
-    for index, event in enumerate(events):
-        if not ran_batch(event) or int(event["numInputRows"]) != rows:
-            continue
-        follow = events[index + 1] if index + 1 < len(events) else None
-        pair = [event]
-        if follow is not None and ran_batch(follow) and int(follow["numInputRows"]) == 0:
-            pair.append(follow)
-        figures = [state_figures(e) for e in pair]
-        out.append(
-            {
-                "batch_id": int(event["batchId"]),
-                "seconds": sum(int(e["durationMs"]["triggerExecution"]) for e in pair) / 1000,
-                "data_batch_seconds": int(event["durationMs"]["triggerExecution"]) / 1000,
-                "no_data_batch": len(pair) == 2,
-                # The built-in operator's scan is allRemovalsTimeMs; the timers'
-                # walk of their index (and the expired keys) timerProcessingTimeMs.
-                "eviction_ms": sum(
-                    f.get("allRemovalsTimeMs", 0)
-                    + f.get("customMetrics", {}).get("timerProcessingTimeMs", 0)
-                    for f in figures
-                ),
-                "bytes_read": sum(
-                    f.get("customMetrics", {}).get(m, 0) for f in figures for m in _READ_METRICS
-                ),
-                "state": [
-                    {k: v for k, v in f.items() if k != "customMetrics"}
-                    | {"custom": f.get("customMetrics", {})}
-                    for f in figures
-                ],
-            }
-        )
-    return out
+    return [
+        _trigger(events, index)
+        for index, event in enumerate(events)
+        if ran_batch(event) and int(event["numInputRows"]) == rows
+    ]
 
 
-def _zero_keys(ctx: Context, operator: str) -> list[dict[str, Any]]:
-    measured = []
-    for rep in range(ctx.repeats):
-        config = job_config(ctx, f"{NAME}_{operator}_zero{rep}")
-        source = Path(config.checkpoint_location).parent / "source"
-        start = now()
-        write_source_file(source, 0, [], start)
-        write_source_file(source, 1, unique_records(BATCH, f"zero-{operator}-{rep}", start), start)
-        query = start_query(ctx.spark, config, source, plan=_plan(operator), sink=_consume)
-        (batch,) = _triggers(run_to_end(query), BATCH)
-        measured.append(batch | {"keys_in_state": 0})
-    return measured
+def _trigger(events: list[dict[str, Any]], index: int) -> dict[str, Any]:
+    """The data batch ``events[index]`` with the no-data trigger that follows it, if any."""
+    event = events[index]
+    follow = events[index + 1] if index + 1 < len(events) else None
+    pair = [event]
+    if follow is not None and ran_batch(follow) and int(follow["numInputRows"]) == 0:
+        pair.append(follow)
+    figures = [state_figures(e) for e in pair]
+    return {
+        "batch_id": int(event["batchId"]),
+        "seconds": sum(int(e["durationMs"]["triggerExecution"]) for e in pair) / 1000,
+        "data_batch_seconds": int(event["durationMs"]["triggerExecution"]) / 1000,
+        "no_data_batch": len(pair) == 2,
+        # The built-in operator's scan is allRemovalsTimeMs; the timers'
+        # walk of their index (and the expired keys) timerProcessingTimeMs.
+        "eviction_ms": sum(
+            f.get("allRemovalsTimeMs", 0)
+            + f.get("customMetrics", {}).get("timerProcessingTimeMs", 0)
+            for f in figures
+        ),
+        "bytes_read": sum(
+            f.get("customMetrics", {}).get(m, 0) for f in figures for m in _READ_METRICS
+        ),
+        "state": [
+            {k: v for k, v in f.items() if k != "customMetrics"}
+            | {"custom": f.get("customMetrics", {})}
+            for f in figures
+        ],
+    }
 
 
-def _filled(ctx: Context, operator: str, fill: int, fill_batch: int) -> dict[str, Any]:
-    config = job_config(ctx, f"{NAME}_{operator}_filled")
+def _warm(ctx: Context, operator: str) -> None:
+    """One short query of ``operator``: its code compiled in this JVM before
+    anything is timed."""
+    config = job_config(ctx, f"{NAME}_{operator}_warm")
     source = Path(config.checkpoint_location).parent / "source"
     start = now()
-    index = 0
-    for first in range(0, fill, fill_batch):
-        size = min(fill_batch, fill - first)
-        records = unique_records(size, f"fill-{operator}-{index}", start)
-        write_source_file(source, index, records, arrival_of(index, start))
-        index += 1
-    for rep in range(ctx.repeats):
-        records = unique_records(BATCH, f"filled-{operator}-{rep}", start)
-        write_source_file(source, index, records, arrival_of(index, start))
-        index += 1
-    query = start_query(ctx.spark, config, source, plan=_plan(operator), sink=_consume)
-    events = run_to_end(query)
-    checkpoint_state = Path(config.checkpoint_location) / "state"
-    measured = [
-        batch | {"keys_in_state": fill + rep * BATCH}
-        for rep, batch in enumerate(_triggers(events, BATCH))
+    write_source_file(source, 0, unique_records(BATCH, f"warm-{operator}", start), start)
+    run_to_end(start_query(ctx.spark, config, source, plan=_plan(operator), sink=_consume))
+
+
+def _ladder(ctx: Context, operator: str, fill: int, fill_batch: int) -> dict[str, Any]:
+    """(1)'s one query: warm-up, forget, ``repeats`` batches at about 0 keys,
+    the fill, ``repeats`` batches at ``fill`` keys (the module's docstring)."""
+    config = job_config(ctx, f"{NAME}_{operator}_ladder")
+    source = Path(config.checkpoint_location).parent / "source"
+    start = now()
+    # Two horizons and an hour on: the watermark (newest arrival - the
+    # horizon) passes every warm-up id's arrival + the horizon.
+    later = start + timedelta(hours=2 * config.dedup_horizon_hours + 1)
+    files: list[tuple[str, list[bytes], datetime]] = [
+        ("warm", unique_records(BATCH, f"warm-{operator}-{w}", start), arrival_of(w, start))
+        for w in range(WARM_BATCHES)
     ]
+    files += [("forget", unique_records(1, f"forget-{operator}-{f}", later), later) for f in (0, 1)]
+    files += [
+        ("zero", unique_records(BATCH, f"zero-{operator}-{r}", later), later)
+        for r in range(ctx.repeats)
+    ]
+    files += [
+        (
+            "fill",
+            unique_records(min(fill_batch, fill - first), f"fill-{operator}-{first}", later),
+            later,
+        )
+        for first in range(0, fill, fill_batch)
+    ]
+    files += [
+        ("filled", unique_records(BATCH, f"filled-{operator}-{r}", later), later)
+        for r in range(ctx.repeats)
+    ]
+    for index, (_, records, arrival) in enumerate(files):
+        write_source_file(source, index, records, arrival + timedelta(seconds=index))
+    events = run_to_end(start_query(ctx.spark, config, source, plan=_plan(operator), sink=_consume))
+    data = [i for i, e in enumerate(events) if ran_batch(e) and int(e["numInputRows"]) > 0]
+    if len(data) != len(files):
+        raise RuntimeError(f"{operator}: {len(data)} data batches, expected {len(files)}")
+    batches: dict[str, list[dict[str, Any]]] = {}
+    held = 0
+    for (role, records, _), index in zip(files, data, strict=True):
+        batches.setdefault(role, []).append(_trigger(events, index) | {"keys_in_state": held})
+        held += len(records)
+        if role == "forget" and len(batches[role]) == 2:  # the warm-up ids are forgotten
+            held = 2
+    # What the forget batches removed: every warm-up id, or the "0 keys" are not.
+    counter = "numExpiredTimers" if operator == "timers" else "numRowsRemoved"
+    forgotten = sum(
+        int(state.get(counter, state["custom"].get(counter, 0)))
+        for batch in batches["forget"]
+        for state in batch["state"]
+    )
     return {
-        "measured": measured,
-        "fill_batches": _triggers(events, fill_batch),
-        "state_dir_bytes": directory_bytes(checkpoint_state),
+        "zero": batches["zero"],
+        "forgotten_before_zero": forgotten,
+        "measured": batches["filled"],
+        "fill_batches": batches["fill"],
+        "state_dir_bytes": directory_bytes(Path(config.checkpoint_location) / "state"),
     }
 
 
@@ -388,19 +423,19 @@ def run(ctx: Context) -> list[Row]:
     flat: dict[str, dict[str, Any]] = {}
     # Both operators' code warmed in this JVM before the first timed batch.
     for operator in OPERATORS:
-        _zero_keys(ctx, operator)
+        _warm(ctx, operator)
     through, cores = _throughputs(ctx, count, warmups)
     bare = _bare(ctx, count, warmups)
     for operator in OPERATORS:
-        zero = _zero_keys(ctx, operator)
-        filled = _filled(ctx, operator, fill, fill_batch)
-        zero_s = med(b["seconds"] for b in zero)
-        full_s = med(b["seconds"] for b in filled["measured"])
+        filled = _ladder(ctx, operator, fill, fill_batch)
+        zero = filled.pop("zero")
+        zero_s = med(b["data_batch_seconds"] for b in zero)
+        full_s = med(b["data_batch_seconds"] for b in filled["measured"])
         flat[operator] = {
             "zero_keys": zero,
             "filled": filled,
-            "seconds_at_zero": summary([b["seconds"] for b in zero]),
-            "seconds_at_fill": summary([b["seconds"] for b in filled["measured"]]),
+            "seconds_at_zero": summary([b["data_batch_seconds"] for b in zero]),
+            "seconds_at_fill": summary([b["data_batch_seconds"] for b in filled["measured"]]),
             "eviction_ms_at_zero": med(b["eviction_ms"] for b in zero),
             "eviction_ms_at_fill": med(b["eviction_ms"] for b in filled["measured"]),
             "bytes_read_at_zero": med(b["bytes_read"] for b in zero),

@@ -308,13 +308,13 @@ def migrate(
     if not old and resume is None:
         found = ", ".join(f"{op.operator_id}:{op.name}" for op in state.operators) or "none"
         log(
-            f"{target.instance_id}: checkpoint {location} holds no state of "
-            f"{OLD_DEDUP_OPERATOR} (stateful operators: {found}); nothing to move"
+            f"{target.instance_id}: checkpoint {location} holds no state the job cannot "
+            f"resume (stateful operators: {found}); nothing to move"
         )
         return EXIT_MOVED
     operator = old[0].name if old else OLD_DEDUP_OPERATOR
     aside = resume.uri() if resume is not None else aside_location(location, operator, clock())
-    what = "; ".join(f"operator {op.operator_id} {op.name!r} ({op.evidence})" for op in old)
+    what = "; ".join(op.describe() for op in old)
     log(f"{target.instance_id}: checkpoint {location} holds {what or 'a move begun earlier'}")
     if resume is not None:
         log(f"  resuming the move begun earlier into {aside}")

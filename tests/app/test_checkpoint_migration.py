@@ -110,7 +110,7 @@ def test_the_old_operators_checkpoint_is_recognised_and_refused(old_checkpoint: 
     with pytest.raises(OldCheckpointError) as refused:
         check_resumable(state, "orders-eu-west-1")
     message = str(refused.value)
-    where = f"checkpoint {old_checkpoint} holds the state of dropDuplicatesWithinWatermark"
+    where = f"checkpoint {old_checkpoint} holds de-duplication state this job cannot resume"
     assert where in message
     assert "operator 0 'dedupeWithinWatermark'" in message
     assert "make migrate-checkpoint INSTANCE=orders-eu-west-1" in message
@@ -151,7 +151,7 @@ def test_the_job_refuses_the_old_checkpoint_before_spark_starts(
     before = sorted(p.relative_to(old_checkpoint) for p in old_checkpoint.rglob("*"))
     with caplog.at_level(logging.ERROR, logger="app.job"):
         assert main(["--config", str(path)]) == EXIT_BAD_CONFIG
-    assert f"checkpoint {old_checkpoint} holds the state of dropDuplicatesWithinWatermark" in (
+    assert f"checkpoint {old_checkpoint} holds de-duplication state this job cannot resume" in (
         caplog.text
     )
     after = sorted(p.relative_to(old_checkpoint) for p in old_checkpoint.rglob("*"))

@@ -22,6 +22,7 @@ from app.checkpoint_state import (
     operator_name,
     refusal,
     schema_operator,
+    state_variables,
 )
 from app.config import ConfigError
 from app.dedup_seed import seed_cutoff
@@ -33,6 +34,20 @@ V1 = (
 V2 = (
     'v2\n{"operatorInfo":{"operatorId":0,"operatorName":"transformWithStateExec"},'
     '"stateStoreInfo":[],"operatorPropertiesJson":"{}"}'
+)
+# What Spark 4.1.1 wrote for the timers-only processor (one batch of a probe
+# run) and, with its value state, for the job's processor.
+TIMERS_ONLY_V2 = (
+    'v2\n{"operatorInfo":{"operatorId":0,"operatorName":"transformWithStateExec"},'
+    '"stateStoreInfo":[],"operatorPropertiesJson":"{\\"timeMode\\":\\"EventTime\\",'
+    '\\"outputMode\\":\\"Append\\",\\"stateVariables\\":[{\\"stateName\\":'
+    '\\"$eventTimers_keyToTimestamp\\",\\"stateVariableType\\":\\"TimerState\\",'
+    '\\"ttlEnabled\\":false}]}"}'
+)
+VALUE_V2 = TIMERS_ONLY_V2.replace(
+    '\\"stateVariables\\":[',
+    '\\"stateVariables\\":[{\\"stateName\\":\\"horizonEnd\\",'
+    '\\"stateVariableType\\":\\"ValueState\\",\\"ttlEnabled\\":false},',
 )
 OLD_SCHEMA = (
     b'\x00\x02v2\x00\x00\x00\x01\x00`{"type":"struct","fields":[{"name":"_dedup_key"}]}'
@@ -48,6 +63,35 @@ def test_operator_names_are_read_from_either_metadata_version() -> None:
     assert schema_operator(OLD_SCHEMA) == OLD_DEDUP_OPERATOR
     assert schema_operator(b'{"name":"seen"}') is None
     assert batch_ids(["3", ".3.crc", "10", "3.tmp"]) == (3, 10)
+
+
+def test_state_variables_are_read_from_a_v2_file_only() -> None:
+    assert state_variables(TIMERS_ONLY_V2) == ("$eventTimers_keyToTimestamp",)
+    assert state_variables(VALUE_V2) == ("horizonEnd", "$eventTimers_keyToTimestamp")
+    for none in (V1, V2, "", 'v2\n{"operatorPropertiesJson": "not json"}'):
+        assert state_variables(none) is None
+
+
+def test_the_timers_only_processors_checkpoint_is_refused(tmp_path: Path) -> None:
+    """Spark resumes it silently (it adds the value's column family): every id
+    it held would read as new, so the job must refuse it, as the old operator's."""
+    old = tmp_path / "timers-only"
+    _write(old, {"state/0/_metadata/v2/3": TIMERS_ONLY_V2, "commits/3": "v1"})
+    found = inspect_checkpoint(str(old))
+    assert [op.state_variables for op in found.old_operators] == [("$eventTimers_keyToTimestamp",)]
+    with pytest.raises(OldCheckpointError) as refused:
+        check_resumable(found, "orders-eu-west-1")
+    assert (
+        f"[operator 0 'transformWithStateExec', the timers-only de-duplication (no "
+        f"'horizonEnd' value state) ({old}/state/0/_metadata/v2/3); last committed batch 3]"
+    ) in str(refused.value)
+    assert "make migrate-checkpoint INSTANCE=orders-eu-west-1" in str(refused.value)
+
+    current = tmp_path / "current"
+    _write(current, {"state/0/_metadata/v2/3": VALUE_V2, "commits/3": "v1"})
+    found = inspect_checkpoint(str(current))
+    assert found.operators[0].resumable and found.old_operators == ()
+    check_resumable(found, "orders-eu-west-1")
 
 
 def _write(root: Path, files: dict[str, str | bytes]) -> None:
@@ -86,8 +130,8 @@ def test_the_refusal_names_the_checkpoint_what_it_holds_and_the_fix() -> None:
     )
     text = refusal(state, "orders-eu-west-1")
     assert text.startswith(
-        "checkpoint s3://data/checkpoints/orders-eu-west-1/ holds the state of "
-        "dropDuplicatesWithinWatermark [operator 0 'dedupeWithinWatermark' "
+        "checkpoint s3://data/checkpoints/orders-eu-west-1/ holds de-duplication state this "
+        "job cannot resume [operator 0 'dedupeWithinWatermark', dropDuplicatesWithinWatermark "
         "(s3://data/x/state/0/_metadata/metadata); last committed batch 2]"
     )
     assert "make migrate-checkpoint INSTANCE=orders-eu-west-1" in text

@@ -55,8 +55,12 @@ def _assert_measured_something(out: Path) -> None:
     dedup = json.loads((out / "dedup.json").read_text(encoding="utf-8"))
     for operator in ("timers", "builtin"):
         flat = dedup["flat"][operator]
-        assert flat["per_key"]["keys_in_state"] == dedup["fill_keys"] + 3 * dedup["batch_records"]
+        # One query: 2 forget records, 3 batches at 0 keys, the fill, 3 at the fill.
+        batch = dedup["batch_records"]
+        assert flat["per_key"]["keys_in_state"] == 2 + 6 * batch + dedup["fill_keys"]
         assert len(flat["filled"]["measured"]) == 3 and len(flat["zero_keys"]) == 3
+        # The "0 keys" batches ran after every warm-up id was forgotten.
+        assert flat["filled"]["forgotten_before_zero"] == 3 * batch
     # The built-in operator reads every key it holds to evict; the timers do not.
     assert dedup["flat"]["builtin"]["bytes_read_at_fill"] > 0
     incident = json.loads((out / "incident.json").read_text(encoding="utf-8"))

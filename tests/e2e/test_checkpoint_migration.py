@@ -89,7 +89,7 @@ def test_an_old_checkpoint_is_refused_moved_aside_and_replaced_by_a_seeded_one(
     refused = local.start_job()
     assert refused.wait(timeout=180) == 2
     log = local.log_path.read_text(encoding="utf-8", errors="replace")
-    assert f"checkpoint {checkpoint} holds the state of dropDuplicatesWithinWatermark" in log
+    assert f"checkpoint {checkpoint} holds de-duplication state this job cannot resume" in log
     assert f"make migrate-checkpoint INSTANCE={INSTANCE}" in log
     assert sorted(p for p in checkpoint.rglob("*") if p.name != "_lease") == files_before
 
