@@ -4,7 +4,7 @@ Two operators plan the same rule (the first record of an id within the horizon
 of arrival time passes), in the same run, on the same records:
 
 * ``timers``: the job's (``app.dedup``): ``transformWithState`` with a JVM
-  processor, one arrival-time timer per id;
+  processor, a value and one arrival-time timer per id;
 * ``builtin``: the operator the job used before, ``dropDuplicatesWithinWatermark``,
   whose eviction scans every id held, every batch.
 
@@ -15,12 +15,17 @@ so that both sides run the same compiled plan on the same open state store:
 ``WARM_BATCHES`` batches of new ids, then two one-record batches two horizons
 and an hour later (the watermark passes every earlier id's horizon, and the
 second batch forgets them all), then ``repeats`` measured batches at about 0
-keys, then the fill in batches of ``FILL_BATCH``, then ``repeats`` measured
-batches at ``FILL`` keys. Every file is there when the query starts, so data
-batches follow each other with no no-data batch between them; each batch's
-own eviction (the built-in's scan, the timers' walk of their index) runs
-inside it. ratio = median data-batch time (``durationMs.triggerExecution``)
-at ``FILL`` / at 0; bar for ``timers``: <= 1.2; ``builtin`` is shown as it is.
+keys, then the fill in batches of ``FILL_BATCH``, then ``SETTLE_BATCHES``
+batches of new ids, then ``repeats`` measured batches at ``FILL`` keys. The
+settle batches give RocksDB time to compact the fill's bulk writes (work a
+store does after a burst of writes, not for the keys it holds: measured right
+after the fill, the batches overlapped 14-38 MB of compaction each; it may
+still overlap some, and each measured batch's compaction bytes are in the
+JSON). Every file is there when the query starts, so data batches follow
+each other with no no-data batch between them; each batch's own eviction
+(the built-in's scan, the timers' walk of their index) runs inside it.
+ratio = median data-batch time (``durationMs.triggerExecution``) at ``FILL``
+/ at 0; bar for ``timers``: <= 1.2; ``builtin`` is shown as it is.
 Eviction time and bytes read from RocksDB come from the progress events'
 ``stateOperators``.
 
@@ -99,8 +104,10 @@ TRIGGER_S: Final = 10.0
 HORIZON_H: Final = 24
 LOCAL_CORES: Final = 2
 EXPIRY_KEYS: Final = 500_000
-# Batches of new ids a ladder query runs before anything is measured.
+# Batches of new ids a ladder query runs before anything is measured, and
+# after the fill before the batches at FILL keys.
 WARM_BATCHES: Final = 3
+SETTLE_BATCHES: Final = 10
 # Progress figures of the state operator that show what eviction costs.
 _READ_METRICS: Final = ("rocksdbTotalBytesRead", "rocksdbTotalBytesReadThroughIterator")
 
@@ -207,6 +214,10 @@ def _ladder(ctx: Context, operator: str, fill: int, fill_batch: int) -> dict[str
         for first in range(0, fill, fill_batch)
     ]
     files += [
+        ("settle", unique_records(BATCH, f"settle-{operator}-{r}", later), later)
+        for r in range(SETTLE_BATCHES)
+    ]
+    files += [
         ("filled", unique_records(BATCH, f"filled-{operator}-{r}", later), later)
         for r in range(ctx.repeats)
     ]
@@ -235,6 +246,7 @@ def _ladder(ctx: Context, operator: str, fill: int, fill_batch: int) -> dict[str
         "forgotten_before_zero": forgotten,
         "measured": batches["filled"],
         "fill_batches": batches["fill"],
+        "settle": batches["settle"],
         "state_dir_bytes": directory_bytes(Path(config.checkpoint_location) / "state"),
     }
 
@@ -441,6 +453,13 @@ def run(ctx: Context) -> list[Row]:
             "bytes_read_at_zero": med(b["bytes_read"] for b in zero),
             "bytes_read_at_fill": med(b["bytes_read"] for b in filled["measured"]),
             "ratio": round(full_s / zero_s, 3),
+            # Background compaction that ran during each measured batch at FILL keys.
+            "compaction_bytes_at_fill": [
+                sum(
+                    st["custom"].get("rocksdbTotalBytesWrittenByCompaction", 0) for st in b["state"]
+                )
+                for b in filled["measured"]
+            ],
             "per_key": _per_key(filled),
         }
     timers_s = med(through["timers"])
@@ -472,6 +491,7 @@ def run(ctx: Context) -> list[Row]:
         "batch_records": BATCH,
         "fill_keys": fill,
         "fill_batch_records": fill_batch,
+        "settle_batches": SETTLE_BATCHES,
         "throughput_batch_records": count,
         "flat": flat,
         "throughput": {

@@ -178,8 +178,9 @@ def test_an_id_back_after_its_horizon_is_remembered_from_its_new_arrival(
 ) -> None:
     """'a' comes back 25 h after its first arrival: a new occurrence, which
     passes. The watermark (newest arrival - 24 h) has not fired the first
-    timer yet, so the key holds two; its re-send an hour later is within the
-    NEW horizon and must be dropped: the latest timer decides, not the first."""
+    timer yet: the processor moves it to the new horizon's end; its re-send an
+    hour later is within the NEW horizon and must be dropped, and the first
+    timer must not fire and forget the key: the latest horizon decides."""
     batches = [
         _rows([event("a")], shard="shard-1", first_seq=1, arrival=NOW),
         _rows([event("a")], shard="shard-1", first_seq=2, arrival=NOW + timedelta(hours=25)),
@@ -189,5 +190,23 @@ def test_an_id_back_after_its_horizon_is_remembered_from_its_new_arrival(
             first_seq=3,
             arrival=NOW + timedelta(hours=26),
         ),
+        # The watermark passes the first horizon's end (NOW + 24 h): a timer
+        # left there would fire in the next batch and forget "a" ...
+        _rows([event("e")], shard="shard-1", first_seq=5, arrival=NOW + timedelta(hours=48.5)),
+        _rows([event("f")], shard="shard-1", first_seq=6, arrival=NOW + timedelta(hours=48.6)),
+        # ... and this re-send, within the new horizon (to NOW + 49 h), would pass.
+        _rows(
+            [event("a"), event("g")],
+            shard="shard-1",
+            first_seq=7,
+            arrival=NOW + timedelta(hours=48.7),
+        ),
     ]
-    assert _valid_ids(_run(spark, tmp_path, batches)) == [["a"], ["a"], ["d"]]
+    assert _valid_ids(_run(spark, tmp_path, batches)) == [
+        ["a"],
+        ["a"],
+        ["d"],
+        ["e"],
+        ["f"],
+        ["g"],
+    ]

@@ -55,9 +55,11 @@ def _assert_measured_something(out: Path) -> None:
     dedup = json.loads((out / "dedup.json").read_text(encoding="utf-8"))
     for operator in ("timers", "builtin"):
         flat = dedup["flat"][operator]
-        # One query: 2 forget records, 3 batches at 0 keys, the fill, 3 at the fill.
+        # One query: 2 forget records, 3 batches at 0 keys, the fill, the
+        # settle batches, 3 at the fill.
         batch = dedup["batch_records"]
-        assert flat["per_key"]["keys_in_state"] == 2 + 6 * batch + dedup["fill_keys"]
+        held = 2 + (6 + dedup["settle_batches"]) * batch + dedup["fill_keys"]
+        assert flat["per_key"]["keys_in_state"] == held
         assert len(flat["filled"]["measured"]) == 3 and len(flat["zero_keys"]) == 3
         # The "0 keys" batches ran after every warm-up id was forgotten.
         assert flat["filled"]["forgotten_before_zero"] == 3 * batch
