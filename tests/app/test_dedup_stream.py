@@ -181,32 +181,20 @@ def test_an_id_back_after_its_horizon_is_remembered_from_its_new_arrival(
     timer yet: the processor moves it to the new horizon's end; its re-send an
     hour later is within the NEW horizon and must be dropped, and the first
     timer must not fire and forget the key: the latest horizon decides."""
+
+    def batch(first_seq: int, hours: float, *ids: str) -> list[Any]:
+        arrival = NOW + timedelta(hours=hours)
+        return _rows([event(i) for i in ids], shard="shard-1", first_seq=first_seq, arrival=arrival)
+
     batches = [
-        _rows([event("a")], shard="shard-1", first_seq=1, arrival=NOW),
-        _rows([event("a")], shard="shard-1", first_seq=2, arrival=NOW + timedelta(hours=25)),
-        _rows(
-            [event("a"), event("d")],
-            shard="shard-1",
-            first_seq=3,
-            arrival=NOW + timedelta(hours=26),
-        ),
+        batch(1, 0, "a"),
+        batch(2, 25, "a"),
+        batch(3, 26, "a", "d"),
         # The watermark passes the first horizon's end (NOW + 24 h): a timer
         # left there would fire in the next batch and forget "a" ...
-        _rows([event("e")], shard="shard-1", first_seq=5, arrival=NOW + timedelta(hours=48.5)),
-        _rows([event("f")], shard="shard-1", first_seq=6, arrival=NOW + timedelta(hours=48.6)),
+        batch(5, 48.5, "e"),
+        batch(6, 48.6, "f"),
         # ... and this re-send, within the new horizon (to NOW + 49 h), would pass.
-        _rows(
-            [event("a"), event("g")],
-            shard="shard-1",
-            first_seq=7,
-            arrival=NOW + timedelta(hours=48.7),
-        ),
+        batch(7, 48.7, "a", "g"),
     ]
-    assert _valid_ids(_run(spark, tmp_path, batches)) == [
-        ["a"],
-        ["a"],
-        ["d"],
-        ["e"],
-        ["f"],
-        ["g"],
-    ]
+    assert _valid_ids(_run(spark, tmp_path, batches)) == [["a"], ["a"], ["d"], ["e"], ["f"], ["g"]]
