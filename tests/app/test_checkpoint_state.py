@@ -36,7 +36,8 @@ V2 = (
     '"stateStoreInfo":[],"operatorPropertiesJson":"{}"}'
 )
 # What Spark 4.1.1 wrote for the timers-only processor (one batch of a probe
-# run) and, with its value state, for the job's processor.
+# run), and the same with the job's value state added (a real checkpoint of
+# the job's processor passes the check in test_checkpoint_migration.py).
 TIMERS_ONLY_V2 = (
     'v2\n{"operatorInfo":{"operatorId":0,"operatorName":"transformWithStateExec"},'
     '"stateStoreInfo":[],"operatorPropertiesJson":"{\\"timeMode\\":\\"EventTime\\",'
