@@ -189,37 +189,33 @@ def _warm(ctx: Context, operator: str) -> None:
 
 def _ladder(ctx: Context, operator: str, fill: int, fill_batch: int) -> dict[str, Any]:
     """(1)'s one query: warm-up, forget, ``repeats`` batches at about 0 keys,
-    the fill, ``repeats`` batches at ``fill`` keys (the module's docstring)."""
+    the fill, the settle batches, ``repeats`` batches at ``fill`` keys (the
+    module's docstring)."""
     config = job_config(ctx, f"{NAME}_{operator}_ladder")
     source = Path(config.checkpoint_location).parent / "source"
     start = now()
     # Two horizons and an hour on: the watermark (newest arrival - the
     # horizon) passes every warm-up id's arrival + the horizon.
     later = start + timedelta(hours=2 * config.dedup_horizon_hours + 1)
-    files: list[tuple[str, list[bytes], datetime]] = [
-        ("warm", unique_records(BATCH, f"warm-{operator}-{w}", start), arrival_of(w, start))
-        for w in range(WARM_BATCHES)
-    ]
-    files += [("forget", unique_records(1, f"forget-{operator}-{f}", later), later) for f in (0, 1)]
-    files += [
-        ("zero", unique_records(BATCH, f"zero-{operator}-{r}", later), later)
-        for r in range(ctx.repeats)
-    ]
-    files += [
-        (
-            "fill",
-            unique_records(min(fill_batch, fill - first), f"fill-{operator}-{first}", later),
-            later,
-        )
-        for first in range(0, fill, fill_batch)
-    ]
-    files += [
-        ("settle", unique_records(BATCH, f"settle-{operator}-{r}", later), later)
-        for r in range(SETTLE_BATCHES)
-    ]
-    files += [
-        ("filled", unique_records(BATCH, f"filled-{operator}-{r}", later), later)
-        for r in range(ctx.repeats)
+
+    def new_ids(
+        role: str, sizes: list[int], at: datetime
+    ) -> list[tuple[str, list[bytes], datetime]]:
+        """One file per size, of that many new ids arriving at ``at``."""
+        return [
+            (role, unique_records(size, f"{role}-{operator}-{i}", at), at)
+            for i, size in enumerate(sizes)
+        ]
+
+    files = [
+        *new_ids("warm", [BATCH] * WARM_BATCHES, start),
+        *new_ids("forget", [1, 1], later),
+        *new_ids("zero", [BATCH] * ctx.repeats, later),
+        *new_ids(
+            "fill", [min(fill_batch, fill - first) for first in range(0, fill, fill_batch)], later
+        ),
+        *new_ids("settle", [BATCH] * SETTLE_BATCHES, later),
+        *new_ids("filled", [BATCH] * ctx.repeats, later),
     ]
     for index, (_, records, arrival) in enumerate(files):
         write_source_file(source, index, records, arrival + timedelta(seconds=index))
@@ -233,7 +229,7 @@ def _ladder(ctx: Context, operator: str, fill: int, fill_batch: int) -> dict[str
         batches.setdefault(role, []).append(_trigger(events, index) | {"keys_in_state": held})
         held += len(records)
         if role == "forget" and len(batches[role]) == 2:  # the warm-up ids are forgotten
-            held = 2
+            held -= WARM_BATCHES * BATCH
     # What the forget batches removed: every warm-up id, or the "0 keys" are not.
     counter = "numExpiredTimers" if operator == "timers" else "numRowsRemoved"
     forgotten = sum(
