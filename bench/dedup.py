@@ -169,6 +169,10 @@ def _trigger(events: list[dict[str, Any]], index: int) -> dict[str, Any]:
         "bytes_read": sum(
             f.get("customMetrics", {}).get(m, 0) for f in figures for m in _READ_METRICS
         ),
+        "compaction_bytes": sum(
+            f.get("customMetrics", {}).get("rocksdbTotalBytesWrittenByCompaction", 0)
+            for f in figures
+        ),
         "state": [
             {k: v for k, v in f.items() if k != "customMetrics"}
             | {"custom": f.get("customMetrics", {})}
@@ -450,12 +454,7 @@ def run(ctx: Context) -> list[Row]:
             "bytes_read_at_fill": med(b["bytes_read"] for b in filled["measured"]),
             "ratio": round(full_s / zero_s, 3),
             # Background compaction that ran during each measured batch at FILL keys.
-            "compaction_bytes_at_fill": [
-                sum(
-                    st["custom"].get("rocksdbTotalBytesWrittenByCompaction", 0) for st in b["state"]
-                )
-                for b in filled["measured"]
-            ],
+            "compaction_bytes_at_fill": [b["compaction_bytes"] for b in filled["measured"]],
             "per_key": _per_key(filled),
         }
     timers_s = med(through["timers"])
