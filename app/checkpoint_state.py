@@ -9,12 +9,15 @@ command asks too (``scripts/migrate_checkpoint.py``):
   state over: resumed on such a checkpoint, the new plan starts and then fails
   its first batch with ``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``
   (an idle stream even runs "fine" until a record arrives), and the job would
-  crash on every restart. An earlier version of the processor kept timers only,
-  no ``horizonEnd`` value: Spark resumes its checkpoint without a word (it adds
-  the value's column family), and every id it held would then read as new, its
-  re-sends passing for a whole horizon. So the job refuses both at once, naming
-  the checkpoint, what it found and the fix (docs/operate.md, "Moving to the
-  timer de-duplication").
+  crash on every restart. Earlier versions of the processor were keyed by id,
+  with timers only or with a ``horizonEnd`` value and a timer per id: Spark
+  resumes such a checkpoint without a word (it adds the new variables' column
+  families), and every id it held would then read as new, its re-sends passing
+  for a whole horizon. So the job refuses any ``transformWithState`` state
+  that does not record this processor's variables
+  (:data:`app.dedup.STATE_VARIABLES`), as it refuses the built-in operator's,
+  naming the checkpoint, what it found and the fix (docs/operate.md, "Moving
+  to the timer de-duplication").
 * **Has any batch been committed?** If not, the query's next batch is its batch
   0, the only one in which Spark loads ``transformWithState``'s initial state
   (``IncrementalExecution``: ``currentBatchId == 0 && hasInitialState``), so the
@@ -31,7 +34,7 @@ What Spark 4.1.1 writes, seen on a checkpoint of each operator:
   ``{"operatorInfo": {..., "operatorName": "transformWithStateExec"}, ...,
   "operatorPropertiesJson": "{... \\"stateVariables\\": [{\\"stateName\\": ...}]}"}``
   (the processor's state variables: its timers, ``$eventTimers_keyToTimestamp``,
-  and its value, ``horizonEnd``);
+  and its maps, ``horizonEnds`` and ``expiringIds``);
 * ``state/<operator id>/<partition>/_metadata/schema``: the state's key and
   value schemas; the old operator's value is ``expiresAtMicros``. Read only
   when no operator metadata exists (a checkpoint older than those files).
@@ -50,7 +53,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from app.config import ConfigError
-from app.dedup import VALUE_STATE
+from app.dedup import STATE_VARIABLES
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 
 # Spark's short name of dropDuplicatesWithinWatermark's physical operator
@@ -88,20 +91,22 @@ class StatefulOperator:
     @property
     def resumable(self) -> bool:
         """The job's processor can resume this state: not the built-in
-        operator's, nor the timers-only processor's (no value state)."""
+        operator's, nor an earlier processor's (keyed by id: its variables are
+        not this processor's)."""
         if self.name == OLD_DEDUP_OPERATOR:
             return False
         return not (
             self.name == DEDUP_OPERATOR
             and self.state_variables is not None
-            and VALUE_STATE not in self.state_variables
+            and not set(STATE_VARIABLES) <= set(self.state_variables)
         )
 
     def describe(self) -> str:
         what = (
             "dropDuplicatesWithinWatermark"
             if self.name == OLD_DEDUP_OPERATOR
-            else f"the timers-only de-duplication (no {VALUE_STATE!r} value state)"
+            else "an earlier de-duplication keyed by id (state variables "
+            f"{list(self.state_variables or ())}, not {list(STATE_VARIABLES)})"
         )
         return f"operator {self.operator_id} {self.name!r}, {what} ({self.evidence})"
 
@@ -266,11 +271,11 @@ def refusal(state: CheckpointState, instance_id: str) -> str:
     last = f"last committed batch {state.committed_batches[-1]}" if state.committed else "no batch"
     return (
         f"checkpoint {state.location} holds de-duplication state this job cannot resume "
-        f"[{found}; {last}]; this job de-duplicates with transformWithState, a "
-        f"{VALUE_STATE!r} value and a timer per id (on dropDuplicatesWithinWatermark's state "
-        "Spark would fail the first batch with "
-        "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA; on the timers-only "
-        "state every id held would read as new). Fix: with the job stopped, "
+        f"[{found}; {last}]; this job de-duplicates with transformWithState, ids in "
+        f"buckets with the variables {list(STATE_VARIABLES)} (on "
+        "dropDuplicatesWithinWatermark's state Spark would fail the first batch with "
+        "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA; on an earlier "
+        "processor's state every id held would read as new). Fix: with the job stopped, "
         f"make migrate-checkpoint INSTANCE={instance_id} moves the old checkpoint aside; the "
         "next start makes a new checkpoint from the stream's trim horizon, seeded with the "
         f"table's recent ids ({OPERATE_SECTION})"

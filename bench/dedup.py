@@ -4,7 +4,8 @@ Two operators plan the same rule (the first record of an id within the horizon
 of arrival time passes), in the same run, on the same records:
 
 * ``timers``: the job's (``app.dedup``): ``transformWithState`` with a JVM
-  processor, a value and one arrival-time timer per id;
+  processor, ids in buckets, each id's horizon end in a map, one arrival-time
+  timer per bucket and batch;
 * ``builtin``: the operator the job used before, ``dropDuplicatesWithinWatermark``,
   whose eviction scans every id held, every batch.
 
@@ -234,10 +235,11 @@ def _ladder(ctx: Context, operator: str, fill: int, fill_batch: int) -> dict[str
         held += len(records)
         if role == "forget" and len(batches[role]) == 2:  # the warm-up ids are forgotten
             held -= WARM_BATCHES * BATCH
-    # What the forget batches removed: every warm-up id, or the "0 keys" are not.
-    counter = "numExpiredTimers" if operator == "timers" else "numRowsRemoved"
+    # What the forget batches removed: every warm-up id, or the "0 keys" are
+    # not. The processor's removed rows also count each expired timer's entry
+    # of ids, one per timer.
     forgotten = sum(
-        int(state.get(counter, state["custom"].get(counter, 0)))
+        int(state["numRowsRemoved"]) - int(state["custom"].get("numExpiredTimers", 0))
         for batch in batches["forget"]
         for state in batch["state"]
     )

@@ -36,8 +36,9 @@ V2 = (
     '"stateStoreInfo":[],"operatorPropertiesJson":"{}"}'
 )
 # What Spark 4.1.1 wrote for the timers-only processor (one batch of a probe
-# run), and the same with the job's value state added (a real checkpoint of
-# the job's processor passes the check in test_checkpoint_migration.py).
+# run), the same with the per-id value of the next version, and what it wrote
+# for the job's processor (ids in buckets; a real checkpoint of it passes the
+# check in test_checkpoint_migration.py).
 TIMERS_ONLY_V2 = (
     'v2\n{"operatorInfo":{"operatorId":0,"operatorName":"transformWithStateExec"},'
     '"stateStoreInfo":[],"operatorPropertiesJson":"{\\"timeMode\\":\\"EventTime\\",'
@@ -45,10 +46,21 @@ TIMERS_ONLY_V2 = (
     '\\"$eventTimers_keyToTimestamp\\",\\"stateVariableType\\":\\"TimerState\\",'
     '\\"ttlEnabled\\":false}]}"}'
 )
-VALUE_V2 = TIMERS_ONLY_V2.replace(
+PER_ID_V2 = TIMERS_ONLY_V2.replace(
     '\\"stateVariables\\":[',
     '\\"stateVariables\\":[{\\"stateName\\":\\"horizonEnd\\",'
     '\\"stateVariableType\\":\\"ValueState\\",\\"ttlEnabled\\":false},',
+)
+BUCKETS_V2 = (
+    'v2\n{"operatorInfo":{"operatorId":0,"operatorName":"transformWithStateExec"},'
+    '"stateStoreInfo":[{"storeName":"default","numColsPrefixKey":0,"numPartitions":2,'
+    '"stateSchemaFilePaths":["file:/tmp/c/state/0/_stateSchema/default/0_48d48187"]}],'
+    '"operatorPropertiesJson":"{\\"timeMode\\":\\"EventTime\\",\\"outputMode\\":'
+    '\\"Append\\",\\"stateVariables\\":[{\\"stateName\\":\\"horizonEnds\\",'
+    '\\"stateVariableType\\":\\"MapState\\",\\"ttlEnabled\\":false},{\\"stateName\\":'
+    '\\"expiringIds\\",\\"stateVariableType\\":\\"MapState\\",\\"ttlEnabled\\":false},'
+    '{\\"stateName\\":\\"$eventTimers_keyToTimestamp\\",\\"stateVariableType\\":'
+    '\\"TimerState\\",\\"ttlEnabled\\":false}]}"}'
 )
 OLD_SCHEMA = (
     b'\x00\x02v2\x00\x00\x00\x01\x00`{"type":"struct","fields":[{"name":"_dedup_key"}]}'
@@ -68,28 +80,46 @@ def test_operator_names_are_read_from_either_metadata_version() -> None:
 
 def test_state_variables_are_read_from_a_v2_file_only() -> None:
     assert state_variables(TIMERS_ONLY_V2) == ("$eventTimers_keyToTimestamp",)
-    assert state_variables(VALUE_V2) == ("horizonEnd", "$eventTimers_keyToTimestamp")
+    assert state_variables(PER_ID_V2) == ("horizonEnd", "$eventTimers_keyToTimestamp")
+    assert state_variables(BUCKETS_V2) == (
+        "horizonEnds",
+        "expiringIds",
+        "$eventTimers_keyToTimestamp",
+    )
     for none in (V1, V2, "", 'v2\n{"operatorPropertiesJson": "not json"}'):
         assert state_variables(none) is None
 
 
-def test_the_timers_only_processors_checkpoint_is_refused(tmp_path: Path) -> None:
-    """Spark resumes it silently (it adds the value's column family): every id
-    it held would read as new, so the job must refuse it, as the old operator's."""
-    old = tmp_path / "timers-only"
-    _write(old, {"state/0/_metadata/v2/3": TIMERS_ONLY_V2, "commits/3": "v1"})
+@pytest.mark.parametrize(
+    ("name", "v2", "variables"),
+    [
+        ("timers-only", TIMERS_ONLY_V2, ["$eventTimers_keyToTimestamp"]),
+        ("per-id", PER_ID_V2, ["horizonEnd", "$eventTimers_keyToTimestamp"]),
+    ],
+)
+def test_an_earlier_processors_checkpoint_is_refused(
+    tmp_path: Path, name: str, v2: str, variables: list[str]
+) -> None:
+    """Keyed by id, not by bucket: Spark resumes it silently (it adds the new
+    maps' column families), every id it held would read as new, so the job must
+    refuse it, as the old operator's."""
+    old = tmp_path / name
+    _write(old, {"state/0/_metadata/v2/3": v2, "commits/3": "v1"})
     found = inspect_checkpoint(str(old))
-    assert [op.state_variables for op in found.old_operators] == [("$eventTimers_keyToTimestamp",)]
+    assert [list(op.state_variables or ()) for op in found.old_operators] == [variables]
     with pytest.raises(OldCheckpointError) as refused:
         check_resumable(found, "orders-eu-west-1")
     assert (
-        f"[operator 0 'transformWithStateExec', the timers-only de-duplication (no "
-        f"'horizonEnd' value state) ({old}/state/0/_metadata/v2/3); last committed batch 3]"
+        f"[operator 0 'transformWithStateExec', an earlier de-duplication keyed by id "
+        f"(state variables {variables}, not ['horizonEnds', 'expiringIds']) "
+        f"({old}/state/0/_metadata/v2/3); last committed batch 3]"
     ) in str(refused.value)
     assert "make migrate-checkpoint INSTANCE=orders-eu-west-1" in str(refused.value)
 
+
+def test_the_job_processors_checkpoint_is_resumed(tmp_path: Path) -> None:
     current = tmp_path / "current"
-    _write(current, {"state/0/_metadata/v2/3": VALUE_V2, "commits/3": "v1"})
+    _write(current, {"state/0/_metadata/v2/3": BUCKETS_V2, "commits/3": "v1"})
     found = inspect_checkpoint(str(current))
     assert found.operators[0].resumable and found.old_operators == ()
     check_resumable(found, "orders-eu-west-1")

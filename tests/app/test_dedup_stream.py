@@ -8,6 +8,7 @@ behind the Kinesis source.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,9 +36,12 @@ def _run(
     batches: list[list[Any]],
     on_batch: Callable[[Any, int], None] | None = None,
     first_index: int = 0,
+    *,
+    progress: list[dict[str, Any]] | None = None,
 ) -> list[list[dict[str, Any]]]:
     """``batches`` as files after any earlier ones (``first_index``), through the
-    job's plan on the checkpoint under ``tmp_path`` (a restart when it exists)."""
+    job's plan on the checkpoint under ``tmp_path`` (a restart when it exists);
+    the query's progress events go to ``progress`` when given."""
     source = tmp_path / "source"
     for index, rows in enumerate(batches, start=first_index):
         spark.createDataFrame(rows, SOURCE_SCHEMA).coalesce(1).write.parquet(
@@ -66,6 +70,8 @@ def _run(
     )
     query.awaitTermination(300)
     assert query.exception() is None
+    if progress is not None:
+        progress.extend(json.loads(event.json) for event in query.recentProgress)
     return [seen[k] for k in sorted(seen)]
 
 
@@ -178,9 +184,10 @@ def test_an_id_back_after_its_horizon_is_remembered_from_its_new_arrival(
 ) -> None:
     """'a' comes back 25 h after its first arrival: a new occurrence, which
     passes. The watermark (newest arrival - 24 h) has not fired the first
-    timer yet: the processor moves it to the new horizon's end; its re-send an
-    hour later is within the NEW horizon and must be dropped, and the first
-    timer must not fire and forget the key: the latest horizon decides."""
+    timer yet: the processor records the new horizon's end, under a later
+    timer; its re-send an hour later is within the NEW horizon and must be
+    dropped, and the first timer, when it fires, must not forget the key: the
+    latest horizon decides."""
 
     def batch(first_seq: int, hours: float, *ids: str) -> list[Any]:
         arrival = NOW + timedelta(hours=hours)
@@ -198,3 +205,61 @@ def test_an_id_back_after_its_horizon_is_remembered_from_its_new_arrival(
         batch(7, 48.7, "a", "g"),
     ]
     assert _valid_ids(_run(spark, tmp_path, batches)) == [["a"], ["a"], ["d"], ["e"], ["f"], ["g"]]
+
+
+def test_ids_sharing_buckets_and_timers_are_forgotten_one_by_one(
+    spark: Any, tmp_path: Path
+) -> None:
+    """5,000 ids in 4,096 buckets: most timers forget several ids, some of
+    which came back after their horizon (a later end, under a later timer)
+    and must stay. The state really shrinks by the ids forgotten: the
+    processor's removed rows are those ids plus one entry per expired timer."""
+
+    def batch(first_seq: int, hours: float, ids: list[str]) -> list[Any]:
+        arrival = NOW + timedelta(hours=hours)
+        return _rows([event(i) for i in ids], shard="shard-1", first_seq=first_seq, arrival=arrival)
+
+    ids = [f"id-{n:04d}" for n in range(5000)]
+    back = ids[:100]
+    progress: list[dict[str, Any]] = []
+    batches = [
+        batch(1, 0, ids),
+        batch(10_001, 25, back),  # after their horizon: new occurrences
+        # The watermark (newest arrival - 24 h) passes NOW + 24 h: the first
+        # batch's timers fire; the returned ids' horizons end at NOW + 49 h.
+        batch(20_001, 48.4, ["push"]),
+        batch(20_002, 48.45, ["push-2"]),
+        batch(30_001, 48.5, ids),  # only the forgotten ones pass
+    ]
+    valid = _valid_ids(_run(spark, tmp_path, batches, progress=progress))
+    assert valid == [ids, back, ["push"], ["push-2"], ids[100:]]
+    forgotten = 0
+    for event_ in progress:
+        for state in event_["stateOperators"]:
+            forgotten += state["numRowsRemoved"] - state["customMetrics"]["numExpiredTimers"]
+    assert forgotten == 4900, "every id of the first batch but the 100 that came back"
+
+
+def test_the_buckets_spread_evenly_over_the_shuffle_partitions(spark: Any) -> None:
+    """Spark hashes the bucket again onto the shuffle partitions (Murmur3,
+    seed 42, as ``hash``): the busiest partition's share of the buckets sets
+    the state stage's slowest task. app/dedup.py gives these figures for the
+    example cluster's 20 partitions (one per executor core)."""
+    from pyspark.sql import functions as sf
+
+    from app.dedup import BUCKETS
+
+    def busiest(buckets: int, partitions: int) -> float:
+        key = sf.col("id").cast("int")
+        rows = (
+            spark.range(buckets)
+            .groupBy(sf.pmod(sf.hash(key), sf.lit(partitions)).alias("partition"))
+            .count()
+            .collect()
+        )
+        assert len(rows) == partitions
+        return max(row["count"] for row in rows) / (buckets / partitions)
+
+    assert BUCKETS == 4096
+    assert round(busiest(BUCKETS, 20), 2) == 1.06
+    assert round(busiest(1024, 20), 2) == 1.25

@@ -25,7 +25,7 @@ from local.harness import replace_fields
 from scripts import migrate_checkpoint
 from scripts.migrate_checkpoint import aside_location, deletion_order, kept_inside, move_s3
 from scripts.status_target import Target
-from tests.app.test_checkpoint_state import TIMERS_ONLY_V2
+from tests.app.test_checkpoint_state import PER_ID_V2
 from tests.scripts.test_status import INSTANCE, REGION, write_local_run
 
 OLD_METADATA = (
@@ -134,18 +134,22 @@ def test_a_new_operators_checkpoint_is_left_alone(tmp_path: Path) -> None:
     assert checkpoint.is_dir()
 
 
-def test_the_timers_only_processors_checkpoint_is_moved_aside(tmp_path: Path) -> None:
-    """Spark would resume it and read every id it held as new: it moves like the old one."""
+def test_an_earlier_processors_checkpoint_is_moved_aside(tmp_path: Path) -> None:
+    """Keyed by id: Spark would resume it and read every id it held as new, so
+    it moves like the old operator's."""
     config = write_local_run(tmp_path)
     checkpoint = Path(config.checkpoint_location)
     files = old_files()
     del files["state/0/_metadata/metadata"], files["state/0/0/_metadata/schema"]
-    write_tree(checkpoint, {**files, "state/0/_metadata/v2/0": TIMERS_ONLY_V2.encode()})
+    write_tree(checkpoint, {**files, "state/0/_metadata/v2/0": PER_ID_V2.encode()})
     code, out = run("--instance", INSTANCE, "--work-dir", str(tmp_path))
     assert code == 0, out
-    assert "the timers-only de-duplication (no 'horizonEnd' value state)" in out
+    assert (
+        "an earlier de-duplication keyed by id (state variables "
+        "['horizonEnd', '$eventTimers_keyToTimestamp'], not ['horizonEnds', 'expiringIds'])"
+    ) in out
     (aside,) = checkpoint.parent.glob("checkpoint.transformWithStateExec-*")
-    assert (aside / "state/0/_metadata/v2/0").read_text() == TIMERS_ONLY_V2
+    assert (aside / "state/0/_metadata/v2/0").read_text() == PER_ID_V2
     assert inspect_checkpoint(str(checkpoint)).operators == ()
 
 

@@ -1,52 +1,76 @@
 package streaming.dedup;
 
 import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.KeyValueGroupedDataset;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.functions;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.types.StructType;
+
+import scala.Tuple2;
 
 /**
  * The entry points Python calls through the session's JVM gateway: a plain static
  * method per plan, so the Python side passes a Dataset and column names and gets a
  * Dataset back, with no Scala implicits to build.
+ *
+ * <p>The processor's grouping key is a bucket of ids, {@code pmod(hash(id), buckets)}
+ * (Spark's Murmur3 {@code hash}, stable across releases: the state is keyed by it,
+ * so {@code buckets} must stay what the checkpoint was made with).
  */
 public final class ArrivalDedup {
+
+  /** The bucket column, added before the exchange and dropped after the processor. */
+  static final String BUCKET = "_dedup_bucket";
 
   private ArrivalDedup() {}
 
   /** {@code input} de-duplicated on {@code keyColumn}; the frame must carry a
    * watermark on {@code arrivalColumn} (event-time timers follow it). */
   public static Dataset<Row> apply(
-      Dataset<Row> input, String keyColumn, String arrivalColumn, long horizonMs) {
-    StructType schema = input.schema();
-    ArrivalDedupProcessor processor =
-        new ArrivalDedupProcessor(schema.fieldIndex(arrivalColumn), horizonMs);
-    return grouped(input, keyColumn)
+      Dataset<Row> input, String keyColumn, String arrivalColumn, long horizonMs, int buckets) {
+    Dataset<Row> bucketed = input.withColumn(BUCKET, bucket(input.col(keyColumn), buckets));
+    StructType schema = bucketed.schema();
+    ArrivalDedupProcessor processor = new ArrivalDedupProcessor(
+        schema.fieldIndex(keyColumn), schema.fieldIndex(arrivalColumn), horizonMs);
+    return grouped(bucketed)
         .transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(),
-            Encoders.row(schema));
+            Encoders.row(schema))
+        .drop(BUCKET);
   }
 
   /** The same, with ids already stored seeding the state on a new checkpoint:
    * {@code seed} has the key (string) and the arrival time (timestamp) columns. */
   public static Dataset<Row> applyWithSeed(
-      Dataset<Row> input, String keyColumn, String arrivalColumn, long horizonMs,
+      Dataset<Row> input, String keyColumn, String arrivalColumn, long horizonMs, int buckets,
       Dataset<Row> seed, String seedKeyColumn, String seedArrivalColumn) {
-    StructType schema = input.schema();
-    ArrivalDedupProcessor processor =
-        new ArrivalDedupProcessor(schema.fieldIndex(arrivalColumn), horizonMs);
-    int seedArrival = seed.schema().fieldIndex(seedArrivalColumn);
-    KeyValueGroupedDataset<String, Long> initial =
-        grouped(seed, seedKeyColumn)
+    Dataset<Row> bucketed = input.withColumn(BUCKET, bucket(input.col(keyColumn), buckets));
+    StructType schema = bucketed.schema();
+    ArrivalDedupProcessor processor = new ArrivalDedupProcessor(
+        schema.fieldIndex(keyColumn), schema.fieldIndex(arrivalColumn), horizonMs);
+    Dataset<Row> seeds = seed.select(seed.col(seedKeyColumn), seed.col(seedArrivalColumn))
+        .withColumn(BUCKET, bucket(seed.col(seedKeyColumn), buckets));
+    KeyValueGroupedDataset<Integer, Tuple2<String, Long>> initial =
+        grouped(seeds)
             .mapValues(
-                (MapFunction<Row, Long>) row -> ArrivalDedupProcessor.millis(row.get(seedArrival)),
-                Encoders.LONG());
-    return grouped(input, keyColumn)
+                (MapFunction<Row, Tuple2<String, Long>>) row ->
+                    new Tuple2<>(row.getString(0), ArrivalDedupProcessor.millis(row.get(1))),
+                Encoders.tuple(Encoders.STRING(), Encoders.LONG()));
+    return grouped(bucketed)
         .transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(), initial,
-            Encoders.row(schema), Encoders.LONG());
+            Encoders.row(schema), Encoders.tuple(Encoders.STRING(), Encoders.LONG()))
+        .drop(BUCKET);
+  }
+
+  static Column bucket(Column key, int buckets) {
+    if (buckets <= 0) {
+      throw new IllegalArgumentException("buckets must be > 0, got " + buckets);
+    }
+    return functions.pmod(functions.hash(key), functions.lit(buckets));
   }
 
   /**
@@ -55,7 +79,7 @@ public final class ArrivalDedup {
    * {@code AppendColumns} before the exchange); {@code groupBy(column).as(...)}
    * reads the key straight from the column.
    */
-  private static KeyValueGroupedDataset<String, Row> grouped(Dataset<Row> frame, String column) {
-    return frame.groupBy(column).as(Encoders.STRING(), Encoders.row(frame.schema()));
+  private static KeyValueGroupedDataset<Integer, Row> grouped(Dataset<Row> frame) {
+    return frame.groupBy(BUCKET).as(Encoders.INT(), Encoders.row(frame.schema()));
   }
 }
