@@ -3,6 +3,7 @@ package streaming.dedup;
 import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoder;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.KeyValueGroupedDataset;
 import org.apache.spark.sql.Row;
@@ -29,17 +30,19 @@ public final class ArrivalDedup {
 
   private ArrivalDedup() {}
 
+  /** The initial state's value: an id and its arrival millis. */
+  private static final Encoder<Tuple2<String, Long>> SEED =
+      Encoders.tuple(Encoders.STRING(), Encoders.LONG());
+
   /** {@code input} de-duplicated on {@code keyColumn}; the frame must carry a
    * watermark on {@code arrivalColumn} (event-time timers follow it). */
   public static Dataset<Row> apply(
       Dataset<Row> input, String keyColumn, String arrivalColumn, long horizonMs, int buckets) {
-    Dataset<Row> bucketed = input.withColumn(BUCKET, bucket(input.col(keyColumn), buckets));
+    Dataset<Row> bucketed = withBucket(input, keyColumn, buckets);
     StructType schema = bucketed.schema();
-    ArrivalDedupProcessor processor = new ArrivalDedupProcessor(
-        schema.fieldIndex(keyColumn), schema.fieldIndex(arrivalColumn), horizonMs);
     return grouped(bucketed)
-        .transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(),
-            Encoders.row(schema))
+        .transformWithState(processor(schema, keyColumn, arrivalColumn, horizonMs),
+            TimeMode.EventTime(), OutputMode.Append(), Encoders.row(schema))
         .drop(BUCKET);
   }
 
@@ -48,29 +51,35 @@ public final class ArrivalDedup {
   public static Dataset<Row> applyWithSeed(
       Dataset<Row> input, String keyColumn, String arrivalColumn, long horizonMs, int buckets,
       Dataset<Row> seed, String seedKeyColumn, String seedArrivalColumn) {
-    Dataset<Row> bucketed = input.withColumn(BUCKET, bucket(input.col(keyColumn), buckets));
+    Dataset<Row> bucketed = withBucket(input, keyColumn, buckets);
     StructType schema = bucketed.schema();
-    ArrivalDedupProcessor processor = new ArrivalDedupProcessor(
-        schema.fieldIndex(keyColumn), schema.fieldIndex(arrivalColumn), horizonMs);
-    Dataset<Row> seeds = seed.select(seed.col(seedKeyColumn), seed.col(seedArrivalColumn))
-        .withColumn(BUCKET, bucket(seed.col(seedKeyColumn), buckets));
+    Dataset<Row> seeds = withBucket(
+        seed.select(seed.col(seedKeyColumn), seed.col(seedArrivalColumn)), seedKeyColumn, buckets);
     KeyValueGroupedDataset<Integer, Tuple2<String, Long>> initial =
         grouped(seeds)
             .mapValues(
                 (MapFunction<Row, Tuple2<String, Long>>) row ->
                     new Tuple2<>(row.getString(0), ArrivalDedupProcessor.millis(row.get(1))),
-                Encoders.tuple(Encoders.STRING(), Encoders.LONG()));
+                SEED);
     return grouped(bucketed)
-        .transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(), initial,
-            Encoders.row(schema), Encoders.tuple(Encoders.STRING(), Encoders.LONG()))
+        .transformWithState(processor(schema, keyColumn, arrivalColumn, horizonMs),
+            TimeMode.EventTime(), OutputMode.Append(), initial, Encoders.row(schema), SEED)
         .drop(BUCKET);
   }
 
-  static Column bucket(Column key, int buckets) {
+  /** {@code frame} with its key's bucket, {@code pmod(hash(key), buckets)}, as {@link #BUCKET}. */
+  private static Dataset<Row> withBucket(Dataset<Row> frame, String keyColumn, int buckets) {
     if (buckets <= 0) {
       throw new IllegalArgumentException("buckets must be > 0, got " + buckets);
     }
-    return functions.pmod(functions.hash(key), functions.lit(buckets));
+    Column bucket = functions.pmod(functions.hash(frame.col(keyColumn)), functions.lit(buckets));
+    return frame.withColumn(BUCKET, bucket);
+  }
+
+  private static ArrivalDedupProcessor processor(
+      StructType schema, String keyColumn, String arrivalColumn, long horizonMs) {
+    return new ArrivalDedupProcessor(
+        schema.fieldIndex(keyColumn), schema.fieldIndex(arrivalColumn), horizonMs);
   }
 
   /**

@@ -198,16 +198,21 @@ public final class ArrivalDedupProcessor
 
   /** A batch's new ids of one bucket by expiry slot, each slot's timer at its latest end. */
   private static final class Expiring {
-    private final Map<Long, List<String>> ids = new HashMap<>();
-    private final Map<Long, Long> latest = new HashMap<>();
+    private static final class Slot {
+      private long latest = Long.MIN_VALUE;
+      private final List<String> ids = new ArrayList<>();
+    }
+
+    private final Map<Long, Slot> slots = new HashMap<>();
 
     void add(long slot, String id, long end) {
-      ids.computeIfAbsent(slot, s -> new ArrayList<>()).add(id);
-      latest.merge(slot, end, Math::max);
+      Slot entry = slots.computeIfAbsent(slot, s -> new Slot());
+      entry.ids.add(id);
+      entry.latest = Math.max(entry.latest, end);
     }
 
     void forEach(java.util.function.BiConsumer<Long, List<String>> timerAndIds) {
-      ids.forEach((slot, slotIds) -> timerAndIds.accept(latest.get(slot), slotIds));
+      slots.values().forEach(entry -> timerAndIds.accept(entry.latest, entry.ids));
     }
   }
 
