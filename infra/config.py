@@ -39,6 +39,7 @@ from app.config import (
     problems,
 )
 from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES
+from infra.deployed import replication_factor_problem, shard_count_problem
 from infra.releases import JOB_SPARK_VERSION, Release, release_for, supported_labels
 from infra.sizing import INSTANCE_TYPES
 
@@ -376,6 +377,19 @@ class KafkaConfig(ConfigModel):
         return self.topic_min_insync_replicas
 
 
+class DeployedConfig(ConfigModel):
+    """What the instance's live stack was last deployed with, for the changes
+    CloudFormation cannot apply to it (infra/deployed.py): synth is offline and
+    cannot ask. Null (or no ``deployed`` section): not deployed, nothing is
+    refused. Set each value after a deploy completes; ``make preflight``
+    compares them with the deployed stack's template."""
+
+    # The provisioned stream's ShardCount (null: on-demand, or not deployed).
+    shard_count: PositiveInt | None = None
+    # The failure topic's ReplicationFactor (null: not deployed).
+    topic_replication_factor: PositiveInt | None = None
+
+
 class InstanceConfig(ConfigModel):
     """One domain in one region; everything its stack needs, validated.
 
@@ -408,6 +422,9 @@ class InstanceConfig(ConfigModel):
     # instance with its own job.event_fields pins its own; synth names the
     # value (docs/infra.md, "Event schema").
     table_definition_sha256: Sha256 | None = None
+    # What the live stack holds (DeployedConfig); synth refuses a change
+    # CloudFormation cannot apply to it (docs/infra.md, "Changes synth refuses").
+    deployed: DeployedConfig = Field(default_factory=DeployedConfig)
 
     @model_validator(mode="before")
     @classmethod
@@ -435,6 +452,33 @@ class InstanceConfig(ConfigModel):
                 "source",
                 "consumer_type",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _changes_cloudformation_can_apply(self) -> Self:
+        """Refuse, at synth, an update CloudFormation would fail minutes into
+        the deploy: a shard count beyond one UpdateShardCount call of the
+        deployed one, a failure-topic replication factor other than the
+        deployed one (infra/deployed.py says why and the way through)."""
+        deployed = self.deployed
+        wanted_shards = self.stream.shard_count
+        if deployed.shard_count is not None and wanted_shards is not None:
+            problem = shard_count_problem(deployed.shard_count, wanted_shards)
+            if problem is not None:
+                raise bad_value(wanted_shards, problem, "stream", "shard_count")
+        if deployed.topic_replication_factor is not None:
+            problem = replication_factor_problem(
+                deployed.topic_replication_factor,
+                self.kafka.topic_replication_factor,
+                self.failure_topic_name,
+            )
+            if problem is not None:
+                raise bad_value(
+                    self.kafka.topic_replication_factor,
+                    problem,
+                    "kafka",
+                    "topic_replication_factor",
+                )
         return self
 
     @model_validator(mode="after")
