@@ -22,7 +22,14 @@ deploy"):
 * the Glue ``default`` database exists (Spark's Hive client reads it at start);
 * Lake Formation: whether it governs new Data Catalog databases and tables,
   and if so that the instance sets ``lake_formation_permissions``;
-* the Kinesis shard quota has room for the instance's stream.
+* the Kinesis shard quota has room for the instance's stream;
+* the region is bootstrapped for the CDK (scripts/preflight_bootstrap.py; run
+  first);
+* no fixed-name resource of a destroyed ``RETAIN`` instance is left behind,
+  and a deployed stack's template agrees with cdk.json's ``deployed`` record
+  (scripts/preflight_stack.py);
+* the EC2 On-Demand vCPU, VPC and Elastic IP quotas have room for what the
+  stack creates (scripts/preflight_quotas.py).
 
 Exit codes: 0 no check failed (warnings allowed), 1 at least one failed, 2 bad
 arguments.
@@ -35,7 +42,6 @@ import io
 import sys
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -44,10 +50,22 @@ from infra.config import (
     CREATED_VPC_ZONES,
     MIN_KAFKA_VERSION,
     InstanceConfig,
+    read_cdk_context,
 )
 from infra.job_config import source_choice
 from scripts.certs import CHAIN, PRIVATE_KEY, node_domain
 from scripts.command import OperatorError, declared_instance
+from scripts.preflight_bootstrap import bootstrap_check, qualifier
+from scripts.preflight_quotas import check_eip_quota, check_vcpu_quota, check_vpc_quota
+from scripts.preflight_result import (
+    ACCESS_DENIED_CODES,
+    Clients,
+    Result,
+    error_code,
+    error_text,
+    iam_fix,
+)
+from scripts.preflight_stack import check_deployed_record, check_left_behind
 
 EXIT_OK, EXIT_FAILED = 0, 1
 CLIENT_LIMITS: Final = aws_clients.ClientLimits(
@@ -57,42 +75,6 @@ CLIENT_LIMITS: Final = aws_clients.ClientLimits(
 # gateway endpoint): the job's and the nodes' AWS calls.
 ENDPOINT_SERVICES: Final = ("s3", "kinesis-streams", "glue", "monitoring", "sts")
 
-Clients = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Result:
-    """One check's outcome. ``warn``: passed, with a caveat the operator must
-    check by hand (printed ``WARN``; it does not fail the run). ``fix`` is what
-    to do on a fail, or what to check on a warning."""
-
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-    warn: bool = False
-
-    @property
-    def status(self) -> str:
-        if not self.ok:
-            return "FAIL"
-        return "WARN" if self.warn else "PASS"
-
-
-def _error(exc: Exception) -> str:
-    return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-
-
-def _error_code(exc: Exception) -> str:
-    """A botocore ClientError's code (``AccessDeniedException``, ...); else ''."""
-    response = getattr(exc, "response", None)
-    if isinstance(response, Mapping):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
-
-
-ACCESS_DENIED_CODES: Final = frozenset({"AccessDenied", "AccessDeniedException"})
-
 
 def check_release_label(config: InstanceConfig, clients: Clients) -> Result:
     name = "EMR release label"
@@ -101,7 +83,10 @@ def check_release_label(config: InstanceConfig, clients: Clients) -> Result:
         found = clients["emr"].list_release_labels(Filters={"Prefix": label}, MaxResults=50)
     except Exception as exc:
         return Result(
-            name, False, f"ListReleaseLabels failed: {_error(exc)}", _iam("emr:ListReleaseLabels")
+            name,
+            False,
+            f"ListReleaseLabels failed: {error_text(exc)}",
+            iam_fix("emr:ListReleaseLabels"),
         )
     labels = found.get("ReleaseLabels", [])
     if label in labels:
@@ -238,7 +223,7 @@ def check_tls_object(config: InstanceConfig, clients: Clients) -> Result:
         return Result(
             name,
             False,
-            f"GetCallerIdentity failed: {_error(exc)}",
+            f"GetCallerIdentity failed: {error_text(exc)}",
             "run with valid credentials, or set the instance's account in cdk.json",
         )
     try:
@@ -253,12 +238,12 @@ def check_tls_object(config: InstanceConfig, clients: Clients) -> Result:
         data = body.read(TLS_ZIP_MAX_BYTES + 1)
     except Exception as exc:
         fix = _certs_fix(config)
-        if _error_code(exc) in ACCESS_DENIED_CODES:
+        if error_code(exc) in ACCESS_DENIED_CODES:
             fix = (
                 f"the bucket must belong to account {account} and your credentials need "
                 f"s3:GetObject on it; or {fix}"
             )
-        return Result(name, False, f"{uri}: {_error(exc)}", fix)
+        return Result(name, False, f"{uri}: {error_text(exc)}", fix)
     if len(data) > TLS_ZIP_MAX_BYTES:
         return Result(
             name, False, f"{uri}: larger than {TLS_ZIP_MAX_BYTES} bytes", _certs_fix(config)
@@ -300,8 +285,8 @@ def check_network(config: InstanceConfig, clients: Clients) -> Result:
             return Result(
                 name,
                 False,
-                f"DescribeAvailabilityZones failed: {_error(exc)}",
-                _iam("ec2:DescribeAvailabilityZones"),
+                f"DescribeAvailabilityZones failed: {error_text(exc)}",
+                iam_fix("ec2:DescribeAvailabilityZones"),
             )
         names = {zone["ZoneName"] for zone in zones}
         missing = sorted(set(network.availability_zones) - names)
@@ -332,8 +317,8 @@ def check_network(config: InstanceConfig, clients: Clients) -> Result:
         return Result(
             name,
             False,
-            f"describe calls failed: {_error(exc)}",
-            _iam("ec2:DescribeNatGateways, ec2:DescribeVpcEndpoints"),
+            f"describe calls failed: {error_text(exc)}",
+            iam_fix("ec2:DescribeNatGateways, ec2:DescribeVpcEndpoints"),
         )
     if nats:
         return Result(name, True, f"{network.vpc_id} has a NAT gateway ({nats[0]['NatGatewayId']})")
@@ -361,7 +346,10 @@ def check_msk_cluster(config: InstanceConfig, clients: Clients) -> Result:
         info = clients["kafka"].describe_cluster_v2(ClusterArn=arn)["ClusterInfo"]
     except Exception as exc:
         return Result(
-            name, False, f"DescribeClusterV2 failed: {_error(exc)}", _iam("kafka:DescribeClusterV2")
+            name,
+            False,
+            f"DescribeClusterV2 failed: {error_text(exc)}",
+            iam_fix("kafka:DescribeClusterV2"),
         )
     provisioned = info.get("Provisioned")
     problems = []
@@ -450,7 +438,7 @@ def check_failure_message_size(config: InstanceConfig, clients: Clients) -> Resu
             True,
             f"{detail}; the cluster's broker configuration could not be read: {broker}",
             f"check that {arn} takes topic configs of max.message.bytes={topic}; "
-            + _iam("kafka:DescribeClusterV2, kafka:DescribeConfigurationRevision"),
+            + iam_fix("kafka:DescribeClusterV2, kafka:DescribeConfigurationRevision"),
             warn=True,
         )
     if broker is not None and broker < topic:
@@ -479,7 +467,7 @@ def _broker_message_max_bytes(kafka: Any, arn: str) -> int | str | None:
             Arn=configuration, Revision=int(software.get("ConfigurationRevision", 1))
         )
     except Exception as exc:
-        return _error(exc)
+        return error_text(exc)
     raw = revision.get("ServerProperties", b"")
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
     for line in text.splitlines():
@@ -504,7 +492,9 @@ def check_glue_default(config: InstanceConfig, clients: Clients) -> Result:
             f"--region {config.region} --database-input Name=default",
         )
     except Exception as exc:
-        return Result(name, False, f"GetDatabase failed: {_error(exc)}", _iam("glue:GetDatabase"))
+        return Result(
+            name, False, f"GetDatabase failed: {error_text(exc)}", iam_fix("glue:GetDatabase")
+        )
     return Result(name, True, "the 'default' database exists")
 
 
@@ -556,21 +546,21 @@ def check_lake_formation(config: InstanceConfig, clients: Clients) -> Result:
     try:
         settings = clients["lakeformation"].get_data_lake_settings()["DataLakeSettings"]
     except Exception as exc:
-        if _error_code(exc) in ACCESS_DENIED_CODES:
+        if error_code(exc) in ACCESS_DENIED_CODES:
             return Result(
                 name,
                 False,
                 "GetDataLakeSettings was refused (access denied), so whether Lake Formation "
                 "governs the Data Catalog is unknown",
-                _iam("lakeformation:GetDataLakeSettings")
+                iam_fix("lakeformation:GetDataLakeSettings")
                 + f"; or, if Lake Formation governs it, set {option} in the instance's "
                 "cdk.json entry",
             )
         return Result(
             name,
             False,
-            f"GetDataLakeSettings failed: {_error(exc)}",
-            _iam("lakeformation:GetDataLakeSettings"),
+            f"GetDataLakeSettings failed: {error_text(exc)}",
+            iam_fix("lakeformation:GetDataLakeSettings"),
         )
     glue = clients["glue"]
     database: Mapping[str, Any] | None = None
@@ -580,7 +570,7 @@ def check_lake_formation(config: InstanceConfig, clients: Clients) -> Result:
     except glue.exceptions.EntityNotFoundException:
         database = None  # the stack creates it: the data lake defaults apply
     except Exception as exc:
-        unchecked = f"; database {config.database_name} not read: {_error(exc)}"
+        unchecked = f"; database {config.database_name} not read: {error_text(exc)}"
     governed = lake_formation_governs(settings, database)
     if not governed:
         return Result(
@@ -607,7 +597,10 @@ def check_shard_quota(config: InstanceConfig, clients: Clients) -> Result:
         limits = clients["kinesis"].describe_limits()
     except Exception as exc:
         return Result(
-            name, False, f"DescribeLimits failed: {_error(exc)}", _iam("kinesis:DescribeLimits")
+            name,
+            False,
+            f"DescribeLimits failed: {error_text(exc)}",
+            iam_fix("kinesis:DescribeLimits"),
         )
     if config.stream.on_demand:
         used = limits.get("OnDemandStreamCount", 0)
@@ -642,12 +635,27 @@ CHECKS: Final[tuple[Callable[[InstanceConfig, Clients], Result], ...]] = (
     check_glue_default,
     check_lake_formation,
     check_shard_quota,
+    check_left_behind,
+    check_deployed_record,
+    check_vcpu_quota,
+    check_vpc_quota,
+    check_eip_quota,
 )
-SERVICES: Final = ("emr", "s3", "sts", "ec2", "kafka", "glue", "lakeformation", "kinesis")
-
-
-def _iam(actions: str) -> str:
-    return f"run with credentials allowed {actions}"
+SERVICES: Final = (
+    "emr",
+    "s3",
+    "sts",
+    "ec2",
+    "kafka",
+    "glue",
+    "lakeformation",
+    "kinesis",
+    "ssm",
+    "service-quotas",
+    "cloudformation",
+    "logs",
+)
+Check = Callable[[InstanceConfig, Clients], Result]
 
 
 def _certs_fix(config: InstanceConfig) -> str:
@@ -657,8 +665,10 @@ def _certs_fix(config: InstanceConfig) -> str:
     )
 
 
-def run_checks(config: InstanceConfig, clients: Clients, out: Any) -> int:
-    results = [check(config, clients) for check in CHECKS]
+def run_checks(
+    config: InstanceConfig, clients: Clients, out: Any, checks: Sequence[Check] = CHECKS
+) -> int:
+    results = [check(config, clients) for check in checks]
     for result in results:
         print(f"{result.status}  {result.name}: {result.detail}", file=out)
         if result.fix and result.status != "PASS":
@@ -696,7 +706,9 @@ def main(argv: Sequence[str] | None = None, clients: Clients | None = None) -> i
             )
             for service in SERVICES
         }
-    return run_checks(config, clients, sys.stdout)
+    # The CDK bootstrap first: without it nothing else matters.
+    checks = (bootstrap_check(qualifier(read_cdk_context(args.cdk_json))), *CHECKS)
+    return run_checks(config, clients, sys.stdout, checks)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -23,6 +24,8 @@ from moto import mock_aws
 
 from infra.config import InstanceConfig, load_instances, read_cdk_context
 from scripts import certs, preflight
+from scripts.preflight_quotas import ELASTIC_IPS, ON_DEMAND_STANDARD, VPCS_PER_REGION
+from tests.deploy.preflight_fakes import FakeServiceQuotas
 from tests.fixtures import EXAMPLE_CDK_JSON
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,6 +91,18 @@ def test_the_command_reports_each_check_with_its_fix(moto_url: str, tmp_path: Pa
     assert any(
         line.startswith("PASS  EMR release label: emr-spark-8.1.0 is available") for line in lines
     )
+    assert lines[0] == (
+        "FAIL  CDK bootstrap: eu-west-1 is not bootstrapped for the CDK: no SSM parameter "
+        "/cdk-bootstrap/hnb659fds/version (the CDKToolkit stack writes it); cdk deploy would "
+        "stop before any resource"
+    )
+    assert (
+        "      fix: bootstrap each target region once: npx cdk bootstrap aws://<account>/eu-west-1"
+        in (first.stdout)
+    )
+    assert any(line.startswith("PASS  left-behind resources: stack Streaming-") for line in lines)
+    assert "PASS  deployed record: not deployed: nothing to record" in lines
+    assert "PASS  VPC quota: the stack creates 1 more; 1 VPCs of 5 in use (L-F678F1CE)" in lines
 
     s3 = boto3.client("s3", region_name="eu-west-1", endpoint_url=moto_url)
     s3.create_bucket(
@@ -100,6 +115,8 @@ def test_the_command_reports_each_check_with_its_fix(moto_url: str, tmp_path: Pa
     )
     glue = boto3.client("glue", region_name="eu-west-1", endpoint_url=moto_url)
     glue.create_database(DatabaseInput={"Name": "default"})
+    ssm = boto3.client("ssm", region_name="eu-west-1", endpoint_url=moto_url)
+    ssm.put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
 
     second = preflight_run()
     assert (
@@ -107,8 +124,19 @@ def test_the_command_reports_each_check_with_its_fix(moto_url: str, tmp_path: Pa
         "certificateChain.pem names *.eu-west-1.compute.internal, which covers eu-west-1"
     ) in second.stdout
     assert "PASS  Glue default database" in second.stdout
-    assert "preflight orders-eu-west-1: 9 passed, 0 warning(s), 0 failed" in second.stdout
-    assert second.returncode == 0
+    assert "PASS  CDK bootstrap: eu-west-1 is bootstrapped (version 30" in second.stdout
+    # moto's Service Quotas has no ec2 codes (NoSuchResourceException, and no
+    # GetAWSDefaultServiceQuota): the two EC2 quota checks cannot pass against
+    # it, and fail as an unreadable quota does (tests/deploy/test_preflight_quotas.py
+    # covers them with a fake).
+    failed = [line for line in second.stdout.splitlines() if line.startswith("FAIL")]
+    assert [line.split(":")[0] for line in failed] == [
+        "FAIL  EC2 vCPU quota",
+        "FAIL  Elastic IP quota",
+    ]
+    assert all("GetAWSDefaultServiceQuota ec2/L-" in line for line in failed)
+    assert "preflight orders-eu-west-1: 13 passed, 0 warning(s), 2 failed" in second.stdout
+    assert second.returncode == 1
 
 
 def test_unknown_instance_is_a_usage_error(tmp_path: Path) -> None:
@@ -145,6 +173,29 @@ def _access_denied(operation: str) -> ClientError:
     return ClientError({"Error": error}, operation)
 
 
+class Ec2Stub(Stub):
+    """A Stub whose paginators yield the canned response as one page."""
+
+    def get_paginator(self, operation: str) -> Any:
+        page = self.responses[operation]
+        return SimpleNamespace(paginate=lambda **kwargs: [page])
+
+
+class EntityNotFoundError(ClientError):
+    pass
+
+
+class GlueStub:
+    """The account's Data Catalog holds the ``default`` database only."""
+
+    exceptions = SimpleNamespace(EntityNotFoundException=EntityNotFoundError)
+
+    def get_database(self, Name: str) -> Any:  # noqa: N803 (boto3's keyword)
+        if Name == "default":
+            return {"Database": {"Name": "default"}}
+        raise EntityNotFoundError({"Error": {"Code": "EntityNotFoundException"}}, "GetDatabase")
+
+
 IAM_ONLY = [
     {"Principal": {"DataLakePrincipalIdentifier": "IAM_ALLOWED_PRINCIPALS"}, "Permissions": ["ALL"]}
 ]
@@ -157,13 +208,16 @@ def _healthy_clients(config: InstanceConfig) -> dict[str, Any]:
         "emr": Stub(list_release_labels={"ReleaseLabels": [config.emr.release_label]}),
         "s3": Stub(get_object=lambda: {"Body": io.BytesIO(zipped)}),
         "sts": Stub(get_caller_identity={"Account": "123456789012"}),
-        "ec2": Stub(
+        "ec2": Ec2Stub(
             describe_availability_zones={
                 "AvailabilityZones": [{"ZoneName": f"{config.region}{z}"} for z in "abc"]
-            }
+            },
+            describe_instances={"Reservations": []},
+            describe_vpcs={"Vpcs": [{"VpcId": "vpc-default"}]},
+            describe_addresses={"Addresses": []},
         ),
-        "kafka": Stub(),
-        "glue": Stub(get_database={"Database": {"Name": "default"}}),
+        "kafka": Stub(list_clusters_v2={"ClusterInfoList": []}),
+        "glue": GlueStub(),
         "lakeformation": Stub(
             get_data_lake_settings={
                 "DataLakeSettings": {
@@ -173,8 +227,20 @@ def _healthy_clients(config: InstanceConfig) -> dict[str, Any]:
             }
         ),
         "kinesis": Stub(describe_limits={"OpenShardCount": 0, "ShardLimit": 500,
-                                         "OnDemandStreamCount": 0, "OnDemandStreamCountLimit": 50}),
+                                         "OnDemandStreamCount": 0, "OnDemandStreamCountLimit": 50},
+                        describe_stream_summary=_not_found("DescribeStreamSummary")),
+        "cloudformation": Stub(describe_stacks=ClientError(
+            {"Error": {"Code": "ValidationError", "Message": "Stack with id x does not exist"}},
+            "DescribeStacks")),
+        "logs": Stub(describe_log_groups={"logGroups": []}),
+        "service-quotas": FakeServiceQuotas(
+            applied={ON_DEMAND_STANDARD: 64, VPCS_PER_REGION: 5, ELASTIC_IPS: 5}
+        ),
     }  # fmt: skip
+
+
+def _not_found(operation: str) -> ClientError:
+    return ClientError({"Error": {"Code": "ResourceNotFoundException"}}, operation)
 
 
 def test_release_label_passes_when_the_region_lists_it() -> None:
@@ -353,7 +419,8 @@ def test_output_format_prints_pass_fail_and_fix() -> None:
     clients = {
         **_healthy_clients(config),
         "kinesis": Stub(
-            describe_limits={"OnDemandStreamCount": 50, "OnDemandStreamCountLimit": 50}
+            describe_limits={"OnDemandStreamCount": 50, "OnDemandStreamCountLimit": 50},
+            describe_stream_summary=_not_found("DescribeStreamSummary"),
         ),
     }
     assert preflight.run_checks(config, clients, out) == 1
@@ -362,8 +429,8 @@ def test_output_format_prints_pass_fail_and_fix() -> None:
         "FAIL  Kinesis capacity: 50 of 50 on-demand streams in use\n      fix: request a higher"
         in text
     )
-    assert text.count("PASS  ") == 8
-    assert "preflight orders-eu-west-1: 8 passed, 0 warning(s), 1 failed" in text
+    assert text.count("PASS  ") == 13
+    assert "preflight orders-eu-west-1: 13 passed, 0 warning(s), 1 failed" in text
 
 
 # ------------------------------------------------------------------ Kinesis source
@@ -392,7 +459,7 @@ def test_the_connector_on_a_python_default_release_is_a_warning_that_does_not_fa
     text = out.getvalue()
     assert "WARN  Kinesis source: aws-kinesis on emr-spark-8.1.0" in text
     assert "\n      check: after the deploy, run ls /usr/share/aws/kinesis/" in text
-    assert "preflight orders-eu-west-1: 8 passed, 1 warning(s), 0 failed" in text
+    assert "preflight orders-eu-west-1: 13 passed, 1 warning(s), 0 failed" in text
 
 
 # ------------------------------------------------------------------ TLS certificate names

@@ -1,0 +1,242 @@
+"""Preflight: what the account already holds of the instance's stack.
+
+* **Left behind.** A ``RETAIN`` instance's stream, Glue database, MSK cluster,
+  failure topic and log groups outlive ``cdk destroy`` (docs/infra.md,
+  "Removal policy"), and they have fixed names (app/contract.py, the stack's
+  name for the cluster, ``/<stack>/…`` for the log groups,
+  infra/constructs/logs_key.py). Deploying the instance again would create
+  them again under the same names and fail on the first one, minutes into the
+  deploy. When the stack does not exist, any of them that does is a FAIL
+  naming each, with the two ways through: import them into the new stack
+  (``cdk import``), or delete them.
+* **The deployed record.** When the stack exists, its template holds the
+  shard count and the topic's replication factor that synth compares a change
+  with (the instance's ``deployed`` section, infra/deployed.py): a record
+  that differs is a FAIL, a missing one a WARN.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from infra.config import InstanceConfig
+from infra.constructs.failure_topic import TOPIC_LOGICAL_ID
+from infra.constructs.stream import STREAM_LOGICAL_ID
+from scripts.preflight_result import Clients, Result, error_code, error_text, iam_fix
+
+# CloudFormation can bring existing resources under a stack for the types it
+# lists (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/resource-import-supported-resources.html);
+# the CDK drives it with cdk import
+# (https://docs.aws.amazon.com/cdk/v2/guide/ref-cli-cmd-import.html).
+IMPORT_TYPES_PAGE: Final = (
+    "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/"
+    "resource-import-supported-resources.html"
+)
+NOT_FOUND_CODES: Final = frozenset({"ResourceNotFoundException", "EntityNotFoundException",
+                                    "NotFoundException"})  # fmt: skip
+GONE_STATUSES: Final = frozenset({"DELETE_COMPLETE"})
+
+
+class StackUnreadableError(Exception):
+    """DescribeStacks failed for another reason than a missing stack."""
+
+
+def deployed_stack(config: InstanceConfig, clients: Clients) -> Mapping[str, Any] | None:
+    """The instance's stack as DescribeStacks returns it; None when there is none."""
+    try:
+        stacks = clients["cloudformation"].describe_stacks(StackName=config.stack_name)["Stacks"]
+    except Exception as exc:
+        if error_code(exc) == "ValidationError" and "does not exist" in str(exc):
+            return None
+        raise StackUnreadableError(f"DescribeStacks failed: {error_text(exc)}") from exc
+    live = [s for s in stacks if s.get("StackStatus") not in GONE_STATUSES]
+    return live[0] if live else None
+
+
+def _absent(exc: Exception) -> bool:
+    return error_code(exc) in NOT_FOUND_CODES
+
+
+def left_behind(config: InstanceConfig, clients: Clients) -> tuple[list[str], list[str], list[str]]:
+    """What exists of the instance's fixed-name resources: (found, how to delete
+    each, what could not be checked)."""
+    found: list[str] = []
+    delete: list[str] = []
+    unchecked: list[str] = []
+    region = config.region
+    try:
+        clients["kinesis"].describe_stream_summary(StreamName=config.stream_name)
+        found.append(f"Kinesis stream {config.stream_name}")
+        delete.append(
+            f"aws kinesis delete-stream --stream-name {config.stream_name} --region {region}"
+        )
+    except Exception as exc:
+        if not _absent(exc):
+            unchecked.append(f"stream ({error_text(exc)})")
+    try:
+        clients["glue"].get_database(Name=config.database_name)
+        found.append(f"Glue database {config.database_name}")
+        delete.append(f"aws glue delete-database --name {config.database_name} --region {region}")
+    except Exception as exc:
+        if not _absent(exc):
+            unchecked.append(f"Glue database ({error_text(exc)})")
+    kafka = clients["kafka"]
+    if config.kafka.cluster_arn is None:
+        try:
+            clusters = kafka.list_clusters_v2(ClusterNameFilter=config.stack_name)[
+                "ClusterInfoList"
+            ]
+            for cluster in clusters:
+                if cluster.get("ClusterName") == config.stack_name:
+                    arn = cluster.get("ClusterArn", "?")
+                    found.append(
+                        f"MSK cluster {config.stack_name} ({arn}, with topic "
+                        f"{config.failure_topic_name})"
+                    )
+                    delete.append(f"aws kafka delete-cluster --cluster-arn {arn} --region {region}")
+        except Exception as exc:
+            unchecked.append(f"MSK cluster ({error_text(exc)})")
+    else:
+        try:
+            kafka.describe_topic(
+                ClusterArn=config.kafka.cluster_arn, TopicName=config.failure_topic_name
+            )
+            found.append(f"failure topic {config.failure_topic_name} on {config.kafka.cluster_arn}")
+            delete.append(
+                f"delete topic {config.failure_topic_name} with a Kafka admin client "
+                "(kafka-topics.sh --delete) after draining it"
+            )
+        except Exception as exc:
+            if not _absent(exc):
+                unchecked.append(f"failure topic ({error_text(exc)})")
+    prefix = f"/{config.stack_name}/"
+    try:
+        groups = clients["logs"].describe_log_groups(logGroupNamePrefix=prefix)["logGroups"]
+        for group in groups:
+            name = group["logGroupName"]
+            found.append(f"log group {name}")
+            delete.append(f"aws logs delete-log-group --log-group-name {name} --region {region}")
+    except Exception as exc:
+        unchecked.append(f"log groups {prefix}* ({error_text(exc)})")
+    return found, delete, unchecked
+
+
+def check_left_behind(config: InstanceConfig, clients: Clients) -> Result:
+    name = "left-behind resources"
+    try:
+        stack = deployed_stack(config, clients)
+    except StackUnreadableError as exc:
+        return Result(name, False, str(exc), iam_fix("cloudformation:DescribeStacks"))
+    if stack is not None:
+        return Result(
+            name,
+            True,
+            f"stack {config.stack_name} exists ({stack.get('StackStatus')}): CloudFormation "
+            "owns its resources",
+        )
+    found, delete, unchecked = left_behind(config, clients)
+    not_read = f"; not checked: {', '.join(unchecked)}" if unchecked else ""
+    permissions = iam_fix(
+        "kinesis:DescribeStreamSummary, glue:GetDatabase, kafka:ListClustersV2, "
+        "kafka:DescribeTopic, logs:DescribeLogGroups"
+    )
+    if found:
+        return Result(
+            name,
+            False,
+            f"stack {config.stack_name} does not exist but {len(found)} of its fixed-name "
+            f"resources do ({config.removal_policy} outlives cdk destroy): {'; '.join(found)}; "
+            "a deploy would fail creating them again" + not_read,
+            f"keep the data: import them into the stack (npx cdk import {config.stack_name}; "
+            f"the types CloudFormation imports: {IMPORT_TYPES_PAGE}); or drop them, data "
+            f"included: {' ; '.join(delete)}",
+        )
+    if unchecked:
+        return Result(
+            name,
+            False,
+            f"stack {config.stack_name} does not exist; nothing of it found{not_read}",
+            permissions,
+        )
+    return Result(
+        name,
+        True,
+        f"stack {config.stack_name} does not exist and none of its fixed-name resources do",
+    )
+
+
+def _template(clients: Clients, stack_name: str) -> Mapping[str, Any]:
+    body = clients["cloudformation"].get_template(StackName=stack_name)["TemplateBody"]
+    parsed = json.loads(body) if isinstance(body, str) else body
+    if not isinstance(parsed, Mapping):
+        raise ValueError(f"the template of {stack_name} is not a JSON object")
+    return parsed
+
+
+def deployed_values(template: Mapping[str, Any]) -> dict[str, int | None]:
+    """The values the ``deployed`` section records, as the stack's template holds
+    them (None: the template has no such value, e.g. an on-demand stream). Pure."""
+    resources = template.get("Resources", {})
+    stream = resources.get(STREAM_LOGICAL_ID, {}).get("Properties", {})
+    topic = resources.get(TOPIC_LOGICAL_ID, {}).get("Properties", {})
+    shards = stream.get("ShardCount")
+    factor = topic.get("ReplicationFactor")
+    return {
+        "shard_count": int(shards) if shards is not None else None,
+        "topic_replication_factor": int(factor) if factor is not None else None,
+    }
+
+
+def check_deployed_record(config: InstanceConfig, clients: Clients) -> Result:
+    name = "deployed record"
+    recorded = config.deployed.model_dump()
+    try:
+        stack = deployed_stack(config, clients)
+    except StackUnreadableError as exc:
+        return Result(name, False, str(exc), iam_fix("cloudformation:DescribeStacks"))
+    if stack is None:
+        if any(value is not None for value in recorded.values()):
+            return Result(
+                name,
+                True,
+                f"stack {config.stack_name} does not exist, yet cdk.json's deployed section "
+                f"records {recorded}",
+                f"remove the deployed section of {config.instance_id} before its first deploy",
+                warn=True,
+            )
+        return Result(name, True, "not deployed: nothing to record")
+    try:
+        live = deployed_values(_template(clients, config.stack_name))
+    except Exception as exc:
+        return Result(
+            name,
+            False,
+            f"GetTemplate {config.stack_name} failed: {error_text(exc)}",
+            iam_fix("cloudformation:GetTemplate"),
+        )
+    wrong = {k: v for k, v in live.items() if recorded[k] is not None and recorded[k] != v}
+    missing = {k: v for k, v in live.items() if recorded[k] is None and v is not None}
+    wanted = json.dumps({k: v for k, v in live.items() if v is not None})
+    fix = f'set "deployed": {wanted} in the {config.instance_id} entry of cdk.json'
+    if wrong:
+        said = ", ".join(
+            f"deployed.{k} {recorded[k]} (the stack holds {v})" for k, v in wrong.items()
+        )
+        return Result(
+            name,
+            False,
+            f"cdk.json records {said}: synth compares changes with the wrong values",
+            fix,
+        )
+    if missing:
+        return Result(
+            name,
+            True,
+            f"stack {config.stack_name} holds {wanted}, which cdk.json does not record: synth "
+            "cannot refuse a shard or replication change CloudFormation would fail",
+            fix,
+            warn=True,
+        )
+    return Result(name, True, f"cdk.json records what {config.stack_name} holds ({wanted})")
