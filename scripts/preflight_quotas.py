@@ -217,7 +217,7 @@ def judge_count(
 ) -> Result:
     """PASS, WARN or FAIL for ``needed`` more of ``what``. Pure."""
     service, code = quota_id
-    detail = f"the stack creates {needed} more; {used} {what} of {quota} in use ({code})"
+    detail = f"the stack creates {needed} more; {used} of {quota} {what} in use ({code})"
     increase = _quota_fix(service, code, used + needed + 1, region)
     if used + needed > quota:
         return Result(name, False, detail, f"release unused {what}, or {increase}")

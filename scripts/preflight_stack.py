@@ -2,7 +2,7 @@
 
 * **Left behind.** A ``RETAIN`` instance's stream, Glue database, MSK cluster,
   failure topic and log groups outlive ``cdk destroy`` (docs/infra.md,
-  "Removal policy"), and they have fixed names (app/contract.py, the stack's
+  "Known limits"), and they have fixed names (app/contract.py, the stack's
   name for the cluster, ``/<stack>/…`` for the log groups,
   infra/constructs/logs_key.py). Deploying the instance again would create
   them again under the same names and fail on the first one, minutes into the

@@ -102,7 +102,7 @@ def test_the_command_reports_each_check_with_its_fix(moto_url: str, tmp_path: Pa
     )
     assert any(line.startswith("PASS  left-behind resources: stack Streaming-") for line in lines)
     assert "PASS  deployed record: not deployed: nothing to record" in lines
-    assert "PASS  VPC quota: the stack creates 1 more; 1 VPCs of 5 in use (L-F678F1CE)" in lines
+    assert "PASS  VPC quota: the stack creates 1 more; 1 of 5 VPCs in use (L-F678F1CE)" in lines
 
     s3 = boto3.client("s3", region_name="eu-west-1", endpoint_url=moto_url)
     s3.create_bucket(

@@ -137,7 +137,7 @@ def test_a_created_vpc_with_room_passes() -> None:
     result = check_vpc_quota(config_of(), _vpc_clients())
     assert result.status == "PASS"
     # moto's account has its default VPC.
-    assert result.detail == "the stack creates 1 more; 1 VPCs of 5 in use (L-F678F1CE)"
+    assert result.detail == "the stack creates 1 more; 1 of 5 VPCs in use (L-F678F1CE)"
 
 
 @mock_aws
@@ -145,7 +145,7 @@ def test_the_last_vpc_of_the_quota_is_a_warning() -> None:
     _make_vpcs(3)
     result = check_vpc_quota(config_of(), _vpc_clients())
     assert result.status == "WARN"
-    assert "4 VPCs of 5 in use" in result.detail and "takes the last one" in result.detail
+    assert "4 of 5 VPCs in use" in result.detail and "takes the last one" in result.detail
 
 
 @mock_aws
@@ -153,7 +153,7 @@ def test_no_vpc_left_fails() -> None:
     _make_vpcs(4)
     result = check_vpc_quota(config_of(), _vpc_clients())
     assert result.status == "FAIL"
-    assert "5 VPCs of 5 in use" in result.detail
+    assert "5 of 5 VPCs in use" in result.detail
     assert "--service-code vpc --quota-code L-F678F1CE --desired-value 7" in result.fix
 
 
@@ -184,20 +184,30 @@ def _eip_clients(allocated: int) -> dict[str, object]:
 def test_the_nat_gateway_eip_with_room_passes() -> None:
     result = check_eip_quota(config_of(), _eip_clients(0))
     assert result.status == "PASS"
-    assert result.detail == "the stack creates 1 more; 0 Elastic IPs of 5 in use (L-0263D0A3)"
+    assert result.detail == "the stack creates 1 more; 0 of 5 Elastic IPs in use (L-0263D0A3)"
 
 
 @mock_aws
 def test_the_last_eip_is_a_warning() -> None:
     result = check_eip_quota(config_of(), _eip_clients(4))
-    assert result.status == "WARN" and "4 Elastic IPs of 5 in use" in result.detail
+    assert result.status == "WARN" and "4 of 5 Elastic IPs in use" in result.detail
 
 
 @mock_aws
 def test_more_nat_gateways_than_free_eips_fails() -> None:
     result = check_eip_quota(config_of(network={"nat_gateways": 2}), _eip_clients(4))
     assert result.status == "FAIL"
-    assert result.detail.startswith("the stack creates 2 more; 4 Elastic IPs of 5 in use")
+    assert result.detail.startswith("the stack creates 2 more; 4 of 5 Elastic IPs in use")
     assert result.fix.startswith(
         "release unused Elastic IPs, or request an increase: aws service-quotas"
     )
+
+
+@mock_aws
+def test_a_type_outside_the_sizing_table_is_asked_of_describe_instance_types() -> None:
+    """m6i.large is no core type infra/sizing.py sizes, but a valid master type."""
+    ec2 = _ec2()
+    config = config_of(emr={"master_instance_type": "m6i.large"})
+    result = check_vcpu_quota(config, {"ec2": ec2, "service-quotas": _vcpus(64)})
+    assert result.status == "PASS"
+    assert "needs 10 vCPUs (master 1 x m6i.large (2) + core 2 x m5.xlarge (4))" in result.detail
