@@ -2,12 +2,13 @@
 
 * **Left behind.** A ``RETAIN`` instance's stream, Glue database, MSK cluster,
   failure topic and log groups outlive ``cdk destroy`` (docs/infra.md,
-  "Known limits"), and they have fixed names (app/contract.py, the stack's
-  name for the cluster, ``/<stack>/…`` for the log groups,
-  infra/constructs/logs_key.py). Deploying the instance again would create
-  them again under the same names and fail on the first one, minutes into the
-  deploy. When the stack does not exist, any of them that does is a FAIL
-  naming each, with the two ways through: import them into the new stack
+  "Known limits") and a first create that rolled back, and they have fixed
+  names (app/contract.py, the stack's name for the cluster, ``/<stack>/…``
+  for the log groups, infra/constructs/logs_key.py). Deploying the instance
+  again would create them again under the same names and fail on the first
+  one, minutes into the deploy. When the stack does not exist (or holds
+  nothing after a rolled-back create), any of them that does is a FAIL naming
+  each, with the two ways through: import them into the new stack
   (``cdk import``), or delete them.
 * **The deployed record.** When the stack exists, its template holds the
   shard count and the topic's replication factor that synth compares a change
@@ -36,7 +37,10 @@ IMPORT_TYPES_PAGE: Final = (
 )
 NOT_FOUND_CODES: Final = frozenset({"ResourceNotFoundException", "EntityNotFoundException",
                                     "NotFoundException"})  # fmt: skip
-GONE_STATUSES: Final = frozenset({"DELETE_COMPLETE"})
+# A stack whose first create rolled back holds nothing: CloudFormation keeps
+# the resources whose DeletionPolicy is Retain outside it, and cdk deploy
+# deletes the empty stack before creating it again, so it counts as absent.
+GONE_STATUSES: Final = frozenset({"DELETE_COMPLETE", "ROLLBACK_COMPLETE"})
 
 
 class StackUnreadableError(Exception):
@@ -142,12 +146,17 @@ def check_left_behind(config: InstanceConfig, clients: Clients) -> Result:
         "kinesis:DescribeStreamSummary, glue:GetDatabase, kafka:ListClustersV2, "
         "kafka:DescribeTopic, logs:DescribeLogGroups"
     )
+    why = (
+        "RETAIN keeps them on cdk destroy"
+        if config.removal_policy == "RETAIN"
+        else "a delete that did not finish, or made by hand"
+    )
     if found:
         return Result(
             name,
             False,
             f"stack {config.stack_name} does not exist but {len(found)} of its fixed-name "
-            f"resources do ({config.removal_policy} outlives cdk destroy): {'; '.join(found)}; "
+            f"resources do ({why}): {'; '.join(found)}; "
             "a deploy would fail creating them again" + not_read,
             f"keep the data: import them into the stack (npx cdk import {config.stack_name}; "
             f"the types CloudFormation imports: {IMPORT_TYPES_PAGE}); or drop them, data "

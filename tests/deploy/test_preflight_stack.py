@@ -62,10 +62,10 @@ def test_a_destroyed_retain_instance_fails_naming_each_leftover_and_both_ways() 
     result = check_left_behind(config_of(), _clients())
     assert result.status == "FAIL"
     assert result.detail.startswith(
-        f"stack {STACK} does not exist but 4 of its fixed-name resources do (RETAIN outlives "
-        f"cdk destroy): Kinesis stream {STREAM}; Glue database {DATABASE}; MSK cluster {STACK} "
-        f"({cluster}, with topic {TOPIC}); log group /{STACK}/Network/FlowLogs; "
-        "a deploy would fail creating them again"
+        f"stack {STACK} does not exist but 4 of its fixed-name resources do (RETAIN keeps "
+        f"them on cdk destroy): Kinesis stream {STREAM}; Glue database {DATABASE}; "
+        f"MSK cluster {STACK} ({cluster}, with topic {TOPIC}); "
+        f"log group /{STACK}/Network/FlowLogs; a deploy would fail creating them again"
     )
     assert "eu-west-2" not in result.detail
     assert result.fix.startswith(
@@ -104,6 +104,20 @@ def test_an_unreadable_resource_is_a_fail_not_a_pass() -> None:
     assert result.status == "FAIL"
     assert "not checked: failure topic" in result.detail
     assert "kafka:DescribeTopic" in result.fix
+
+
+@mock_aws
+def test_a_rolled_back_first_create_counts_as_no_stack() -> None:
+    """Its retained resources are outside it, and cdk deploy deletes it first."""
+    boto3.client("kinesis", region_name=REGION).create_stream(StreamName=STREAM, ShardCount=1)
+    rolled_back = Answers(
+        describe_stacks={"Stacks": [{"StackName": STACK, "StackStatus": "ROLLBACK_COMPLETE"}]}
+    )
+    config = config_of(removal_policy="DESTROY")
+    result = check_left_behind(config, _clients(cloudformation=rolled_back))
+    assert result.status == "FAIL"
+    assert "(a delete that did not finish, or made by hand): Kinesis stream" in result.detail
+    assert check_deployed_record(config, {"cloudformation": rolled_back}).status == "PASS"
 
 
 @mock_aws
