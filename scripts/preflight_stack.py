@@ -37,9 +37,12 @@ IMPORT_TYPES_PAGE: Final = (
 )
 NOT_FOUND_CODES: Final = frozenset({"ResourceNotFoundException", "EntityNotFoundException",
                                     "NotFoundException"})  # fmt: skip
-# A stack whose first create rolled back holds nothing: CloudFormation keeps
-# the resources whose DeletionPolicy is Retain outside it, and cdk deploy
-# deletes the empty stack before creating it again, so it counts as absent.
+# A stack whose first create rolled back holds nothing: a rollback keeps the
+# resources whose DeletionPolicy is Retain, where they interfere with the retry
+# (why RetainExceptOnCreate exists:
+# https://aws.amazon.com/about-aws/whats-new/2023/07/aws-cloudformation-deletion-policies-dev-test-cycle/),
+# and cdk deploy deletes the empty stack before creating it again, so it
+# counts as absent.
 GONE_STATUSES: Final = frozenset({"DELETE_COMPLETE", "ROLLBACK_COMPLETE"})
 
 
