@@ -41,8 +41,9 @@ NOT_FOUND_CODES: Final = frozenset({"ResourceNotFoundException", "EntityNotFound
 # resources whose DeletionPolicy is Retain, where they interfere with the retry
 # (why RetainExceptOnCreate exists:
 # https://aws.amazon.com/about-aws/whats-new/2023/07/aws-cloudformation-deletion-policies-dev-test-cycle/),
-# and cdk deploy deletes the empty stack before creating it again, so it
-# counts as absent.
+# and cdk deploy deletes the empty stack before creating it again ("Found
+# existing stack … that had previously failed creation. Deleting it before
+# attempting to re-create it.", the pinned aws-cdk CLI), so it counts as absent.
 GONE_STATUSES: Final = frozenset({"DELETE_COMPLETE", "ROLLBACK_COMPLETE"})
 
 
