@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 
 TARGET_PREFIX: Final = "Kinesis_20131202."
 SUBSCRIBE_TARGET: Final = TARGET_PREFIX + "SubscribeToShard"
+# GET: the front's own figures as JSON (never forwarded to moto).
+STATS_PATH: Final = "/_efo/stats"
 EVENT_STREAM_TYPE: Final = "application/vnd.amazon.eventstream"
 _STRING: Final = 7  # the event-stream header value type of a UTF-8 string
 _HOP_BY_HOP: Final = frozenset(
@@ -256,6 +258,12 @@ class EfoEndpoint:
         self.server.shutdown()
         self.server.server_close()
 
+    def stats(self) -> dict[str, int]:
+        """Subscriptions served since start, and open now."""
+        subscriptions = self.subscriptions
+        with subscriptions.lock:
+            return {"served": subscriptions.served, "open": len(subscriptions.active)}
+
     def __enter__(self) -> EfoEndpoint:
         return self.start()
 
@@ -306,6 +314,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._forward(body)
 
     def do_GET(self) -> None:
+        if self.path == STATS_PATH:
+            payload = json.dumps(self.endpoint.stats()).encode("utf-8")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
         self._forward(self._body())
 
     do_PUT = do_GET  # noqa: N815
@@ -482,6 +498,15 @@ def _list_shards(kinesis: Any, stream_name: str) -> list[dict[str, Any]]:
         answer = kinesis.list_shards(NextToken=answer["NextToken"])
         shards.extend(answer.get("Shards") or [])
     return shards
+
+
+def read_stats(url: str, timeout: float = 5.0) -> dict[str, int]:
+    """A running front's :meth:`EfoEndpoint.stats`, over HTTP."""
+    import urllib.request
+
+    with urllib.request.urlopen(url.rstrip("/") + STATS_PATH, timeout=timeout) as answer:
+        found = json.loads(answer.read())
+    return {str(k): int(v) for k, v in found.items()}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -56,9 +56,15 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Final
 
-from app.sources.kinesis_fetch import Backoff, ShardBatch, call_with_backoff, error_code
+from app.sources.kinesis_fetch import (
+    Backoff,
+    ShardBatch,
+    call_with_backoff,
+    error_code,
+    make_client,
+)
 from app.sources.kinesis_offsets import ShardInfo, ShardState
-from app.sources.kinesis_options import ReaderOptions
+from app.sources.kinesis_options import ReaderOptions, parse_options
 
 # One SubscribeToShard call per second per consumer and shard (API reference).
 SUBSCRIBE_INTERVAL_SEC: Final = 1.0
@@ -197,6 +203,13 @@ def ensure_consumer(
                 f"after {timeout:.0f}s"
             )
         sleep(CONSUMER_POLL_SEC)
+
+
+def register_consumer(options: Mapping[str, str]) -> str:
+    """:func:`ensure_consumer` from the source's option strings (the job's
+    start, on the driver): the consumer's ARN."""
+    parsed = parse_options(options)
+    return ensure_consumer(make_client(parsed), parsed)
 
 
 def _backoff(options: ReaderOptions) -> Backoff:

@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +21,10 @@ from app.sources.kinesis_fetch import make_client
 from app.sources.kinesis_offsets import ShardInfo, ShardState
 from app.sources.kinesis_options import parse_options
 from app.sources.kinesis_rows import records_to_batch
-from local.efo_endpoint import EfoEndpoint, Timing, encode_message, event_message
+from local.efo_endpoint import EfoEndpoint, Timing, encode_message, event_message, read_stats
 from local.emulators import Endpoints
+from local.harness import build_job_config, load_example_instances
+from local.summary import source_line
 from ops.aggregation import aggregate
 
 
@@ -235,3 +238,47 @@ def test_other_calls_reach_moto_through_the_front(front: EfoEndpoint) -> None:
         )
     unused = replace(options, consumer_name="other")
     assert ensure_consumer(client, unused).endswith("/consumer/other")
+
+
+# ------------------------------------------------------------- the harness wiring
+
+
+def test_the_harness_points_an_efo_instance_at_the_front(tmp_path: Path) -> None:
+    """payments reads with enhanced fan-out: its Kinesis endpoint is the front,
+    S3 stays on moto; orders polls moto directly."""
+    fronted = Endpoints("http://127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3")
+    declared = {i.instance_id: i for i in load_example_instances()}
+    payments = build_job_config(declared["payments-ap-northeast-2"], tmp_path, fronted)
+    assert payments.source.consumer_type == "SubscribeToShard"
+    assert payments.kinesis_endpoint_url == "http://127.0.0.1:3"
+    assert payments.s3_endpoint_url == "http://127.0.0.1:1"
+    orders = build_job_config(declared["orders-ap-northeast-2"], tmp_path, fronted)
+    assert orders.source.consumer_type == "GetRecords"
+    assert orders.kinesis_endpoint_url == "http://127.0.0.1:1"
+
+
+def test_the_summary_names_the_reader_and_the_subscriptions() -> None:
+    assert source_line("python-kinesis", "GetRecords", None, None) == (
+        "python-kinesis, polling (GetRecords)"
+    )
+    assert source_line("python-kinesis", "SubscribeToShard", "p-job", 12) == (
+        "python-kinesis, enhanced fan-out (SubscribeToShard via consumer p-job; "
+        "12 subscriptions served)"
+    )
+    assert "unknown" in source_line("python-kinesis", "SubscribeToShard", "p-job", None)
+
+
+def test_the_emulators_run_the_front_and_report_its_figures(endpoints: Endpoints) -> None:
+    """The harness's front (a child process) answers its figures and forwards
+    the rest to moto."""
+    assert endpoints.kinesis_efo_url is not None
+    before = read_stats(endpoints.kinesis_efo_url)
+    client, options, consumer = new_stream(endpoints.kinesis_efo_url)
+    shard = shard_ids(client, options.stream_name)[0]
+    client.put_record(StreamName=options.stream_name, Data=b"via-child", PartitionKey="k")
+    try:
+        batch = EfoShardReader(client, options, consumer).next_batch(shard, ShardState())
+    finally:
+        kinesis_efo.close_subscriptions()
+    assert [r["Data"] for r in batch.records] == [b"via-child"]
+    assert read_stats(endpoints.kinesis_efo_url)["served"] == before["served"] + 1
