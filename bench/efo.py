@@ -7,6 +7,9 @@ batch continues the shard's open subscription), against the harness's
 SubscribeToShard endpoint (:mod:`local.efo_endpoint`, a child process) before
 a moto server of this benchmark's own (:mod:`local.moto_server`).
 
+After a caught-up (empty) batch the loop waits 10 ms before the next, so it
+does not spin; in the job a shard's batch is read once per trigger.
+
 A producer process puts ``{"id": ...}`` records on a 2-shard stream at 1,000
 records/s (one ``PutRecords`` of 100 every 0.1 s; quick: 200 records/s) and
 notes each record's put time (``time.monotonic``: one clock for every
@@ -48,6 +51,9 @@ QUICK_WINDOW_SEC: Final = 5.0
 # (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html).
 POLL_SEC: Final = 0.2
 CONSUMER: Final = "bench-efo-loop"
+# A caught-up batch returns at once (nothing buffered): the loop then waits
+# this long before the next, instead of spinning a core.
+IDLE_SEC: Final = 0.01
 SETTLE_SEC: Final = 3.0
 
 
@@ -84,7 +90,8 @@ class Loop(threading.Thread):
 
 
 class EfoLoop(Loop):
-    """One shard through EfoShardReader.next_batch, batch after batch."""
+    """One shard through EfoShardReader.next_batch, batch after batch; after
+    an empty (caught-up) batch it waits IDLE_SEC."""
 
     def __init__(self, reader: Any, shard: Any, start: Any) -> None:
         super().__init__(f"efo-{shard.shard_id}")
@@ -98,6 +105,8 @@ class EfoLoop(Loop):
                 self.seen.note(batch.records, time.monotonic())
                 self.state = batch.state
                 self.batches += 1
+                if not batch.records:
+                    self.stop.wait(IDLE_SEC)
         except BaseException as exc:  # reported by the benchmark
             self.error = exc
 

@@ -50,7 +50,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -340,7 +340,7 @@ class EfoShardReader:
         limit = self.options.max_fetch_records_per_shard
         deadline = self.clock() + self.options.max_fetch_time_per_shard_sec
         key = (self.consumer_arn, shard.shard_id)
-        subscription = self._subscription(key, start, deadline)
+        subscription = self._subscription(key, start)
         records: list[dict[str, Any]] = []
         resubscribed = 0
         try:
@@ -377,7 +377,7 @@ class EfoShardReader:
                     )
                 resubscribed += 1
                 resume = start.advanced(subscription.position, done=False)
-                subscription = self._open(key, resume, deadline)
+                subscription = self._open(key, resume)
         except BaseException:
             self._forget(key, subscription)
             raise
@@ -388,16 +388,14 @@ class EfoShardReader:
         last = str(records[-1]["SequenceNumber"]) if records else None
         return ShardBatch(records, start.advanced(last, done))
 
-    def _subscription(
-        self, key: tuple[str, str], start: ShardState, deadline: float
-    ) -> _Subscription:
+    def _subscription(self, key: tuple[str, str], start: ShardState) -> _Subscription:
         with _LOCK:
             found = _OPEN.get(key)
         if found is not None and found.resumes(start):
             return found
         if found is not None:
             self._forget(key, found)
-        return self._open(key, start, deadline)
+        return self._open(key, start)
 
     def _forget(self, key: tuple[str, str], subscription: _Subscription) -> None:
         with _LOCK:
@@ -405,10 +403,12 @@ class EfoShardReader:
                 del _OPEN[key]
         subscription.close()
 
-    def _open(self, key: tuple[str, str], start: ShardState, deadline: float) -> _Subscription:
+    def _open(self, key: tuple[str, str], start: ShardState) -> _Subscription:
         """Subscribe at ``start``, keeping one call per second per shard and
-        backing off (1 s steps, bounded) while Kinesis answers ResourceInUse
-        (the previous subscription is younger than 5 s) or LimitExceeded."""
+        backing off (1 s steps, SUBSCRIBE_ATTEMPTS calls in all: the batch's
+        time budget does not cut it short, the 5 s window must pass) while
+        Kinesis answers ResourceInUse (the previous subscription is younger
+        than 5 s) or LimitExceeded."""
         consumer_arn, shard_id = key
         position = starting_position(start)
         attempt = 0
@@ -443,17 +443,3 @@ class EfoShardReader:
                 self.sleep(wait)
         with _LOCK:
             _LAST_SUBSCRIBE[key] = self.clock()
-
-
-def read_all(
-    reader: EfoShardReader, shard: ShardInfo, start: ShardState, batches: int
-) -> Iterable[ShardBatch]:
-    """At most ``batches`` consecutive batches of ``shard`` from ``start``, each
-    starting where the previous ended (a test and benchmark helper)."""
-    state = start
-    for _ in range(batches):
-        batch = reader.next_batch(shard, state)
-        yield batch
-        state = batch.state
-        if state.done:
-            return
