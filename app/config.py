@@ -301,9 +301,10 @@ class SourceSettings(_JobModel):
         description="the Kinesis connector's minimum",
     )
     describe_shard_interval_sec: PositiveInt = 30
+    # SubscribeToShard: enhanced fan-out, through the consumer the job
+    # registers at start (either reader; app/sources/kinesis_efo.py for python-kinesis).
     consumer_type: ConsumerType = "GetRecords"
-    # None: the EMR release's default reader (infra/releases.py); enhanced
-    # fan-out (SubscribeToShard) needs the aws-kinesis connector.
+    # None: the EMR release's default reader (infra/releases.py).
     format: SourceFormat | None = None
 
 

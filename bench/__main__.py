@@ -24,6 +24,7 @@ from bench.framework import REPEATS, RESULTS, Context, Row, print_table
 def _benchmarks() -> dict[str, Callable[[Context], list[Row]]]:
     from bench import (
         dedup,
+        efo,
         growth,
         incident,
         kinesis_source,
@@ -44,6 +45,7 @@ def _benchmarks() -> dict[str, Callable[[Context], list[Row]]]:
         kinesis_source.NAME: kinesis_source.run,
         incident.NAME: incident.run,
         latency.NAME: latency.run,
+        efo.NAME: efo.run,
         scale.NAME: scale.run,
     }
 

@@ -198,6 +198,32 @@ def latency(r: Result) -> list[Row]:
     ]
 
 
+def efo(r: Result) -> list[Row]:
+    name = r["benchmark"]
+    rate = f"{r['rate_records_per_sec']:,} records/s, {r['shards']} shards"
+    received = sum(w["efo"]["received"] for w in r["windows"])
+    put = sum(w["put"] for w in r["windows"])
+    return [
+        Row(
+            name,
+            f"put -> received p99, bare EFO loop, {rate}",
+            f"{_median(r['efo_p99_sec']):.3f} s (p50 {_median(r['efo_p50_sec']):.3f} s)",
+        ),
+        Row(
+            name,
+            f"put -> received p99, bare GetRecords loop, {rate}",
+            f"{_median(r['getrecords_p99_sec']):.3f} s "
+            f"(p50 {_median(r['getrecords_p50_sec']):.3f} s)",
+        ),
+        Row(
+            name,
+            "records received through subscriptions",
+            f"{received:,} of {put:,}; {r['subscriptions_served']:,} subscriptions, "
+            f"{r['efo_batches']:,} batches",
+        ),
+    ]
+
+
 def scale(r: Result) -> list[Row]:
     batches = sorted(r["batches"].values(), key=lambda b: int(b["records"]))
     synth = sorted(r["synth"].values(), key=lambda s: int(s["instances"]))
@@ -289,6 +315,7 @@ KNOWN: Final[dict[str, Callable[[Result], list[Row]]]] = {
     "kinesis_source": kinesis_source,
     "incident": incident,
     "latency": latency,
+    "efo": efo,
     "scale": scale,
 }
 

@@ -436,25 +436,6 @@ class InstanceConfig(ConfigModel):
         return data
 
     @model_validator(mode="after")
-    def _enhanced_fan_out_needs_the_connector(self) -> Self:
-        """No silent downgrade: an instance that asks for enhanced fan-out on a
-        release whose default reader is the Python one must choose the
-        connector itself (and read what docs/deploy.md says of it there)."""
-        source = self.job.source
-        chosen = source.format or self.emr.release.kinesis_source
-        if source.consumer_type == "SubscribeToShard" and chosen != "aws-kinesis":
-            raise bad_value(
-                source.consumer_type,
-                f"GetRecords with the {chosen} reader, or SubscribeToShard with "
-                "job.source.format: aws-kinesis (enhanced fan-out is the connector's; "
-                f"{self.emr.release_label}'s default reader is {chosen})",
-                "job",
-                "source",
-                "consumer_type",
-            )
-        return self
-
-    @model_validator(mode="after")
     def _changes_cloudformation_can_apply(self) -> Self:
         """Refuse, at synth, an update CloudFormation would fail minutes into
         the deploy: a shard count beyond one UpdateShardCount call of the

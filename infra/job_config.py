@@ -58,10 +58,11 @@ def job_config_for(
     ``source_format`` left out is the instance's choice or its release's default.
     """
     fmt, reason = source_choice(instance, source_format)
-    # Enhanced fan-out needs the JVM connector's HTTP/2 push (EMR only). On
-    # AWS the instance's validation refuses SubscribeToShard without it; the
-    # local run's Python source reads the same stream with GetRecords.
-    efo = instance.job.source.consumer_type == "SubscribeToShard" and fmt == "aws-kinesis"
+    # Enhanced fan-out works with either reader: the connector's own, or
+    # python-kinesis through app/sources/kinesis_efo.py (locally too, against
+    # the harness's SubscribeToShard endpoint). Both subscribe through the
+    # consumer named here, which the job registers at start.
+    efo = instance.job.source.consumer_type == "SubscribeToShard"
     # Every setting the instance chose (JobSettings, the job's own model) is
     # carried over as is; the rest is derived here. One dict through the
     # job's parser: a bad combination raises ConfigError naming the field by

@@ -1,7 +1,9 @@
 """Local stand-ins for AWS and MSK, as real network servers on loopback.
 
 moto server answers the Kinesis, S3, CloudWatch and EMR APIs over HTTP, and
-tansu speaks the Kafka protocol; each runs as a child process on a free port
+tansu speaks the Kafka protocol; a third server, :mod:`local.efo_endpoint`,
+stands before moto for Kinesis and serves ``SubscribeToShard`` (enhanced
+fan-out), which moto lacks. Each runs as a child process on a free port
 so a test can kill the job (not the emulators) and restart it. Both are
 stopped on exit, on failure and on Ctrl-C (the context manager's ``finally``).
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from app.polling import poll_until
+from local.efo_endpoint import STATS_PATH
 from ops.local_run import FAKE_CREDENTIALS
 
 LOOPBACK = "127.0.0.1"
@@ -106,6 +109,28 @@ def start_moto(port: int | None = None, log_dir: Path | None = None) -> ChildSer
     return server
 
 
+def start_efo_endpoint(
+    moto_url: str, port: int | None = None, log_dir: Path | None = None
+) -> ChildServer:
+    """The SubscribeToShard front (:mod:`local.efo_endpoint`) before ``moto_url``."""
+    port = port or free_port()
+    log = _log_file(log_dir, "efo-endpoint")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "local.efo_endpoint", "--moto", moto_url, "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **FAKE_CREDENTIALS},
+        cwd=str(_REPO_ROOT),
+    )
+    server = ChildServer("efo-endpoint", port, process)
+    try:
+        _wait_until(lambda: _http_ok(f"http://{LOOPBACK}:{port}{STATS_PATH}"), "EFO endpoint")
+    except TimeoutError:
+        server.stop()
+        raise
+    return server
+
+
 MEMORY_STORAGE = "memory://tansu/"
 TANSU_BUCKET = "tansu"
 
@@ -184,6 +209,9 @@ def _log_file(log_dir: Path | None, name: str) -> Any:
 class Endpoints:
     aws_url: str
     kafka_bootstrap: str
+    # Kinesis through the SubscribeToShard front (every other call reaches
+    # moto): the endpoint of an instance that reads with enhanced fan-out.
+    kinesis_efo_url: str | None = None
 
 
 @dataclass
@@ -194,10 +222,15 @@ class Emulators:
     tansu: ChildServer
     log_dir: Path | None
     kafka_on_s3: bool
+    efo: ChildServer | None = None
 
     @property
     def endpoints(self) -> Endpoints:
-        return Endpoints(f"http://{LOOPBACK}:{self.moto.port}", f"{LOOPBACK}:{self.tansu.port}")
+        return Endpoints(
+            f"http://{LOOPBACK}:{self.moto.port}",
+            f"{LOOPBACK}:{self.tansu.port}",
+            None if self.efo is None else f"http://{LOOPBACK}:{self.efo.port}",
+        )
 
     def stop_kafka(self) -> None:
         self.tansu.stop()
@@ -215,6 +248,8 @@ class Emulators:
     def stop(self) -> None:
         try:
             self.tansu.stop()
+            if self.efo is not None:
+                self.efo.stop()
         finally:
             self.moto.stop()
 
@@ -239,15 +274,19 @@ def running_emulators(
     """moto and tansu for the ``with`` block; ``kafka_on_s3`` makes the broker's
     topics survive a broker restart (stored in moto's S3)."""
     moto = start_moto(log_dir=log_dir)
+    efo: ChildServer | None = None
     try:
         aws_url = f"http://{LOOPBACK}:{moto.port}"
         if kafka_on_s3:
             _create_bucket(aws_url, TANSU_BUCKET)
+        efo = start_efo_endpoint(aws_url, log_dir=log_dir)
         tansu = start_tansu(log_dir=log_dir, s3_endpoint=aws_url if kafka_on_s3 else None)
     except BaseException:
+        if efo is not None:
+            efo.stop()
         moto.stop()
         raise
-    running = Emulators(moto, tansu, log_dir, kafka_on_s3)
+    running = Emulators(moto, tansu, log_dir, kafka_on_s3, efo)
     try:
         yield running
     finally:

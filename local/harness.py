@@ -22,11 +22,12 @@ from typing import Any, Final
 from app.config import JobConfig
 from app.polling import poll_until
 from app.table.layout import column_name
+from local.efo_endpoint import read_stats
 from local.emulators import Endpoints
 from local.failures import TopicContents, ensure_topic, read_topic
 from local.job_process import JobProcess, clear_stop_marker
 from local.metrics import PublishedMetrics, cloudwatch_client, read_published
-from local.summary import RunFigures, Summary, summarize
+from local.summary import RunFigures, Summary, source_line, summarize
 from local.table import TableFigures, figures, read_rows, sql_catalog
 from ops.events import EventSchema
 from ops.local_run import FAKE_CREDENTIALS, JOB_CONFIG_FILE
@@ -87,6 +88,10 @@ def build_job_config(
         source_format="python-kinesis",
     )
     config = replace_fields(config, {"catalog": sql_catalog(root), **(overrides or {})})
+    if config.source.consumer_type == "SubscribeToShard" and endpoints.kinesis_efo_url:
+        # Enhanced fan-out: Kinesis through the SubscribeToShard front (moto has
+        # none); S3 and CloudWatch stay on moto itself.
+        config = replace_fields(config, {"kinesis_endpoint_url": endpoints.kinesis_efo_url})
     return config
 
 
@@ -389,6 +394,15 @@ class LocalInstance:
             metrics = self.read_metrics()
         except Exception:  # metrics are reported, never a reason to lose the verdict
             metrics = PublishedMetrics()
+        served: int | None = None
+        if (
+            self.config.source.consumer_type == "SubscribeToShard"
+            and self.endpoints.kinesis_efo_url
+        ):
+            try:
+                served = read_stats(self.endpoints.kinesis_efo_url)["served"]
+            except OSError:  # the figure is reported, never a reason to lose the verdict
+                served = None
         by_kind: dict[str, int] = {}
         for report in self.reports:
             for kind, n in report.counts().items():
@@ -410,6 +424,12 @@ class LocalInstance:
             batches=self.batches(),
             metrics_published=metrics.datapoints,
             seconds=(datetime.now(UTC) - self.started_at).total_seconds(),
+            source=source_line(
+                self.config.source.format,
+                self.config.source.consumer_type,
+                self.config.source.consumer_name,
+                served,
+            ),
         )
         return summarize(figures)
 

@@ -50,6 +50,22 @@ class RunFigures:
     # counted as events, whatever carried them.
     produced_kinesis_records: int = 0
     produced_aggregates: int = 0
+    # How the job read the stream (:func:`source_line`).
+    source: str = ""
+
+
+def source_line(
+    reader: str, consumer_type: str, consumer_name: str | None, served: int | None
+) -> str:
+    """The summary's reader line: which reader, polling or enhanced fan-out
+    through which consumer, and (fan-out) how many subscriptions the local
+    SubscribeToShard endpoint served (None: unknown)."""
+    if consumer_type != "SubscribeToShard":
+        return f"{reader}, polling (GetRecords)"
+    count = (
+        "subscriptions served: unknown" if served is None else f"{served:,} subscriptions served"
+    )
+    return f"{reader}, enhanced fan-out (SubscribeToShard via consumer {consumer_name}; {count})"
 
 
 @dataclass(frozen=True)
@@ -81,6 +97,7 @@ class Summary:
     problems: tuple[str, ...] = field(default=())
     kinesis_records: int = 0
     aggregates: int = 0
+    source: str = ""
 
     @property
     def ok(self) -> bool:
@@ -93,6 +110,7 @@ class Summary:
         reasons = ", ".join(f"{k}={v}" for k, v in self.failures_by_reason.items()) or "none"
         out = [
             f"instance {self.instance}",
+            *([f"  Kinesis source        {self.source}"] if self.source else []),
             f"  records produced      {self.produced_records:>8,}  "
             f"({self.resent_records:,} re-sent ids, {self.unique_events:,} unique events)",
             f"  Kinesis records       {self.kinesis_records:>8,}  "
@@ -199,4 +217,5 @@ def summarize(figures: RunFigures) -> Summary:
         problems=tuple(problems),
         kinesis_records=figures.produced_kinesis_records,
         aggregates=figures.produced_aggregates,
+        source=figures.source,
     )

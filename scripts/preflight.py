@@ -129,8 +129,9 @@ def check_kinesis_source(config: InstanceConfig, clients: Clients) -> Result:
             f"Spark {release.spark.rsplit('.', 1)[0]} build is unreleased (v2.0.0 is built for "
             f"Spark 4.0.1; 4.1 support is on its main branch only, {CONNECTOR_PR})",
             f"after the deploy, run ls {CONNECTOR_LIB_DIR} on a cluster node (docs/deploy.md); "
-            "if it is missing or not a Spark 4.1 build, drop job.source.format from the "
-            f"instance to run {release.kinesis_source}",
+            "if it is missing or not a Spark 4.1 build, put there a jar you built from the "
+            "connector's main branch, or drop job.source.format from the instance to run "
+            f"{release.kinesis_source} (it reads enhanced fan-out too)",
             warn=True,
         )
     return Result(name, True, detail)

@@ -9,7 +9,9 @@ selects, so the transforms never branch on where records came from:
   no shard or sub-sequence column, so ``shardId`` and ``subSequenceNumber``
   are null;
 * ``python-kinesis``: the Python Data Source in :mod:`app.sources.kinesis_python`
-  (boto3, same option names), the default locally and against moto.
+  (boto3, same option names), the default locally and against moto; with
+  ``consumer_type`` SubscribeToShard it reads through enhanced fan-out
+  (:mod:`app.sources.kinesis_efo`), whose consumer the job registers here.
 
 ``kinesis.startingPosition`` applies only when the checkpoint is empty: once a
 checkpoint exists, both readers resume from the offsets stored in it.
@@ -52,6 +54,11 @@ def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
     elif fmt == "python-kinesis":
         from app.sources.kinesis_python import FORMAT_NAME, register
 
+        if config.source.consumer_type == "SubscribeToShard":
+            from app.sources.kinesis_efo import register_consumer
+
+            # Once, on the driver, before the query: the tasks subscribe through it.
+            log.info("enhanced fan-out consumer %s", register_consumer(options))
         register(spark)
         frame = spark.readStream.format(FORMAT_NAME).options(**options).load()
     else:

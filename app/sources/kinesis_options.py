@@ -9,8 +9,9 @@ reads like the job does. Differences from the connector, on purpose:
   says ``LATEST``, which silently skips the backlog on a first start), and
   ``kinesis.failOnDataLoss`` to true;
 * ``kinesis.endpointUrl`` is optional (boto3 resolves the public endpoint);
-* only the ``GetRecords`` consumer type exists: enhanced fan-out needs HTTP/2
-  push, which boto3 does not do; use ``format("aws-kinesis")`` for it.
+* ``kinesis.consumerType`` is ``GetRecords`` (polling) or ``SubscribeToShard``
+  (enhanced fan-out through :mod:`app.sources.kinesis_efo`, which needs
+  ``kinesis.consumerName``, the registered consumer); any other value is refused.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ class ReaderOptions:
     client_max_retry_interval_ms: int = 10_000
     connect_timeout_sec: int = 5
     read_timeout_sec: int = 15
+    # GetRecords (polling) or SubscribeToShard (enhanced fan-out through the
+    # consumer named consumer_name, registered on the stream).
+    consumer_type: str = "GetRecords"
+    consumer_name: str | None = None
 
 
 def parse_duration_ms(option: str, value: str) -> int:
@@ -123,6 +128,30 @@ def _bool(raw: Mapping[str, str], option: str, default: bool) -> bool:
     return value.strip().lower() == "true"
 
 
+CONSUMER_TYPES: Final = ("GetRecords", "SubscribeToShard")
+
+
+def parse_consumer(raw: Mapping[str, str]) -> tuple[str, str | None]:
+    """``kinesis.consumerType`` in its canonical spelling, and the consumer name
+    enhanced fan-out subscribes through (required with ``SubscribeToShard``,
+    ignored with ``GetRecords``). ``raw``'s keys are lower-cased."""
+    value = raw.get(names.CONSUMER_TYPE.lower(), "GetRecords").strip()
+    canonical = {kind.lower(): kind for kind in CONSUMER_TYPES}.get(value.lower())
+    if canonical is None:
+        raise ValueError(
+            f"{names.CONSUMER_TYPE}: {value!r} is not one of {', '.join(CONSUMER_TYPES)}"
+        )
+    if canonical == "GetRecords":
+        return canonical, None
+    name = (raw.get(names.CONSUMER_NAME.lower()) or "").strip()
+    if not name:
+        raise ValueError(
+            f"{names.CONSUMER_NAME}: required with {names.CONSUMER_TYPE} SubscribeToShard "
+            "(the enhanced fan-out consumer registered on the stream)"
+        )
+    return canonical, name
+
+
 def parse_options(options: Mapping[str, str]) -> ReaderOptions:
     """Validated reader options; a bad one raises ValueError naming it.
 
@@ -137,13 +166,13 @@ def parse_options(options: Mapping[str, str]) -> ReaderOptions:
     region = raw.get(names.REGION.lower()) or raw.get(names.KINESIS_REGION.lower())
     if not region:
         raise ValueError(f"{names.REGION}: required (e.g. us-east-1)")
-    consumer = raw.get(names.CONSUMER_TYPE.lower(), "GetRecords")
-    if consumer.lower() != "getrecords":
-        raise ValueError(
-            f"{names.CONSUMER_TYPE}: {consumer!r} is not supported by python-kinesis "
-            "(only GetRecords); use format aws-kinesis for SubscribeToShard"
-        )
-    base = ReaderOptions(stream_name=stream, region=region)
+    consumer_type, consumer_name = parse_consumer(raw)
+    base = ReaderOptions(
+        stream_name=stream,
+        region=region,
+        consumer_type=consumer_type,
+        consumer_name=consumer_name,
+    )
     per_fetch = _int(raw, names.RECORDS_PER_FETCH, base.records_per_fetch)
     if per_fetch > RECORDS_PER_FETCH_MAX:
         raise ValueError(f"{names.RECORDS_PER_FETCH}: {per_fetch} exceeds {RECORDS_PER_FETCH_MAX}")

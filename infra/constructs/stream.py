@@ -58,7 +58,17 @@ class EventStream(Construct):
 
     def grant_job(self, role: iam.IRole, *, consumer_type: ConsumerType) -> None:
         """Read this stream; with enhanced fan-out (``SubscribeToShard``) also
-        register and use consumers of this stream only."""
+        register consumers on this stream and subscribe through them.
+
+        The job registers its consumer at start (``app.sources.kinesis_efo.
+        ensure_consumer``), so the stack holds no consumer of its own: the
+        permissions are the ones AWS lists for an enhanced fan-out consumer
+        application, RegisterStreamConsumer on the stream and
+        DescribeStreamConsumer and SubscribeToShard on
+        ``stream/NAME/consumer/*``
+        (https://docs.aws.amazon.com/streams/latest/dev/kcl-iam-permissions.html),
+        scoped to this instance's stream. The job never deregisters or lists
+        consumers, so it may not."""
         self.stream.grant_read(role)
         if consumer_type != "SubscribeToShard":
             return
@@ -66,11 +76,7 @@ class EventStream(Construct):
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="OwnStreamConsumerRegistration",
-                actions=[
-                    "kinesis:RegisterStreamConsumer",
-                    "kinesis:DeregisterStreamConsumer",
-                    "kinesis:ListStreamConsumers",
-                ],
+                actions=["kinesis:RegisterStreamConsumer"],
                 resources=[stream_arn],
             )
         )

@@ -127,7 +127,8 @@ def test_python_source_accepts_the_connector_options() -> None:
     ("override", "message"),
     [
         ({"kinesis.streamName": ""}, "kinesis.streamName"),
-        ({"kinesis.consumerType": "SubscribeToShard"}, "aws-kinesis"),
+        ({"kinesis.consumerType": "SubscribeToShard"}, "kinesis.consumerName"),
+        ({"kinesis.consumerType": "HTTP2Push"}, "kinesis.consumerType"),
         ({"kinesis.startingPosition": "OLDEST"}, "kinesis.startingPosition"),
         ({"kinesis.startingPosition": "AT_TIMESTAMP 2024-01-01T00:00:00"}, "offset"),
         ({"kinesis.describeShardInterval": "soon"}, "kinesis.describeShardInterval"),

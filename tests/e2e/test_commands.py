@@ -54,6 +54,11 @@ def test_make_run_with_two_instances_passes_and_prints_the_summary(tmp_path: Pat
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     for instance in chosen:
         assert f"instance {instance}" in out
+    declared = {i.instance_id: i for i in load_example_instances()}
+    efo = [i for i in chosen if declared[i].job.source.consumer_type == "SubscribeToShard"]
+    # The summary names the reader; an enhanced fan-out instance (the example's
+    # payments) reads through its consumer and the local SubscribeToShard endpoint.
+    assert len(re.findall(r"enhanced fan-out \(SubscribeToShard via consumer", out)) == len(efo)
     assert len(re.findall(r"duplicate ids\s+0\b", out)) == len(chosen), out
     assert len(re.findall(r"records produced\s+800\b", out)) == len(chosen), out
     assert "PASS" in out

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from app.config import ConfigError, JobConfig, JobSettings, KafkaOptions, SourceSettings
-from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
+from infra.config import InstanceConfig, load_instances, read_cdk_context
 from infra.job_config import job_config_for, source_choice
 from tests.infra.conftest import EXAMPLE_CDK_JSON
 
@@ -40,7 +40,8 @@ def test_example_instance_maps_names_and_source_options() -> None:
     assert config.kafka.topic == "streaming.payments.ap-northeast-2.failures"
     assert config.kafka.security == "MSK_IAM"
     assert config.trigger_interval_sec == 5
-    assert config.source.format == "aws-kinesis"
+    # Enhanced fan-out through the release's default reader (python-kinesis).
+    assert config.source.format == "python-kinesis"
     assert config.source.consumer_type == "SubscribeToShard"
     assert config.source.consumer_name == "payments-ap-northeast-2-job"
     assert config.source.fail_on_data_loss is True
@@ -59,10 +60,12 @@ def test_local_mapping_points_every_client_at_the_emulator() -> None:
     assert config.source.consumer_name is None
 
 
-def test_python_source_reads_an_efo_instance_with_get_records() -> None:
+def test_the_local_run_reads_an_efo_instance_through_its_consumer() -> None:
+    """The local run's Python source subscribes like the cluster's does (the
+    harness serves SubscribeToShard): same consumer type, same name."""
     config = _local("payments-ap-northeast-2", source_format="python-kinesis")
-    assert config.source.consumer_type == "GetRecords"
-    assert config.source.consumer_name is None
+    assert config.source.consumer_type == "SubscribeToShard"
+    assert config.source.consumer_name == "payments-ap-northeast-2-job"
 
 
 def test_left_out_keywords_take_the_job_models_defaults() -> None:
@@ -122,23 +125,27 @@ def test_the_release_default_reader_runs_unless_the_instance_chooses_one() -> No
     config = job_config_for(orders, checkpoint_location="s3://b/cp", kafka_bootstrap_servers="b:1")
     assert config.source.format == "python-kinesis"
     assert config.source.format_reason.startswith("emr-spark-8.1.0's default: the awslabs")
-    assert source_choice(_instances()["payments-ap-northeast-2"]) == (
-        "aws-kinesis",
-        "chosen by the instance (job.source.format)",
-    )
+    payments_reader, why = source_choice(_instances()["payments-ap-northeast-2"])
+    assert payments_reader == "python-kinesis"
+    assert "enhanced fan-out through SubscribeToShard" in why
 
 
-def test_enhanced_fan_out_without_the_connector_stops_synth() -> None:
+@pytest.mark.parametrize("reader", [None, "python-kinesis", "aws-kinesis"])
+def test_enhanced_fan_out_runs_with_either_reader(reader: str | None) -> None:
+    """SubscribeToShard is valid with the release's default python-kinesis
+    and with the connector; the consumer is the instance's either way."""
     context = read_cdk_context(EXAMPLE_CDK_JSON)
-    entry = {"domain": "orders", "region": "eu-west-1"}
-    entry["job"] = {"source": {"consumer_type": "SubscribeToShard"}}  # type: ignore[assignment]
-    with pytest.raises(InstanceConfigError) as caught:
-        load_instances(
-            {"streaming": {"defaults": context["streaming"]["defaults"], "instances": [entry]}}
-        )
-    message = str(caught.value)
-    assert "job.source.consumer_type: bad value 'SubscribeToShard'" in message
-    assert "SubscribeToShard with job.source.format: aws-kinesis" in message
+    source: dict[str, str] = {"consumer_type": "SubscribeToShard"}
+    if reader is not None:
+        source["format"] = reader
+    entry = {"domain": "orders", "region": "eu-west-1", "job": {"source": source}}
+    (instance,) = load_instances(
+        {"streaming": {"defaults": context["streaming"]["defaults"], "instances": [entry]}}
+    )
+    config = job_config_for(instance, checkpoint_location="/tmp/cp", kafka_bootstrap_servers="b:1")
+    assert config.source.format == (reader or "python-kinesis")
+    assert config.source.consumer_type == "SubscribeToShard"
+    assert config.source.consumer_name == "orders-eu-west-1-job"
 
 
 def test_mapping_error_names_the_job_field() -> None:

@@ -1,0 +1,332 @@
+"""EFO latency: from a record's put to its arrival in the enhanced fan-out read loop.
+
+The baseline the query's EFO latency is put beside (issue 32, "Must show" 4):
+the job's own EFO reader (:class:`app.sources.kinesis_efo.EfoShardReader`) in
+a bare loop, one thread per shard calling ``next_batch`` back to back (each
+batch continues the shard's open subscription), against the harness's
+SubscribeToShard endpoint (:mod:`local.efo_endpoint`, a child process) before
+a moto server of this benchmark's own (:mod:`local.moto_server`).
+
+After a caught-up (empty) batch the loop waits 10 ms before the next, so it
+does not spin; in the job a shard's batch is read once per trigger.
+
+A producer process puts ``{"id": ...}`` records on a 2-shard stream at 1,000
+records/s (one ``PutRecords`` of 100 every 0.1 s; quick: 200 records/s) and
+notes each record's put time (``time.monotonic``: one clock for every
+process of the machine); a reader notes when it first holds the record.
+latency = received - put. In the same run, on the same stream, the bare
+GetRecords loop (every shard from ``LATEST``, polling every 0.2 s: Kinesis
+allows 5 calls per second per shard) measures the same thing for polling.
+Each window of 60 s (quick: one of 5 s) is a repeat; its p50/p99 are reported.
+
+What this does and does not show: locally the endpoint learns of new records
+by polling moto every 20 ms (it is a stand-in; Kinesis pushes, ~70 ms by AWS's
+figure), so the EFO figure is the reader's path (subscription, event-stream
+parse, hand-over between batches) plus that poll, not AWS's delivery time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from bench import framework
+from bench.framework import Context, Row
+from local.summary import percentile
+
+NAME: Final = "efo"
+STREAM: Final = "bench-efo"
+SHARDS: Final = 2
+RATE: Final = 1_000
+QUICK_RATE: Final = 200
+PUTS_PER_SECOND: Final = 10
+WINDOW_SEC: Final = 60.0
+QUICK_WINDOW_SEC: Final = 5.0
+# Kinesis: at most 5 GetRecords calls per second per shard
+# (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html).
+POLL_SEC: Final = 0.2
+CONSUMER: Final = "bench-efo-loop"
+# A caught-up batch returns at once (nothing buffered): the loop then waits
+# this long before the next, instead of spinning a core.
+IDLE_SEC: Final = 0.01
+SETTLE_SEC: Final = 3.0
+
+
+@dataclass
+class Seen:
+    """First time (monotonic) each id was held by a reader."""
+
+    at: dict[str, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def note(self, records: Sequence[dict[str, Any]], now: float) -> None:
+        with self.lock:
+            for record in records:
+                try:
+                    key = json.loads(record["Data"])["id"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                self.at.setdefault(str(key), now)
+
+
+def latencies(puts: dict[str, float], seen: dict[str, float]) -> list[float]:
+    """received - put for every put id a reader received, in seconds."""
+    return [seen[key] - put for key, put in puts.items() if key in seen]
+
+
+class Loop(threading.Thread):
+    """A reader thread; ``error`` keeps what stopped it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.seen = Seen()
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+
+class EfoLoop(Loop):
+    """One shard through EfoShardReader.next_batch, batch after batch; after
+    an empty (caught-up) batch it waits IDLE_SEC."""
+
+    def __init__(self, reader: Any, shard: Any, start: Any) -> None:
+        super().__init__(f"efo-{shard.shard_id}")
+        self.reader, self.shard, self.state = reader, shard, start
+        self.batches = 0
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                batch = self.reader.next_batch(self.shard, self.state)
+                self.seen.note(batch.records, time.monotonic())
+                self.state = batch.state
+                self.batches += 1
+                if not batch.records:
+                    self.stop.wait(IDLE_SEC)
+        except BaseException as exc:  # reported by the benchmark
+            self.error = exc
+
+
+class PollLoop(Loop):
+    """Every shard with GetRecords from LATEST, every POLL_SEC."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__("getrecords")
+        self.client = client
+        self.iterators = {
+            s["ShardId"]: client.get_shard_iterator(
+                StreamName=STREAM, ShardId=s["ShardId"], ShardIteratorType="LATEST"
+            )["ShardIterator"]
+            for s in client.list_shards(StreamName=STREAM)["Shards"]
+        }
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                for shard, iterator in list(self.iterators.items()):
+                    answer = self.client.get_records(ShardIterator=iterator, Limit=10_000)
+                    self.seen.note(answer["Records"], time.monotonic())
+                    self.iterators[shard] = answer["NextShardIterator"]
+                self.stop.wait(POLL_SEC)
+        except BaseException as exc:
+            self.error = exc
+
+
+def _produce_child(endpoint: str, first: int, count: int, rate: int, out: Any) -> None:
+    """Put ``count`` ids from ``first`` at ``rate``/s on a fixed schedule; send
+    back (seconds taken, {id: put time})."""
+    from ops.producer import kinesis_client
+
+    client = kinesis_client(framework.REGION, endpoint)
+    per_call = max(1, rate // PUTS_PER_SECOND)
+    puts: dict[str, float] = {}
+    started = time.monotonic()
+    for index in range(0, count, per_call):
+        wait = started + index / rate - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        ids = [f"e{first + n}" for n in range(index, min(count, index + per_call))]
+        issued = time.monotonic()
+        client.put_records(
+            StreamName=STREAM,
+            Records=[{"Data": json.dumps({"id": i}).encode(), "PartitionKey": i} for i in ids],
+        )
+        puts.update(dict.fromkeys(ids, issued))
+    out.send((time.monotonic() - started, puts))
+    out.close()
+
+
+def produce_elsewhere(
+    endpoint: str, first: int, count: int, rate: int
+) -> tuple[float, dict[str, float]]:
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    receive, send = spawn.Pipe(duplex=False)
+    child = spawn.Process(target=_produce_child, args=(endpoint, first, count, rate, send))
+    child.start()
+    send.close()
+    limit = count / rate * 4 + 60
+    try:
+        if not receive.poll(limit):
+            raise TimeoutError(f"producer did not put {count} records in {limit:.0f}s")
+        seconds, puts = receive.recv()
+    finally:
+        child.join(30)
+        if child.is_alive():
+            child.terminate()
+    return float(seconds), dict(puts)
+
+
+@contextlib.contextmanager
+def servers() -> Iterator[tuple[str, str, Any]]:
+    """This benchmark's moto and SubscribeToShard front: (moto URL, front URL, front)."""
+    from local.emulators import LOOPBACK, start_efo_endpoint, start_moto
+
+    moto = start_moto()
+    try:
+        url = f"http://{LOOPBACK}:{moto.port}"
+        front = start_efo_endpoint(url)
+        try:
+            yield url, f"http://{LOOPBACK}:{front.port}", front
+        finally:
+            front.stop()
+    finally:
+        moto.stop()
+
+
+def run(ctx: Context) -> list[Row]:
+    from app.sources.kinesis_efo import EfoShardReader, close_subscriptions, ensure_consumer
+    from app.sources.kinesis_fetch import make_client
+    from app.sources.kinesis_offsets import ShardInfo, ShardState
+    from app.sources.kinesis_options import parse_options
+    from local.efo_endpoint import read_stats
+    from ops.producer import ensure_stream
+
+    rate = QUICK_RATE if ctx.quick else RATE
+    window = QUICK_WINDOW_SEC if ctx.quick else WINDOW_SEC
+    windows = 1 if ctx.quick else ctx.repeats
+    load_before = framework.machine_load()
+    with servers() as (moto_url, front_url, _front):
+        options = parse_options(
+            {
+                "kinesis.streamName": STREAM,
+                "kinesis.region": framework.REGION,
+                "kinesis.endpointUrl": front_url,
+                "kinesis.consumerType": "SubscribeToShard",
+                "kinesis.consumerName": CONSUMER,
+                # A batch per trigger as the job reads: bounded by records and time.
+                "kinesis.maxFetchRecordsPerShard": "10000",
+                "kinesis.maxFetchTimePerShardSec": "10",
+            }
+        )
+        client = make_client(options)
+        ensure_stream(client, STREAM, SHARDS)
+        consumer = ensure_consumer(client, options)
+        shards = [ShardInfo.from_api(s) for s in client.list_shards(StreamName=STREAM)["Shards"]]
+        now = time.time()
+        efo_loops = [
+            EfoLoop(EfoShardReader(make_client(options), options, consumer), s, ShardState(ts=now))
+            for s in shards
+        ]
+        poll = PollLoop(
+            make_client(parse_options({**_plain(options), "kinesis.endpointUrl": moto_url}))
+        )
+        loops: list[Loop] = [*efo_loops, poll]
+        for loop in loops:
+            loop.start()
+        runs: list[dict[str, Any]] = []
+        try:
+            time.sleep(SETTLE_SEC)  # subscriptions open, iterators in place
+            for index in range(windows):
+                count = int(rate * window)
+                seconds, puts = produce_elsewhere(moto_url, index * count, count, rate)
+                time.sleep(SETTLE_SEC)  # the last puts reach both loops
+                efo_seen: dict[str, float] = {}
+                for loop in efo_loops:
+                    with loop.seen.lock:
+                        efo_seen.update(loop.seen.at)
+                with poll.seen.lock:
+                    poll_seen = dict(poll.seen.at)
+                runs.append(_window(puts, seconds, efo_seen, poll_seen))
+                for loop in loops:
+                    if loop.error is not None:
+                        raise RuntimeError(f"{loop.name} stopped") from loop.error
+        finally:
+            for loop in loops:
+                loop.stop.set()
+            close_subscriptions(consumer)
+            for loop in loops:
+                loop.join(15)
+        stats = read_stats(front_url)
+    result: dict[str, Any] = {
+        "what": "put -> received by a bare read loop, enhanced fan-out (EfoShardReader via "
+        "the local SubscribeToShard endpoint) and polling (GetRecords every 0.2 s), "
+        "same stream, same run",
+        "rate_records_per_sec": rate,
+        "shards": SHARDS,
+        "window_sec": window,
+        "windows": runs,
+        "efo_p99_sec": framework.summary([r["efo"]["p99_sec"] for r in runs]),
+        "getrecords_p99_sec": framework.summary([r["getrecords"]["p99_sec"] for r in runs]),
+        "efo_p50_sec": framework.summary([r["efo"]["p50_sec"] for r in runs]),
+        "getrecords_p50_sec": framework.summary([r["getrecords"]["p50_sec"] for r in runs]),
+        "subscriptions_served": stats["served"],
+        "efo_batches": sum(loop.batches for loop in efo_loops),
+        "endpoint_note": "the local endpoint polls moto every 20 ms per subscription: the EFO "
+        "figure is the reader's path plus that poll, not Kinesis' push delay",
+        "load_before": load_before,
+        "load_after": framework.machine_load(),
+    }
+    framework.write_result(ctx, NAME, result)
+    with framework.figure(ctx, NAME) as (_fig, axes):
+        framework.bars(
+            axes[0],
+            ["EFO p50", "EFO p99", "GetRecords p50", "GetRecords p99"],
+            [
+                result["efo_p50_sec"]["median"],
+                result["efo_p99_sec"]["median"],
+                result["getrecords_p50_sec"]["median"],
+                result["getrecords_p99_sec"]["median"],
+            ],
+            f"put -> received at {rate:,} records/s (median of windows)",
+            "seconds",
+        )
+    efo_p99 = result["efo_p99_sec"]["median"]
+    poll_p99 = result["getrecords_p99_sec"]["median"]
+    return [
+        Row(NAME, "EFO bare loop put->received p99", f"{efo_p99:.3f} s"),
+        Row(NAME, "GetRecords bare loop put->received p99", f"{poll_p99:.3f} s"),
+        Row(NAME, "subscriptions served", f"{stats['served']:,}"),
+    ]
+
+
+def _plain(options: Any) -> dict[str, str]:
+    return {"kinesis.streamName": options.stream_name, "kinesis.region": options.region}
+
+
+def _window(
+    puts: dict[str, float], seconds: float, efo: dict[str, float], poll: dict[str, float]
+) -> dict[str, Any]:
+    def figures(seen: dict[str, float]) -> dict[str, Any]:
+        found = latencies(puts, seen)
+        if not found:
+            raise RuntimeError("a read loop received none of the window's records")
+        return {
+            "received": len(found),
+            "missing": len(puts) - len(found),
+            "p50_sec": round(percentile(found, 50) or 0.0, 4),
+            "p99_sec": round(percentile(found, 99) or 0.0, 4),
+        }
+
+    return {
+        "put": len(puts),
+        "put_seconds": round(seconds, 2),
+        "achieved_rate": round(len(puts) / seconds, 1) if seconds else None,
+        "efo": figures(efo),
+        "getrecords": figures(poll),
+    }
