@@ -377,6 +377,15 @@ class KafkaConfig(ConfigModel):
         return self.topic_min_insync_replicas
 
 
+class ExpectedLoadConfig(ConfigModel):
+    """The load the instance is expected to carry. Only ``make cost`` reads it,
+    for the lines that grow with volume (infra/cost.py); nothing is sized from
+    it. Zero: not declared, the volume lines are priced at nothing."""
+
+    records_per_sec: float = Field(default=0, ge=0)
+    record_bytes: PositiveInt = 1024
+
+
 class DeployedConfig(ConfigModel):
     """What the instance's live stack was last deployed with, for the changes
     CloudFormation cannot apply to it (infra/deployed.py): synth is offline and
@@ -410,6 +419,7 @@ class InstanceConfig(ConfigModel):
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    expected_load: ExpectedLoadConfig = Field(default_factory=ExpectedLoadConfig)
     # Accounts where Lake Formation governs the Glue Data Catalog: grant the
     # job role and the table optimizer roles their table and database
     # permissions through Lake Formation too (``make preflight`` detects such
