@@ -169,7 +169,7 @@ class FailureTopic(Construct):
                     )
                 )
             ),
-            enhanced_monitoring="PER_BROKER",
+            enhanced_monitoring=config.enhanced_monitoring,
         )
         self.cluster.apply_removal_policy(props.removal_policy)
         return self.cluster.attr_arn
