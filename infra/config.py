@@ -610,10 +610,12 @@ def load_instances(context: Mapping[str, Any]) -> list[InstanceConfig]:
             f"context.{CONTEXT_KEY}: missing or not an object; expected "
             '{"defaults": {...}, "instances": [{"domain": ..., "region": ...}, ...]}'
         )
-    unknown = sorted(set(section) - {"defaults", "instances"})
+    # ``shared``: a region's shared stack (infra/shared_config.py).
+    unknown = sorted(set(section) - {"defaults", "instances", "shared"})
     if unknown:
         raise InstanceConfigError(
-            f"context.{CONTEXT_KEY}.{unknown[0]}: unknown field; allowed: defaults, instances"
+            f"context.{CONTEXT_KEY}.{unknown[0]}: unknown field; allowed: defaults, instances, "
+            "shared"
         )
     defaults = section.get("defaults", {})
     if not isinstance(defaults, Mapping):

@@ -200,7 +200,8 @@ def estimate(
             )
     for logical_id, props in by_type.get("AWS::Kinesis::Stream", []):
         _kinesis(add, logical_id, props, load)
-    _per_batch(add, load)
+    if by_type.get("AWS::EMR::Cluster"):  # a stack that runs the job (not a shared one)
+        _per_batch(add, load)
     return Estimate(stack, region, load, tuple(add.lines))
 
 
@@ -399,13 +400,22 @@ def load_for(config: InstanceConfig) -> Load:
 
 
 def synth_line(config: InstanceConfig, stack: str, template: Mapping[str, Any]) -> str:
-    """The line ``cdk synth`` prints (stderr) for one instance. An instance the
-    table cannot price (a region without rows) gets the reason, never a failed
-    synth: the estimate informs the deploy, it does not gate it."""
+    """The line ``cdk synth`` prints (stderr) for one instance."""
+    return synth_line_at(stack, config.region, load_for(config), template)
+
+
+def synth_line_at(stack: str, region: str, load: Load, template: Mapping[str, Any]) -> str:
+    """The ``cdk synth`` line of any stack. One the table cannot price (a
+    region without rows) gets the reason, never a failed synth: the estimate
+    informs the deploy, it does not gate it."""
     try:
-        return summary(estimate(stack, template, config.region, load_for(config)))
+        return summary(estimate(stack, template, region, load))
     except (TemplateCostError, UnknownPriceError) as exc:
         return f"cost: {stack} not estimated: {exc.args[0]}"
+
+
+# A stack that runs no job (a region's shared stack) carries no volume.
+NO_LOAD: Final = Load(0, 1024, 1)
 
 
 NOT_PRICED_NOTE: Final = (

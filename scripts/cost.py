@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from infra.config import SYNTH_CHECK_CONTEXT_KEY, read_cdk_context
-from infra.cost import NOT_PRICED_NOTE, estimate, load_for, preamble, render
+from infra.cost import NO_LOAD, NOT_PRICED_NOTE, estimate, load_for, preamble, render
 from infra.prices import PRICE_ROWS, PriceRow
+from infra.shared_config import sharing
+from infra.stacks.shared_stack import SharedRegionStack
 from scripts.command import DEFAULT_CDK_JSON, EXIT_AWS, EXIT_USAGE, OperatorError, run_command
 
 if TYPE_CHECKING:
@@ -64,6 +66,18 @@ def report(args: argparse.Namespace) -> str:
             blocks.append(
                 f"{render(found)}\n  (volume lines at {load.records_per_sec:g} records/s of "
                 f"{load.record_bytes} B: expected_load in cdk.json)"
+            )
+        for shared in [c for c in app.node.children if isinstance(c, SharedRegionStack)]:
+            template = assembly.get_stack_by_name(shared.stack_name).template
+            found = estimate(shared.stack_name, template, shared.region, NO_LOAD, rows)
+            users = [s for s in stacks if sharing(s.config, shared.config)]
+            if args.instance is not None and not any(u in chosen for u in users):
+                continue
+            share = found.total_usd / len(users) if users else found.total_usd
+            blocks.append(
+                f"{render(found)}\n  (shared by {len(users)} instance(s) of {shared.region}: "
+                f"{', '.join(s.config.instance_id for s in users) or 'none yet'}; "
+                f"${share:,.2f} each)"
             )
     live = [r for r in rows if r.note == "live"]
     source = f" {len(live)} rows read live from the AWS Price List API." if args.live else ""

@@ -17,6 +17,8 @@ from infra.config import (
     InstanceConfigError,
     load_instances,
 )
+from infra.shared_config import load_shared
+from infra.stacks.shared_stack import SharedRegionStack
 from infra.stacks.streaming_stack import StreamingStack
 
 
@@ -24,13 +26,17 @@ def build_app(
     context: Mapping[str, Any] | None = None, outdir: str | None = None
 ) -> tuple[cdk.App, list[StreamingStack]]:
     """``context`` replaces cdk.json's context (tests pass the shipped example);
-    without it the CLI-provided context is used."""
+    without it the CLI-provided context is used. The region shared stacks
+    (``streaming.shared``) are built too; the instances' stacks are returned."""
     app = cdk.App(context=dict(context) if context is not None else None, outdir=outdir)
     instances = load_instances({CONTEXT_KEY: app.node.try_get_context(CONTEXT_KEY)})
     # ``-c key=true`` on the CLI arrives as a string, the tests pass a bool.
     if str(app.node.try_get_context(SYNTH_CHECK_CONTEXT_KEY)).lower() != "true":
         refuse_placeholders(instances)
     stacks = [add_instance(app, config) for config in instances]
+    for shared in load_shared({CONTEXT_KEY: app.node.try_get_context(CONTEXT_KEY)}):
+        env = cdk.Environment(account=shared.account, region=shared.region)
+        SharedRegionStack(app, shared.stack_name, config=shared, env=env)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app, stacks
 
