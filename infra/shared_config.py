@@ -38,6 +38,8 @@ from infra.config import (
 )
 
 SHARED_KEY: Final = "shared"
+# In the shipped example's cluster ARNs: synth for a deploy refuses them.
+PLACEHOLDER_CLUSTER_MARK: Final = "/example-"
 
 
 def _shared_kafka() -> KafkaConfig:

@@ -17,7 +17,7 @@ from infra.config import (
     InstanceConfigError,
     load_instances,
 )
-from infra.shared_config import load_shared
+from infra.shared_config import PLACEHOLDER_CLUSTER_MARK, load_shared
 from infra.stacks.shared_stack import SharedRegionStack
 from infra.stacks.streaming_stack import StreamingStack
 
@@ -49,17 +49,25 @@ def add_instance(app: cdk.App, config: InstanceConfig) -> StreamingStack:
 
 
 def refuse_placeholders(instances: list[InstanceConfig]) -> None:
-    """A synth that may be deployed must not carry the example's TLS zip: EMR
-    would fail to create the cluster minutes into the deploy. ``make synth`` and
+    """A synth that may be deployed must not carry the example's TLS zip (EMR
+    would fail to create the cluster minutes into the deploy) or its shared
+    cluster ARN (the topic would fail). ``make synth`` and
     the tests check the shipped example with ``-c streaming:synth-check=true``."""
-    bad = [config for config in instances if config.emr.tls_is_placeholder]
-    if bad:
-        raise InstanceConfigError(
-            "\n".join(
-                f"instance {config.instance_id}: field emr.tls_certificates_s3_uri: "
-                f"still the example placeholder {config.emr.tls_certificates_s3_uri!r}; "
-                f"allowed: the zip `make certs INSTANCE={config.instance_id}` uploads "
-                "(docs/deploy.md, First deploy)"
-                for config in bad
-            )
-        )
+    lines = [
+        f"instance {config.instance_id}: field emr.tls_certificates_s3_uri: "
+        f"still the example placeholder {config.emr.tls_certificates_s3_uri!r}; "
+        f"allowed: the zip `make certs INSTANCE={config.instance_id}` uploads "
+        "(docs/deploy.md, First deploy)"
+        for config in instances
+        if config.emr.tls_is_placeholder
+    ]
+    # The example's shared cluster (and the VPC beside it) names no real one.
+    lines += [
+        f"instance {config.instance_id}: field kafka.cluster_arn: still the example "
+        f"placeholder {config.kafka.cluster_arn!r}; allowed: the MskClusterArn output of "
+        f'Streaming-shared-{config.region} (docs/infra.md, "A region\'s shared stack")'
+        for config in instances
+        if PLACEHOLDER_CLUSTER_MARK in (config.kafka.cluster_arn or "")
+    ]
+    if lines:
+        raise InstanceConfigError("\n".join(lines))

@@ -185,3 +185,43 @@ def test_a_shared_entry_that_imports_instead_of_creating_is_refused() -> None:
     assert [c.stack_name for c in load_shared({"streaming": {"shared": [{"region": REGION}]}})] == [
         SHARED
     ]
+
+
+def test_a_deployable_synth_refuses_the_examples_shared_cluster_arn() -> None:
+    from infra.config import read_cdk_context
+    from infra.stacks.application import build_app
+
+    context = json.loads(json.dumps(read_cdk_context(EXAMPLE_CDK_JSON)))
+    context["streaming"]["defaults"] = {"emr": {"tls_certificates_s3_uri": "s3://b-1/tls/c.zip"}}
+    example = CLUSTER.rsplit("/", 1)[0] + "/example-0000-1"
+    context["streaming"]["instances"] = [
+        {"domain": "refunds", "region": REGION, "kafka": {"cluster_arn": example}},
+        {"domain": "invoices", "region": REGION, "kafka": {"cluster_arn": CLUSTER}},
+    ]
+    with pytest.raises(InstanceConfigError) as caught:
+        build_app(context)
+    (line,) = str(caught.value).splitlines()
+    assert line.startswith("instance refunds-us-east-1: field kafka.cluster_arn: still the example")
+    assert "MskClusterArn output of Streaming-shared-us-east-1" in line
+
+
+def test_sharing_is_by_the_shared_clusters_name_in_the_instances_region() -> None:
+    from infra.config import load_instances
+    from infra.shared_config import sharing
+
+    (shared,) = load_shared({"streaming": {"shared": [{"region": REGION}]}})
+    tls = {"emr": {"tls_certificates_s3_uri": "s3://b-1/tls/c.zip"}}
+    other = CLUSTER.replace("streaming-failures-us-east-1", "someone-elses")
+    instances = load_instances(
+        {
+            "streaming": {
+                "defaults": tls,
+                "instances": [
+                    {"domain": "refunds", "region": REGION, "kafka": {"cluster_arn": CLUSTER}},
+                    {"domain": "invoices", "region": REGION, "kafka": {"cluster_arn": other}},
+                    {"domain": "orders", "region": REGION},
+                ],
+            }
+        }
+    )
+    assert [sharing(i, shared) for i in instances] == [True, False, False]
