@@ -382,9 +382,10 @@ def preamble(load_note: str) -> str:
 
 def summary(estimate_: Estimate) -> str:
     """The one line ``cdk synth`` prints per instance (on stderr)."""
+    rate = estimate_.load.records_per_sec
+    load = f"at {rate:g} records/s" if rate else "with no declared load"
     return (
-        f"cost: {estimate_.stack} ~{_usd(estimate_.total_usd)}/month at "
-        f"{estimate_.load.records_per_sec:g} records/s (list prices of "
+        f"cost: {estimate_.stack} ~{_usd(estimate_.total_usd)}/month {load} (list prices of "
         f"{estimate_.prices_read}; `make cost` for the lines)"
     )
 
