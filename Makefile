@@ -116,6 +116,10 @@ redeploy: install ## Stop the running job version gracefully and submit the curr
 certs: install ## Create the EMR TLS certificate zip for an instance, upload it, print the config value (INSTANCE=domain-region)
 	$(PY) -m scripts.certs --instance "$(INSTANCE)" $(ARGS)
 
+.PHONY: cost
+cost: install ## What each instance costs a month, from its synthesized template and list prices (ARGS="--instance domain-region --live")
+	$(PY) -m scripts.cost $(ARGS)
+
 .PHONY: preflight
 preflight: install ## Check an account/region is ready for an instance's first deploy (INSTANCE=domain-region)
 	$(PY) -m scripts.preflight --instance "$(INSTANCE)" $(ARGS)

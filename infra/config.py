@@ -41,6 +41,7 @@ from app.config import (
 from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES
 from infra.deployed import replication_factor_problem, shard_count_problem
 from infra.releases import JOB_SPARK_VERSION, Release, release_for, supported_labels
+from infra.sizes import SIZES, SizeName
 from infra.sizing import INSTANCE_TYPES
 
 CONTEXT_KEY: Final = "streaming"
@@ -153,6 +154,8 @@ class EmrConfig(ConfigModel):
     master_instance_count: Annotated[int, Allowed(lambda n: n in (1, 3), "1 or 3")] = 1
     core_instance_type: SizedInstanceType = "m5.xlarge"
     core_instance_count: PositiveInt = 2
+    # Cores per executor (None: infra/sizing.py's 4); ``size: small`` sets 2.
+    executor_cores: PositiveInt | None = None
     # In-transit encryption needs a PEM zip (privateKey.pem, certificateChain.pem,
     # trustedCertificates.pem) that exists before the cluster starts; see docs/infra.md.
     # No default: every deployment names its own.
@@ -332,6 +335,9 @@ class KafkaConfig(ConfigModel):
     # one AZ may be down; a write is never acknowledged by one replica alone).
     broker_count: PositiveInt = 3
     broker_volume_gib: PositiveInt = 100
+    # The created cluster's CloudWatch metrics; above DEFAULT they bill as
+    # custom metrics (infra/cost.py). ``size`` sets DEFAULT or PER_BROKER.
+    enhanced_monitoring: Literal["DEFAULT", "PER_BROKER", "PER_TOPIC_PER_BROKER"] = "PER_BROKER"
     topic_partitions: PositiveInt = 6
     topic_replication_factor: PositiveInt = 3
     topic_min_insync_replicas: PositiveInt = 2
@@ -377,6 +383,15 @@ class KafkaConfig(ConfigModel):
         return self.topic_min_insync_replicas
 
 
+class ExpectedLoadConfig(ConfigModel):
+    """The load the instance is expected to carry. Only ``make cost`` reads it,
+    for the lines that grow with volume (infra/cost.py); nothing is sized from
+    it. Zero: not declared, the volume lines are priced at nothing."""
+
+    records_per_sec: float = Field(default=0, ge=0)
+    record_bytes: PositiveInt = 1024
+
+
 class DeployedConfig(ConfigModel):
     """What the instance's live stack was last deployed with, for the changes
     CloudFormation cannot apply to it (infra/deployed.py): synth is offline and
@@ -401,6 +416,8 @@ class InstanceConfig(ConfigModel):
     domain: Domain
     region: Region
     account: Account | None = None
+    # Consistent defaults for a domain's volume (infra/sizes.py); explicit fields win.
+    size: SizeName | None = None
     removal_policy: RemovalPolicyName = "RETAIN"
     termination_protection: bool = False
     stream: StreamConfig = Field(default_factory=StreamConfig)
@@ -410,6 +427,7 @@ class InstanceConfig(ConfigModel):
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    expected_load: ExpectedLoadConfig = Field(default_factory=ExpectedLoadConfig)
     # Accounts where Lake Formation governs the Glue Data Catalog: grant the
     # job role and the table optimizer roles their table and database
     # permissions through Lake Formation too (``make preflight`` detects such
@@ -425,6 +443,16 @@ class InstanceConfig(ConfigModel):
     # What the live stack holds (DeployedConfig); synth refuses a change
     # CloudFormation cannot apply to it (docs/infra.md, "Changes synth refuses").
     deployed: DeployedConfig = Field(default_factory=DeployedConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _size_defaults_under_the_declaration(cls, data: Any) -> Any:
+        """A known ``size`` is merged under what the instance states, so an
+        explicit field still wins; an unknown one is left for the field's
+        own check to name."""
+        if isinstance(data, Mapping) and data.get("size") in SIZES:
+            return _deep_merge(SIZES[str(data["size"])], data)
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -563,10 +591,12 @@ def load_instances(context: Mapping[str, Any]) -> list[InstanceConfig]:
             f"context.{CONTEXT_KEY}: missing or not an object; expected "
             '{"defaults": {...}, "instances": [{"domain": ..., "region": ...}, ...]}'
         )
-    unknown = sorted(set(section) - {"defaults", "instances"})
+    # ``shared``: a region's shared stack (infra/shared_config.py).
+    unknown = sorted(set(section) - {"defaults", "instances", "shared"})
     if unknown:
         raise InstanceConfigError(
-            f"context.{CONTEXT_KEY}.{unknown[0]}: unknown field; allowed: defaults, instances"
+            f"context.{CONTEXT_KEY}.{unknown[0]}: unknown field; allowed: defaults, instances, "
+            "shared"
         )
     defaults = section.get("defaults", {})
     if not isinstance(defaults, Mapping):

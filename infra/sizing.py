@@ -36,11 +36,15 @@ _MEMORY_OVERHEAD_SHARE: Final = 0.10
 _MAX_EXECUTOR_CORES: Final = 4
 
 
-def size_executors(core_instance_type: str, core_instance_count: int) -> ExecutorSizing:
+def size_executors(
+    core_instance_type: str, core_instance_count: int, executor_cores: int | None = None
+) -> ExecutorSizing:
     """Fixed executor sizing for a streaming job on ``core_instance_count`` nodes.
 
     One executor container is left free for the driver, which runs in a YARN
-    container in cluster deploy mode.
+    container in cluster deploy mode. ``executor_cores`` (default 4) smaller
+    than a node's vCPUs splits the node into more containers: one core node
+    of 4 vCPUs with 2-core executors holds one executor and the driver.
     """
     if core_instance_type not in INSTANCE_TYPES:
         raise ValueError(
@@ -50,7 +54,7 @@ def size_executors(core_instance_type: str, core_instance_count: int) -> Executo
     if core_instance_count < 1:
         raise ValueError(f"core_instance_count={core_instance_count} must be >= 1")
     vcpus, memory_gib = INSTANCE_TYPES[core_instance_type]
-    cores = min(_MAX_EXECUTOR_CORES, vcpus)
+    cores = min(executor_cores or _MAX_EXECUTOR_CORES, vcpus)
     per_node = max(1, vcpus // cores)
     container_mb = int(memory_gib * 1024 * _YARN_MEMORY_SHARE) // per_node
     memory_mb = int(container_mb / (1 + _MEMORY_OVERHEAD_SHARE)) // 256 * 256

@@ -43,7 +43,7 @@ def cluster_configurations(config: EmrConfig) -> list[dict[str, Any]]:
     ``spark.yarn.maxAppAttempts`` is silently capped (YARN defaults to 2).
     """
     spark_defaults = streaming_conf(
-        size_executors(config.core_instance_type, config.core_instance_count)
+        size_executors(config.core_instance_type, config.core_instance_count, config.executor_cores)
     )
     return [
         {"classification": "spark-defaults", "configurationProperties": spark_defaults},

@@ -16,6 +16,7 @@ from typing import Final
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_msk as msk
 from constructs import Construct
 
@@ -57,6 +58,73 @@ def encode_configs(configs: dict[str, str]) -> str:
     https://docs.aws.amazon.com/msk/latest/developerguide/describe-topic-cli.html)."""
     text = "".join(f"{key}={value}\n" for key, value in sorted(configs.items()))
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def add_failure_cluster(
+    scope: Construct,
+    *,
+    cluster_name: str,
+    config: KafkaConfig,
+    vpc: ec2.IVpc,
+    subnets: tuple[ec2.ISubnet, ...],
+    removal_policy: RemovalPolicy,
+    retention: RetentionConfig,
+) -> tuple[ec2.SecurityGroup, logs.LogGroup, msk.CfnCluster]:
+    """The MSK cluster failure topics live on, its brokers' security group and
+    log group, created as children of ``scope`` (an instance's ``Failures``
+    or a region's shared stack: the construct ids, hence an instance's pinned
+    logical ids, do not change). IAM auth over TLS only, in-cluster TLS,
+    broker logs to an encrypted group, ``config.enhanced_monitoring``."""
+    security_group = ec2.SecurityGroup(
+        scope,
+        "BrokerSecurityGroup",
+        vpc=vpc,
+        description=f"MSK brokers of {cluster_name}: IAM/TLS clients only",
+        allow_all_outbound=False,
+    )
+    log_group = encrypted_log_group(
+        scope,
+        "BrokerLogs",
+        what=f"MSK cluster {cluster_name}'s broker logs",
+        retention=retention_days(retention.broker_log_days),
+        removal_policy=removal_policy,
+    )
+    cluster = msk.CfnCluster(
+        scope,
+        "Cluster",
+        cluster_name=cluster_name,
+        kafka_version=config.version,
+        number_of_broker_nodes=config.broker_count,
+        broker_node_group_info=msk.CfnCluster.BrokerNodeGroupInfoProperty(
+            client_subnets=[subnet.subnet_id for subnet in subnets],
+            instance_type=config.broker_instance_type,
+            security_groups=[security_group.security_group_id],
+            storage_info=msk.CfnCluster.StorageInfoProperty(
+                ebs_storage_info=msk.CfnCluster.EBSStorageInfoProperty(
+                    volume_size=config.broker_volume_gib
+                )
+            ),
+        ),
+        client_authentication=msk.CfnCluster.ClientAuthenticationProperty(
+            sasl=msk.CfnCluster.SaslProperty(iam=msk.CfnCluster.IamProperty(enabled=True)),
+            unauthenticated=msk.CfnCluster.UnauthenticatedProperty(enabled=False),
+        ),
+        encryption_info=msk.CfnCluster.EncryptionInfoProperty(
+            encryption_in_transit=msk.CfnCluster.EncryptionInTransitProperty(
+                client_broker="TLS", in_cluster=True
+            )
+        ),
+        logging_info=msk.CfnCluster.LoggingInfoProperty(
+            broker_logs=msk.CfnCluster.BrokerLogsProperty(
+                cloud_watch_logs=msk.CfnCluster.CloudWatchLogsProperty(
+                    enabled=True, log_group=log_group.log_group_name
+                )
+            )
+        ),
+        enhanced_monitoring=config.enhanced_monitoring,
+    )
+    cluster.apply_removal_policy(removal_policy)
+    return security_group, log_group, cluster
 
 
 @dataclass(frozen=True)
@@ -122,56 +190,16 @@ class FailureTopic(Construct):
         stack_output(self, "MskClusterArn", self.cluster_arn)
 
     def _create_cluster(self, props: FailureTopicProps) -> str:
-        config = props.config
-        self.security_group = ec2.SecurityGroup(
+        created = add_failure_cluster(
             self,
-            "BrokerSecurityGroup",
-            vpc=props.vpc,
-            description=f"MSK brokers of {props.cluster_name}: IAM/TLS clients only",
-            allow_all_outbound=False,
-        )
-        self.broker_log_group = encrypted_log_group(
-            self,
-            "BrokerLogs",
-            what=f"MSK cluster {props.cluster_name}'s broker logs",
-            retention=retention_days(props.retention.broker_log_days),
-            removal_policy=props.removal_policy,
-        )
-        self.cluster = msk.CfnCluster(
-            self,
-            "Cluster",
             cluster_name=props.cluster_name,
-            kafka_version=config.version,
-            number_of_broker_nodes=config.broker_count,
-            broker_node_group_info=msk.CfnCluster.BrokerNodeGroupInfoProperty(
-                client_subnets=[subnet.subnet_id for subnet in props.subnets],
-                instance_type=config.broker_instance_type,
-                security_groups=[self.security_group.security_group_id],
-                storage_info=msk.CfnCluster.StorageInfoProperty(
-                    ebs_storage_info=msk.CfnCluster.EBSStorageInfoProperty(
-                        volume_size=config.broker_volume_gib
-                    )
-                ),
-            ),
-            client_authentication=msk.CfnCluster.ClientAuthenticationProperty(
-                sasl=msk.CfnCluster.SaslProperty(iam=msk.CfnCluster.IamProperty(enabled=True)),
-                unauthenticated=msk.CfnCluster.UnauthenticatedProperty(enabled=False),
-            ),
-            encryption_info=msk.CfnCluster.EncryptionInfoProperty(
-                encryption_in_transit=msk.CfnCluster.EncryptionInTransitProperty(
-                    client_broker="TLS", in_cluster=True
-                )
-            ),
-            logging_info=msk.CfnCluster.LoggingInfoProperty(
-                broker_logs=msk.CfnCluster.BrokerLogsProperty(
-                    cloud_watch_logs=msk.CfnCluster.CloudWatchLogsProperty(
-                        enabled=True, log_group=self.broker_log_group.log_group_name
-                    )
-                )
-            ),
-            enhanced_monitoring="PER_BROKER",
+            config=props.config,
+            vpc=props.vpc,
+            subnets=props.subnets,
+            removal_policy=props.removal_policy,
+            retention=props.retention,
         )
-        self.cluster.apply_removal_policy(props.removal_policy)
+        self.security_group, self.broker_log_group, self.cluster = created
         return self.cluster.attr_arn
 
     def allow_clients(self, peers: Iterable[ec2.ISecurityGroup]) -> None:

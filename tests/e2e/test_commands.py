@@ -82,3 +82,61 @@ def test_make_help_lists_every_readme_target() -> None:
     operate = {"status", "stop-job", "produce", "reprocess", "report", "maintain"}
     assert operate <= listed, "the operator commands"
     assert {"test-fast", "test-synth", "test-integration", "test-e2e"} <= listed, "the tiers"
+
+
+def test_make_cost_prints_each_instance_with_list_prices_and_their_date() -> None:
+    """``make cost`` is ``python -m scripts.cost`` on the user's cdk.json:
+    every declared instance and shared stack, resource lines and a total,
+    the prices' date and that they are list prices."""
+    from infra.config import load_instances, read_cdk_context
+    from infra.prices import PRICES_READ
+    from infra.shared_config import load_shared
+
+    context = read_cdk_context(ROOT / "cdk.json")
+    stacks = [c.stack_name for c in load_instances(context)]
+    stacks += [c.stack_name for c in load_shared(context)]
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.cost"],
+        cwd=ROOT,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert f"LIST prices read {PRICES_READ}" in out
+    printed = re.findall(r"^(Streaming-\S+) \(", out, re.MULTILINE)
+    assert printed == stacks, out[:2000]
+    totals = re.findall(r"total a month\s+\$([\d,]+\.\d\d)", out)
+    assert len(totals) == len(stacks) and all(float(t.replace(",", "")) > 50 for t in totals)
+
+
+def test_cdk_synth_prints_one_cost_line_per_instance_on_stderr_only(tmp_path: Path) -> None:
+    """``app.py`` as the CDK CLI runs it (context in ``CDK_CONTEXT_JSON``):
+    stdout stays empty, so ``cdk synth --quiet`` prints nothing else."""
+    import json
+
+    from infra.config import SYNTH_CHECK_CONTEXT_KEY, read_cdk_context
+    from tests.fixtures import EXAMPLE_CDK_JSON
+
+    context = {**read_cdk_context(EXAMPLE_CDK_JSON), SYNTH_CHECK_CONTEXT_KEY: True}
+    env = {**_clean_env(), "CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == ""
+    lines = re.findall(r"^cost: (Streaming-\S+) ~\$[\d,.]+/month", done.stderr, re.MULTILINE)
+    assert sorted(lines) == [
+        "Streaming-orders-ap-northeast-2",
+        "Streaming-orders-eu-west-1",
+        "Streaming-payments-ap-northeast-2",
+    ], done.stderr[-2000:]

@@ -1,0 +1,73 @@
+"""Instance sizes: ``"size": "small" | "medium" | "large"`` in an instance
+sets consistent defaults in one place, and any field the instance (or the
+deployment's ``defaults``) states explicitly still wins (``infra.config``
+merges a size under the declaration).
+
+What a size sets: the node types (Graviton: EMR's ListSupportedInstanceTypes
+for ``emr-spark-8.1.0`` lists m6g and m7g from xlarge up, as moto's copy of
+it, ``moto/emr/resources/instance-types-emr-spark-8.1.0.json.gz``, shows;
+tests/infra/test_sizes.py asks it), the core node count and the executor
+cores (infra/sizing.py derives executors and memory from them), the MSK
+monitoring level of a created cluster, and the trigger interval.
+
+``small`` is sized for up to ~500 records/s from docs/sizing.md's measured
+batch cost ``T(n) = F + n / (c x p)`` (F ~ 6 s under load, p ~ 6,500
+records/s per core): one m7g.xlarge core node, one 2-core executor (the other
+half of the node holds the driver's container), a 30 s trigger:
+T(500 x 30) = 6 + 15,000 / 13,000 = 7.2 s, well inside 30 s
+(:func:`holds_trigger`). A longer trigger also means fewer S3 requests and
+Glue commits per hour (docs/sizing.md, "Cost").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+SizeName = Literal["small", "medium", "large"]
+
+SIZES: Final[dict[str, dict[str, Any]]] = {
+    "small": {
+        "emr": {
+            "master_instance_type": "m7g.xlarge",
+            "core_instance_type": "m7g.xlarge",
+            "core_instance_count": 1,
+            "executor_cores": 2,
+        },
+        "kafka": {"enhanced_monitoring": "DEFAULT"},
+        "job": {"trigger_interval_sec": 30},
+    },
+    "medium": {
+        "emr": {
+            "master_instance_type": "m7g.xlarge",
+            "core_instance_type": "m7g.xlarge",
+            "core_instance_count": 2,
+        },
+        "kafka": {"enhanced_monitoring": "DEFAULT"},
+        "job": {"trigger_interval_sec": 10},
+    },
+    "large": {
+        "emr": {
+            "master_instance_type": "m7g.xlarge",
+            "core_instance_type": "m7g.2xlarge",
+            "core_instance_count": 3,
+        },
+        "kafka": {"enhanced_monitoring": "PER_BROKER"},
+        "job": {"trigger_interval_sec": 10},
+    },
+}
+
+# docs/sizing.md, "How many cores": the fixed cost of a streaming batch under
+# load and one core's records per second (the loaded figure).
+BATCH_FIXED_SEC: Final = 6.0
+RECORDS_PER_CORE_SEC: Final = 6_500.0
+SMALL_RECORDS_PER_SEC: Final = 500
+
+
+def batch_seconds(records_per_sec: float, trigger_sec: float, cores: int) -> float:
+    """docs/sizing.md's ``T(r x I) = F + r x I / (c x p)``."""
+    return BATCH_FIXED_SEC + records_per_sec * trigger_sec / (cores * RECORDS_PER_CORE_SEC)
+
+
+def holds_trigger(records_per_sec: float, trigger_sec: float, cores: int) -> bool:
+    """A batch of ``trigger_sec`` worth of records ends before the next trigger."""
+    return batch_seconds(records_per_sec, trigger_sec, cores) <= trigger_sec

@@ -1,0 +1,74 @@
+"""One region's shared stack, ``Streaming-shared-<region>``
+(infra/shared_config.py): a VPC with one NAT, and one MSK cluster the
+region's instances put their failure topics on.
+
+It owns no topic and grants nothing: each instance creates its own topic on
+the cluster (``kafka.cluster_arn``) and grants its own job role that topic
+only (FailureTopic.grant_job: ``Connect`` on the cluster, ``WriteData`` and
+``DescribeTopic`` on its topic ARN; no cluster-wide admin), so IAM, not the
+network, keeps instance A off instance B's topic (tests/infra/test_shared.py).
+The brokers admit the VPC's own CIDR on the IAM/TLS listener: the instances
+that import this VPC run their EMR nodes in it. Its outputs are what an
+instance's ``network`` and ``kafka.cluster_arn`` import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Fn, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_ec2 as ec2
+from constructs import Construct
+
+from infra.constructs.failure_topic import IAM_TLS_PORT, add_failure_cluster
+from infra.constructs.network import Network, NetworkProps
+from infra.shared_config import SharedRegionConfig
+
+SHARED_TAG = "streaming:shared"
+
+
+class SharedRegionStack(Stack):
+    """Exposes ``config``, ``network`` and ``cluster`` (the MSK ``CfnCluster``)."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: SharedRegionConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            stack_name=config.stack_name,
+            description=f"Shared network and failure-topic cluster of {config.region}",
+            **kwargs,
+        )
+        self.config = config
+        Tags.of(self).add(SHARED_TAG, config.region)
+        removal = (
+            RemovalPolicy.DESTROY if config.removal_policy == "DESTROY" else (RemovalPolicy.RETAIN)
+        )
+        self.network = network = Network(
+            self,
+            "Network",
+            props=NetworkProps(config.network, removal, config.retention),
+        )
+        failures = Construct(self, "Failures")
+        security_group, _logs, self.cluster = add_failure_cluster(
+            failures,
+            cluster_name=config.cluster_name,
+            config=config.kafka,
+            vpc=network.vpc,
+            subnets=network.msk_subnets,
+            removal_policy=removal,
+            retention=config.retention,
+        )
+        security_group.add_ingress_rule(
+            ec2.Peer.ipv4(config.network.vpc_cidr),  # the created VPC's (a literal for cdk-nag)
+            ec2.Port.tcp(IAM_TLS_PORT),
+            "Kafka clients in the shared VPC (IAM auth over TLS; IAM scopes each to its topic)",
+        )
+        subnets = network.private_subnets
+        CfnOutput(self, "VpcId", value=network.vpc.vpc_id)
+        CfnOutput(self, "PrivateSubnetIds", value=Fn.join(",", [s.subnet_id for s in subnets]))
+        CfnOutput(
+            self, "AvailabilityZones", value=Fn.join(",", [s.availability_zone for s in subnets])
+        )
+        CfnOutput(self, "MskClusterArn", value=self.cluster.attr_arn)

@@ -1,0 +1,221 @@
+"""``make cost``'s estimate (infra/cost.py) against the price table
+(infra/prices.py): one stack recomputed by hand from its template, the table's
+rows each citing a page and a date, the small shared shape under $450, and
+the errors that keep an estimate from being silently low."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date
+from typing import Any
+
+import pytest
+
+from infra.cost import (
+    Load,
+    TemplateCostError,
+    estimate,
+    load_for,
+    render,
+    synth_line,
+)
+from infra.prices import PRICE_ROWS, PRICES_READ, REGIONS, UnknownPriceError
+from tests.fixtures import EXAMPLE_CDK_JSON
+from tests.infra.conftest import Synthesized, check_context, synthesize
+
+HOURS = 730
+SECONDS = 730 * 3600
+SHARED_ARN = "arn:aws:kafka:us-east-1:123456789012:cluster/streaming-failures/0b1c2d3e-aaaa-bbbb"
+
+
+def _usd(key: str, region: str) -> float:
+    (found,) = [row.usd for row in PRICE_ROWS if row.key == key and row.region == region]
+    return found
+
+
+def _of_type(template: dict[str, Any], type_: str) -> list[dict[str, Any]]:
+    return [r.get("Properties", {}) for r in template["Resources"].values() if r["Type"] == type_]
+
+
+# ----------------------------------------------------------------- the table
+
+
+def test_every_price_row_cites_an_aws_pricing_page_and_the_date_it_was_read() -> None:
+    assert len(PRICE_ROWS) > 50
+    for row in PRICE_ROWS:
+        assert re.fullmatch(r"https://aws\.amazon\.com/[a-z0-9/-]+/", row.source), row
+        assert date.fromisoformat(row.read) <= date.fromisoformat(PRICES_READ), row
+        assert row.usd > 0 and row.unit, row
+
+
+def test_every_priced_key_has_each_region_of_the_example_and_the_bar() -> None:
+    keys = {row.key for row in PRICE_ROWS}
+    have = {(row.key, row.region) for row in PRICE_ROWS}
+    missing = sorted((k, r) for k in keys for r in REGIONS if (k, r) not in have)
+    assert not missing
+    assert len(have) == len(PRICE_ROWS), "one row per key and region"
+
+
+# ------------------------------------------------------- a stack, by hand
+
+
+def test_orders_eu_west_1_is_recomputed_by_hand_from_its_template(
+    synthesized: Synthesized,
+) -> None:
+    """Independent arithmetic: the template's resources times the table's
+    prices, 730 h a month; EMR's default EBS for an xlarge is 64 GiB plus a
+    15 GiB root (docs in infra/cost.py)."""
+    name, region = "Streaming-orders-eu-west-1", "eu-west-1"
+    template = synthesized.templates[name]
+    config = synthesized.config(name)
+
+    def p(key: str) -> float:
+        return _usd(key, region)
+
+    expected = 0.0
+    (cluster,) = _of_type(template, "AWS::EMR::Cluster")
+    groups = cluster["Instances"]
+    for group in (groups["MasterInstanceGroup"], groups["CoreInstanceGroup"]):
+        n, kind = group["InstanceCount"], group["InstanceType"]
+        assert kind == "m5.xlarge"
+        expected += n * HOURS * (p(f"ec2:{kind}") + p(f"emr:{kind}")) + n * 79 * p("ebs:gp2")
+    (msk,) = _of_type(template, "AWS::MSK::Cluster")
+    brokers = msk["NumberOfBrokerNodes"]
+    expected += brokers * HOURS * p("msk:kafka.m5.large")
+    expected += (
+        brokers
+        * msk["BrokerNodeGroupInfo"]["StorageInfo"]["EBSStorageInfo"]["VolumeSize"]
+        * p("msk:storage")
+    )
+    assert msk["EnhancedMonitoring"] == "PER_BROKER"
+    expected += brokers * 30 * p("cloudwatch:metric")
+    expected += len(_of_type(template, "AWS::EC2::NatGateway")) * HOURS * p("vpc:nat-gateway")
+    expected += len(_of_type(template, "AWS::EC2::EIP")) * HOURS * p("vpc:public-ipv4")
+    expected += len(_of_type(template, "AWS::KMS::Key")) * p("kms:key")
+    expected += len(_of_type(template, "AWS::CloudWatch::Alarm")) * p("cloudwatch:alarm")
+    expected += len(_of_type(template, "AWS::CloudWatch::Dashboard")) * p("cloudwatch:dashboard")
+    (stream,) = _of_type(template, "AWS::Kinesis::Stream")
+    assert stream.get("RetentionPeriodHours", 24) == 24
+    expected += stream["ShardCount"] * HOURS * p("kinesis:shard")
+    # Volume: 50 records/s of 2 KB (a declared load), one batch per 10 s.
+    rate, size, trigger = 50.0, 2048, config.job.trigger_interval_sec
+    records = rate * SECONDS
+    batches = SECONDS / trigger
+    expected += records / 1e6 * p("kinesis:put-payload-unit")
+    expected += batches * 12 / 1000 * p("s3:put") + batches * 20 / 1000 * p("s3:get")
+    expected += batches * 3 / 1e6 * p("glue:catalog-request")
+    expected += batches / 1000 * p("cloudwatch:put-metric-data")
+    expected += records * size / 1024**3 * p("s3:storage")
+
+    found = estimate(name, template, region, Load(rate, size, trigger))
+    assert found.total_usd == pytest.approx(expected, rel=1e-9)
+    # The review of issue 35 put this stack at ~$1,300 a month.
+    assert 1_150 < found.total_usd < 1_400, render(found)
+
+
+def test_the_orders_seoul_stack_prices_its_extended_retention_and_bigger_nodes(
+    synthesized: Synthesized,
+) -> None:
+    name = "Streaming-orders-ap-northeast-2"
+    found = estimate(name, synthesized.templates[name], "ap-northeast-2", Load(0, 1024, 10))
+    lines = {line.resource: line for line in found.lines}
+    assert lines["Kinesis extended retention x4"].count == 4 * HOURS
+    assert lines["EC2 m5.2xlarge x3 (core)"].unit_usd == _usd("ec2:m5.2xlarge", "ap-northeast-2")
+    assert 2_100 < found.total_usd < 2_450, "issue 35's review: ~$2,330"
+
+
+def test_an_on_demand_stream_bills_stream_hours_and_gigabytes(synthesized: Synthesized) -> None:
+    name = "Streaming-payments-ap-northeast-2"
+    found = estimate(name, synthesized.templates[name], "ap-northeast-2", Load(10, 100, 5))
+    lines = {line.resource.split(" (")[0]: line for line in found.lines}
+    assert lines["Kinesis on-demand stream"].count == HOURS
+    # 100-byte records are billed as 1 KB each.
+    assert lines["Kinesis on-demand data in"].count == pytest.approx(10 * SECONDS * 1024 / 1024**3)
+    assert not any("shards" in line.resource for line in found.lines)
+
+
+# ------------------------------------------- the small shape on a shared MSK
+
+
+@pytest.fixture(scope="module")
+def small_shared(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """One ``small`` instance in us-east-1 on its region's shared MSK cluster."""
+    context = check_context(EXAMPLE_CDK_JSON)
+    context = json.loads(json.dumps(context))
+    context["streaming"]["instances"] = [
+        {
+            "domain": "refunds",
+            "region": "us-east-1",
+            "size": "small",
+            "kafka": {"cluster_arn": SHARED_ARN},
+            "expected_load": {"records_per_sec": 10},
+        }
+    ]
+    return synthesize(context, tmp_path_factory.mktemp("cdk.out.small"))
+
+
+@pytest.mark.synth
+def test_a_small_instance_on_its_regions_shared_msk_costs_at_most_450_a_month(
+    small_shared: Synthesized,
+) -> None:
+    name = "Streaming-refunds-us-east-1"
+    config = small_shared.config(name)
+    assert small_shared.error is None, small_shared.error
+    found = estimate(name, small_shared.templates[name], "us-east-1", load_for(config))
+    assert found.load == Load(10, 1024, 30)
+    assert found.total_usd <= 450, render(found)
+    resources = [line.resource for line in found.lines]
+    assert not any(r.startswith("MSK") for r in resources), "the shared cluster is not its own"
+    assert "EC2 m7g.xlarge x1 (core)" in resources
+    line = synth_line(config, name, small_shared.templates[name])
+    assert line.startswith(f"cost: {name} ~$") and "records/s" in line
+
+
+# ------------------------------------------------------------ what stops it
+
+
+def _template(**resources: dict[str, Any]) -> dict[str, Any]:
+    return {"Resources": resources}
+
+
+def test_a_region_without_rows_names_the_missing_row_and_synth_still_says_why() -> None:
+    kms = {"Type": "AWS::KMS::Key", "Properties": {}}
+    with pytest.raises(UnknownPriceError, match=r"'kms:key' in sa-east-1.*us-east-1"):
+        estimate("S", _template(Key=kms), "sa-east-1", Load(0, 1024, 10))
+
+
+def test_a_billed_type_the_walk_does_not_price_stops_the_estimate() -> None:
+    serverless = {"Type": "AWS::MSK::ServerlessCluster", "Properties": {}}
+    with pytest.raises(TemplateCostError, match="ServerlessCluster"):
+        estimate("S", _template(C=serverless), "us-east-1", Load(0, 1024, 10))
+
+
+def test_an_instance_count_resolved_at_deploy_time_cannot_be_priced() -> None:
+    group = {"InstanceType": "m5.xlarge", "InstanceCount": {"Ref": "Count"}}
+    cluster = {
+        "Type": "AWS::EMR::Cluster",
+        "Properties": {"Instances": {"CoreInstanceGroup": group}},
+    }
+    with pytest.raises(TemplateCostError, match=r"InstanceCount .*literal int"):
+        estimate("S", _template(C=cluster), "us-east-1", Load(0, 1024, 10))
+
+
+def test_control_a_priced_template_gives_lines_with_count_unit_price_and_monthly() -> None:
+    kms = {"Type": "AWS::KMS::Key", "Properties": {}}
+    found = estimate("S", _template(A=kms, B=kms), "us-east-1", Load(0, 1024, 10))
+    (keys,) = [line for line in found.lines if line.resource == "KMS keys x2"]
+    assert (keys.count, keys.unit_usd, keys.monthly_usd) == (2, 1.0, 2.0)
+    text = render(found)
+    assert "KMS keys x2" in text and "$1 / key-month" in text and "total a month" in text
+
+
+def test_the_synth_line_of_an_unpriced_region_says_why_instead_of_failing() -> None:
+    class _Config:
+        region = "sa-east-1"
+        expected_load = type("E", (), {"records_per_sec": 0.0, "record_bytes": 1024})()
+        job = type("J", (), {"trigger_interval_sec": 10})()
+
+    kms = {"Type": "AWS::KMS::Key", "Properties": {}}
+    line = synth_line(_Config(), "S", _template(A=kms))  # type: ignore[arg-type]
+    assert line.startswith("cost: S not estimated: no price for 'kms:key' in sa-east-1")

@@ -1,0 +1,114 @@
+"""Instance sizes (infra/sizes.py): one place sets consistent defaults, an
+explicit field still wins, the node types are ones EMR supports on the
+release, and ``small`` holds its trigger at 500 records/s by docs/sizing.md's
+measured batch cost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from infra.config import DEFAULT_RELEASE_LABEL, InstanceConfigError, load_instances
+from infra.sizes import (
+    SIZES,
+    SMALL_RECORDS_PER_SEC,
+    batch_seconds,
+    holds_trigger,
+)
+from infra.sizing import size_executors
+
+TLS = "s3://my-tls-bucket/streaming/certificates.zip"
+
+
+def _one(**entry: Any) -> Any:
+    context = {
+        "streaming": {
+            "defaults": {"emr": {"tls_certificates_s3_uri": TLS}},
+            "instances": [{"domain": "refunds", "region": "us-east-1", **entry}],
+        }
+    }
+    (config,) = load_instances(context)
+    return config
+
+
+def test_small_sets_graviton_nodes_one_core_two_core_executors_default_metrics_30s() -> None:
+    config = _one(size="small")
+    assert (config.emr.master_instance_type, config.emr.core_instance_type) == (
+        "m7g.xlarge",
+        "m7g.xlarge",
+    )
+    assert (config.emr.core_instance_count, config.emr.executor_cores) == (1, 2)
+    assert config.kafka.enhanced_monitoring == "DEFAULT"
+    assert config.job.trigger_interval_sec == 30
+
+
+def test_an_explicit_field_wins_over_the_size() -> None:
+    config = _one(size="small", job={"trigger_interval_sec": 60}, emr={"core_instance_count": 2})
+    assert config.job.trigger_interval_sec == 60 and config.emr.core_instance_count == 2
+    assert config.emr.core_instance_type == "m7g.xlarge", "the rest of the size still applies"
+
+
+def test_control_without_a_size_the_defaults_are_unchanged() -> None:
+    config = _one()
+    assert config.size is None
+    assert (config.emr.core_instance_type, config.emr.core_instance_count) == ("m5.xlarge", 2)
+    assert config.kafka.enhanced_monitoring == "PER_BROKER"
+    assert config.job.trigger_interval_sec == 10
+
+
+def test_an_unknown_size_is_named_with_the_allowed_ones() -> None:
+    with pytest.raises(
+        InstanceConfigError, match=r"field size: .*'tiny'.*small \| medium \| large"
+    ):
+        _one(size="tiny")
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+def test_each_size_leaves_a_container_for_the_driver(size: str) -> None:
+    emr = _one(size=size).emr
+    sizing = size_executors(emr.core_instance_type, emr.core_instance_count, emr.executor_cores)
+    vcpus = {"m7g.xlarge": 4, "m7g.2xlarge": 8}[emr.core_instance_type]
+    slots = emr.core_instance_count * (vcpus // sizing.cores)
+    assert sizing.instances == slots - 1 >= 1
+
+
+@mock_aws
+def test_every_node_type_of_every_size_is_supported_by_emr_on_the_release() -> None:
+    """moto answers ListSupportedInstanceTypes from its copy of EMR's answer
+    for the release label (moto/emr/resources/instance-types-<label>.json.gz)."""
+    emr = boto3.client("emr", region_name="us-east-1")
+    supported: set[str] = set()
+    kwargs: dict[str, str] = {"ReleaseLabel": DEFAULT_RELEASE_LABEL}
+    while True:
+        page = emr.list_supported_instance_types(**kwargs)
+        supported |= {t["Type"] for t in page["SupportedInstanceTypes"]}
+        if not page.get("Marker"):
+            break
+        kwargs["Marker"] = page["Marker"]
+    assert "m5.xlarge" in supported, "control: the release's list is there"
+    for size in SIZES.values():
+        for field in ("master_instance_type", "core_instance_type"):
+            assert size["emr"][field] in supported, (size, field)
+    assert "m7g.large" not in supported, "why the sizes start at xlarge"
+
+
+def test_small_keeps_its_trigger_at_500_records_per_second() -> None:
+    """docs/sizing.md: T(r x I) = F + r x I / (c x p), F ~ 6 s, p ~ 6,500."""
+    config = _one(size="small")
+    cores = size_executors(
+        config.emr.core_instance_type, config.emr.core_instance_count, config.emr.executor_cores
+    )
+    executor_cores = cores.instances * cores.cores
+    trigger = config.job.trigger_interval_sec
+    assert executor_cores == 2
+    assert batch_seconds(SMALL_RECORDS_PER_SEC, trigger, executor_cores) == pytest.approx(
+        6 + 500 * 30 / (2 * 6_500)
+    )
+    assert holds_trigger(SMALL_RECORDS_PER_SEC, trigger, executor_cores)
+    # Controls: the model does say no: a trigger no longer than F = 6 s, or
+    # 20,000 records/s (the two cores' 13,000 a second over 24 s of work).
+    assert not holds_trigger(SMALL_RECORDS_PER_SEC, 6, executor_cores)
+    assert not holds_trigger(20_000, trigger, executor_cores)
