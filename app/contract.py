@@ -142,3 +142,9 @@ SUPERVISOR_STATE_NAME: Final = "supervisor.json"
 def exit_record_path(checkpoint_location: str) -> str:
     """Where the job's exit record lives: beside its lease, in the checkpoint."""
     return checkpoint_location.rstrip("/") + "/" + EXIT_RECORD_NAME
+
+
+def supervisor_state_path(stop_marker_path: str) -> str:
+    """Where the supervisor keeps its state: beside the instance's stop marker
+    (``control/<instance>/`` in the data bucket; a local run's instance directory)."""
+    return stop_marker_path.rsplit("/", 1)[0] + "/" + SUPERVISOR_STATE_NAME
