@@ -29,6 +29,7 @@ from app.storage_uri import is_s3, local_path, parse_s3_uri
 log = logging.getLogger(__name__)
 
 _MAX_DETAIL = 1_000
+_HEAD = 300
 
 
 class ExitRecordError(ValueError):
@@ -80,9 +81,13 @@ class ExitRecord:
 
 
 def shorten(detail: str) -> str:
-    """One line, bounded: the record is read by a Lambda and shown by status."""
+    """One line, bounded: the record is read by a Lambda and shown by status.
+    A long one keeps its head (what failed) and its tail (a Python traceback's
+    last line is the cause)."""
     flat = " ".join(detail.split())
-    return flat if len(flat) <= _MAX_DETAIL else flat[:_MAX_DETAIL] + " ..."
+    if len(flat) <= _MAX_DETAIL:
+        return flat
+    return flat[:_HEAD] + " ... " + flat[-(_MAX_DETAIL - _HEAD) :]
 
 
 def write_exit_record(checkpoint_location: str, record: ExitRecord, s3_client: Any = None) -> bool:
