@@ -40,7 +40,7 @@ LAUNCHER: Final = REPO / "bootstrap" / "streaming-spark-submit.sh"
 # The last commit before the lease-based handover (issue 33).
 BEFORE_ISSUE_33: Final = "6c5bea241027492a4f8631a11b5c3dae1f80c0dd"
 
-FAKE_AWS: Final = '''
+FAKE_AWS: Final = """
 import json, os, sys, time
 from pathlib import Path
 from app.lease import file_lease_state
@@ -65,7 +65,7 @@ if words[:2] == ["s3", "cp"] and words[2] == "-":
     local(words[3]).write_bytes(sys.stdin.buffer.read())
 elif words[:2] == ["s3", "rm"]:
     local(words[2]).unlink(missing_ok=True)
-'''
+"""
 FAKES: Final = {
     "spark-submit": 'printf "%s\\n" "$*" >> "$FAKE_DIR/submitted"\n',
     # Cluster B: nothing of this instance runs here.
