@@ -59,7 +59,8 @@ def test_the_role_reaches_only_this_instances_objects_cluster_and_namespace(
     synthesized: Synthesized,
 ) -> None:
     role_ref = _function(synthesized)["Properties"]["Role"]["Fn::GetAtt"][0]
-    statements = {s.get("Sid"): s for s in _role_statements(synthesized, role_ref)}
+    every = _role_statements(synthesized, role_ref)
+    statements = {s["Sid"]: s for s in every if "Sid" in s}
     read = json.dumps(statements["ReadLeaseExitAndState"]["Resource"])
     for key in (f"checkpoints/{INSTANCE}/_lease", f"checkpoints/{INSTANCE}/_exit",
                 f"control/{INSTANCE}/supervisor.json"):  # fmt: skip
@@ -86,9 +87,11 @@ def test_the_role_reaches_only_this_instances_objects_cluster_and_namespace(
         contract.metric_namespace(INSTANCE)
     )
     actions = {
-        a
-        for s in statements.values()
-        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        action
+        for statement in every
+        for action in (
+            [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+        )
     }
     assert "iam:PassRole" not in actions
     assert "sns:Publish" in actions
@@ -106,3 +109,24 @@ def test_giving_up_has_an_alarm_on_the_instances_topic(synthesized: Synthesized)
     assert alarm["TreatMissingData"] == "notBreaching"
     topic = synthesized.one(STACK, "AWS::SNS::Topic")[0]
     assert alarm["AlarmActions"] == [{"Ref": topic}]
+
+
+def _longest(value: Any) -> str:
+    """A template value as the longest string it may resolve to: a Ref or
+    GetAtt as 128 characters (more than a bucket name's 63 or a cluster id)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(_longest(p) for p in parts)
+    if isinstance(value, dict) and ({"Ref", "Fn::GetAtt"} & set(value)):
+        return "x" * 128
+    raise AssertionError(f"unexpected template value {value!r}")
+
+
+def test_the_environment_fits_lambdas_4_kb(synthesized: Synthesized) -> None:
+    """https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html"""
+    env = _function(synthesized)["Properties"]["Environment"]["Variables"]
+    size = sum(len(k) + len(_longest(v).encode()) for k, v in env.items())
+    assert size < 4_096, size
+    print(f"\nsupervisor environment: at most {size} bytes of 4096")
