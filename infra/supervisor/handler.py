@@ -14,6 +14,10 @@ Observations, all of which survive the cluster:
   https://docs.aws.amazon.com/emr/latest/APIReference/API_ListSteps.html): a
   start under way.
 
+The heartbeat metric is not read: the lease says the same (a live job renews
+it every ``lease_ttl_sec / 3``), and ``GetMetricData`` has no resource-level
+permissions, so reading it would widen the role for no new fact.
+
 Actions: ``restart`` adds the stack's own step (``infra.emr_step.build_step``,
 rendered at synth into ``STEP``) with ``AddJobFlowSteps``; its launcher hands
 over from whatever still holds the lease, like a deploy. ``alarm`` publishes

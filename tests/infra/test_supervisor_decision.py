@@ -247,3 +247,14 @@ def test_state_round_trips_and_bad_state_names_the_field() -> None:
 def test_a_bad_policy_names_the_field(field: str, value: float, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Policy(**{field: value})  # type: ignore[arg-type]
+
+
+def test_a_launcher_that_gave_up_on_the_handover_is_followed_by_a_restart() -> None:
+    """Launcher exit 8: the old version held the lease past the bound and the
+    new one was not submitted. Once nothing holds the lease (the old one
+    stopped later, or died), the deployed version is restarted."""
+    state = seen_running_at(100)
+    gave_up = record(150, contract.EXIT_HANDOVER_TIMEOUT, code=8)
+    decision = decide(Observation(200, running=False, exit=gave_up), state, POLICY)
+    assert decision.action == "restart"
+    assert decision.reason == contract.EXIT_HANDOVER_TIMEOUT
