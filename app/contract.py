@@ -96,3 +96,55 @@ def dimensions(instance: str, reason: str | None = None) -> list[dict[str, str]]
     if reason is not None:
         found.append({"Name": REASON_DIMENSION, "Value": reason})
     return found
+
+
+# --------------------------------------------------------------------------- exit reasons
+# Why the job (or its launcher) last stopped, as data: the job writes an exit
+# record beside its lease on the way out (app/exit_record.py), so the
+# supervisor (infra/supervisor/) and ``make status`` read the reason without
+# parsing logs. One name per reason; the exit code alone cannot tell a
+# refused configuration from a refused checkpoint, nor an operator's stop
+# from a deploy's handover.
+EXIT_RECORD_NAME: Final = "_exit"
+EXIT_STOPPED_ON_REQUEST: Final = "stopped_on_request"
+EXIT_BATCH_FAILED: Final = "batch_failed"
+EXIT_CONFIG_REFUSED: Final = "config_refused"
+EXIT_CHECKPOINT_REFUSED: Final = "checkpoint_refused"
+EXIT_UNSUPPORTED_RELEASE: Final = "unsupported_release"
+EXIT_LEASE_REFUSED: Final = "lease_refused"
+EXIT_LEASE_LOST: Final = "lease_lost"
+# The launcher's own exits (bootstrap/streaming-spark-submit.sh).
+EXIT_HANDOVER_TIMEOUT: Final = "handover_timeout"
+# What the supervisor concludes when no record explains a job that is gone:
+# it was running and left no record (SIGKILL, a lost node), or it never ran.
+EXIT_VANISHED: Final = "vanished"
+EXIT_NEVER_STARTED: Final = "never_started"
+# A restart cannot cure these: the same configuration, checkpoint or release
+# would be refused again. The supervisor alarms at once and never restarts.
+UNRECOVERABLE_EXITS: Final = frozenset(
+    {EXIT_CONFIG_REFUSED, EXIT_CHECKPOINT_REFUSED, EXIT_UNSUPPORTED_RELEASE}
+)
+# Who asked for a stop (the stop marker's first word; app/graceful_stop.py):
+# an operator's stop is honoured until someone starts the job again, a
+# deploy's handover only until the new version should have taken the lease.
+STOP_BY_OPERATOR: Final = "operator"
+STOP_BY_HANDOVER: Final = "handover"
+
+# --------------------------------------------------------------------------- the supervisor
+# Published by the supervisor in the instance's namespace on every check:
+# restarts in its rolling window, and 1 while it has given up (budget spent or
+# an exit a restart cannot cure), which the SupervisorGaveUp alarm watches.
+SUPERVISOR_RESTARTS: Final = "SupervisorRestarts"
+SUPERVISOR_GAVE_UP: Final = "SupervisorGaveUp"
+SUPERVISOR_STATE_NAME: Final = "supervisor.json"
+
+
+def exit_record_path(checkpoint_location: str) -> str:
+    """Where the job's exit record lives: beside its lease, in the checkpoint."""
+    return checkpoint_location.rstrip("/") + "/" + EXIT_RECORD_NAME
+
+
+def supervisor_state_path(stop_marker_path: str) -> str:
+    """Where the supervisor keeps its state: beside the instance's stop marker
+    (``control/<instance>/`` in the data bucket; a local run's instance directory)."""
+    return stop_marker_path.rsplit("/", 1)[0] + "/" + SUPERVISOR_STATE_NAME

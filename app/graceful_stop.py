@@ -14,6 +14,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from app.contract import STOP_BY_HANDOVER, STOP_BY_OPERATOR
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,23 @@ class StopMarker:
             return True
         return Path(local_path(self.path)).exists()
 
+    def requester(self) -> str:
+        """Who wrote the marker: its first word is ``handover`` when a deploy's
+        launcher asked (bootstrap/streaming-spark-submit.sh); anything else
+        (``make stop-job``, an empty object from ``aws s3 cp /dev/null``) is an
+        operator, whose stop the supervisor honours until the job is started again."""
+        try:
+            if is_s3(self.path):
+                bucket, key = parse_s3_uri(self.path)
+                body = self._s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+            else:
+                body = Path(local_path(self.path)).read_bytes()
+        except Exception as exc:  # gone meanwhile, or unreadable: the safe answer
+            log.warning("stop marker %s unreadable (%s); taken as an operator's", self.path, exc)
+            return STOP_BY_OPERATOR
+        words = body.decode("utf-8", errors="replace").split()
+        return STOP_BY_HANDOVER if words[:1] == [STOP_BY_HANDOVER] else STOP_BY_OPERATOR
+
     def consume(self) -> None:
         if is_s3(self.path):
             bucket, key = parse_s3_uri(self.path)
@@ -65,10 +83,14 @@ class StopRequest:
     def __init__(self) -> None:
         self.event = threading.Event()
         self.reason = ""
+        # Who asked (app.contract.STOP_BY_*): a signal is an operator's (YARN's
+        # kill, Ctrl-C); a stop marker says itself.
+        self.by = STOP_BY_OPERATOR
 
-    def request(self, reason: str) -> None:
+    def request(self, reason: str, by: str = STOP_BY_OPERATOR) -> None:
         if not self.event.is_set():
             self.reason = reason
+            self.by = by
             self.event.set()
 
     def install(self) -> None:

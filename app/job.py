@@ -15,21 +15,34 @@ firing; locally and in tests the exit code is what is checked):
    what it holds and the fix, :mod:`app.checkpoint_state`)
 3  another copy holds the instance's lease: refused to start
 4  the lease was lost while running (another copy took it, or it expired)
+
+Whatever the code, once the configuration is read the job also writes why it
+stopped to ``<checkpoint>/_exit`` (:mod:`app.exit_record`, best effort): the
+supervisor and ``make status`` read the reason there, not in the logs.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import socket
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from app import aws_clients, contract
-from app.checkpoint_state import CheckpointState, check_resumable, inspect_checkpoint
+from app.checkpoint_state import (
+    CheckpointState,
+    OldCheckpointError,
+    check_resumable,
+    inspect_checkpoint,
+)
 from app.config import ConfigError, JobConfig
+from app.exit_record import ExitRecord, shorten, write_exit_record
 from app.graceful_stop import StopMarker, StopRequest
 from app.lease import LeaseHeldError, LeaseKeeper, make_lease
 from app.polling import wait_for
@@ -49,6 +62,39 @@ EXIT_QUERY_FAILED: Final = 1
 EXIT_BAD_CONFIG: Final = 2
 EXIT_LEASE_HELD: Final = 3
 EXIT_LEASE_LOST: Final = 4
+
+# The reason a code means when nothing more precise is known (app.contract names).
+REASON_OF_CODE: Final = {
+    EXIT_OK: contract.EXIT_STOPPED_ON_REQUEST,
+    EXIT_QUERY_FAILED: contract.EXIT_BATCH_FAILED,
+    EXIT_BAD_CONFIG: contract.EXIT_CONFIG_REFUSED,
+    EXIT_LEASE_HELD: contract.EXIT_LEASE_REFUSED,
+    EXIT_LEASE_LOST: contract.EXIT_LEASE_LOST,
+}
+
+
+@dataclass
+class Outcome:
+    """Why the job is ending, filled in where that is known (the exception
+    caught, the loop that saw the stop) and written as the exit record."""
+
+    reason: str = ""
+    detail: str = ""
+    stopped_by: str | None = None
+
+    def set(self, reason: str, detail: str, stopped_by: str | None = None) -> None:
+        self.reason, self.detail, self.stopped_by = reason, detail, stopped_by
+
+    def record(self, code: int) -> ExitRecord:
+        reason = self.reason or REASON_OF_CODE.get(code, contract.EXIT_BATCH_FAILED)
+        return ExitRecord(
+            code=code,
+            reason=reason,
+            detail=shorten(self.detail),
+            at=time.time(),
+            owner=f"{socket.gethostname()}:{os.getpid()}",
+            stopped_by=self.stopped_by if reason == contract.EXIT_STOPPED_ON_REQUEST else None,
+        )
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -103,35 +149,76 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = StopRequest()
     stop.install()
     s3 = s3_client_for(config)
+    return _main(config, args, stop, s3, Outcome())
+
+
+def _main(
+    config: JobConfig, args: argparse.Namespace, stop: StopRequest, s3: Any, outcome: Outcome
+) -> int:
+    """Lease, checkpoint check, session and query: the exit code. Why it ends
+    (``outcome``) is written as the exit record while the lease is still held,
+    so whoever sees the lease free also finds the record of that exit."""
     lease = make_lease(config.checkpoint_location, config.instance_id, config.lease_ttl_sec, s3)
     try:
         lease.acquire(config.lease_wait_sec)
     except LeaseHeldError as exc:
         log.error("%s", exc)
+        outcome.set(contract.EXIT_LEASE_REFUSED, str(exc))
+        write_exit_record(config.checkpoint_location, outcome.record(EXIT_LEASE_HELD), s3)
         return EXIT_LEASE_HELD
     keeper = LeaseKeeper(lease)
     keeper.start()
     log.info("instance %s: lease acquired by %s", config.instance_id, lease.owner)
+    code = EXIT_QUERY_FAILED
+    try:
+        code = _under_lease(config, args, stop, s3, keeper=keeper, outcome=outcome)
+        return code
+    finally:
+        keeper.stop()
+        write_exit_record(config.checkpoint_location, outcome.record(code), s3)
+        try:
+            lease.release()
+        except Exception as exc:  # the TTL frees it anyway
+            log.warning("could not release the lease: %s", exc)
+
+
+def _under_lease(
+    config: JobConfig,
+    args: argparse.Namespace,
+    stop: StopRequest,
+    s3: Any,
+    *,
+    keeper: LeaseKeeper,
+    outcome: Outcome,
+) -> int:
     try:
         # Before Spark starts: a checkpoint the query cannot resume stops here.
         checkpoint = checked_checkpoint(config, s3)
         spark = _session(config, local_work_dir(config, args.work_dir))
         try:
-            return run(spark, config, stop=stop, keeper=keeper, s3_client=s3, checkpoint=checkpoint)
+            return run(
+                spark,
+                config,
+                stop=stop,
+                keeper=keeper,
+                s3_client=s3,
+                checkpoint=checkpoint,
+                outcome=outcome,
+            )
         finally:
             spark.stop()
+    except OldCheckpointError as exc:
+        log.error("invalid job configuration: %s", exc)
+        outcome.set(contract.EXIT_CHECKPOINT_REFUSED, str(exc))
+        return EXIT_BAD_CONFIG
     except ConfigError as exc:
         log.error("invalid job configuration: %s", exc)
+        outcome.set(contract.EXIT_CONFIG_REFUSED, str(exc))
         return EXIT_BAD_CONFIG
-    except Exception:
+    except Exception as exc:
         log.exception("job failed")
+        outcome.set(contract.EXIT_BATCH_FAILED, f"{type(exc).__name__}: {exc}")
         return EXIT_QUERY_FAILED
-    finally:
-        keeper.stop()
-        try:
-            lease.release()
-        except Exception as exc:  # the TTL frees it anyway
-            log.warning("could not release the lease: %s", exc)
 
 
 def local_work_dir(config: JobConfig, explicit: str | None) -> str | None:
@@ -208,6 +295,7 @@ def run(
     keeper: LeaseKeeper | None = None,
     s3_client: Any = None,
     checkpoint: CheckpointState | None = None,
+    outcome: Outcome | None = None,
 ) -> int:
     """Start the query and supervise it until it fails or is asked to stop.
 
@@ -254,7 +342,7 @@ def run(
     )
     log.info("query %s started (checkpoint %s)", query.id, config.checkpoint_location)
     try:
-        return supervise(query, config, stop=stop, keeper=keeper, marker=marker)
+        return supervise(query, config, stop=stop, keeper=keeper, marker=marker, outcome=outcome)
     finally:
         if listener is not None:
             # Bounded: the last batch's progress event is still on Spark's
@@ -318,7 +406,10 @@ def supervise(
     stop: StopRequest,
     keeper: LeaseKeeper | None = None,
     marker: StopMarker | None = None,
+    outcome: Outcome | None = None,
 ) -> int:
+    """The job's main loop; ``outcome`` (when given) gets why it ended."""
+    said = outcome if outcome is not None else Outcome()
     poll = config.stop_poll_interval_sec
     while True:
         try:
@@ -326,35 +417,43 @@ def supervise(
                 break
         except Exception as exc:
             log.error("query failed, stopping the job: %s", _cause(exc))
+            said.set(contract.EXIT_BATCH_FAILED, _cause(exc))
             return EXIT_QUERY_FAILED
         if keeper is not None and keeper.lost.is_set():
             log.error("lease lost, stopping at once: %s", keeper.reason)
+            said.set(contract.EXIT_LEASE_LOST, keeper.reason)
             query.stop()
             return EXIT_LEASE_LOST
         if marker is not None and not stop.event.is_set() and marker.present():
-            stop.request(f"stop marker {marker.path}")
+            stop.request(f"stop marker {marker.path}", by=marker.requester())
         if stop.event.is_set():
-            log.info("stop requested (%s): stopping between batches", stop.reason)
+            log.info(
+                "stop requested (%s): stopping between batches (asked by: %s)", stop.reason, stop.by
+            )
             _stop_between_batches(
                 query, config.graceful_stop_timeout_sec, config.trigger_interval_sec
             )
             if marker is not None and stop.reason.startswith("stop marker"):
                 marker.consume()
-            if _failed(query, "query failed while stopping"):
+            if _failed(query, "query failed while stopping", said):
                 return EXIT_QUERY_FAILED
             log.info("stopped gracefully")
+            said.set(contract.EXIT_STOPPED_ON_REQUEST, stop.reason, stop.by)
             return EXIT_OK
-    if not _failed(query, "query failed, stopping the job"):
+    if not _failed(query, "query failed, stopping the job", said):
         log.error("query terminated without a stop request or an error")
+        said.set(contract.EXIT_BATCH_FAILED, "query terminated without a stop request or an error")
     return EXIT_QUERY_FAILED
 
 
-def _failed(query: StreamingQuery, what: str) -> bool:
+def _failed(query: StreamingQuery, what: str, outcome: Outcome) -> bool:
     """Whether the ended query ended on an error; if so its cause is logged after
-    ``what`` (the one place both ways of ending read ``query.exception()``)."""
+    ``what`` and given to ``outcome`` (the one place both ways of ending read
+    ``query.exception()``)."""
     failure = query.exception()
     if failure is not None:
         log.error("%s: %s", what, _cause(failure))
+        outcome.set(contract.EXIT_BATCH_FAILED, _cause(failure))
     return failure is not None
 
 

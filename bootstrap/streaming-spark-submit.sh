@@ -10,9 +10,13 @@
 #    Reading EMR's value on the node where spark-submit runs and prepending
 #    (classpath) or appending (Java options) keeps every EMR default, whatever
 #    the release, instead of hard-coding a copy that drifts.
-#  * "Has the old job stopped?" is only observable on the cluster (YARN), so the
-#    graceful stop (stop marker, bounded wait) happens here; a CloudFormation
-#    deploy and `make redeploy` submit the same step and get the same handover.
+#  * "Is an old version running?" is answered by the job's lease in S3, not by
+#    this cluster's YARN: when CloudFormation replaces the cluster, the old job
+#    runs on the OLD cluster, invisible to the new one's YARN, and keeps its
+#    lease. A lease held and fresh means a live holder, wherever it runs; the
+#    graceful stop (stop marker, bounded wait for the lease to be released)
+#    happens here, so a CloudFormation deploy, `make redeploy` and the
+#    supervisor's restart submit the same step and get the same handover.
 #
 # Self-contained on purpose (it does not source bootstrap-lib.sh): it runs
 # later, at step time, as a command installed alone in /usr/local/bin, and it
@@ -23,19 +27,26 @@
 #   --java-option OPT       appended to both extraJavaOptions (repeatable)
 #   --defaults FILE         EMR spark-defaults.conf
 #                           (default ${SPARK_CONF_DIR:-/etc/spark/conf}/spark-defaults.conf)
-#   --app-name NAME         YARN name of the job; a running app of this name is stopped first
-#   --stop-marker S3URI     object the running job polls for; written to stop it gracefully,
-#                           deleted before the new version is submitted
-#   --stop-timeout-sec N    bound on the wait for the old app to finish (default 600)
-#   --poll-sec N            YARN poll interval (default 5)
+#   --app-name NAME         the job's YARN name (named in the log)
+#   --lease S3URI           the job's single-writer lease (<checkpoint>/_lease, app/lease.py):
+#                           held and fresh (expires_at in the future) = an old version runs
+#   --exit-record S3URI     where the job records why it stopped (<checkpoint>/_exit,
+#                           app/exit_record.py); the launcher records its own exit 8 there
+#   --stop-marker S3URI     object the running job polls for; written ("handover ...") to
+#                           stop it gracefully, deleted before the new version is submitted
+#   --stop-timeout-sec N    bound on the wait for the old version's lease (default 600)
+#   --poll-sec N            lease poll interval (default 5)
 # Exit codes: 0 submitted (spark-submit's own code otherwise), 2 usage,
-#             8 old job still running after the bound (nothing submitted).
+#             8 old version still holds the lease after the bound (nothing submitted),
+#             9 the lease could not be read (nothing submitted).
 set -euo pipefail
 
 JARS_DIR=""
 JAVA_OPTS=()
 DEFAULTS="${SPARK_CONF_DIR:-/etc/spark/conf}/spark-defaults.conf"
 APP_NAME=""
+LEASE=""
+EXIT_RECORD=""
 STOP_MARKER=""
 STOP_TIMEOUT_SEC=600
 POLL_SEC=5
@@ -54,6 +65,8 @@ while (($#)); do
     --java-option) JAVA_OPTS+=("${2:?--java-option needs a value}"); shift 2 ;;
     --defaults) DEFAULTS="${2:?--defaults needs a value}"; shift 2 ;;
     --app-name) APP_NAME="${2:?--app-name needs a value}"; shift 2 ;;
+    --lease) LEASE="${2:?--lease needs a value}"; shift 2 ;;
+    --exit-record) EXIT_RECORD="${2:?--exit-record needs a value}"; shift 2 ;;
     --stop-marker) STOP_MARKER="${2:?--stop-marker needs a value}"; shift 2 ;;
     --stop-timeout-sec) STOP_TIMEOUT_SEC="${2:?--stop-timeout-sec needs a value}"; shift 2 ;;
     --poll-sec) POLL_SEC="${2:?--poll-sec needs a value}"; shift 2 ;;
@@ -72,32 +85,63 @@ emr_default() {
     "$DEFAULTS"
 }
 
-running_apps() {
-  yarn application -list -appStates SUBMITTED,ACCEPTED,RUNNING 2>/dev/null |
-    awk -F'\t' -v n="$APP_NAME" '{ gsub(/^[ \t]+|[ \t]+$/, "", $2) } $2 == n { print $1 }'
+# The lease's expires_at (epoch seconds, integer part), or nothing when there is
+# no lease object (the job deletes it on a clean exit). Exit 9 when it cannot be
+# read: submitting blind could start a second copy's wait for nothing.
+lease_expires_at() {
+  local body err
+  err="$(mktemp)"
+  if ! body="$(aws s3 cp --only-show-errors "$LEASE" - 2>"$err")"; then
+    if grep -qiE '404|Not Found|NoSuchKey|does not exist' "$err"; then
+      rm -f "$err"
+      return 0
+    fi
+    log "aws s3 cp $LEASE: $(cat "$err")"
+    rm -f "$err"
+    fail 9 "cannot read the lease $LEASE; new version NOT submitted"
+  fi
+  rm -f "$err"
+  printf '%s' "$body" | sed -n 's/.*"expires_at": *\([0-9][0-9]*\).*/\1/p' | head -n 1
 }
 
-if [[ -n "$APP_NAME" ]]; then
-  old="$(running_apps | tr '\n' ' ')"
-  if [[ -n "${old// /}" ]]; then
-    [[ -n "$STOP_MARKER" ]] || fail 2 "$APP_NAME is running ($old) and no --stop-marker was given"
-    log "asking $APP_NAME ($old) to stop: writing $STOP_MARKER"
-    printf 'stop requested %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" |
-      aws s3 cp --only-show-errors - "$STOP_MARKER"
-    deadline=$((SECONDS + STOP_TIMEOUT_SEC))
-    while [[ -n "$(running_apps)" ]]; do
-      if ((SECONDS >= deadline)); then
-        fail 8 "$APP_NAME still running after ${STOP_TIMEOUT_SEC}s; marker $STOP_MARKER left" \
-          "in place, new version NOT submitted"
-      fi
-      sleep "$POLL_SEC"
-    done
-    log "$APP_NAME stopped"
-  fi
-  if [[ -n "$STOP_MARKER" ]]; then
-    # The new version must not see the old version's stop request.
-    aws s3 rm --only-show-errors "$STOP_MARKER" >/dev/null 2>&1 || true
-  fi
+# Held: the lease exists and has not expired (a killed holder's lease expires
+# after lease_ttl_sec and counts as free, as the job itself takes it over).
+lease_held() {
+  local expires
+  # Called in conditions, where set -e does not apply: pass exit 9 on.
+  expires="$(lease_expires_at)" || exit "$?"
+  [[ -n "$expires" ]] && ((expires > $(date -u +%s)))
+}
+
+# The launcher's own exit, in the shape app/exit_record.py reads (best effort).
+record_exit() {
+  local code="$1" reason="$2" detail="$3"
+  [[ -n "$EXIT_RECORD" ]] || return 0
+  printf '{"at": %s, "code": %s, "detail": "%s", "owner": "%s:launcher-%s", "reason": "%s", "stopped_by": null}\n' \
+    "$(date -u +%s)" "$code" "$detail" "$(hostname)" "$$" "$reason" |
+    aws s3 cp --only-show-errors - "$EXIT_RECORD" || log "could not write $EXIT_RECORD"
+}
+
+if [[ -n "$LEASE" ]] && lease_held; then
+  [[ -n "$STOP_MARKER" ]] || fail 2 "the lease $LEASE is held and no --stop-marker was given"
+  log "an old version of ${APP_NAME:-the job} holds $LEASE: asking it to stop ($STOP_MARKER)"
+  printf 'handover requested %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" |
+    aws s3 cp --only-show-errors - "$STOP_MARKER"
+  deadline=$((SECONDS + STOP_TIMEOUT_SEC))
+  while lease_held; do
+    if ((SECONDS >= deadline)); then
+      record_exit 8 handover_timeout \
+        "the old version still held the lease after ${STOP_TIMEOUT_SEC}s; new version not submitted"
+      fail 8 "the old version still holds $LEASE after ${STOP_TIMEOUT_SEC}s; marker" \
+        "$STOP_MARKER left in place, new version NOT submitted"
+    fi
+    sleep "$POLL_SEC"
+  done
+  log "the old version released $LEASE"
+fi
+if [[ -n "$STOP_MARKER" ]]; then
+  # The new version must not see the old version's stop request.
+  aws s3 rm --only-show-errors "$STOP_MARKER" >/dev/null 2>&1 || true
 fi
 
 # --conf spark.<role>.SETTING for the driver and the executor: OURS joined by SEP

@@ -405,6 +405,39 @@ class DeployedConfig(ConfigModel):
     topic_replication_factor: PositiveInt | None = None
 
 
+class SupervisorConfig(ConfigModel):
+    """The supervisor that restarts the instance's job (infra/supervisor/,
+    docs/operate.md, "The supervisor"): its restart budget and waits.
+
+    ``max_restarts_per_hour`` mirrors EMR Serverless streaming jobs'
+    ``maxFailedAttemptsPerHour`` (default 5, 1-10,
+    https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/streaming-jobs.html).
+    The back-off doubles from ``backoff_sec`` per restart in the hour, up to
+    ``backoff_max_sec``. ``start_grace_sec``: how long a restarted job may take
+    to hold its lease (YARN's start plus ``job.lease_wait_sec``) before the
+    supervisor counts it as not started. ``check_minutes``: the schedule
+    (EventBridge rate expressions count whole minutes,
+    https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rate-expressions.html).
+    """
+
+    enabled: bool = True
+    max_restarts_per_hour: Annotated[int, Field(ge=1, le=10)] = 5
+    backoff_sec: PositiveInt = 60
+    backoff_max_sec: PositiveInt = 600
+    start_grace_sec: PositiveInt = 600
+    check_minutes: Annotated[int, Field(ge=1, le=60)] = 1
+
+    @model_validator(mode="after")
+    def _backoff_bounds(self) -> Self:
+        if self.backoff_max_sec < self.backoff_sec:
+            raise bad_value(
+                self.backoff_max_sec,
+                f">= supervisor.backoff_sec ({self.backoff_sec})",
+                "backoff_max_sec",
+            )
+        return self
+
+
 class InstanceConfig(ConfigModel):
     """One domain in one region; everything its stack needs, validated.
 
@@ -428,6 +461,7 @@ class InstanceConfig(ConfigModel):
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     expected_load: ExpectedLoadConfig = Field(default_factory=ExpectedLoadConfig)
+    supervisor: SupervisorConfig = Field(default_factory=SupervisorConfig)
     # Accounts where Lake Formation governs the Glue Data Catalog: grant the
     # job role and the table optimizer roles their table and database
     # permissions through Lake Formation too (``make preflight`` detects such

@@ -8,7 +8,8 @@ The construct publishes the spec as a stack output; redeploy reads it back.
 Choices the step encodes (docs/deploy.md has the long form):
 
 * ``command-runner.jar`` runs ``streaming-spark-submit`` (bootstrap/), which
-  stops the running version through the stop marker, waits a bounded time, and
+  finds a running version by the job's lease in S3 (whatever cluster runs it),
+  stops it through the stop marker, waits a bounded time for the lease, and
   then runs ``spark-submit --deploy-mode cluster`` with the pinned jars *first*
   on ``spark.{driver,executor}.extraClassPath`` followed by EMR's own value read
   from the node's ``spark-defaults.conf`` (never dropped, never hard-coded).
@@ -28,8 +29,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from app import contract
 from app.config import JobConfig
 from app.dedup import JAR_NAME as DEDUP_JAR
+from app.lease import lease_path
 from infra.config import DEFAULT_RELEASE_LABEL
 from infra.releases import release_for
 
@@ -139,6 +142,10 @@ class StepSpec:
     package_uri: str
     stop_marker_uri: str
     jar_files: tuple[str, ...]
+    # The job's checkpoint: the launcher reads the lease there (an old version
+    # runs while it is held) and records its own exit 8 beside it. Empty: no
+    # handover (a spec from before the lease-based handover).
+    checkpoint_uri: str = ""
     # Defaults from the models: the default release's first Python, the job's
     # default graceful stop bound (a spec built in code; the stack passes both).
     python: str = release_for(DEFAULT_RELEASE_LABEL).pythons[0]
@@ -191,6 +198,13 @@ def build_step(spec: StepSpec) -> dict[str, Any]:
     if spec.disable_cbor:
         for option in CBOR_OFF_JAVA_OPTIONS:
             launcher += ["--java-option", option]
+    if spec.checkpoint_uri:
+        launcher += [
+            "--lease",
+            lease_path(spec.checkpoint_uri),
+            "--exit-record",
+            contract.exit_record_path(spec.checkpoint_uri),
+        ]
     launcher += [
         "--app-name",
         spec.app_name,

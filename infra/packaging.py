@@ -110,3 +110,36 @@ def _write_once(target: Path, files: dict[str, bytes]) -> None:
     target.mkdir(parents=True)
     for name, content in files.items():
         (target / name).write_bytes(content)
+
+
+# The supervisor Lambda's code (infra/supervisor/handler.py) and the import-light
+# modules it uses, staged with their package paths; the Lambda runtime brings
+# boto3 (https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html).
+# tests/infra/test_supervisor_package.py imports the handler from the staged
+# copy alone, so a new import of one of these fails there, not in AWS.
+SUPERVISOR_FILES: Final = (
+    "app/__init__.py",
+    "app/contract.py",
+    "app/exit_record.py",
+    "app/lease.py",
+    "app/polling.py",
+    "app/storage_uri.py",
+    "infra/__init__.py",
+    "infra/supervisor/__init__.py",
+    "infra/supervisor/decision.py",
+    "infra/supervisor/handler.py",
+    "infra/supervisor/metrics.py",
+)
+SUPERVISOR_HANDLER: Final = "infra.supervisor.handler.handler"
+
+
+def stage_supervisor(root: Path, stage_dir: Path) -> Path:
+    """Copy :data:`SUPERVISOR_FILES` under ``stage_dir`` by content hash."""
+    files = {rel: (root / rel).read_bytes() for rel in SUPERVISOR_FILES}
+    target = stage_dir / f"supervisor-{content_digest(files)}"
+    if target.is_dir():
+        shutil.rmtree(target)
+    for rel, content in files.items():
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        (target / rel).write_bytes(content)
+    return target

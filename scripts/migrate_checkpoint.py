@@ -59,6 +59,7 @@ from app.checkpoint_state import (
     STATE_DIR,
     inspect_checkpoint,
 )
+from app.contract import EXIT_RECORD_NAME
 from app.lease import LEASE_NAME, LeaseHeldError, LeaseKeeper, make_lease
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 from scripts.command import EXIT_USAGE, OperatorError
@@ -90,9 +91,11 @@ def kept_inside(checkpoint: str, failure_store: str) -> str | None:
 
 
 def deletion_order(keys: Iterable[str], prefix: str, keep: str | None = None) -> list[str]:
-    """Every key but the lease and the kept directory, the operator metadata
-    last: a move that stops midway leaves a checkpoint the job still
-    recognises (and refuses). Pure."""
+    """Every key but the lease, the exit record and the kept directory, the
+    operator metadata last: a move that stops midway leaves a checkpoint the
+    job still recognises (and refuses). The exit record stays, so the
+    supervisor still reads the operator's stop that preceded the move and does
+    not restart the job mid-migration. Pure."""
     meta = f"{prefix}{STATE_DIR}/"
     kept_dir = f"{prefix}{keep}/" if keep else None
 
@@ -101,7 +104,10 @@ def deletion_order(keys: Iterable[str], prefix: str, keep: str | None = None) ->
         return len(rest) >= 2 and rest[1] == METADATA_DIR
 
     moving = [
-        k for k in keys if k != prefix + LEASE_NAME and not (kept_dir and k.startswith(kept_dir))
+        k
+        for k in keys
+        if k not in (prefix + LEASE_NAME, prefix + EXIT_RECORD_NAME)
+        and not (kept_dir and k.startswith(kept_dir))
     ]
     return sorted(moving, key=lambda k: (last(k), k))
 

@@ -13,7 +13,9 @@ Prints, for the instance's job (``--work-dir`` for a local run, e.g.
   (:mod:`scripts.status_metrics`);
 * the table's last snapshot (:mod:`scripts.status_table`);
 * the table's Glue optimizers, enabled or not and their last run, a disabled
-  or failed one flagged (:mod:`scripts.status_optimizers`; on AWS only).
+  or failed one flagged (:mod:`scripts.status_optimizers`; on AWS only);
+* the supervisor's state (restarts in its window, last exit reason, given up
+  or not) and the job's last exit record (:mod:`scripts.status_supervisor`).
 
 ``--json`` prints the same as one JSON object. Reading the shards takes
 GetRecords calls from the same 5-per-second-per-shard budget as the job's
@@ -39,6 +41,7 @@ from scripts.status_lease import job_state
 from scripts.status_metrics import alarm_prefix, read_alarms, read_batches
 from scripts.status_optimizers import Optimizers, not_available_locally, read_optimizers
 from scripts.status_report import StatusReport, format_report, to_json
+from scripts.status_supervisor import read_supervisor
 from scripts.status_table import read_snapshot
 from scripts.status_target import Target, target_arguments, target_command
 
@@ -115,6 +118,7 @@ def collect(target: Target, args: argparse.Namespace, now: Callable[[], datetime
         table_name=f"{config.database}.{config.table}",
         table=read_snapshot(config),
         optimizers=table_optimizers(target),
+        supervisor=read_supervisor(config, s3),
     )
 
 

@@ -16,78 +16,17 @@ the application: ``spark.yarn.submit.waitAppCompletion=false``):
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
-import socket
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.config import JobConfig
-from app.lease import lease_path
+from app.lease import JobState, file_lease_state, lease_path, s3_lease_state
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 
-
-@dataclass(frozen=True)
-class JobState:
-    running: bool
-    lease: str
-    holder: str | None = None  # "host:pid" of the holder, when known
-    expires_at: float | None = None  # S3 lease: epoch seconds
-
-    @property
-    def local_pid(self) -> int | None:
-        """The holder's pid when it runs on this host (its process can be watched)."""
-        if self.holder is None:
-            return None
-        host, _, pid = self.holder.rpartition(":")
-        if host != socket.gethostname() or not pid.isdigit():
-            return None
-        return int(pid)
-
-    def line(self) -> str:
-        if self.running:
-            return f"running (lease {self.lease} held by {self.holder or 'unknown'})"
-        return f"not running (lease {self.lease} free)"
-
-
-def _holder(raw: bytes | str) -> dict[str, Any]:
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
-
-
-def s3_lease_state(lease: str, body: bytes | None, now: float) -> JobState:
-    """The job's state from the S3 lease object (None: no object). Pure."""
-    if body is None:
-        return JobState(False, lease)
-    holder = _holder(body)
-    try:
-        expires = float(holder.get("expires_at", 0))
-    except (TypeError, ValueError):
-        expires = 0.0
-    owner = str(holder.get("owner", "unknown"))
-    return JobState(expires > now, lease, owner, expires)
-
-
-def file_lease_state(path: Path) -> JobState:
-    """Probe the local lease's ``flock`` without holding it."""
-    if not path.exists():
-        return JobState(False, str(path))
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _holder(path.read_bytes()).get("owner")
-            return JobState(True, str(path), str(holder) if holder else None)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return JobState(False, str(path))
-    finally:
-        os.close(fd)
+# The lease's state as seen from outside lives in app.lease (the supervisor's
+# Lambda reads it there too); re-exported for the operator commands.
+__all__ = ["JobState", "file_lease_state", "job_state", "process_alive", "s3_lease_state"]
 
 
 def job_state(config: JobConfig, s3: Any, now: float) -> JobState:

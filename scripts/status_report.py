@@ -14,6 +14,7 @@ from scripts.status_kinesis import Lag, ShardStatus
 from scripts.status_lease import JobState
 from scripts.status_metrics import COLUMNS, AlarmState, BatchRow
 from scripts.status_optimizers import ADVICE, Optimizers
+from scripts.status_supervisor import SupervisorStatus
 from scripts.status_table import SnapshotFigures
 
 
@@ -36,6 +37,7 @@ class StatusReport:
     table_name: str
     table: SnapshotFigures | None  # None: the table does not exist yet
     optimizers: Optimizers
+    supervisor: SupervisorStatus | None = None
 
     @property
     def total_lag(self) -> Lag:
@@ -265,6 +267,7 @@ def format_report(report: StatusReport) -> str:
         f"status of {report.instance} at {stamp(report.at)}",
         f"config     {report.origin}",
         f"job        {report.job.line()}",
+        *(report.supervisor.lines() if report.supervisor is not None else []),
         f"stream     {report.stream} ({report.region}): {live_shards} open shard(s), "
         f"{len(report.shards) - live_shards} closed",
         *checkpoint_lines(report),

@@ -42,6 +42,9 @@ from scripts.status_target import Target, target_arguments, target_command
 EXIT_STOPPED: Final = 0
 EXIT_NOT_TAKEN: Final = 1
 EXIT_TIMEOUT: Final = 4
+# Any first word but "handover" is an operator's stop
+# (app.graceful_stop.StopMarker.requester): the job records it so, and the
+# supervisor leaves the job stopped until it is started again.
 MARKER_TEXT: Final = "stop\n"
 
 

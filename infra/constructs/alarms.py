@@ -42,6 +42,7 @@ END_TO_END_LATENCY: Final = "EndToEndLatency"
 SCHEDULING_DELAY: Final = "SchedulingDelay"
 FAILURE_RECORDS: Final = "FailureRecords"
 HEARTBEAT_MISSING: Final = "HeartbeatMissing"
+SUPERVISOR_GAVE_UP: Final = "SupervisorGaveUp"
 GT: Final = cw.ComparisonOperator.GREATER_THAN_THRESHOLD
 
 
@@ -130,6 +131,18 @@ def alarm_specs(config: AlarmConfig, trigger_interval_sec: int) -> tuple[AlarmSp
             "The job stopped publishing its heartbeat: it is down or stuck.",
             comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
             missing_data=cw.TreatMissingData.BREACHING,
+        ),
+        # The supervisor (infra/supervisor/) publishes 1 while it has given up.
+        AlarmSpec(
+            SUPERVISOR_GAVE_UP,
+            contract.SUPERVISOR_GAVE_UP,
+            "Maximum",
+            0,
+            1,
+            1,
+            "The supervisor stopped restarting the job: its restart budget is spent, or "
+            "the job exited in a way a restart cannot cure. The alarm topic got the reason; "
+            "make status shows it (docs/operate.md, 'The supervisor').",
         ),
     )
 

@@ -145,6 +145,14 @@ class Dashboard(Construct):
                 stacked=True,
             ),
             graph("Heartbeat", [metrics.metric(contract.HEARTBEAT, "SampleCount")]),
+            # The supervisor (infra/supervisor/): restarts in its rolling hour,
+            # and 1 while it has given up.
+            graph(
+                "Supervisor: restarts in the hour",
+                [labelled(contract.SUPERVISOR_RESTARTS, "Maximum", "restarts")],
+                right=[labelled(contract.SUPERVISOR_GAVE_UP, "Maximum", "gave up (1)")],
+                line=alarm_line(contract.SUPERVISOR_GAVE_UP),
+            ),
         ]
         for widget in graphs:
             self.dashboard.add_widgets(widget)

@@ -194,6 +194,7 @@ class JobDeployment(Construct):
             package_uri=f"s3://{bucket.bucket_name}/{JOB_PREFIX}/{self.package_version}",
             stop_marker_uri=stop_marker,
             jar_files=tuple(jar.file_name for jar in self.jars),
+            checkpoint_uri=props.job_config.checkpoint_location,
             python=props.python,
             jars_dir=JARS_DIR,
             disable_cbor=props.disable_cbor,

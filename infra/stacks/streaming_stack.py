@@ -21,10 +21,13 @@ from infra.constructs.buckets import Buckets, BucketsProps
 from infra.constructs.catalog import CatalogDatabase, CatalogDatabaseProps
 from infra.constructs.emr_cluster import EmrCluster, EmrClusterProps
 from infra.constructs.failure_topic import FailureTopic, FailureTopicProps
+from infra.constructs.instance import removal_policy
 from infra.constructs.job_deployment import JobDeployment, JobDeploymentProps
 from infra.constructs.network import Network, NetworkProps
 from infra.constructs.roles import Roles, RolesProps
 from infra.constructs.stream import EventStream, EventStreamProps
+from infra.constructs.supervisor import Supervisor, SupervisorProps, policy_for
+from infra.emr_step import build_step
 from infra.job_config import job_config_for
 
 INSTANCE_TAG = "streaming:instance"
@@ -102,3 +105,21 @@ class StreamingStack(Stack):
         self.job.attach(
             emr.cluster, after=(*roles.job_policies, *catalog.job_needs, failures.topic)
         )
+        # Restarts the job with the same step when it is down, within a budget.
+        self.supervisor: Supervisor | None = None
+        if config.supervisor.enabled:
+            spec = self.job.step_spec
+            self.supervisor = Supervisor(
+                self,
+                "Supervisor",
+                props=SupervisorProps(
+                    instance=config,
+                    job_config=self.job_config,
+                    data_bucket=buckets.data,
+                    cluster_id=emr.cluster.ref,
+                    step=build_step(spec),
+                    policy=policy_for(config, spec.stop_timeout_sec),
+                    alarm_topic=alarms.topic.topic,
+                    removal_policy=removal_policy(config),
+                ),
+            )

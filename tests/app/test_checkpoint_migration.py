@@ -155,7 +155,9 @@ def test_the_job_refuses_the_old_checkpoint_before_spark_starts(
         caplog.text
     )
     after = sorted(p.relative_to(old_checkpoint) for p in old_checkpoint.rglob("*"))
-    assert [p for p in after if p not in before] == [Path("_lease")], "nothing but the lease"
+    # Nothing but the lease and the exit record (why it refused, app/exit_record.py).
+    assert [p for p in after if p not in before] == [Path("_exit"), Path("_lease")]
+    assert "holds de-duplication state" in (old_checkpoint / "_exit").read_text(encoding="utf-8")
 
 
 def _store(config: JobConfig, rows: list[tuple[str, datetime]]) -> Any:

@@ -90,3 +90,22 @@ def test_invalid_specs_name_the_field(change: dict[str, object], message: str) -
 def test_unknown_spec_field_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown field 'surprise'"):
         StepSpec.from_dict({**SPEC.to_dict(), "surprise": 1})
+
+
+def test_the_launcher_reads_the_lease_and_records_its_exit_beside_the_checkpoint() -> None:
+    spec = StepSpec(
+        **{
+            **SPEC.to_dict(),
+            "jar_files": SPEC.jar_files,
+            "checkpoint_uri": "s3://data/checkpoints/orders-eu-west-1/",
+        }
+    )
+    args = build_step(spec)["HadoopJarStep"]["Args"]
+    launcher = args[: args.index("--")]
+    assert launcher[launcher.index("--lease") + 1] == (
+        "s3://data/checkpoints/orders-eu-west-1/_lease"
+    )
+    assert launcher[launcher.index("--exit-record") + 1] == (
+        "s3://data/checkpoints/orders-eu-west-1/_exit"
+    )
+    assert "--lease" not in build_step(SPEC)["HadoopJarStep"]["Args"]  # type: ignore[index]

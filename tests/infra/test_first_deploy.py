@@ -219,6 +219,13 @@ def test_flow_broker_and_cleanup_log_groups_are_kms_encrypted(
         cleanup_function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"],
         # CDK's upload handler logs to a group of the stack's (helper_lambdas.py).
         upload_function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"],
+        # The supervisor's (infra/constructs/supervisor.py).
+        next(
+            r["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+            for r in resources.values()
+            if r["Type"] == "AWS::Lambda::Function"
+            and r["Properties"].get("Handler") == "infra.supervisor.handler.handler"
+        ),
         # CDK's bucket auto-delete provider (DESTROY stacks): its default group, made here.
         *[
             logical_id

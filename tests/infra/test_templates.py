@@ -520,6 +520,7 @@ def test_delay_alarms_watch_the_contract_metrics(synthesized: Synthesized, name:
         "SchedulingDelay",
         "FailureRecords",
         "HeartbeatMissing",
+        "SupervisorGaveUp",
     }
     lag = alarms["ConsumerLag"]
     assert (lag["Namespace"], lag["MetricName"]) == (
@@ -535,6 +536,7 @@ def test_delay_alarms_watch_the_contract_metrics(synthesized: Synthesized, name:
         "SchedulingDelay": contract.SCHEDULING_DELAY_RATIO,
         "FailureRecords": contract.FAILURE_RECORDS,
         "HeartbeatMissing": contract.HEARTBEAT,
+        "SupervisorGaveUp": contract.SUPERVISOR_GAVE_UP,
     }
     for alarm_name, metric in expected.items():
         alarm = alarms[alarm_name]
@@ -571,7 +573,12 @@ def test_thresholds_are_per_instance(synthesized: Synthesized) -> None:
 def test_emr_failures_reach_the_alarm_topic(synthesized: Synthesized, name: str) -> None:
     topic_id, _ = synthesized.one(name, "AWS::SNS::Topic")
     cluster_id, _ = synthesized.one(name, "AWS::EMR::Cluster")
-    rule = _props(synthesized, name, "AWS::Events::Rule")
+    # The one rule with an event pattern (the supervisor's schedule is the other).
+    ((rule_id, rule),) = [
+        (logical_id, r["Properties"])
+        for logical_id, r in synthesized.resources(name, "AWS::Events::Rule").items()
+        if "EventPattern" in r["Properties"]
+    ]
     pattern = rule["EventPattern"]
     assert pattern["source"] == ["aws.emr"]
     assert set(pattern["detail-type"]) == {"EMR Step Status Change", "EMR Cluster State Change"}
@@ -584,7 +591,6 @@ def test_emr_failures_reach_the_alarm_topic(synthesized: Synthesized, name: str)
         for s in policy["PolicyDocument"]["Statement"]
         if s["Effect"] == "Allow" and s["Principal"] == {"Service": "events.amazonaws.com"}
     ]
-    rule_id, _ = synthesized.one(name, "AWS::Events::Rule")
     assert events["Condition"]["ArnEquals"] == {"aws:SourceArn": [{"Fn::GetAtt": [rule_id, "Arn"]}]}
     assert rule["Name"] == f"{name}-EmrFailures"
 

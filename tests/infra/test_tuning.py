@@ -30,7 +30,7 @@ def test_alarm_specs_are_every_alarm_with_the_configured_windows() -> None:
         heartbeat_missing_periods=6,
     )
     specs = {spec.name: spec for spec in alarm_specs(config, trigger_interval_sec=7)}
-    assert len(specs) == 7
+    assert len(specs) == 8
     windows = [(name, s.datapoints, s.evaluation_periods) for name, s in specs.items()]
     assert windows == [
         ("ConsumerLag", 2, 4),
@@ -40,6 +40,7 @@ def test_alarm_specs_are_every_alarm_with_the_configured_windows() -> None:
         ("SchedulingDelay", 3, 5),
         ("FailureRecords", 2, 2),
         ("HeartbeatMissing", 6, 6),
+        ("SupervisorGaveUp", 1, 1),
     ]
     assert specs["FallingBehind"].threshold == 7000
 

@@ -71,7 +71,7 @@ def test_the_aside_name_and_the_deletion_order() -> None:
         "s3://b/checkpoints/x.dedupeWithinWatermark-20261125T093005Z"
     )
     keys = ["p/state/0/_metadata/metadata", "p/_lease", "p/state/0/0/1.changelog", "p/commits/0"]
-    keys += ["p/_failures/s/1"]
+    keys += ["p/_failures/s/1", "p/_exit"]
     assert deletion_order(keys, "p/", "_failures") == [
         "p/commits/0",
         "p/state/0/0/1.changelog",

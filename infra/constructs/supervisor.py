@@ -1,0 +1,242 @@
+"""The supervisor of one instance: a Lambda on a schedule that restarts the
+job with the stack's own step when it is down, within a restart budget
+(infra/supervisor/; docs/operate.md, "The supervisor").
+
+Why a scheduled Lambda: it survives the cluster (it reads the lease and the
+exit record in S3, not YARN), costs a few invocations a minute, and its
+decision is a pure function the local harness runs too. Why not EMR: an
+``AWS::EMR::Step`` has no retry, and the step completes once YARN accepts the
+job (infra/emr_step.py).
+
+Least privilege, each grant on this instance's own resources only:
+
+* S3: read the lease and the exit record (``checkpoints/<instance>/_lease``,
+  ``_exit``), read and write its state (``control/<instance>/supervisor.json``);
+  ``s3:ListBucket`` limited to those keys by ``s3:prefix``, so a missing key
+  reads as 404, not 403
+  (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html);
+* EMR: ``DescribeCluster``, ``ListSteps``, ``AddJobFlowSteps`` on this cluster's
+  ARN (resource type ``cluster``,
+  https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelasticmapreduce.html);
+  the step carries no role, so no ``iam:PassRole``;
+* CloudWatch: ``PutMetricData`` in the instance's namespace only (a condition:
+  the action has no resource-level permissions);
+* SNS: publish to the instance's alarm topic (and its key).
+
+The schedule is an EventBridge rule (``rate(N minute[s])``,
+https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rate-expressions.html);
+the step travels as JSON in an environment variable, whose total is limited
+to 4 KB (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from aws_cdk import (
+    Acknowledgment,
+    Aws,
+    CfnResource,
+    Duration,
+    RemovalPolicy,
+    Stack,
+    Stage,
+    Validations,
+)
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from app import contract
+from app.config import JobConfig
+from app.lease import lease_path
+from app.storage_uri import parse_s3_uri
+from infra.config import InstanceConfig
+from infra.constructs.logs_key import encrypted_log_group, retention_days
+from infra.packaging import SUPERVISOR_HANDLER, stage_supervisor
+from infra.supervisor import handler
+from infra.supervisor.decision import Policy
+
+# A check reads three objects, one cluster and its steps, and writes two: well
+# within this, and shorter than the shortest schedule, so checks never overlap.
+TIMEOUT_SEC: Final = 50
+MEMORY_MB: Final = 256
+REPO_ROOT: Final = Path(__file__).resolve().parents[2]
+
+
+def policy_for(instance: InstanceConfig, stop_timeout_sec: int) -> Policy:
+    """The instance's restart policy. A handover's new version is submitted
+    once the old one released the lease, at most ``stop_timeout_sec`` after
+    it was asked, then gets ``start_grace_sec`` to hold the lease."""
+    config = instance.supervisor
+    return Policy(
+        max_restarts=config.max_restarts_per_hour,
+        window_sec=3_600,
+        backoff_sec=config.backoff_sec,
+        backoff_max_sec=config.backoff_max_sec,
+        start_grace_sec=config.start_grace_sec,
+        handover_grace_sec=stop_timeout_sec + config.start_grace_sec,
+    )
+
+
+def _key(uri: str) -> str:
+    return parse_s3_uri(uri)[1]
+
+
+@dataclass(frozen=True)
+class SupervisorProps:
+    instance: InstanceConfig
+    job_config: JobConfig
+    data_bucket: s3.IBucket
+    cluster_id: str
+    step: dict[str, Any]
+    policy: Policy
+    alarm_topic: sns.ITopic
+    removal_policy: RemovalPolicy
+
+
+class Supervisor(Construct):
+    """Exposes ``function``, ``role`` and ``schedule``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, props: SupervisorProps) -> None:
+        super().__init__(scope, construct_id)
+        instance = props.instance
+        config = props.job_config
+        if config.stop_marker_path is None:
+            raise ValueError(
+                "job_config.stop_marker_path: None; the supervisor keeps its state beside it"
+            )
+        checkpoint = config.checkpoint_location
+        state_uri = contract.supervisor_state_path(config.stop_marker_path)
+        read_keys = [
+            _key(lease_path(checkpoint)),
+            _key(contract.exit_record_path(checkpoint)),
+            _key(state_uri),
+        ]
+        log_group = encrypted_log_group(
+            self,
+            "Logs",
+            what="the job supervisor",
+            retention=retention_days(instance.retention.function_log_days),
+            removal_policy=props.removal_policy,
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Restarts the streaming job of {instance.instance_id} within its budget",
+        )
+        log_group.grant_write(self.role)
+        bucket = props.data_bucket
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadLeaseExitAndState",
+                actions=["s3:GetObject"],
+                resources=[bucket.arn_for_objects(key) for key in read_keys],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="WriteState",
+                actions=["s3:PutObject"],
+                resources=[bucket.arn_for_objects(_key(state_uri))],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="MissingKeysRead404",
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={"StringEquals": {"s3:prefix": read_keys}},
+            )
+        )
+        cluster_arn = (
+            f"arn:{Aws.PARTITION}:elasticmapreduce:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
+            f"cluster/{props.cluster_id}"
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="RestartOnOwnCluster",
+                actions=[
+                    "elasticmapreduce:DescribeCluster",
+                    "elasticmapreduce:ListSteps",
+                    "elasticmapreduce:AddJobFlowSteps",
+                ],
+                resources=[cluster_arn],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PutMetricsInInstanceNamespace",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={
+                    "StringEquals": {
+                        "cloudwatch:namespace": contract.metric_namespace(instance.instance_id)
+                    }
+                },
+            )
+        )
+        props.alarm_topic.grant_publish(self.role)
+        Validations.of(self.role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="cloudwatch:PutMetricData has no resource-level permissions; the "
+                "statement is limited by a cloudwatch:namespace condition to this "
+                "instance's own namespace.",
+            )
+        )
+        Validations.of(self.role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+                reason="CDK's grant_publish on the encrypted alarm topic: the key is the "
+                "topic's own, used to encrypt what the supervisor publishes there.",
+            )
+        )
+        stack = Stack.of(self)
+        staged = stage_supervisor(REPO_ROOT, Path(Stage.of(self).outdir))  # type: ignore[union-attr]
+        environment = {
+            handler.ENV_INSTANCE: instance.instance_id,
+            handler.ENV_CLUSTER_ID: props.cluster_id,
+            handler.ENV_CHECKPOINT: checkpoint,
+            handler.ENV_STATE: state_uri,
+            handler.ENV_STEP: stack.to_json_string(props.step),
+            handler.ENV_POLICY: json.dumps(asdict(props.policy), sort_keys=True),
+            handler.ENV_TOPIC: props.alarm_topic.topic_arn,
+        }
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            # python3.14: a supported runtime (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html)
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler=SUPERVISOR_HANDLER,
+            code=lambda_.Code.from_asset(str(staged)),
+            timeout=Duration.seconds(TIMEOUT_SEC),
+            memory_size=MEMORY_MB,
+            role=self.role,
+            log_group=log_group,
+            environment=environment,
+            description=f"Supervisor of {instance.instance_id}: restarts its job within a budget",
+        )
+        # The function waits for its policy, not only the role (W3005: keep
+        # only the policy dependency, as sg_cleanup.py does).
+        function_resource = self.function.node.default_child
+        policy = self.role.node.try_find_child("DefaultPolicy")
+        policy_resource = policy.node.default_child if policy is not None else None
+        if isinstance(function_resource, CfnResource) and isinstance(policy_resource, CfnResource):
+            function_resource.add_override("DependsOn", [policy_resource.logical_id])
+        minutes = instance.supervisor.check_minutes
+        self.schedule = events.Rule(
+            self,
+            "Schedule",
+            description=f"Checks the job of {instance.instance_id}",
+            schedule=events.Schedule.rate(Duration.minutes(minutes)),
+            targets=[targets.LambdaFunction(self.function, retry_attempts=0)],
+        )

@@ -1,0 +1,36 @@
+"""What the supervisor publishes after every check, in the instance's own
+namespace (``app.contract.metric_namespace``): the restarts in its rolling
+window (the dashboard graphs it) and whether it has given up (1) or not (0),
+which the ``SupervisorGaveUp`` alarm watches. Pure: the Lambda and the local
+harness send the same data points (``PutMetricData``'s ``MetricData`` shape,
+https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricData.html).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from app import contract
+from infra.supervisor.decision import SupervisorState
+
+
+def metric_data(instance: str, state: SupervisorState, now: float) -> list[dict[str, Any]]:
+    stamp = datetime.fromtimestamp(now, UTC)
+    dimensions = contract.dimensions(instance)
+    return [
+        {
+            "MetricName": contract.SUPERVISOR_RESTARTS,
+            "Dimensions": dimensions,
+            "Timestamp": stamp,
+            "Value": float(len(state.restarts)),
+            "Unit": "Count",
+        },
+        {
+            "MetricName": contract.SUPERVISOR_GAVE_UP,
+            "Dimensions": dimensions,
+            "Timestamp": stamp,
+            "Value": 1.0 if state.gave_up is not None else 0.0,
+            "Unit": "Count",
+        },
+    ]

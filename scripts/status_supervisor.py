@@ -1,0 +1,86 @@
+"""What the supervisor knows of the instance's job: restarts in its window, the
+last exit reason, given up or not, stopped by an operator or not.
+
+Read from the supervisor's state (``control/<instance>/supervisor.json`` in
+the data bucket, written by its Lambda after every check; a local run's
+``<instance dir>/supervisor.json``, written by :mod:`local.supervisor`) and
+the job's exit record (:mod:`app.exit_record`). Either may be missing: no
+supervisor has checked yet, or the job never exited.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app import contract
+from app.config import JobConfig
+from app.exit_record import ExitRecord, read_exit_record
+from app.storage_uri import is_s3, local_path, parse_s3_uri
+from infra.supervisor.decision import SupervisorState
+
+
+@dataclass(frozen=True)
+class SupervisorStatus:
+    where: str
+    checked: bool  # a supervisor has written its state
+    restarts_in_window: int = 0
+    last_reason: str | None = None
+    last_detail: str = ""
+    gave_up: str | None = None
+    stopped_by_operator: bool = False
+    last_exit: str | None = None  # the job's exit record, one line
+
+    def lines(self) -> list[str]:
+        exit_line = f"last exit  {self.last_exit or '-'}"
+        if not self.checked:
+            return [f"supervisor not checked yet ({self.where})", exit_line]
+        if self.gave_up is not None:
+            doing = f"GAVE UP ({self.gave_up}): {self.last_detail}"
+        elif self.stopped_by_operator:
+            doing = "leaves the job stopped (an operator stopped it)"
+        else:
+            doing = "restarts the job when it is down"
+        return [
+            f"supervisor {doing}; {self.restarts_in_window} restart(s) in its window, "
+            f"last reason {self.last_reason or '-'}",
+            exit_line,
+        ]
+
+
+def _read(path: str, s3: Any) -> bytes | None:
+    if is_s3(path):
+        bucket, key = parse_s3_uri(path)
+        try:
+            body: bytes = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except s3.exceptions.NoSuchKey:
+            return None
+        return body
+    try:
+        return Path(local_path(path)).read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def read_supervisor(config: JobConfig, s3: Any) -> SupervisorStatus | None:
+    """None when the job config has no stop marker (no control prefix to look in)."""
+    if config.stop_marker_path is None:
+        return None
+    where = contract.supervisor_state_path(config.stop_marker_path)
+    record: ExitRecord | None = read_exit_record(config.checkpoint_location, s3)
+    last_exit = record.line() if record is not None else None
+    body = _read(where, s3)
+    if body is None:
+        return SupervisorStatus(where, checked=False, last_exit=last_exit)
+    state = SupervisorState.from_json(body, where)
+    return SupervisorStatus(
+        where,
+        checked=True,
+        restarts_in_window=len(state.restarts),
+        last_reason=state.last_reason,
+        last_detail=state.last_detail,
+        gave_up=state.gave_up,
+        stopped_by_operator=state.stopped_by_operator,
+        last_exit=last_exit,
+    )

@@ -1,0 +1,260 @@
+"""The supervisor's pure decision (infra/supervisor/decision.py), on a clock
+of the test's own: restarts within the budget and its back-off, the budget's
+alarm naming the last exit, exits a restart cannot cure, stops on purpose,
+a handover that did not complete, and the state's JSON."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from app import contract
+from app.exit_record import ExitRecord
+from infra.supervisor.decision import (
+    GAVE_UP_BUDGET,
+    Decision,
+    Observation,
+    Policy,
+    SupervisorState,
+    current_exit,
+    decide,
+)
+
+POLICY = Policy(
+    max_restarts=5,
+    window_sec=3_600,
+    backoff_sec=60,
+    backoff_max_sec=600,
+    start_grace_sec=300,
+    handover_grace_sec=900,
+)
+
+
+def record(at: float, reason: str = contract.EXIT_BATCH_FAILED, **kw: object) -> ExitRecord:
+    code = {
+        contract.EXIT_BATCH_FAILED: 1,
+        contract.EXIT_CONFIG_REFUSED: 2,
+        contract.EXIT_CHECKPOINT_REFUSED: 2,
+        contract.EXIT_STOPPED_ON_REQUEST: 0,
+        contract.EXIT_LEASE_LOST: 4,
+    }.get(reason, 1)
+    values: dict[str, object] = {
+        "code": code,
+        "reason": reason,
+        "detail": f"{reason} detail",
+        "at": at,
+        "owner": "h:1",
+    }
+    values.update(kw)
+    return ExitRecord(**values)  # type: ignore[arg-type]
+
+
+def running(now: float, state: SupervisorState) -> Decision:
+    return decide(Observation(now, running=True), state, POLICY)
+
+
+def seen_running_at(t: float) -> SupervisorState:
+    return running(t, SupervisorState()).state
+
+
+def test_a_running_job_is_left_alone_and_remembered() -> None:
+    decision = running(100, SupervisorState())
+    assert decision.action == "none" and decision.reason == "running"
+    assert decision.state.last_seen_running == 100
+    assert decision.state.since == 100
+
+
+def test_a_failed_batch_is_restarted_at_once() -> None:
+    state = seen_running_at(100)
+    decision = decide(Observation(200, running=False, exit=record(150)), state, POLICY)
+    assert decision.action == "restart"
+    assert decision.reason == contract.EXIT_BATCH_FAILED
+    assert decision.state.restarts == (200,)
+    assert "restart 1 of 5" in decision.message
+
+
+def test_a_killed_job_leaves_no_record_and_is_restarted_as_vanished() -> None:
+    old = record(50)  # the run before: older than the run the supervisor saw
+    state = seen_running_at(100)
+    decision = decide(Observation(200, running=False, exit=old), state, POLICY)
+    assert decision.action == "restart"
+    assert decision.reason == contract.EXIT_VANISHED
+
+
+def test_a_restart_is_given_time_to_take_the_lease() -> None:
+    state = replace(seen_running_at(100), restarts=(200,))
+    waiting = decide(Observation(200 + 299, running=False, exit=record(150)), state, POLICY)
+    assert waiting.action == "none" and waiting.reason == "starting"
+    # Past the grace with no record of its own: it never started, restart again.
+    late = decide(Observation(200 + 301, running=False, exit=record(150)), state, POLICY)
+    assert late.action == "restart"
+    assert late.reason == contract.EXIT_NEVER_STARTED
+
+
+def test_a_start_under_way_is_waited_for() -> None:
+    state = seen_running_at(100)
+    obs = Observation(200, running=False, exit=record(150), start_pending=True)
+    assert decide(obs, state, POLICY).action == "none"
+
+
+def test_back_off_doubles_between_restarts() -> None:
+    assert [POLICY.backoff(n) for n in range(6)] == [0, 60, 120, 240, 480, 600]
+    state = replace(seen_running_at(100), restarts=(1_000, 1_100))
+    failed = record(1_150)
+    early = decide(Observation(1_100 + 119, running=False, exit=failed), state, POLICY)
+    assert early.action == "none"
+    assert "backing off, next restart in 1s (2 of 5 restarts used)" in early.message
+    due = decide(Observation(1_100 + 120, running=False, exit=failed), state, POLICY)
+    assert due.action == "restart"
+
+
+def test_exactly_the_budget_then_one_alarm_naming_the_last_exit() -> None:
+    """A batch that always fails: each run fails soon after its restart."""
+    state = seen_running_at(0)
+    now = 10.0
+    actions: list[Decision] = []
+    failure = record(5, detail="batch 3 failed: TopicAuthorizationException")
+    while now < 3_000:
+        decision = decide(Observation(now, running=False, exit=failure), state, POLICY)
+        if decision.action != "none":
+            actions.append(decision)
+        if decision.action == "restart":  # the restarted job fails 20 s later
+            failure = replace(failure, at=now + 20)
+        state = decision.state
+        now += 30
+    kinds = [d.action for d in actions]
+    assert kinds == ["restart"] * 5 + ["alarm"], kinds
+    alarm = actions[-1]
+    assert alarm.reason == contract.EXIT_BATCH_FAILED
+    assert "restart budget spent: 5 restarts in the last 3600s" in alarm.message
+    assert "TopicAuthorizationException" in alarm.message
+    assert alarm.state.gave_up == GAVE_UP_BUDGET
+    # Given up: no more restarts, no repeated alarm, on the same record.
+    again = decide(Observation(now, running=False, exit=failure), alarm.state, POLICY)
+    assert again.action == "none" and "gave up (budget)" in again.message
+
+
+def test_the_window_rolls_restarts_out() -> None:
+    state = replace(seen_running_at(0), restarts=(10, 20, 30, 40, 50))
+    at_edge = decide(Observation(3_609, running=False, exit=record(3_600)), state, POLICY)
+    assert at_edge.action == "alarm"
+    rolled = decide(Observation(3_611, running=False, exit=record(3_600)), state, POLICY)
+    assert rolled.action == "restart", "the first restart left the window"
+    assert rolled.state.restarts == (20, 30, 40, 50, 3_611)
+
+
+@pytest.mark.parametrize("reason", [contract.EXIT_CONFIG_REFUSED, contract.EXIT_CHECKPOINT_REFUSED])
+def test_an_exit_a_restart_cannot_cure_alarms_at_once_and_is_never_restarted(reason: str) -> None:
+    state = seen_running_at(100)
+    refused = record(150, reason, detail="checkpoint holds dropDuplicatesWithinWatermark state")
+    decision = decide(Observation(200, running=False, exit=refused), state, POLICY)
+    assert decision.action == "alarm"
+    assert decision.reason == reason
+    assert decision.state.restarts == ()
+    assert "a restart cannot cure it" in decision.message
+    assert "dropDuplicatesWithinWatermark" in decision.message
+    later = decide(Observation(5_000, running=False, exit=refused), decision.state, POLICY)
+    assert later.action == "none" and later.state.restarts == ()
+
+
+def test_an_operator_stop_is_left_stopped_without_an_alarm() -> None:
+    state = seen_running_at(100)
+    stopped = record(150, contract.EXIT_STOPPED_ON_REQUEST, stopped_by=contract.STOP_BY_OPERATOR)
+    for now in (200, 10_000, 100_000):
+        decision = decide(Observation(now, running=False, exit=stopped), state, POLICY)
+        assert decision.action == "none"
+        assert decision.state.stopped_by_operator
+        assert "stopped by an operator" in decision.message
+        state = decision.state
+    resumed = running(100_100, state)
+    assert not resumed.state.stopped_by_operator
+
+
+def test_a_handover_is_waited_for_then_a_new_version_that_never_came_is_restarted() -> None:
+    """The new step failed after the old job stopped (launcher exit 8, or a
+    spark-submit error): the stop was asked for, but by a handover, so it
+    holds only for the handover's grace."""
+    state = seen_running_at(100)
+    handed = record(150, contract.EXIT_STOPPED_ON_REQUEST, stopped_by=contract.STOP_BY_HANDOVER)
+    waiting = decide(Observation(150 + 899, running=False, exit=handed), state, POLICY)
+    assert waiting.action == "none" and "handed over 899s ago" in waiting.message
+    late = decide(Observation(150 + 901, running=False, exit=handed), state, POLICY)
+    assert late.action == "restart"
+    assert "did not start within 900s" in late.message
+    # The new version did start: the supervisor sees it running and does nothing.
+    assert running(150 + 300, waiting.state).action == "none"
+
+
+def test_a_job_running_again_clears_a_give_up() -> None:
+    refused = record(150, contract.EXIT_CONFIG_REFUSED)
+    gave_up = decide(Observation(200, running=False, exit=refused), seen_running_at(100), POLICY)
+    assert gave_up.state.gave_up == contract.EXIT_CONFIG_REFUSED
+    back = running(300, gave_up.state)
+    assert back.state.gave_up is None
+    failed = decide(Observation(400, running=False, exit=record(350)), back.state, POLICY)
+    assert failed.action == "restart"
+
+
+def test_a_newer_record_after_a_give_up_is_judged_afresh() -> None:
+    refused = record(150, contract.EXIT_CONFIG_REFUSED)
+    gave_up = decide(Observation(200, running=False, exit=refused), seen_running_at(100), POLICY)
+    # The operator fixed the config and redeployed; the job ran briefly and failed
+    # between two checks.
+    failed = decide(Observation(400, running=False, exit=record(350)), gave_up.state, POLICY)
+    assert failed.action == "restart"
+
+
+def test_first_deploy_waits_for_the_stack_step_then_starts_the_job() -> None:
+    first = decide(Observation(0, running=False), SupervisorState(), POLICY)
+    assert first.action == "none" and first.reason == "starting"
+    late = decide(Observation(301, running=False), first.state, POLICY)
+    assert late.action == "restart" and late.reason == contract.EXIT_NEVER_STARTED
+
+
+def test_a_cluster_that_is_gone_alarms_once() -> None:
+    obs = Observation(200, running=False, cluster="gone", cluster_detail="TERMINATED")
+    decision = decide(obs, seen_running_at(100), POLICY)
+    assert decision.action == "alarm" and "TERMINATED" in decision.message
+    starting = Observation(200, running=False, exit=record(150), cluster="starting")
+    assert decide(starting, seen_running_at(100), POLICY).action == "none"
+
+
+def test_current_exit_ignores_records_older_than_the_last_run_or_restart() -> None:
+    state = replace(SupervisorState(), last_seen_running=100.0, restarts=(200.0,))
+    assert current_exit(Observation(300, False, exit=record(150)), state) is None
+    assert current_exit(Observation(300, False, exit=record(250)), state) is not None
+
+
+def test_state_round_trips_and_bad_state_names_the_field() -> None:
+    state = decide(Observation(200, False, exit=record(150)), seen_running_at(100), POLICY).state
+    assert SupervisorState.from_json(state.to_json()) == state
+    with pytest.raises(ValueError, match="unknown field 'paused'"):
+        SupervisorState.from_json('{"paused": true}', "s3://b/supervisor.json")
+    with pytest.raises(ValueError, match="restarts must be a list"):
+        SupervisorState.from_json('{"restarts": ["x"]}')
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("max_restarts", 0, "max_restarts: 0; allowed: 1..100"),
+        ("window_sec", 0, "window_sec: 0; allowed: > 0"),
+        ("backoff_max_sec", 10, "backoff_max_sec: 10; allowed: >= backoff_sec"),
+        ("start_grace_sec", -1, "start_grace_sec: -1; allowed: >= 0"),
+    ],
+)
+def test_a_bad_policy_names_the_field(field: str, value: float, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Policy(**{field: value})  # type: ignore[arg-type]
+
+
+def test_a_launcher_that_gave_up_on_the_handover_is_followed_by_a_restart() -> None:
+    """Launcher exit 8: the old version held the lease past the bound and the
+    new one was not submitted. Once nothing holds the lease (the old one
+    stopped later, or died), the deployed version is restarted."""
+    state = seen_running_at(100)
+    gave_up = record(150, contract.EXIT_HANDOVER_TIMEOUT, code=8)
+    decision = decide(Observation(200, running=False, exit=gave_up), state, POLICY)
+    assert decision.action == "restart"
+    assert decision.reason == contract.EXIT_HANDOVER_TIMEOUT
