@@ -435,7 +435,12 @@ _SOURCE_ROW_COLUMNS: Final = (
     "shardId",
     "subSequenceNumber",
 )
-_CLASSIFICATION_COLUMNS: Final = ("failure_reason", "failure_message", "failure_class")
+_CLASSIFICATION_COLUMNS: Final = (
+    "failure_reason",
+    "failure_message",
+    "failure_class",
+    "undeclared_keys",
+)
 RESERVED_COLUMNS: Final = frozenset(
     name.lower()
     for name in (

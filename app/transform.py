@@ -42,7 +42,7 @@ from app.sources.schema import (
     SUB_SEQUENCE_NUMBER,
 )
 from app.table import layout
-from app.table.layout import column_name, raw_column_name
+from app.table.layout import UNDECLARED_FIELDS, column_name, raw_column_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -75,6 +75,9 @@ REASONS: Final = tuple(ERROR_CLASSES)
 REASON: Final = "failure_reason"
 MESSAGE: Final = "failure_message"
 ERROR_CLASS: Final = "failure_class"
+# The keys of a record's object that no event field declares (null when none),
+# counted per name by each task (app.sinks.batch_task); never a table column.
+UNDECLARED_KEYS: Final = "undeclared_keys"
 # The state store's de-duplication key (never a table column).
 DEDUP_KEY: Final = "_dedup_key"
 
@@ -231,6 +234,31 @@ def _value(spec: EventField, sub: Column, kind: Column) -> Column:
     return sf.try_variant_get(sub, "$", _SPARK_TYPES[spec.type])
 
 
+def with_undeclared(staged: DataFrame, doc: Column, fields: Sequence[EventField]) -> DataFrame:
+    """``staged`` plus :data:`UNDECLARED_FIELDS` (the object's undeclared keys
+    and their values, compact JSON) and :data:`UNDECLARED_KEYS` (their names),
+    both null when the record carries no key beyond ``fields`` (and on a
+    record that is not an object).
+
+    Read from the variant the classification already parsed (``doc``, the
+    event inside its wrapper), cast once to ``map<string, variant>``: no second
+    parse of the text and no Python, and ``to_json`` writes the kept values as
+    they were sent (objects and arrays included). Keys are compared exactly, as
+    JSON spells them: ``Channel`` is not a declared ``channel``."""
+    from pyspark.sql import functions as sf
+
+    declared = sf.array(*(sf.lit(spec.name) for spec in fields))
+    members = sf.try_variant_get(doc, _DOC_PATH, "map<string,variant>")
+    extra = sf.map_filter(members, lambda key, _: ~sf.array_contains(declared, key))
+    staged = staged.select("*", extra.alias("_extra"))
+    some = sf.size("_extra") > sf.lit(0)
+    return staged.select(
+        "*",
+        sf.when(some, sf.to_json("_extra")).alias(UNDECLARED_FIELDS),
+        sf.when(some, sf.map_keys("_extra")).alias(UNDECLARED_KEYS),
+    )
+
+
 def classify(
     raw: DataFrame,
     *,
@@ -268,6 +296,7 @@ def classify(
     staged = staged.select("*", sf.when(is_object, sf.col("_wrapped")).alias("_doc"))
 
     doc = sf.col("_doc")
+    staged = with_undeclared(staged, doc, fields)
     # Each field's value as a variant of its own: the one path lookup per field.
     staged = staged.select(
         "*",
@@ -361,11 +390,15 @@ def classify(
     judged = staged.select(
         *raw.columns,
         *(name for name, _ in event_columns(fields)),
+        UNDECLARED_FIELDS,
+        UNDECLARED_KEYS,
         verdict.alias("_verdict"),
     )
     return judged.select(
         *raw.columns,
         *(name for name, _ in event_columns(fields)),
+        UNDECLARED_FIELDS,
+        UNDECLARED_KEYS,
         sf.col("_verdict.reason").alias(REASON),
         sf.col("_verdict.message").alias(MESSAGE),
         classes[sf.col("_verdict.reason")].alias(ERROR_CLASS),
@@ -395,6 +428,8 @@ def output_rows(classified: DataFrame, *, fields: Sequence[EventField], batch_id
         *(name for name, _ in event_columns(fields)),
         *(sf.col(src).alias(name) for src, name in SOURCE_TABLE_COLUMNS),
         sf.lit(batch_id).cast("bigint").alias(layout.BATCH_ID),
+        UNDECLARED_FIELDS,
+        UNDECLARED_KEYS,
         sf.when(sf.col(REASON).isNotNull(), sf.col(DATA)).alias(DATA),
         REASON,
         MESSAGE,

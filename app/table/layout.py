@@ -79,7 +79,14 @@ SOURCE_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = (
 # (null for a plain record); with the sequence number it makes each row's
 # source coordinates unique (app.sources.schema).
 SUB_SEQUENCE_NUMBER: Final = "sub_sequence_number"
-EVOLVED_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = ((SUB_SEQUENCE_NUMBER, "long"),)
+# ``undeclared_fields``: the keys of a valid event that ``job.event_fields``
+# does not declare, as one compact JSON object (null when there are none), so
+# no field a producer sends is dropped unseen (docs/infra.md, "Event schema").
+UNDECLARED_FIELDS: Final = "undeclared_fields"
+EVOLVED_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = (
+    (SUB_SEQUENCE_NUMBER, "long"),
+    (UNDECLARED_FIELDS, "string"),
+)
 
 # Iceberg's time transforms, by the names Iceberg prints them with.
 TimeTransform = Literal["year", "month", "day", "hour"]
