@@ -60,7 +60,9 @@ StartingPosition = Literal["TRIM_HORIZON", "LATEST"]
 SourceFormat = Literal["python-kinesis", "aws-kinesis"]
 ConsumerType = Literal["GetRecords", "SubscribeToShard"]
 KafkaSecurity = Literal["PLAINTEXT", "MSK_IAM"]
-FieldType = Literal["string", "long", "double", "boolean", "timestamp", "object", "array"]
+FieldType = Literal[
+    "string", "int", "long", "float", "double", "boolean", "timestamp", "object", "array"
+]
 
 
 # THE failure-record size, declared once for the job (KafkaOptions) and the

@@ -120,7 +120,9 @@ _STRIP_BOM_TO: Final = 1 << 30
 
 _SPARK_TYPES: Final = {
     "string": "string",
+    "int": "int",
     "long": "bigint",
+    "float": "float",
     "double": "double",
     "boolean": "boolean",
     "timestamp": "timestamp",
@@ -220,7 +222,9 @@ def _kind_ok(spec: EventField, kind: Column) -> Column:
         return kind == sf.lit("BOOLEAN")
     if spec.type == "long":
         return kind.isin(*_INTEGRAL)
-    # double: any JSON number
+    if spec.type == "int":  # and it fits 32 bits: classify checks the value too
+        return kind.isin(*_INTEGRAL)
+    # float, double: any JSON number (a float keeps ~7 significant digits)
     return kind.isin(*_INTEGRAL, "FLOAT", "DOUBLE") | kind.startswith("DECIMAL(")
 
 
@@ -322,9 +326,10 @@ def classify(
         name = column_name(spec.name)
         if spec.required:
             missing_checks.append((~present, f"required field {spec.name!r} is absent or null"))
-        type_checks.append(
-            (present & ~_kind_ok(spec, kind), f"field {spec.name!r} must be a JSON {spec.type}")
-        )
+        wrong = ~_kind_ok(spec, kind)
+        if spec.type == "int":  # Spark's variant stores every JSON integer as BIGINT
+            wrong = wrong | sf.try_variant_get(sub, "$", "int").isNull()
+        type_checks.append((present & wrong, f"field {spec.name!r} must be a JSON {spec.type}"))
         if spec.type == "timestamp":
             time_checks.append(
                 (

@@ -112,9 +112,9 @@ def field_value(
         return stamp
     if spec.type == "object":
         return payload
-    if spec.type == "long":
+    if spec.type in ("int", "long"):
         return index
-    if spec.type == "double":
+    if spec.type in ("float", "double"):
         return index + 0.25
     if spec.type == "boolean":
         return index % 2 == 0
@@ -272,7 +272,8 @@ def malformed_record(
         data = encode({n: v for n, v in body().items() if n != schema.id_field})
     elif kind == WRONG_TYPE:
         target = schema.wrong_type_field
-        wrong = str(_WRONG_VALUE) if target.type in ("long", "double") else _WRONG_VALUE
+        numbers = ("int", "long", "float", "double")
+        wrong = str(_WRONG_VALUE) if target.type in numbers else _WRONG_VALUE
         data = encode(body(**{target.name: wrong}))
     elif kind == BAD_TIMESTAMP:
         data = encode(body(**{schema.event_time_field: "yesterday at noon"}))

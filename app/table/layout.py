@@ -28,13 +28,15 @@ from typing import TYPE_CHECKING, Final, Literal
 if TYPE_CHECKING:
     from app.config import EventField
 
-ColumnType = Literal["string", "long", "double", "boolean", "timestamp"]
+ColumnType = Literal["string", "int", "long", "float", "double", "boolean", "timestamp"]
 
 # Event field type -> table column type. Objects and arrays are kept as their
 # JSON text: the table's schema must not change with a payload's shape.
 FIELD_COLUMN_TYPES: Final[dict[str, ColumnType]] = {
     "string": "string",
+    "int": "int",
     "long": "long",
+    "float": "float",
     "double": "double",
     "boolean": "boolean",
     "timestamp": "timestamp",
@@ -45,7 +47,9 @@ FIELD_COLUMN_TYPES: Final[dict[str, ColumnType]] = {
 # Glue column types of an Iceberg table (Athena's names for the same types).
 GLUE_TYPES: Final[dict[ColumnType, str]] = {
     "string": "string",
+    "int": "int",
     "long": "bigint",
+    "float": "float",
     "double": "double",
     "boolean": "boolean",
     "timestamp": "timestamp",

@@ -242,6 +242,10 @@ def check_definition(
         "- A table not deployed yet (a new instance, or event fields chosen before the "
         f'first deploy): set "table_definition_sha256": "{found}" in the instance\'s '
         "cdk.json entry.\n"
+        "- A deployed table whose job.event_fields only grew (a new optional field, "
+        "int -> long, float -> double, required -> optional): keep the pin and set the "
+        'instance\'s "table_seed" to the event schema the table was created with '
+        '(docs/infra.md, "Event schema"); the new job adds the columns at start.\n'
         "- A deployed table: its job.event_fields (or this code's table definition) "
         "changed. Deploying it would make CloudFormation update the live Iceberg table, "
         "which replaces its TableInput and drops the table_type and metadata_location "

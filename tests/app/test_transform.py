@@ -310,6 +310,23 @@ def test_a_declared_field_is_no_longer_undeclared(spark: Any) -> None:
     assert (row["channel"], row[UNDECLARED_FIELDS], row[UNDECLARED_KEYS]) == ("web", None, None)
 
 
+def test_int_and_float_fields_take_numbers_that_fit(spark: Any) -> None:
+    """``int`` (32 bits) and ``float`` exist so a schema can widen them later
+    (Iceberg promotes int -> long and float -> double in place)."""
+    fields = (EventField("id"), EventField("n", "int"), EventField("x", "float"))
+    records = [
+        b'{"id":"a","n":2147483647,"x":1.5}',
+        b'{"id":"b","n":2147483648,"x":1}',
+        b'{"id":"c","n":1.5,"x":2}',
+        b'{"id":"d","n":1,"x":"2"}',
+    ]
+    assert _reasons(spark, records, fields=fields) == [None, "wrong_type", "wrong_type",
+                                                       "wrong_type"]  # fmt: skip
+    frame = classify(raw_frame(spark, records[:1]), max_record_bytes=MAX, fields=fields)
+    assert dict(frame.dtypes)["n"] == "int" and dict(frame.dtypes)["x"] == "float"
+    assert [tuple(r) for r in frame.select("n", "x").collect()] == [(2147483647, 1.5)]
+
+
 def test_configurable_schema_types_and_optional_fields(spark: Any) -> None:
     fields = (
         EventField("id", "string"),
