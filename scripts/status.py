@@ -41,6 +41,7 @@ from scripts.status_optimizers import Optimizers, not_available_locally, read_op
 from scripts.status_report import StatusReport, format_report, to_json
 from scripts.status_table import read_snapshot
 from scripts.status_target import Target, target_arguments, target_command
+from scripts.status_undeclared import read_undeclared_keys
 
 EXIT_OK: Final = 0
 LOCAL_PERIOD_SEC: Final = 1
@@ -115,6 +116,13 @@ def collect(target: Target, args: argparse.Namespace, now: Callable[[], datetime
         table_name=f"{config.database}.{config.table}",
         table=read_snapshot(config),
         optimizers=table_optimizers(target),
+        undeclared=read_undeclared_keys(
+            cloudwatch,
+            target.instance_id,
+            now=at,
+            minutes=args.metrics_minutes,
+            period_sec=period,
+        ),
     )
 
 

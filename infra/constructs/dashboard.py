@@ -145,6 +145,12 @@ class Dashboard(Construct):
                 stacked=True,
             ),
             graph("Heartbeat", [metrics.metric(contract.HEARTBEAT, "SampleCount")]),
+            # Keys events carry beyond job.event_fields (kept in undeclared_fields).
+            graph(
+                "Events with undeclared keys, by key",
+                [metrics.undeclared_keys()],
+                right=[labelled(contract.INPUT_ROWS, "Sum", "records in")],
+            ),
         ]
         for widget in graphs:
             self.dashboard.add_widgets(widget)
