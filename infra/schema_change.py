@@ -30,17 +30,18 @@ Pure logic, no CDK: unit-tested on its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
+
+from app.table.layout import TYPE_PROMOTIONS
 
 if TYPE_CHECKING:
     from app.config import EventField
 
-# Iceberg's promotions between the job's field types (the spec, "Schema
-# Evolution"; Athena reads the same ones,
-# https://docs.aws.amazon.com/athena/latest/ug/querying-iceberg-evolving-table-schema.html).
-PROMOTIONS: Final = frozenset({("int", "long"), ("float", "double")})
+# Iceberg's promotions between the job's field types, which are named as their
+# columns' Iceberg types (the spec, "Schema Evolution"; Athena reads the same
+# ones, https://docs.aws.amazon.com/athena/latest/ug/querying-iceberg-evolving-table-schema.html).
+PROMOTIONS: Final = TYPE_PROMOTIONS
 
 _WAYS_OUT: Final = (
     "Ways out: restore the field as the table was created with it "
@@ -169,15 +170,3 @@ def check_schema_change(
             "required field made optional.\n" + _WAYS_OUT
         )
     return [c for c in changes if c.allowed]
-
-
-def seed_fields_text(fields: Sequence[EventField]) -> str:
-    """``fields`` as a ``cdk.json`` list, for a message to copy from."""
-    import json
-
-    return json.dumps(
-        [
-            {"name": f.name, "type": f.type, **({} if f.required else {"required": False})}
-            for f in fields
-        ]
-    )

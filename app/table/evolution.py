@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Final
 
 from app.retry import with_retries
 from app.table.catalog import load_table
-from app.table.layout import table_columns
+from app.table.layout import TYPE_PROMOTIONS, table_columns
 from app.table.schema import iceberg_schema
 
 if TYPE_CHECKING:
@@ -52,9 +52,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Iceberg's valid type promotions (spec, "Schema Evolution"), by Iceberg's type
-# names; decimal widening is not listed: the job has no decimal columns.
-PROMOTIONS: Final = frozenset({("int", "long"), ("float", "double")})
+# Iceberg's valid type promotions (spec, "Schema Evolution"), by Iceberg's type names.
+PROMOTIONS: Final = TYPE_PROMOTIONS
 
 
 @dataclass(frozen=True)

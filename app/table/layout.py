@@ -92,6 +92,13 @@ EVOLVED_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = (
     (UNDECLARED_FIELDS, "string"),
 )
 
+# Iceberg's type promotions between the table's column types (the spec's
+# "Schema Evolution", https://iceberg.apache.org/spec/#schema-evolution; decimal
+# widening is not listed: the table has no decimal column). The column type
+# names are Iceberg's own, so synth (infra.schema_change) and the job's
+# evolution at start (app.table.evolution) read the same pairs.
+TYPE_PROMOTIONS: Final = frozenset({("int", "long"), ("float", "double")})
+
 # Iceberg's time transforms, by the names Iceberg prints them with.
 TimeTransform = Literal["year", "month", "day", "hour"]
 
