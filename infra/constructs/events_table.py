@@ -14,11 +14,14 @@ https://github.com/aws-cloudformation/cloudformation-coverage-roadmap/issues/191
 CloudFormation only updates a resource whose template changed
 (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/using-cfn-updating-stacks-update-behaviors.html),
 so the table's definition depends on nothing an ordinary deploy changes, and a
-change to it (a new event field, another location) stops ``cdk synth``
+change to it (another seed, another location) stops ``cdk synth``
 (:func:`check_definition`) instead of breaking a live table
-(docs/infra.md, "The events table"). The columns follow the instance's own
-event fields (``job.event_fields``); an instance with fields of its own pins
-its table's definition in ``table_definition_sha256``, the others share
+(docs/infra.md, "The events table"). The columns follow the table's seed: the
+event schema it was created with (``InstanceConfig.seed_schema``); fields an
+instance declares later reach the live table through the job
+(app.table.evolution), once synth has checked they are additive
+(infra.schema_change). An instance with fields of its own pins its table's
+definition in ``table_definition_sha256``, the others share
 :data:`DEPLOYED_DEFINITION_SHA256`.
 """
 
