@@ -60,7 +60,9 @@ StartingPosition = Literal["TRIM_HORIZON", "LATEST"]
 SourceFormat = Literal["python-kinesis", "aws-kinesis"]
 ConsumerType = Literal["GetRecords", "SubscribeToShard"]
 KafkaSecurity = Literal["PLAINTEXT", "MSK_IAM"]
-FieldType = Literal["string", "long", "double", "boolean", "timestamp", "object", "array"]
+FieldType = Literal[
+    "string", "int", "long", "float", "double", "boolean", "timestamp", "object", "array"
+]
 
 
 # THE failure-record size, declared once for the job (KafkaOptions) and the
@@ -436,7 +438,12 @@ _SOURCE_ROW_COLUMNS: Final = (
     "shardId",
     "subSequenceNumber",
 )
-_CLASSIFICATION_COLUMNS: Final = ("failure_reason", "failure_message", "failure_class")
+_CLASSIFICATION_COLUMNS: Final = (
+    "failure_reason",
+    "failure_message",
+    "failure_class",
+    "undeclared_keys",
+)
 RESERVED_COLUMNS: Final = frozenset(
     name.lower()
     for name in (

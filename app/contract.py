@@ -37,6 +37,29 @@ HEARTBEAT: Final = "Heartbeat"
 FAILURE_RECORDS_BY_REASON: Final = "FailureRecordsByReason"
 REASON_DIMENSION: Final = "Reason"
 
+# Valid events carrying each key that job.event_fields does not declare (the
+# key is kept in the row's undeclared_fields column): one series per key name,
+# with the Key dimension besides the instance's, for the UNDECLARED_KEYS_PER_BATCH
+# most frequent keys of each batch. Not in ALL_METRICS, like the per-reason counts.
+UNDECLARED_KEY_RECORDS: Final = "UndeclaredKeyRecords"
+KEY_DIMENSION: Final = "Key"
+UNDECLARED_KEYS_PER_BATCH: Final = 10
+# A dimension value is 1-1024 ASCII characters, not all whitespace, no control
+# characters (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_Dimension.html);
+# a key that cannot be one is counted under this value.
+UNNAMEABLE_KEY: Final = "(not ascii)"
+_MAX_DIMENSION_VALUE: Final = 1024
+
+
+def key_dimension_value(key: str) -> str:
+    """The Key dimension's value for an undeclared key: the key itself when
+    CloudWatch takes it as a dimension value, else :data:`UNNAMEABLE_KEY`."""
+    printable = all(" " <= ch <= "~" for ch in key)
+    if printable and key.strip() and len(key) <= _MAX_DIMENSION_VALUE:
+        return key
+    return UNNAMEABLE_KEY
+
+
 ALL_METRICS: Final = (
     BATCH_DURATION_MS,
     INPUT_ROWS,
@@ -90,11 +113,15 @@ def metric_namespace(instance: str) -> str:
     return f"{METRIC_NAMESPACE_PREFIX}/{instance}"
 
 
-def dimensions(instance: str, reason: str | None = None) -> list[dict[str, str]]:
+def dimensions(
+    instance: str, reason: str | None = None, key: str | None = None
+) -> list[dict[str, str]]:
     """CloudWatch dimensions in the shape ``put_metric_data`` takes."""
     found = [{"Name": INSTANCE_DIMENSION, "Value": instance}]
     if reason is not None:
         found.append({"Name": REASON_DIMENSION, "Value": reason})
+    if key is not None:
+        found.append({"Name": KEY_DIMENSION, "Value": key})
     return found
 
 

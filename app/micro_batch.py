@@ -35,7 +35,7 @@ from app.sinks.batch_task import TaskOutcome, batch_task, combine
 from app.sinks.kafka import KafkaSettings
 from app.table.catalog import ensure_table, file_io_properties
 from app.table.commit import already_committed, commit_batch, expire_snapshots
-from app.table.layout import ARRIVAL_TIME, column_name, table_columns
+from app.table.layout import ARRIVAL_TIME, UNDECLARED_FIELDS, column_name, table_columns
 from app.transform import classify, deduplicated, output_rows
 
 if TYPE_CHECKING:
@@ -64,6 +64,8 @@ class BatchResult:
     committed: bool = False
     # Failure records per reason (app.transform.REASONS), only reasons seen.
     failures_by_reason: tuple[tuple[str, int], ...] = ()
+    # Valid rows per undeclared key, most frequent first (app.transform.UNDECLARED_KEYS).
+    undeclared_keys: tuple[tuple[str, int], ...] = ()
 
 
 def _from_micros(micros: int | None) -> datetime | None:
@@ -200,6 +202,7 @@ class BatchProcessor:
             table_records=outcome.records,
             committed=committed,
             failures_by_reason=tuple(outcome.failures_by_reason.items()),
+            undeclared_keys=tuple(outcome.undeclared_keys.items()),
         )
         finished = time.monotonic()
         log.info(
@@ -216,6 +219,13 @@ class BatchProcessor:
             passed - started,
             finished - passed,
         )
+        if result.undeclared_keys:
+            log.info(
+                "batch %d: keys no event field declares (kept in %s): %s",
+                batch_id,
+                UNDECLARED_FIELDS,
+                ", ".join(f"{key}={count}" for key, count in result.undeclared_keys[:10]),
+            )
         if self.on_result is not None:
             self.on_result(result)
         return result

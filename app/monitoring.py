@@ -20,7 +20,7 @@ import logging
 import math
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -49,6 +49,8 @@ class Datum:
     timestamp: datetime
     # The Reason dimension (FailureRecordsByReason only).
     reason: str | None = None
+    # The Key dimension (UndeclaredKeyRecords only).
+    key: str | None = None
 
 
 def _number(value: object) -> float | None:
@@ -173,10 +175,27 @@ def progress_datums(
             Datum(contract.FAILURE_RECORDS_BY_REASON, float(count), "Count", now, reason)
             for reason, count in result.failures_by_reason
         )
+        datums.extend(undeclared_key_datums(result.undeclared_keys, now))
     lag = source_lag_ms(progress)
     if lag is not None:
         datums.append(Datum(contract.SOURCE_LAG_MS, lag, "Milliseconds", now))
     return datums
+
+
+def undeclared_key_datums(counts: Sequence[tuple[str, int]], now: datetime) -> list[Datum]:
+    """``UndeclaredKeyRecords`` for the batch's most frequent undeclared keys
+    (at most :data:`app.contract.UNDECLARED_KEYS_PER_BATCH`, most frequent
+    first; ``counts`` comes sorted so). Keys CloudWatch cannot name share one
+    series (:func:`app.contract.key_dimension_value`)."""
+    top: dict[str, int] = {}
+    for key, count in counts:
+        value = contract.key_dimension_value(key)
+        if value in top or len(top) < contract.UNDECLARED_KEYS_PER_BATCH:
+            top[value] = top.get(value, 0) + count
+    return [
+        Datum(contract.UNDECLARED_KEY_RECORDS, float(count), "Count", now, key=key)
+        for key, count in top.items()
+    ]
 
 
 def metric_data(datums: list[Datum], instance: str) -> list[dict[str, Any]]:
@@ -184,7 +203,7 @@ def metric_data(datums: list[Datum], instance: str) -> list[dict[str, Any]]:
     return [
         {
             "MetricName": d.name,
-            "Dimensions": contract.dimensions(instance, d.reason),
+            "Dimensions": contract.dimensions(instance, d.reason, d.key),
             "Timestamp": d.timestamp,
             "Value": d.value,
             "Unit": d.unit,

@@ -42,7 +42,7 @@ from app.sources.schema import (
     SUB_SEQUENCE_NUMBER,
 )
 from app.table import layout
-from app.table.layout import column_name, raw_column_name
+from app.table.layout import UNDECLARED_FIELDS, column_name, raw_column_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -75,6 +75,9 @@ REASONS: Final = tuple(ERROR_CLASSES)
 REASON: Final = "failure_reason"
 MESSAGE: Final = "failure_message"
 ERROR_CLASS: Final = "failure_class"
+# The keys of a record's object that no event field declares (null when none),
+# counted per name by each task (app.sinks.batch_task); never a table column.
+UNDECLARED_KEYS: Final = "undeclared_keys"
 # The state store's de-duplication key (never a table column).
 DEDUP_KEY: Final = "_dedup_key"
 
@@ -117,7 +120,9 @@ _STRIP_BOM_TO: Final = 1 << 30
 
 _SPARK_TYPES: Final = {
     "string": "string",
+    "int": "int",
     "long": "bigint",
+    "float": "float",
     "double": "double",
     "boolean": "boolean",
     "timestamp": "timestamp",
@@ -217,7 +222,9 @@ def _kind_ok(spec: EventField, kind: Column) -> Column:
         return kind == sf.lit("BOOLEAN")
     if spec.type == "long":
         return kind.isin(*_INTEGRAL)
-    # double: any JSON number
+    if spec.type == "int":  # and it fits 32 bits: classify checks the value too
+        return kind.isin(*_INTEGRAL)
+    # float, double: any JSON number (a float keeps ~7 significant digits)
     return kind.isin(*_INTEGRAL, "FLOAT", "DOUBLE") | kind.startswith("DECIMAL(")
 
 
@@ -229,6 +236,42 @@ def _value(spec: EventField, sub: Column, kind: Column) -> Column:
     if spec.type in _TEXT_TYPES:
         return kind
     return sf.try_variant_get(sub, "$", _SPARK_TYPES[spec.type])
+
+
+def with_undeclared(staged: DataFrame, doc: Column, fields: Sequence[EventField]) -> DataFrame:
+    """``staged`` plus :data:`UNDECLARED_FIELDS` (the object's undeclared keys
+    and their values, compact JSON) and :data:`UNDECLARED_KEYS` (their names),
+    both null when the record carries no key beyond ``fields`` (and on a
+    record that is not an object).
+
+    Read from the variant the classification already parsed (``doc``, the
+    event inside its wrapper): no second parse of the text and no Python, and
+    ``to_json`` writes the kept values as they were sent (objects and arrays
+    included). Every row pays one cast of the object to ``map<string,
+    variant>`` for its key names and a set difference with the declared ones;
+    only a row that has undeclared keys (rare) pays the filtered map and its
+    JSON (``when`` evaluates the branch it takes). Measured against the
+    alternatives (docs/job.md, "Keys no field declares"): a higher-order
+    filter on every row cost more, and a cast to ``map<string, boolean>``
+    (no value copies) four times more, its failing leaf casts being slow.
+    Keys are compared exactly, as JSON spells them: ``Channel`` is not a
+    declared ``channel``."""
+    from pyspark.sql import functions as sf
+
+    declared = sf.array(*(sf.lit(spec.name) for spec in fields))
+
+    def members() -> Column:
+        return sf.try_variant_get(doc, _DOC_PATH, "map<string,variant>")
+
+    extra_keys = sf.array_except(sf.map_keys(members()), declared)
+    staged = staged.select("*", extra_keys.alias("_extra_keys"))
+    some = sf.size("_extra_keys") > sf.lit(0)
+    extra = sf.map_filter(members(), lambda key, _: ~sf.array_contains(declared, key))
+    return staged.select(
+        "*",
+        sf.when(some, sf.to_json(extra)).alias(UNDECLARED_FIELDS),
+        sf.when(some, sf.col("_extra_keys")).alias(UNDECLARED_KEYS),
+    )
 
 
 def classify(
@@ -268,6 +311,7 @@ def classify(
     staged = staged.select("*", sf.when(is_object, sf.col("_wrapped")).alias("_doc"))
 
     doc = sf.col("_doc")
+    staged = with_undeclared(staged, doc, fields)
     # Each field's value as a variant of its own: the one path lookup per field.
     staged = staged.select(
         "*",
@@ -293,9 +337,10 @@ def classify(
         name = column_name(spec.name)
         if spec.required:
             missing_checks.append((~present, f"required field {spec.name!r} is absent or null"))
-        type_checks.append(
-            (present & ~_kind_ok(spec, kind), f"field {spec.name!r} must be a JSON {spec.type}")
-        )
+        wrong = ~_kind_ok(spec, kind)
+        if spec.type == "int":  # Spark's variant stores every JSON integer as BIGINT
+            wrong = wrong | sf.try_variant_get(sub, "$", "int").isNull()
+        type_checks.append((present & wrong, f"field {spec.name!r} must be a JSON {spec.type}"))
         if spec.type == "timestamp":
             time_checks.append(
                 (
@@ -361,11 +406,15 @@ def classify(
     judged = staged.select(
         *raw.columns,
         *(name for name, _ in event_columns(fields)),
+        UNDECLARED_FIELDS,
+        UNDECLARED_KEYS,
         verdict.alias("_verdict"),
     )
     return judged.select(
         *raw.columns,
         *(name for name, _ in event_columns(fields)),
+        UNDECLARED_FIELDS,
+        UNDECLARED_KEYS,
         sf.col("_verdict.reason").alias(REASON),
         sf.col("_verdict.message").alias(MESSAGE),
         classes[sf.col("_verdict.reason")].alias(ERROR_CLASS),
@@ -395,6 +444,8 @@ def output_rows(classified: DataFrame, *, fields: Sequence[EventField], batch_id
         *(name for name, _ in event_columns(fields)),
         *(sf.col(src).alias(name) for src, name in SOURCE_TABLE_COLUMNS),
         sf.lit(batch_id).cast("bigint").alias(layout.BATCH_ID),
+        UNDECLARED_FIELDS,
+        UNDECLARED_KEYS,
         sf.when(sf.col(REASON).isNotNull(), sf.col(DATA)).alias(DATA),
         REASON,
         MESSAGE,

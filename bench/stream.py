@@ -72,11 +72,27 @@ def kafka_settings(config: JobConfig) -> Any:
 # --- records --------------------------------------------------------------------------------
 
 
-def mixed_records(count: int, prefix: str, seed: int = 7) -> list[bytes]:
-    """The job's record mix (``ops.events``): 2 % malformed, 5 % re-sent ids."""
+# The share of valid events carrying one key the schema does not declare
+# (kept in undeclared_fields and counted): producers ahead of the schema.
+UNDECLARED_KEY: Final = "channel"
+UNDECLARED_SHARE: Final = 0.10
+
+
+def mixed_records(
+    count: int, prefix: str, seed: int = 7, undeclared_share: float = 0.0
+) -> list[bytes]:
+    """The job's record mix (``ops.events``): 2 % malformed, 5 % re-sent ids,
+    ``undeclared_share`` of the valid events with one undeclared key."""
     from ops.events import MixSpec, generate, now_utc
 
-    mix = generate(MixSpec(count=count, id_prefix=prefix, seed=seed), now_utc())
+    spec = MixSpec(
+        count=count,
+        id_prefix=prefix,
+        seed=seed,
+        undeclared_key=UNDECLARED_KEY if undeclared_share else "",
+        undeclared_share=undeclared_share,
+    )
+    mix = generate(spec, now_utc())
     return [r.data for r in mix]
 
 

@@ -1,7 +1,8 @@
 """Throughput: the whole micro-batch against a bare Spark parse-and-insert.
 
 Both read the same pre-generated Parquet file of raw source rows (the job's
-mix: 2 % malformed, 5 % re-sent ids), in the same run, alternating:
+mix: 2 % malformed, 5 % re-sent ids, 10 % of the valid events with one key the
+schema does not declare), in the same run, alternating:
 
 * subject: ``BatchProcessor.process_batch(prepared)``: classify,
   de-duplicate by id, failures to the Kafka broker (tansu), Iceberg data files
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from bench.framework import WARMUP_BATCHES, Context, Row, bars, figure, summary, timed, write_result
 from bench.stream import (
+    UNDECLARED_SHARE,
     job_config,
     kafka_settings,
     micro_batch_session,
@@ -136,7 +138,7 @@ def run(ctx: Context) -> list[Row]:
     count = 20_000 if ctx.quick else 200_000
     work = ctx.scratch(NAME)
     source = work / "source"
-    write_batch_files(source, mixed_records(count, "tp"), now())
+    write_batch_files(source, mixed_records(count, "tp", undeclared_share=UNDECLARED_SHARE), now())
     config = job_config(ctx, NAME)
     kafka = kafka_settings(config)
     processor = BatchProcessor(config, kafka, query_id="bench-throughput")
@@ -189,7 +191,11 @@ def run(ctx: Context) -> list[Row]:
         {
             "what": __doc__,
             "records": count,
-            "mix": {"malformed_share": 0.02, "duplicate_share": 0.05},
+            "mix": {
+                "malformed_share": 0.02,
+                "duplicate_share": 0.05,
+                "undeclared_key_share": UNDECLARED_SHARE,
+            },
             "subject_seconds": summary(ours),
             "baseline_seconds": summary(base),
             "subject_records_per_second": round(count / med(ours), 1),

@@ -41,6 +41,7 @@ from app.config import (
 from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES
 from infra.deployed import replication_factor_problem, shard_count_problem
 from infra.releases import JOB_SPARK_VERSION, Release, release_for, supported_labels
+from infra.schema_change import EventSchemaDeclaration, is_additive
 from infra.sizes import SIZES, SizeName
 from infra.sizing import INSTANCE_TYPES
 
@@ -438,6 +439,22 @@ class SupervisorConfig(ConfigModel):
         return self
 
 
+class TableSeed(JobSettings):
+    """``table_seed``: the event schema an events table was created with. Only
+    ``event_fields``, ``id_field`` and ``event_time_field`` may be given; they
+    are checked as the job's own (JobSettings)."""
+
+    @model_validator(mode="after")
+    def _schema_keys_only(self) -> Self:
+        extra = sorted(self.model_fields_set - set(SEED_KEYS))
+        if extra:
+            raise bad_value(extra[0], f"one of {', '.join(SEED_KEYS)}", extra[0])
+        return self
+
+
+SEED_KEYS: Final = ("event_fields", "id_field", "event_time_field")
+
+
 class InstanceConfig(ConfigModel):
     """One domain in one region; everything its stack needs, validated.
 
@@ -474,6 +491,13 @@ class InstanceConfig(ConfigModel):
     # instance with its own job.event_fields pins its own; synth names the
     # value (docs/infra.md, "Event schema").
     table_definition_sha256: Sha256 | None = None
+    # The event schema its events table was created with (the seed of its
+    # CloudFormation definition, which the pin above covers), when
+    # job.event_fields has grown since: synth lets additive changes through
+    # (infra/schema_change.py) and the new job evolves the live table. Null:
+    # the table was created with job.event_fields as declared (with a pin), or
+    # with the default event schema (without one).
+    table_seed: TableSeed | None = None
     # What the live stack holds (DeployedConfig); synth refuses a change
     # CloudFormation cannot apply to it (docs/infra.md, "Changes synth refuses").
     deployed: DeployedConfig = Field(default_factory=DeployedConfig)
@@ -550,6 +574,30 @@ class InstanceConfig(ConfigModel):
     @property
     def instance_id(self) -> str:
         return contract.instance_id(self.domain, self.region)
+
+    def seed_schema(self) -> EventSchemaDeclaration:
+        """The event schema the instance's events table was created with
+        (:attr:`table_seed`; see its comment for the defaults)."""
+        if self.table_seed is not None:
+            source: JobSettings = self.table_seed
+        elif self.table_definition_sha256 is not None:
+            source = self.job
+        else:
+            source = JobSettings()
+        seed = EventSchemaDeclaration(
+            tuple(source.event_fields), source.id_field, source.event_time_field
+        )
+        declared = self.declared_schema()
+        if source is not self.job and self.table_seed is None and not is_additive(seed, declared):
+            # Unpinned, and not a growth of the default schema: a new table of
+            # its own schema, which the definition pin then asks to pin.
+            return declared
+        return seed
+
+    def declared_schema(self) -> EventSchemaDeclaration:
+        """The event schema the job runs with (``job.event_fields``)."""
+        job = self.job
+        return EventSchemaDeclaration(tuple(job.event_fields), job.id_field, job.event_time_field)
 
     @property
     def stack_name(self) -> str:

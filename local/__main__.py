@@ -28,8 +28,11 @@ from types import FrameType
 from typing import Any, Final
 
 from app.polling import poll_until
+from app.table.layout import UNDECLARED_FIELDS
+from local.declare_field import write_declared_copy
 from local.emulators import running_emulators
 from local.harness import (
+    CDK_JSON,
     LocalInstance,
     load_example_instances,
     select_instances,
@@ -86,6 +89,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     # Half of the events travel in KPL aggregates of up to 10, half as plain
     # records: the source's de-aggregation is part of every local run.
     add_aggregate_arguments(parser, size=RUN_AGGREGATE_SIZE, share=RUN_AGGREGATE_SHARE)
+    parser.add_argument(
+        "--declare",
+        metavar="FIELD",
+        default="",
+        help="the schema story: FIELD first arrives undeclared in --undeclared-share of the "
+        "events (kept and counted), then a copy of cdk.json declares it (optional string), "
+        "each job is redeployed through the handover and --count more events carry it",
+    )
+    parser.add_argument("--undeclared-share", type=float, default=0.2, help="with --declare")
     return parser.parse_args(argv)
 
 
@@ -136,7 +148,10 @@ def run(args: argparse.Namespace) -> int:
                     f"[{local.name}] job started (pid {local.job.pid if local.job else '?'}), "
                     f"log {local.log_path}"
                 )
-            _produce_and_wait(locals_, args)
+            _produce_and_wait(locals_, args, undeclared=args.declare)
+            if args.declare:
+                _declare_and_redeploy(locals_, args.declare, root)
+                _produce_and_wait(locals_, args, round_=1)
             codes = _stop_all(locals_)
             summaries = []
             for local in locals_:
@@ -162,9 +177,37 @@ def _write_report(locals_: list[LocalInstance], summaries: list[Summary], root: 
         return f"not written ({type(exc).__name__}: {exc})"
 
 
-def _produce_and_wait(locals_: list[LocalInstance], args: argparse.Namespace) -> None:
+def _declare_and_redeploy(locals_: list[LocalInstance], name: str, root: Path) -> None:
+    """A copy of ``cdk.json`` (in the work dir) declares ``name`` as an
+    optional string for every running instance; each job is redeployed from
+    it: the old version stops, the new one adds the column at start."""
+    copy = root / "cdk.json"
+    source = CDK_JSON
+    for local in locals_:
+        source = write_declared_copy(
+            source, copy, local.name, {"name": name, "type": "string", "required": False}
+        )
+    declared = {i.instance_id: i for i in load_example_instances(copy)}
+    for local in locals_:
+        local.redeploy(declared[local.name])
+        _say(
+            f"[{local.name}] {name!r} declared in {copy}; job redeployed (pid "
+            f"{local.job.pid if local.job else '?'}): the table gets the column at start, "
+            f"earlier rows keep {name!r} in {UNDECLARED_FIELDS}"
+        )
+
+
+def _produce_and_wait(
+    locals_: list[LocalInstance],
+    args: argparse.Namespace,
+    *,
+    undeclared: str = "",
+    round_: int = 0,
+) -> None:
     """Produce on every instance at once while the jobs run; then poll until
-    every produced record is in its table or on its topic."""
+    every produced record is in its table or on its topic. ``undeclared``: a
+    key the schema does not declare, in ``--undeclared-share`` of the valid
+    events; ``round_`` > 0: a later round (other ids, another seed)."""
     start = now_utc()
     deadline = time.monotonic() + args.timeout
     futures: list[Future[ProduceReport]] = []
@@ -175,11 +218,13 @@ def _produce_and_wait(locals_: list[LocalInstance], args: argparse.Namespace) ->
                 malformed_share=args.malformed_share,
                 duplicate_share=args.duplicate_share,
                 nanos=args.nanos,
-                seed=args.seed,
-                id_prefix=local.instance.domain,
+                seed=args.seed + round_,
+                id_prefix=local.instance.domain + (f"-r{round_}" if round_ else ""),
                 failure_kinds=FAILURE_KINDS,
                 too_large_bytes=LOCAL_MAX_RECORD_BYTES + 1024,
                 schema=local.schema,
+                undeclared_key=undeclared,
+                undeclared_share=args.undeclared_share if undeclared else 0.0,
             )
             futures.append(
                 pool.submit(

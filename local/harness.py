@@ -152,6 +152,8 @@ class LocalInstance:
     all_jobs: list[JobProcess] = field(default_factory=list)
     runs: int = 0
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # What the job config was built with besides the instance (build_job_config).
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -167,7 +169,7 @@ class LocalInstance:
         root.mkdir(parents=True, exist_ok=True)
         config = build_job_config(instance, root, endpoints, overrides)
         shards = shard_count if shard_count is not None else instance.stream.shard_count
-        local = cls(instance, root, endpoints, config, shards)
+        local = cls(instance, root, endpoints, config, shards, overrides=dict(overrides or {}))
         ensure_stream(local.kinesis, config.stream_name, shards)
         ensure_topic(
             endpoints.kafka_bootstrap,
@@ -261,6 +263,27 @@ class LocalInstance:
         )
         self.all_jobs.append(copy)
         return copy
+
+    def redeploy(self, instance: Any, timeout: float = 120.0) -> JobProcess:
+        """A new version of the instance (e.g. from an edited copy of
+        ``cdk.json``) takes over as ``make redeploy`` hands over on EMR: synth's
+        schema check first (an event schema a deploy may not make stops here),
+        then the old job stops gracefully (stop marker, exit 0) before the new
+        one starts on the same checkpoint and table."""
+        from infra.schema_change import check_schema_change
+
+        if instance.instance_id != self.instance.instance_id:
+            raise ValueError(f"redeploy {self.name}: got instance {instance.instance_id}")
+        check_schema_change(
+            instance.instance_id, instance.seed_schema(), instance.declared_schema()
+        )
+        config = build_job_config(instance, self.root, self.endpoints, self.overrides)
+        if self.job is not None and self.job.running:
+            code = self.stop_job(timeout)
+            if code != 0:
+                raise RuntimeError(f"{self.name}: the old job exited {code}\n{self.log_tail()}")
+        self.instance, self.config = instance, config
+        return self.start_job()
 
     def stop_job(self, timeout: float = 120.0) -> int:
         if self.job is None:

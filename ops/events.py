@@ -112,9 +112,9 @@ def field_value(
         return stamp
     if spec.type == "object":
         return payload
-    if spec.type == "long":
+    if spec.type in ("int", "long"):
         return index
-    if spec.type == "double":
+    if spec.type in ("float", "double"):
         return index + 0.25
     if spec.type == "boolean":
         return index % 2 == 0
@@ -154,6 +154,10 @@ class MixSpec:
     failure_kinds: tuple[str, ...] = DEFAULT_FAILURE_KINDS
     too_large_bytes: int = 0
     schema: EventSchema = DEFAULT_SCHEMA
+    # A key the schema does not declare, carried by this share of the valid
+    # events (a producer ahead of its instance's job.event_fields).
+    undeclared_key: str = ""
+    undeclared_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -162,6 +166,14 @@ class MixSpec:
             share = getattr(self, name)
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"{name}={share}: must be between 0 and 1")
+        if not 0.0 <= self.undeclared_share <= 1.0:
+            raise ValueError(f"undeclared_share={self.undeclared_share}: must be between 0 and 1")
+        if self.undeclared_share > 0 and not self.undeclared_key:
+            raise ValueError("undeclared_key: empty while undeclared_share > 0")
+        if any(f.name == self.undeclared_key for f in self.schema.fields):
+            raise ValueError(
+                f"undeclared_key={self.undeclared_key!r}: the schema declares it already"
+            )
         if self.malformed_share + self.duplicate_share > 1.0:
             raise ValueError(
                 f"malformed_share + duplicate_share = "
@@ -272,7 +284,8 @@ def malformed_record(
         data = encode({n: v for n, v in body().items() if n != schema.id_field})
     elif kind == WRONG_TYPE:
         target = schema.wrong_type_field
-        wrong = str(_WRONG_VALUE) if target.type in ("long", "double") else _WRONG_VALUE
+        numbers = ("int", "long", "float", "double")
+        wrong = str(_WRONG_VALUE) if target.type in numbers else _WRONG_VALUE
         data = encode(body(**{target.name: wrong}))
     elif kind == BAD_TIMESTAMP:
         data = encode(body(**{schema.event_time_field: "yesterday at noon"}))
@@ -315,6 +328,15 @@ def generate(spec: MixSpec, start: datetime) -> list[SampleRecord]:
         first_valid = kinds.index(VALID)
         kinds[0], kinds[first_valid] = kinds[first_valid], kinds[0]
 
+    # Which valid events carry the undeclared key: its own RNG, so the rest of
+    # a seeded mix is the same with or without it.
+    valid_ordinals = range(kinds.count(VALID))
+    carriers = set(
+        random.Random(spec.seed + 1).sample(
+            valid_ordinals, round(len(valid_ordinals) * spec.undeclared_share)
+        )
+    )
+    ordinal = 0
     records: list[SampleRecord] = []
     sent: list[SampleRecord] = []
     for index, kind in enumerate(kinds):
@@ -331,6 +353,9 @@ def generate(spec: MixSpec, start: datetime) -> list[SampleRecord]:
                 schema=spec.schema,
                 index=index,
             )
+            if ordinal in carriers:
+                record = with_key(record, spec.undeclared_key, UNDECLARED_VALUES[index % 3])
+            ordinal += 1
             sent.append(record)
         elif kind == DUPLICATE:
             original = rng.choice(sent)
@@ -343,6 +368,25 @@ def generate(spec: MixSpec, start: datetime) -> list[SampleRecord]:
             )
         records.append(record)
     return records
+
+
+UNDECLARED_VALUES: Final = ("web", "app", "store")
+
+
+def with_key(record: SampleRecord, key: str, value: object) -> SampleRecord:
+    """``record`` with one more top-level key (appended after the others)."""
+    body = json.loads(record.data)
+    body[key] = value
+    return SampleRecord(record.kind, encode(body), record.partition_key, record.event_id)
+
+
+def carrying(records: Sequence[SampleRecord], key: str) -> set[str]:
+    """The ids of the valid events that carry ``key`` at the top level."""
+    return {
+        r.event_id
+        for r in records
+        if r.kind == VALID and r.event_id is not None and key in json.loads(r.data)
+    }
 
 
 def expected_ids(records: Sequence[SampleRecord]) -> set[str]:

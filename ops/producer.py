@@ -382,6 +382,17 @@ def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt"
         default=0,
         help=f"size of {TOO_LARGE} records (above the job's max_record_bytes)",
     )
+    parser.add_argument(
+        "--undeclared-key",
+        default="",
+        help="a key the instance does not declare, added to some valid events",
+    )
+    parser.add_argument(
+        "--undeclared-share",
+        type=float,
+        default=0.0,
+        help="share of the valid events carrying --undeclared-key (default 0)",
+    )
     parser.add_argument("--seed", type=int, default=7, help="RNG seed (default 7)")
     parser.add_argument(
         "--id-prefix", default=id_prefix, help=f"prefix of event ids (default {id_prefix})"
@@ -462,6 +473,8 @@ def spec_from_args(args: argparse.Namespace, schema: EventSchema = DEFAULT_SCHEM
         failure_kinds=kinds,
         too_large_bytes=args.too_large_bytes,
         schema=schema,
+        undeclared_key=args.undeclared_key,
+        undeclared_share=args.undeclared_share,
     )
 
 

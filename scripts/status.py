@@ -44,6 +44,7 @@ from scripts.status_report import StatusReport, format_report, to_json
 from scripts.status_supervisor import read_supervisor
 from scripts.status_table import read_snapshot
 from scripts.status_target import Target, target_arguments, target_command
+from scripts.status_undeclared import read_undeclared_keys
 
 EXIT_OK: Final = 0
 LOCAL_PERIOD_SEC: Final = 1
@@ -119,6 +120,13 @@ def collect(target: Target, args: argparse.Namespace, now: Callable[[], datetime
         table=read_snapshot(config),
         optimizers=table_optimizers(target),
         supervisor=read_supervisor(config, s3),
+        undeclared=read_undeclared_keys(
+            cloudwatch,
+            target.instance_id,
+            now=at,
+            minutes=args.metrics_minutes,
+            period_sec=period,
+        ),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +16,7 @@ from scripts.status_metrics import COLUMNS, AlarmState, BatchRow
 from scripts.status_optimizers import ADVICE, Optimizers
 from scripts.status_supervisor import SupervisorStatus
 from scripts.status_table import SnapshotFigures
+from scripts.status_undeclared import KeyCount, undeclared_lines
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class StatusReport:
     table: SnapshotFigures | None  # None: the table does not exist yet
     optimizers: Optimizers
     supervisor: SupervisorStatus | None = None
+    # Keys events carry beyond job.event_fields (scripts/status_undeclared.py).
+    undeclared: list[KeyCount] = field(default_factory=list)
 
     @property
     def total_lag(self) -> Lag:
@@ -275,6 +278,8 @@ def format_report(report: StatusReport) -> str:
         *shard_lines(report),
         "",
         *batch_lines(report),
+        "",
+        *undeclared_lines(report.undeclared, report.metrics_minutes),
         "",
         *alarm_lines(report),
         "",

@@ -33,7 +33,7 @@ from app.python_worker import keep_archive_directories
 from app.sinks.kafka import KafkaSettings, deliver
 from app.sources.schema import DATA
 from app.table.files import write_data_files
-from app.transform import ERROR_CLASS, MESSAGE, REASON, SOURCE_TABLE_COLUMNS
+from app.transform import ERROR_CLASS, MESSAGE, REASON, SOURCE_TABLE_COLUMNS, UNDECLARED_KEYS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 # One row per task, back to the driver.
 RESULT_SCHEMA: Final = (
     "sent long, rows long, failures long, oldest_us long, dates array<date>, "
-    "data_files array<binary>, records long, reasons array<string>, reason_counts array<long>"
+    "data_files array<binary>, records long, reasons array<string>, reason_counts array<long>, "
+    "keys array<string>, key_counts array<long>"
 )
 _FAILURE_COLUMNS: Final = (DATA, REASON, MESSAGE, ERROR_CLASS)
 
@@ -58,6 +59,21 @@ class TaskOutcome:
     data_files: list[Any]
     records: int
     failures_by_reason: dict[str, int]
+    # Valid rows carrying each undeclared key (app.transform.UNDECLARED_KEYS).
+    undeclared_keys: dict[str, int]
+
+
+def undeclared_key_counts(batch: pa.RecordBatch) -> Counter[str]:
+    """How many valid rows of ``batch`` carry each undeclared key. Vectorized
+    (Arrow's ``value_counts`` over the flattened key lists): no Python per row."""
+    import pyarrow.compute as pc
+
+    keys = batch.filter(pc.is_null(batch.column(REASON))).column(UNDECLARED_KEYS)
+    if keys.null_count == len(keys):
+        return Counter()
+    counts = pc.value_counts(pc.list_flatten(keys))
+    names = counts.field("values").to_pylist()
+    return Counter(dict(zip(names, counts.field("counts").to_pylist(), strict=True)))
 
 
 def split(
@@ -103,6 +119,7 @@ def batch_task(
         days: set[date] = set()
         valid: list[pa.RecordBatch] = []
         failed: list[dict[str, Any]] = []
+        keys: Counter[str] = Counter()
         for batch in batches:
             if not batch.num_rows:
                 continue
@@ -111,6 +128,7 @@ def batch_task(
             micros = pc.min(arrivals.cast(pa.int64())).as_py()
             if micros is not None:
                 oldest = micros if oldest is None else min(oldest, micros)
+            keys.update(undeclared_key_counts(batch))
             good, bad = split(batch, table_columns)
             failed.extend(bad)
             if good.num_rows:
@@ -133,6 +151,8 @@ def batch_task(
                 "records": [sum(int(f.record_count) for f in files)],
                 "reasons": [list(reasons)],
                 "reason_counts": [list(reasons.values())],
+                "keys": [list(keys)],
+                "key_counts": [list(keys.values())],
             },
             schema=pa.schema(
                 [
@@ -145,6 +165,8 @@ def batch_task(
                     ("records", pa.int64()),
                     ("reasons", pa.list_(pa.string())),
                     ("reason_counts", pa.list_(pa.int64())),
+                    ("keys", pa.list_(pa.string())),
+                    ("key_counts", pa.list_(pa.int64())),
                 ]
             ),
         )
@@ -159,6 +181,7 @@ def combine(rows: Iterable[Any]) -> TaskOutcome:
     days: set[date] = set()
     files: list[Any] = []
     by_reason: Counter[str] = Counter()
+    by_key: Counter[str] = Counter()
     for row in rows:
         sent += int(row["sent"])
         total += int(row["rows"])
@@ -171,6 +194,8 @@ def combine(rows: Iterable[Any]) -> TaskOutcome:
         files.extend(pickle.loads(bytes(blob)) for blob in row["data_files"] or ())
         for reason, count in zip(row["reasons"] or (), row["reason_counts"] or (), strict=True):
             by_reason[str(reason)] += int(count)
+        for key, count in zip(row["keys"] or (), row["key_counts"] or (), strict=True):
+            by_key[str(key)] += int(count)
     return TaskOutcome(
         sent=sent,
         rows=total,
@@ -180,4 +205,5 @@ def combine(rows: Iterable[Any]) -> TaskOutcome:
         data_files=files,
         records=records,
         failures_by_reason=dict(sorted(by_reason.items())),
+        undeclared_keys=dict(by_key.most_common()),
     )

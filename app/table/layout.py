@@ -28,13 +28,15 @@ from typing import TYPE_CHECKING, Final, Literal
 if TYPE_CHECKING:
     from app.config import EventField
 
-ColumnType = Literal["string", "long", "double", "boolean", "timestamp"]
+ColumnType = Literal["string", "int", "long", "float", "double", "boolean", "timestamp"]
 
 # Event field type -> table column type. Objects and arrays are kept as their
 # JSON text: the table's schema must not change with a payload's shape.
 FIELD_COLUMN_TYPES: Final[dict[str, ColumnType]] = {
     "string": "string",
+    "int": "int",
     "long": "long",
+    "float": "float",
     "double": "double",
     "boolean": "boolean",
     "timestamp": "timestamp",
@@ -45,7 +47,9 @@ FIELD_COLUMN_TYPES: Final[dict[str, ColumnType]] = {
 # Glue column types of an Iceberg table (Athena's names for the same types).
 GLUE_TYPES: Final[dict[ColumnType, str]] = {
     "string": "string",
+    "int": "int",
     "long": "bigint",
+    "float": "float",
     "double": "double",
     "boolean": "boolean",
     "timestamp": "timestamp",
@@ -79,7 +83,21 @@ SOURCE_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = (
 # (null for a plain record); with the sequence number it makes each row's
 # source coordinates unique (app.sources.schema).
 SUB_SEQUENCE_NUMBER: Final = "sub_sequence_number"
-EVOLVED_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = ((SUB_SEQUENCE_NUMBER, "long"),)
+# ``undeclared_fields``: the keys of a valid event that ``job.event_fields``
+# does not declare, as one compact JSON object (null when there are none), so
+# no field a producer sends is dropped unseen (docs/infra.md, "Event schema").
+UNDECLARED_FIELDS: Final = "undeclared_fields"
+EVOLVED_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = (
+    (SUB_SEQUENCE_NUMBER, "long"),
+    (UNDECLARED_FIELDS, "string"),
+)
+
+# Iceberg's type promotions between the table's column types (the spec's
+# "Schema Evolution", https://iceberg.apache.org/spec/#schema-evolution; decimal
+# widening is not listed: the table has no decimal column). The column type
+# names are Iceberg's own, so synth (infra.schema_change) and the job's
+# evolution at start (app.table.evolution) read the same pairs.
+TYPE_PROMOTIONS: Final = frozenset({("int", "long"), ("float", "double")})
 
 # Iceberg's time transforms, by the names Iceberg prints them with.
 TimeTransform = Literal["year", "month", "day", "hour"]

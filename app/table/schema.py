@@ -27,7 +27,9 @@ def iceberg_type(kind: ColumnType) -> Any:
 
     return {
         "string": types.StringType(),
+        "int": types.IntegerType(),
         "long": types.LongType(),
+        "float": types.FloatType(),
         "double": types.DoubleType(),
         "boolean": types.BooleanType(),
         "timestamp": types.TimestampType(),

@@ -14,11 +14,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lakeformation as lakeformation
 from constructs import Construct, IDependable
 
-from app.config import JobConfig
+from app.config import EventField, JobConfig
 from infra.config import InstanceConfig
 from infra.constructs.buckets import Buckets
 from infra.constructs.events_table import EventsTable, EventsTableProps, lake_formation_grant
 from infra.constructs.instance import removal_policy, stack_output
+from infra.schema_change import check_schema_change
 
 DATABASE_LOGICAL_ID: Final = "GlueDatabase"
 # Spark's Hive client (the Glue Data Catalog client on EMR) looks this database
@@ -51,6 +52,16 @@ JOB_LAKE_FORMATION_DATABASE_PERMISSIONS: Final = ("DESCRIBE",)
 JOB_LAKE_FORMATION_TABLE_PERMISSIONS: Final = ("ALTER", "DELETE", "DESCRIBE", "INSERT", "SELECT")
 
 
+def seed_fields(instance: InstanceConfig) -> tuple[EventField, ...]:
+    """The fields the events table's definition is built from: its seed, which
+    never changes for a live table. Synth stops here when the declared fields
+    are not an additive change of it (:func:`infra.schema_change.check_schema_change`);
+    the additive ones reach the live table through the job (app.table.evolution)."""
+    seed = instance.seed_schema()
+    check_schema_change(instance.instance_id, seed, instance.declared_schema())
+    return seed.fields
+
+
 class CatalogDatabaseProps(EventsTableProps):
     """The database's props are its events table's: the same name, bucket,
     ``database_prefix`` (``warehouse/<database>.db/``), removal policy and Lake
@@ -69,7 +80,7 @@ class CatalogDatabaseProps(EventsTableProps):
             database_name=instance.database_name,
             bucket=buckets.data,
             database_prefix=buckets.database_prefix(instance.database_name),
-            fields=tuple(job.event_fields),
+            fields=seed_fields(instance),
             maintenance=job.table_maintenance,
             deployed_sha256=instance.table_definition_sha256,
             removal_policy=removal_policy(instance),

@@ -153,6 +153,12 @@ class Dashboard(Construct):
                 right=[labelled(contract.SUPERVISOR_GAVE_UP, "Maximum", "gave up (1)")],
                 line=alarm_line(contract.SUPERVISOR_GAVE_UP),
             ),
+            # Keys events carry beyond job.event_fields (kept in undeclared_fields).
+            graph(
+                "Events with undeclared keys, by key",
+                [metrics.undeclared_keys()],
+                right=[labelled(contract.INPUT_ROWS, "Sum", "records in")],
+            ),
         ]
         for widget in graphs:
             self.dashboard.add_widgets(widget)

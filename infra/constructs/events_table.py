@@ -14,11 +14,14 @@ https://github.com/aws-cloudformation/cloudformation-coverage-roadmap/issues/191
 CloudFormation only updates a resource whose template changed
 (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/using-cfn-updating-stacks-update-behaviors.html),
 so the table's definition depends on nothing an ordinary deploy changes, and a
-change to it (a new event field, another location) stops ``cdk synth``
+change to it (another seed, another location) stops ``cdk synth``
 (:func:`check_definition`) instead of breaking a live table
-(docs/infra.md, "The events table"). The columns follow the instance's own
-event fields (``job.event_fields``); an instance with fields of its own pins
-its table's definition in ``table_definition_sha256``, the others share
+(docs/infra.md, "The events table"). The columns follow the table's seed: the
+event schema it was created with (``InstanceConfig.seed_schema``); fields an
+instance declares later reach the live table through the job
+(app.table.evolution), once synth has checked they are additive
+(infra.schema_change). An instance with fields of its own pins its table's
+definition in ``table_definition_sha256``, the others share
 :data:`DEPLOYED_DEFINITION_SHA256`.
 """
 
@@ -242,6 +245,10 @@ def check_definition(
         "- A table not deployed yet (a new instance, or event fields chosen before the "
         f'first deploy): set "table_definition_sha256": "{found}" in the instance\'s '
         "cdk.json entry.\n"
+        "- A deployed table whose job.event_fields only grew (a new optional field, "
+        "int -> long, float -> double, required -> optional): keep the pin and set the "
+        'instance\'s "table_seed" to the event schema the table was created with '
+        '(docs/infra.md, "Event schema"); the new job adds the columns at start.\n'
         "- A deployed table: its job.event_fields (or this code's table definition) "
         "changed. Deploying it would make CloudFormation update the live Iceberg table, "
         "which replaces its TableInput and drops the table_type and metadata_location "

@@ -39,6 +39,23 @@ class InstanceMetrics:
         )
         return found if label is None else found.with_(label=label)
 
+    def undeclared_keys(self) -> cw.IMetric:
+        """Events per undeclared key, one line per ``Key`` value the job
+        published (the keys are the producers' choice, unknown at synth): a
+        search expression over the instance's ``UndeclaredKeyRecords``
+        (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/search-expression-syntax.html;
+        dashboards only, no alarm can use one)."""
+        schema = f"{{{self.namespace},{contract.INSTANCE_DIMENSION},{contract.KEY_DIMENSION}}}"
+        query = (
+            f'{schema} MetricName="{contract.UNDECLARED_KEY_RECORDS}" '
+            f'{contract.INSTANCE_DIMENSION}="{self.instance_id}"'
+        )
+        return cw.SearchExpression(
+            expression=f"SEARCH('{query}', 'Sum', {int(self.period.to_seconds())})",
+            label="",
+            period=self.period,
+        )
+
     def by_reason(self, reason: str) -> cw.IMetric:
         """Failure records of one reason of the job's taxonomy (the ``Reason`` dimension)."""
         return cw.Metric(

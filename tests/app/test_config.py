@@ -185,7 +185,8 @@ def test_null_is_accepted_where_the_field_is_optional() -> None:
         ),
         (
             {"event_fields": [{"name": "id"}, {"name": "occurredAt", "type": "datetime"}]},
-            "event_fields[1].type: bad value 'datetime'; allowed: string | long | double",
+            "event_fields[1].type: bad value 'datetime'; "
+            "allowed: string | int | long | float | double",
         ),
     ],
 )

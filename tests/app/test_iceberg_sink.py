@@ -46,7 +46,7 @@ def _batch(ids: list[str], batch_id: int, day: datetime = DAY) -> pa.RecordBatch
             "id": event_id, "type": "created", "occurred_at": day, "occurred_at_raw": "x",
             "payload": "{}", "stream_name": "s", "shard_id": "shard-0",
             "sequence_number": str(i), "partition_key": event_id, "arrival_time": day,
-            "batch_id": batch_id, "sub_sequence_number": None,
+            "batch_id": batch_id, "sub_sequence_number": None, "undeclared_fields": None,
         }  # fmt: skip
         for name in columns:
             data[name].append(row[name])

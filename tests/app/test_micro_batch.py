@@ -240,3 +240,22 @@ def test_files_a_killed_attempt_wrote_are_never_read_and_are_found_as_orphans(
     assert sorted(table_ids(processor.table)) == ["a", "b"]
     orphans = {str(p) for p in orphan_files(processor.table, timedelta(0), now=time.time() + 1)}
     assert orphans == leftovers
+
+
+def test_each_task_counts_the_undeclared_keys_of_its_valid_rows_only() -> None:
+    import pyarrow as pa
+
+    from app.sinks.batch_task import undeclared_key_counts
+    from app.transform import REASON, UNDECLARED_KEYS
+
+    batch = pa.RecordBatch.from_pydict(
+        {
+            UNDECLARED_KEYS: [["channel"], None, ["channel", "tier"], ["channel"]],
+            REASON: [None, None, None, "wrong_type"],
+        }
+    )
+    assert undeclared_key_counts(batch) == {"channel": 2, "tier": 1}
+    clean = pa.RecordBatch.from_pydict(
+        {UNDECLARED_KEYS: pa.array([None, None], pa.list_(pa.string())), REASON: [None, None]}
+    )
+    assert undeclared_key_counts(clean) == {}

@@ -77,6 +77,28 @@ def test_failures_by_reason_become_one_datum_each_with_the_reason_dimension() ->
     assert total == sum(by_reason.values())
 
 
+def test_undeclared_keys_become_one_datum_per_top_key_with_the_key_dimension() -> None:
+    many = tuple((f"k{i:02d}", 100 - i) for i in range(contract.UNDECLARED_KEYS_PER_BATCH + 3))
+    counts = (("channel", 200), ("", 7), ("caf\u00e9", 5), *many)
+    result = BatchResult(7, 1200, 0, None, (), undeclared_keys=counts)
+    datums = progress_datums(PROGRESS, trigger_interval_sec=10, result=result, now=NOW)
+    by_key = {d.key: d.value for d in datums if d.name == contract.UNDECLARED_KEY_RECORDS}
+    assert len(by_key) == contract.UNDECLARED_KEYS_PER_BATCH
+    assert by_key["channel"] == 200
+    assert by_key[contract.UNNAMEABLE_KEY] == 12, "an empty and a non-ASCII key share one series"
+    assert "k00" in by_key and "k12" not in by_key, "only the most frequent"
+    payload = metric_data(
+        [d for d in datums if d.name == contract.UNDECLARED_KEY_RECORDS], "orders-eu-west-1"
+    )
+    assert payload[0]["Dimensions"] == [
+        {"Name": contract.INSTANCE_DIMENSION, "Value": "orders-eu-west-1"},
+        {"Name": contract.KEY_DIMENSION, "Value": "channel"},
+    ]
+    none = progress_datums(PROGRESS, trigger_interval_sec=10, result=BatchResult(
+        8, 10, 0, None, ()), now=NOW)  # fmt: skip
+    assert not [d for d in none if d.name == contract.UNDECLARED_KEY_RECORDS]
+
+
 def test_no_latency_without_records_and_no_lag_when_the_source_reports_none() -> None:
     progress = {**PROGRESS, "sources": [{"metrics": {}}], "inputRowsPerSecond": "NaN"}
     values = _by_name(progress_datums(progress, trigger_interval_sec=10, result=None, now=NOW))

@@ -9,12 +9,13 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from app.config import DEFAULT_EVENT_FIELDS, EventField
-from app.table.layout import column_name, table_columns
+from app.table.layout import UNDECLARED_FIELDS, column_name, table_columns
 from app.transform import (
     ERROR_CLASS,
     MESSAGE,
     REASON,
     REASONS,
+    UNDECLARED_KEYS,
     classify,
     dedup_key,
     deduplicated,
@@ -39,7 +40,7 @@ def test_column_names_are_snake_case_for_glue() -> None:
     assert column_name("id") == "id"
     names = [c.name for c in table_columns(DEFAULT_EVENT_FIELDS)]
     assert names[:5] == ["id", "type", "occurred_at", "occurred_at_raw", "payload"]
-    assert names[-2:] == ["batch_id", "sub_sequence_number"]
+    assert names[-3:] == ["batch_id", "sub_sequence_number", "undeclared_fields"]
     assert "event_date" not in names, "the day partition is hidden (Iceberg), not a column"
 
 
@@ -272,6 +273,58 @@ def test_valid_row_values_raw_string_kept_and_payload_as_json(spark: Any) -> Non
     )
     assert valid.columns == [c.name for c in table_columns(DEFAULT_EVENT_FIELDS)]
     assertDataFrameEqual(valid.select(*expected.columns), expected)
+
+
+def test_undeclared_keys_are_kept_as_compact_json_and_named(spark: Any) -> None:
+    records = [
+        event("a", channel="web", Type={"x": [1, None]}),  # keys compare exactly
+        event("b"),
+        event("c", channel=None),
+        b'{"id":"d","occurredAt":"nope","channel":"app"}',  # a failure keeps its bytes
+        b"[1]",
+    ]
+    frame = classify(raw_frame(spark, records), max_record_bytes=MAX)
+    got = {
+        r["sequenceNumber"]: (r[UNDECLARED_FIELDS], r[UNDECLARED_KEYS], r[REASON])
+        for r in frame.collect()
+    }
+    assert got == {
+        "1": ('{"Type":{"x":[1,null]},"channel":"web"}', ["Type", "channel"], None),
+        "2": (None, None, None),
+        "3": ('{"channel":null}', ["channel"], None),
+        "4": ('{"channel":"app"}', ["channel"], "missing_field"),
+        "5": (None, None, "malformed_json"),
+    }
+    valid = valid_rows(frame, fields=DEFAULT_EVENT_FIELDS, batch_id=1)
+    assert UNDECLARED_KEYS not in valid.columns
+    kept = {r["id"]: r[UNDECLARED_FIELDS] for r in valid.collect()}
+    web = '{"Type":{"x":[1,null]},"channel":"web"}'
+    assert kept == {"a": web, "b": None, "c": '{"channel":null}'}
+
+
+def test_a_declared_field_is_no_longer_undeclared(spark: Any) -> None:
+    fields = (*DEFAULT_EVENT_FIELDS, EventField("channel", required=False))
+    frame = classify(raw_frame(spark, [event("a", channel="web")]), max_record_bytes=MAX,
+                     fields=fields)  # fmt: skip
+    row = frame.collect()[0]
+    assert (row["channel"], row[UNDECLARED_FIELDS], row[UNDECLARED_KEYS]) == ("web", None, None)
+
+
+def test_int_and_float_fields_take_numbers_that_fit(spark: Any) -> None:
+    """``int`` (32 bits) and ``float`` exist so a schema can widen them later
+    (Iceberg promotes int -> long and float -> double in place)."""
+    fields = (EventField("id"), EventField("n", "int"), EventField("x", "float"))
+    records = [
+        b'{"id":"a","n":2147483647,"x":1.5}',
+        b'{"id":"b","n":2147483648,"x":1}',
+        b'{"id":"c","n":1.5,"x":2}',
+        b'{"id":"d","n":1,"x":"2"}',
+    ]
+    assert _reasons(spark, records, fields=fields) == [None, "wrong_type", "wrong_type",
+                                                       "wrong_type"]  # fmt: skip
+    frame = classify(raw_frame(spark, records[:1]), max_record_bytes=MAX, fields=fields)
+    assert dict(frame.dtypes)["n"] == "int" and dict(frame.dtypes)["x"] == "float"
+    assert [tuple(r) for r in frame.select("n", "x").collect()] == [(2147483647, 1.5)]
 
 
 def test_configurable_schema_types_and_optional_fields(spark: Any) -> None:

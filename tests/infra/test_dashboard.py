@@ -50,6 +50,8 @@ def _metrics(widget: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(metric name, statistic, axis, instance) of each of the widget's metric lines."""
     out = []
     for line in widget["metrics"]:
+        if isinstance(line[0], dict) and "expression" in line[0]:
+            continue  # a search expression (undeclared keys): its own test
         options = line[-1] if isinstance(line[-1], dict) else {}
         names = [x for x in line if isinstance(x, str)]
         namespace, metric = names[0], names[1]
@@ -143,3 +145,20 @@ def test_failures_by_reason_one_line_per_reason_of_this_instance(
     assert all(m == contract.FAILURE_RECORDS_BY_REASON for m, _, _ in lines)
     assert all(d[contract.INSTANCE_DIMENSION] == instance for _, d, _ in lines)
     assert all(stat == "Sum" for _, _, stat in lines)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_undeclared_keys_one_line_per_key_the_job_published(
+    synthesized: Synthesized, name: str
+) -> None:
+    """The keys are the producers' choice: a search expression over the
+    instance's UndeclaredKeyRecords series draws one line per Key value."""
+    instance = synthesized.config(name).instance_id
+    widget = _widget(_body(synthesized, name), "Events with undeclared keys, by key")
+    expressions = [line[0]["expression"] for line in widget["metrics"] if "expression" in line[0]]
+    namespace = contract.metric_namespace(instance)
+    assert expressions == [
+        f"SEARCH('{{{namespace},{contract.INSTANCE_DIMENSION},{contract.KEY_DIMENSION}}} "
+        f'MetricName="{contract.UNDECLARED_KEY_RECORDS}" '
+        f"{contract.INSTANCE_DIMENSION}=\"{instance}\"', 'Sum', 60)"
+    ]

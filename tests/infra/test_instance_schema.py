@@ -170,7 +170,7 @@ def _assert_refused(job: dict[str, Any], field: str, expected: str) -> None:
         (
             {"event_fields": [{"name": "paymentId"}, {"name": "at", "type": "decimal"}]},
             "job.event_fields[1].type",
-            "allowed: string | long | double | boolean | timestamp | object | array",
+            "allowed: string | int | long | float | double | boolean | timestamp | object | array",
         ),
         (
             {"id_field": "orderId"},

@@ -159,3 +159,21 @@ def test_the_producer_reads_an_instances_schema_from_cdk_json() -> None:
     assert args.instance == "payments-eu-west-1"
     spec = producer.spec_from_args(args, _schemas()["payments"])
     assert spec.schema.id_field == "paymentId"
+
+
+def test_a_share_of_valid_events_carries_an_undeclared_key_the_rest_unchanged() -> None:
+    from ops.events import MixSpec, carrying, generate
+
+    start = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    plain = generate(MixSpec(count=1000, seed=3), start)
+    keyed = generate(MixSpec(count=1000, seed=3, undeclared_key="channel", undeclared_share=0.2),
+                     start)  # fmt: skip
+    valid = [r for r in keyed if r.kind == "valid"]
+    assert len(carrying(keyed, "channel")) == round(len(valid) * 0.2)
+    assert [r.event_id for r in keyed] == [r.event_id for r in plain], "the same mix otherwise"
+    changed = [a for a, b in zip(keyed, plain, strict=True) if a.data != b.data]
+    assert all(a.event_id in carrying(keyed, "channel") for a in changed)
+    with pytest.raises(ValueError, match="declares it already"):
+        MixSpec(count=1, undeclared_key="id", undeclared_share=0.5)
+    with pytest.raises(ValueError, match="undeclared_key: empty"):
+        MixSpec(count=1, undeclared_share=0.5)
