@@ -623,6 +623,13 @@ class JobConfig(JobSettings):
             return self.failure_store_location
         return f"{self.checkpoint_location.rstrip('/')}/_failures/"
 
+    @property
+    def source_ends_uri(self) -> str:
+        """Where the ``python-kinesis`` reading tasks record each batch's end
+        per shard (``kinesis.metadataPath``): ``_kinesis_ends/`` inside the
+        checkpoint location, so it lives and dies with the checkpoint."""
+        return f"{self.checkpoint_location.rstrip('/')}/_kinesis_ends/"
+
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()
 

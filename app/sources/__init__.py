@@ -9,7 +9,8 @@ selects, so the transforms never branch on where records came from:
   no shard or sub-sequence column, so ``shardId`` and ``subSequenceNumber``
   are null;
 * ``python-kinesis``: the Python Data Source in :mod:`app.sources.kinesis_python`
-  (boto3, same option names), the default locally and against moto.
+  (boto3, same option names; executors read the shards), the default on
+  emr-spark-8.1.0, locally and against moto.
 
 ``kinesis.startingPosition`` applies only when the checkpoint is empty: once a
 checkpoint exists, both readers resume from the offsets stored in it.
@@ -53,10 +54,28 @@ def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
         from app.sources.kinesis_python import FORMAT_NAME, register
 
         register(spark)
+        options.update(python_reader_options(spark, config))
         frame = spark.readStream.format(FORMAT_NAME).options(**options).load()
     else:
         raise ValueError(f"source.format: {fmt!r} is not one of aws-kinesis, python-kinesis")
     return normalized(frame)
+
+
+def python_reader_options(spark: SparkSession, config: JobConfig) -> dict[str, str]:
+    """What ``python-kinesis`` needs beyond the connector's options: where its
+    tasks record each batch's ends (inside the checkpoint), how many tasks a
+    batch may have (Spark's default parallelism: the executors' total cores
+    on a cluster, ``n`` for ``local[n]``), and the S3 endpoint for an
+    ``s3://`` checkpoint."""
+    from app.sources.kinesis_options import METADATA_PATH, READ_TASKS, S3_ENDPOINT_URL
+
+    options = {
+        METADATA_PATH: config.source_ends_uri,
+        READ_TASKS: str(spark.sparkContext.defaultParallelism),
+    }
+    if config.s3_endpoint_url:
+        options[S3_ENDPOINT_URL] = config.s3_endpoint_url
+    return options
 
 
 def normalized(frame: DataFrame) -> DataFrame:
