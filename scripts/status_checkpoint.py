@@ -9,9 +9,12 @@ commit is the batch running (or interrupted) now.
 
 What a source's offset line means depends on the reader:
 
-* ``python-kinesis`` (:mod:`app.sources.kinesis_offsets`, parsed with its own
-  :func:`~app.sources.kinesis_offsets.offsets_from_json`): the batch's *end*,
-  i.e. the last sequence number handed to Spark per shard. Exact.
+* ``python-kinesis`` (:mod:`app.sources.kinesis_plan`): executors read the
+  shards and record each batch's ends under the checkpoint
+  (``_kinesis_ends/``), so the offset of batch N (``{"v": 2, "batch": N,
+  "shards": ...}``) is where batch N *started*: the lag read from it is an
+  upper bound, at most one batch too high. An offset without ``"v"`` was
+  written by the earlier driver-side reader: the batch's *end*, exact.
 * ``aws-kinesis`` (the awslabs connector on EMR: ``{"metadata": {...},
   "shardId-…": {"iteratorType", "iteratorPosition", …}}``): the connector
   plans a batch from the previous batch's shard metadata, which it keeps in
@@ -135,7 +138,8 @@ def aws_kinesis_positions(raw: Mapping[str, Any]) -> dict[str, Position]:
 def source_offset(raw: Any) -> SourceOffset:
     """The positions in one source offset line, whichever reader wrote it."""
     if isinstance(raw, Mapping) and "shards" in raw:
-        return SourceOffset(PYTHON_KINESIS, python_kinesis_positions(raw), is_batch_end=True)
+        ends = "v" not in raw  # the driver-side reader's offsets were batch ends
+        return SourceOffset(PYTHON_KINESIS, python_kinesis_positions(raw), is_batch_end=ends)
     if isinstance(raw, Mapping) and isinstance(raw.get("metadata"), Mapping):
         return SourceOffset(AWS_KINESIS, aws_kinesis_positions(raw), is_batch_end=False)
     raise ValueError(

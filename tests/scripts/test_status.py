@@ -146,7 +146,21 @@ def aws() -> Iterator[None]:
 # ------------------------------------------------------------------ checkpoint files
 
 
-def test_python_kinesis_offset_is_the_batch_end_per_shard() -> None:
+def test_python_kinesis_offset_is_the_batch_start_per_shard() -> None:
+    """The executor-side reader's offset names its batch and where it started
+    (its ends are recorded beside the checkpoint): an upper bound on lag."""
+    raw = {
+        "v": 2,
+        "batch": 5,
+        "shards": {"a": {"after": "49", "ts": None, "done": False}},
+        "reads": [{"shard": "a", "closed": False}],
+    }
+    offset = parse_offsets_file('v1\n{"batchWatermarkMs":0}\n' + json.dumps(raw), "cp/offsets/5")
+    assert offset.format == "python-kinesis" and not offset.is_batch_end
+    assert offset.positions == {"a": Position(AFTER, sequence="49")}
+
+
+def test_the_driver_side_readers_offset_is_the_batch_end_per_shard() -> None:
     text = 'v1\n{"batchWatermarkMs":0}\n' + json.dumps(
         {
             "shards": {
