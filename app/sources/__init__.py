@@ -39,7 +39,8 @@ def describe_source(config: JobConfig) -> str:
     records the why in the job's config; ``make preflight`` prints the same)."""
     source = config.source
     why = source.format_reason or "set in the job's configuration file"
-    return f"Kinesis source {source.format} ({source.consumer_type}): {why}"
+    where = "; executors read the shards" if source.format == "python-kinesis" else ""
+    return f"Kinesis source {source.format} ({source.consumer_type}): {why}{where}"
 
 
 def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:

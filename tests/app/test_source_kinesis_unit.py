@@ -788,3 +788,20 @@ def test_a_replayed_batch_of_aggregates_has_the_same_rows_no_duplicate_no_loss()
     ]
     assert len(everything) == len(set(everything)) == 4 * 3 + 4 + 2
     assert [r[0] for rows in rest for r in rows if r[5] == a] == [b"a3-0", b"a3-1", b"a3-2"]
+
+
+def test_the_job_gives_python_kinesis_its_ends_folder_and_read_tasks() -> None:
+    from types import SimpleNamespace
+
+    from app.sources import describe_source, python_reader_options
+
+    config = job_config("orders", "http://e", "s3://bucket/cp/orders")
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(defaultParallelism=20))
+    options = python_reader_options(spark, config)  # type: ignore[arg-type]
+    assert options == {
+        "kinesis.metadataPath": "s3://bucket/cp/orders/_kinesis_ends/",
+        "kinesis.python.readTasks": "20",
+    }
+    parsed = parse_options({**connector_options(config), **options})
+    assert (parsed.metadata_path, parsed.read_tasks) == ("s3://bucket/cp/orders/_kinesis_ends/", 20)
+    assert describe_source(config).endswith("; executors read the shards")
