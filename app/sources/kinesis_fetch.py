@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Final, TypeVar
 
 from app.sources.kinesis_offsets import ShardInfo, ShardState, sequence_key
@@ -109,9 +109,15 @@ def call_with_backoff(
             attempt += 1
 
 
+@lru_cache(maxsize=8)
 def make_client(options: ReaderOptions) -> Any:
     """A Kinesis client with bounded connect/read timeouts and no hidden retries
-    (``retries=0``: :func:`call_with_backoff` is the only retry loop)."""
+    (``retries=0``: :func:`call_with_backoff` is the only retry loop).
+
+    One per process and options: an executor's Python worker runs a task per
+    batch, and a new client (a session, the service model, the endpoint
+    rules) costs tens of milliseconds each time; botocore clients are
+    thread-safe."""
     from app.aws_clients import ClientLimits, client
 
     limits = ClientLimits(
