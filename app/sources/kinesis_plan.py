@@ -137,8 +137,8 @@ class ShardRead:
 def shard_reads(start: BatchOffset, end: BatchOffset) -> list[ShardRead]:
     """What the batch ``(start, end]`` reads, shard by shard, in shard order."""
     if end.legacy:
-        if not start.legacy:
-            raise ValueError("python-kinesis offset: a batch cannot end at an older-format offset")
+        # The previous reader's batch: its start is the offset before it, or
+        # (its batch 0) the initial offset Spark asks this reader for.
         return [
             ShardRead(ShardInfo(shard_id), start.shards.get(shard_id, ShardState()), state.after)
             for shard_id, state in sorted(end.shards.items())
