@@ -20,6 +20,11 @@ then the server releases the backlog and the clock runs until
 ``processAllAvailable`` returns (every record read). Figures per drain:
 
 * records/s: backlog / wall time from the release;
+* executor CPU: user + system CPU seconds of Spark's Python workers (the read
+  tasks) over the drain: records per such second is what one executor core
+  reads, and CPU seconds per wall second the cores they got. On a shared
+  machine these hold where the wall-clock ratio cannot: when other work
+  holds the second core, two tasks get no more CPU than one;
 * driver CPU: user + system CPU seconds, over the drain, of the process that
   runs the source's driver side (Spark's Python streaming source runner,
   ``pyspark.sql.streaming.python_streaming_source_runner``), per 100,000
@@ -63,6 +68,7 @@ WARM_UP: Final = 4
 CPU_BAR: Final = 0.10
 SCALE_BAR: Final = 1.6
 RUNNER: Final = "python_streaming_source_runner"
+WORKERS: Final = "pyspark.daemon"
 STREAM: Final = "bench-reader"
 
 BEFORE: Final = "before (driver reads)"
@@ -75,6 +81,7 @@ class Drain:
     records: int
     seconds: float
     driver_cpu_sec: float
+    worker_cpu_sec: float
 
     @property
     def rate(self) -> float:
@@ -84,20 +91,47 @@ class Drain:
     def cpu_per_100k(self) -> float:
         return self.driver_cpu_sec * 100_000 / self.records
 
+    @property
+    def per_worker_core(self) -> float:
+        """Records per CPU second of the executors' Python workers: what one
+        executor core reads, whatever else the machine runs."""
+        return self.records / self.worker_cpu_sec if self.worker_cpu_sec else 0.0
 
-def _runner_cpu() -> dict[int, float]:
-    """CPU seconds so far of each Python streaming source runner under this process."""
+    @property
+    def worker_cores(self) -> float:
+        """The workers' CPU seconds per wall second: the cores they got."""
+        return self.worker_cpu_sec / self.seconds
+
+
+def _cpu_of(marker: str) -> dict[int, float]:
+    """CPU seconds so far of each process under this one whose command line
+    holds ``marker``."""
     import psutil  # type: ignore[import-untyped]
 
     found: dict[int, float] = {}
     for process in psutil.Process().children(recursive=True):
         try:
-            if any(RUNNER in part for part in process.cmdline()):
+            if any(marker in part for part in process.cmdline()):
                 times = process.cpu_times()
                 found[process.pid] = float(times.user + times.system)
         except psutil.Error:
             continue
     return found
+
+
+def _runner_cpu() -> dict[int, float]:
+    """The Python streaming source runner: the source's driver side."""
+    return _cpu_of(RUNNER)
+
+
+def _worker_cpu() -> dict[int, float]:
+    """Spark's Python workers (forked by ``pyspark.daemon``): the read tasks."""
+    return _cpu_of(WORKERS)
+
+
+def _spent(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds spent between two samples (a process new since counts whole)."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 def _frame(spark: SparkSession, reader: str, endpoint: str, work: Path) -> Any:
@@ -138,11 +172,13 @@ def drain(spark: SparkSession, reader: str, endpoint: str, layout: Layout, work:
         before = _runner_cpu()
         if not before:
             raise RuntimeError(f"no {RUNNER} process found under this one")
+        workers = _worker_cpu()
         started = time.perf_counter()
         set_visible(endpoint, layout.records_per_shard)
         query.processAllAvailable()
         seconds = time.perf_counter() - started
         after = _runner_cpu()
+        worker_cpu = _spent(workers, _worker_cpu())
         read = sum(int(p["numInputRows"]) for p in query.recentProgress) - warm
     finally:
         query.stop()
@@ -150,7 +186,7 @@ def drain(spark: SparkSession, reader: str, endpoint: str, layout: Layout, work:
     if read != expected:
         raise RuntimeError(f"{reader}: read {read} records after the warm-up, expected {expected}")
     cpu = sum(after.get(pid, cpu) - cpu for pid, cpu in before.items())
-    return Drain(read, seconds, cpu)
+    return Drain(read, seconds, cpu, worker_cpu)
 
 
 def run(ctx: Context) -> list[Row]:
@@ -173,7 +209,9 @@ def run(ctx: Context) -> list[Row]:
                     drains[name].append(got)
                 print(
                     f"   {name}: {got.rate:,.0f} records/s, driver CPU "
-                    f"{got.cpu_per_100k:.3f} s/100k" + ("" if repeat >= warmups else " (warm-up)"),
+                    f"{got.cpu_per_100k:.3f} s/100k, workers {got.worker_cores:.2f} cores, "
+                    f"{got.per_worker_core:,.0f} records per worker CPU second"
+                    + ("" if repeat >= warmups else " (warm-up)"),
                     flush=True,
                 )
     load_after = machine_load()
@@ -194,6 +232,13 @@ def run(ctx: Context) -> list[Row]:
             "python-kinesis reader, alternating, from a loopback GetRecords stand-in"
         ),
         "records_per_second": {name: summary([d.rate for d in drains[name]], 0) for name in order},
+        "executor_python_cores_used": {
+            name: summary([d.worker_cores for d in drains[name]], 2) for name in order
+        },
+        "records_per_executor_python_cpu_second": {
+            "how": "records / CPU seconds of Spark's Python workers over the drain",
+            **{name: summary([d.per_worker_core for d in drains[name]], 0) for name in (ONE, TWO)},
+        },
         "driver_cpu_seconds_per_100k_records": {
             name: summary([d.cpu_per_100k for d in drains[name]], 4) for name in order
         },

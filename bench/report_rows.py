@@ -195,6 +195,15 @@ def reader(r: Result) -> list[Row]:
         ),
         Row(
             r["benchmark"],
+            "records per executor Python CPU second (1 task, 2 tasks); cores the workers got",
+            ", ".join(
+                f"{_median(r['records_per_executor_python_cpu_second'][n]):,.0f}" for n in names[1:]
+            )
+            + "; "
+            + ", ".join(f"{n}: {_median(r['executor_python_cores_used'][n]):.2f}" for n in names),
+        ),
+        Row(
+            r["benchmark"],
             "loopback stand-in's rate / fastest reader's",
             f"{server['over_fastest_reader']}x ({_median(server):,.0f} records/s)",
         ),
