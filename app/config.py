@@ -58,6 +58,8 @@ from app.table.layout import EVOLVED_COLUMNS, SOURCE_COLUMNS, event_columns
 
 StartingPosition = Literal["TRIM_HORIZON", "LATEST"]
 SourceFormat = Literal["python-kinesis", "aws-kinesis"]
+# The folder inside the checkpoint where python-kinesis records batch ends.
+KINESIS_ENDS_DIR: Final = "_kinesis_ends"
 ConsumerType = Literal["GetRecords", "SubscribeToShard"]
 KafkaSecurity = Literal["PLAINTEXT", "MSK_IAM"]
 FieldType = Literal[
@@ -630,6 +632,13 @@ class JobConfig(JobSettings):
         if self.failure_store_location is not None:
             return self.failure_store_location
         return f"{self.checkpoint_location.rstrip('/')}/_failures/"
+
+    @property
+    def source_ends_uri(self) -> str:
+        """Where the ``python-kinesis`` reading tasks record each batch's end
+        per shard (``kinesis.metadataPath``): ``_kinesis_ends/`` inside the
+        checkpoint location, so it lives and dies with the checkpoint."""
+        return f"{self.checkpoint_location.rstrip('/')}/{KINESIS_ENDS_DIR}/"
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()

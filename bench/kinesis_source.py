@@ -112,7 +112,9 @@ def raw_loop(client: Any, stream: str) -> Measured:
     return Measured(total, time.perf_counter() - started)
 
 
-def source_frame(spark: SparkSession, endpoint: str, stream: str) -> DataFrame:
+def source_frame(spark: SparkSession, endpoint: str, stream: str, work: Path) -> DataFrame:
+    """``format("python-kinesis")`` over ``stream``; its tasks record each
+    batch's ends under ``work`` (beside the query's checkpoint)."""
     from app.sources.kinesis_python import register
 
     register(spark)
@@ -124,6 +126,7 @@ def source_frame(spark: SparkSession, endpoint: str, stream: str) -> DataFrame:
         .option("kinesis.startingPosition", "TRIM_HORIZON")
         .option("kinesis.maxFetchRecordsPerShard", "100000")
         .option("kinesis.maxFetchTimePerShardSec", "60")
+        .option("kinesis.metadataPath", str(work / "kinesis_ends"))
         .load()
     )
 
@@ -140,7 +143,7 @@ def cold_source(
     """A new query, from ``start()`` until every record is read."""
     started = time.perf_counter()
     query = (
-        source_frame(spark, endpoint, stream)
+        source_frame(spark, endpoint, stream, work)
         .writeStream.format("noop")
         .option("checkpointLocation", str(work / "checkpoint"))
         .trigger(processingTime="0 seconds")
@@ -182,7 +185,7 @@ def warm_source(
     """A running query reads what ``fill()`` put, in one batch after its first."""
     gate = _Gate()
     query = (
-        source_frame(spark, endpoint, stream)
+        source_frame(spark, endpoint, stream, work)
         .writeStream.foreachBatch(gate.sink)
         .option("checkpointLocation", str(work / "checkpoint"))
         .trigger(processingTime="0 seconds")

@@ -21,6 +21,12 @@ operator's update and commit time, inside addBatch), the job's one pass
 (the stateful stage, failures to the broker, data files) and its table commit
 from the job's per-batch log line, the Iceberg commit alone, and the
 checkpoint commit (commitOffsets).
+
+The same two bars are then measured on the job's query over the
+``python-kinesis`` source (a moto stream, one PutRecord per sample, 1 s
+trigger): there an idle trigger is the reader's ``latestOffset`` probing each
+shard for one record, and a 1-record batch includes its task's GetRecords and
+the recorded end.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from bench import stream
-from bench.framework import Context, Row, bars, figure, summary, write_result
+from bench.framework import REGION, Context, Row, bars, figure, summary, write_result
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -42,6 +48,7 @@ NAME: Final = "overhead"
 ONE_RECORD_BAR: Final = 1.5
 EMPTY_BAR: Final = 0.5
 TRIGGER_SEC: Final = 0.25
+KINESIS_STREAM: Final = "bench-overhead"
 NO_DATA_INTERVAL: Final = "spark.sql.streaming.noDataProgressEventInterval"
 
 
@@ -70,27 +77,22 @@ def _p50(values: list[float]) -> float:
     return float(statistics.median(values)) if values else float("nan")
 
 
-def run(ctx: Context) -> list[Row]:
+def _measure(
+    ctx: Context, start: Callable[[], StreamingQuery], send_one: Callable[[int], None]
+) -> tuple[list[dict[str, Any]], Any]:
+    """Progress events of a query that gets one record at a time: each sent
+    once the previous one's batch ran and 3 idle triggers followed."""
     spark = ctx.spark
     samples = 3 if ctx.quick else 12
-    config = stream.job_config(ctx, NAME)
-    source = Path(config.checkpoint_location).parent / "source"
-    source.mkdir(parents=True)
-    start = stream.now()
     previous = spark.conf.get(NO_DATA_INTERVAL, None)
     spark.conf.set(NO_DATA_INTERVAL, "0")
     try:
         with stream.batch_timings() as split:
-            query = stream.start_query(
-                spark, config, source, available_now=False, trigger_sec=TRIGGER_SEC
-            )
+            query = start()
             try:
                 # Sample 0 warms the query up (first batch: Python workers, catalog); not counted.
                 for index in range(samples + 1):
-                    arrival = start + timedelta(seconds=index)
-                    stream.write_source_file(
-                        source, index, stream.unique_records(1, f"one{index}", arrival), arrival
-                    )
+                    send_one(index)
                     ones = index + 1
                     _wait(
                         query,
@@ -110,16 +112,79 @@ def run(ctx: Context) -> list[Row]:
             spark.conf.unset(NO_DATA_INTERVAL)
         else:
             spark.conf.set(NO_DATA_INTERVAL, previous)
+    return events, split
 
+
+def _kinesis_events(ctx: Context) -> list[dict[str, Any]]:
+    """The job's query as app.job builds it on the python-kinesis source (a
+    moto stream of 2 shards, 1 s trigger): one PutRecord per sample."""
+    from bench.latency import own_moto, start_job_query
+    from ops.producer import ensure_stream, kinesis_client
+
+    with own_moto() as endpoint:
+        client = kinesis_client(REGION, endpoint)
+        ensure_stream(client, KINESIS_STREAM, 2)
+        config = stream.job_config(
+            ctx,
+            f"{NAME}_kinesis",
+            stream_name=KINESIS_STREAM,
+            kinesis_endpoint_url=endpoint,
+            trigger_interval_sec=1,
+            metrics={"enabled": False},
+        )
+        start = stream.now()
+
+        def send_one(index: int) -> None:
+            [data] = stream.unique_records(1, f"k-one{index}", start)
+            client.put_record(StreamName=KINESIS_STREAM, Data=data, PartitionKey=str(index))
+
+        events, _ = _measure(ctx, lambda: start_job_query(ctx.spark, config), send_one)
+    return events
+
+
+def _triggers(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The events after the warm-up batch: 1-record batches, no-data batches,
+    idle triggers."""
     first_data = next(i for i, e in enumerate(events) if stream.ran_batch(e))
-    # Skip everything up to the warm-up batch and the no-data batch after it.
     counted = events[first_data + 1 :]
-    one = [e for e in counted if stream.ran_batch(e) and int(e["numInputRows"]) == 1]
-    no_data = [e for e in counted if stream.ran_batch(e) and int(e["numInputRows"]) == 0]
-    idle = [e for e in counted if not stream.ran_batch(e)]
+    return {
+        "one": [e for e in counted if stream.ran_batch(e) and int(e["numInputRows"]) == 1],
+        "no_data": [e for e in counted if stream.ran_batch(e) and int(e["numInputRows"]) == 0],
+        "idle": [e for e in counted if not stream.ran_batch(e)],
+    }
 
-    def seconds(items: list[dict[str, Any]], key: str = "triggerExecution") -> list[float]:
-        return [e["durationMs"].get(key, 0) / 1000 for e in items]
+
+def _seconds(items: list[dict[str, Any]], key: str = "triggerExecution") -> list[float]:
+    return [e["durationMs"].get(key, 0) / 1000 for e in items]
+
+
+def run(ctx: Context) -> list[Row]:
+    config = stream.job_config(ctx, NAME)
+    source = Path(config.checkpoint_location).parent / "source"
+    source.mkdir(parents=True)
+    start = stream.now()
+
+    def send_one(index: int) -> None:
+        arrival = start + timedelta(seconds=index)
+        stream.write_source_file(
+            source, index, stream.unique_records(1, f"one{index}", arrival), arrival
+        )
+
+    events, split = _measure(
+        ctx,
+        lambda: stream.start_query(
+            ctx.spark, config, source, available_now=False, trigger_sec=TRIGGER_SEC
+        ),
+        send_one,
+    )
+    kinesis = _triggers(_kinesis_events(ctx))
+    kinesis_one = _p50(_seconds(kinesis["one"]))
+    kinesis_idle = _p50(_seconds(kinesis["idle"]))
+
+    # Skip everything up to the warm-up batch and the no-data batch after it.
+    triggers = _triggers(events)
+    one, no_data, idle = triggers["one"], triggers["no_data"], triggers["idle"]
+    seconds = _seconds
 
     def ms_sum(e: dict[str, Any], *keys: str) -> float:
         return float(sum(e["durationMs"].get(k, 0) for k in keys)) / 1000
@@ -173,6 +238,28 @@ def run(ctx: Context) -> list[Row]:
                 "met": idle_p50 < EMPTY_BAR,
                 "durations_ms_first": [e["durationMs"] for e in idle[:10]],
             },
+            "python_kinesis_source": {
+                "what": (
+                    "the same measure on the job's query over format python-kinesis "
+                    "(moto, 2 shards, 1 s trigger): an idle trigger's latestOffset probes "
+                    "each shard for one record; a 1-record batch's task reads its shard"
+                ),
+                "one_record_batch": {
+                    "samples": len(kinesis["one"]),
+                    "p50_seconds": round(kinesis_one, 3),
+                    "seconds": summary(_seconds(kinesis["one"])),
+                    "latest_offset_p50_seconds": round(
+                        _p50(_seconds(kinesis["one"], "latestOffset")), 3
+                    ),
+                    "met": kinesis_one < ONE_RECORD_BAR,
+                },
+                "empty_trigger": {
+                    "samples": len(kinesis["idle"]),
+                    "p50_seconds": round(kinesis_idle, 3),
+                    "seconds": summary(_seconds(kinesis["idle"])),
+                    "met": kinesis_idle < EMPTY_BAR,
+                },
+            },
             "no_data_batch_after_watermark_move": {
                 "samples": len(no_data),
                 "p50_seconds": round(no_data_p50, 3),
@@ -204,6 +291,20 @@ def run(ctx: Context) -> list[Row]:
             f"{idle_p50:.3f}s",
             f"< {EMPTY_BAR}s",
             idle_p50 < EMPTY_BAR,
+        ),
+        Row(
+            NAME,
+            f"python-kinesis: 1-record batch p50 ({len(kinesis['one'])} samples)",
+            f"{kinesis_one:.2f}s",
+            f"< {ONE_RECORD_BAR}s",
+            kinesis_one < ONE_RECORD_BAR,
+        ),
+        Row(
+            NAME,
+            f"python-kinesis: empty trigger p50 ({len(kinesis['idle'])} samples)",
+            f"{kinesis_idle:.3f}s",
+            f"< {EMPTY_BAR}s",
+            kinesis_idle < EMPTY_BAR,
         ),
         Row(NAME, f"no-data batch p50 ({len(no_data)} samples)", f"{no_data_p50:.2f}s"),
         Row(

@@ -107,6 +107,19 @@ def overhead(r: Result) -> list[Row]:
                 r, part, f"{label} p50 ({part['samples']} samples)", f"{part['p50_seconds']:.3f} s"
             )
         )
+    kinesis = r.get("python_kinesis_source")
+    if kinesis is not None:
+        for key, label in (("empty_trigger", "empty trigger"), ("one_record_batch", "1-record")):
+            part = kinesis[key]
+            bar = r[key]["bar"]
+            rows.append(
+                _checked(
+                    r,
+                    {"bar": bar, "met": part["met"]},
+                    f"python-kinesis source: {label} p50 ({part['samples']} samples)",
+                    f"{part['p50_seconds']:.3f} s",
+                )
+            )
     no_data = r["no_data_batch_after_watermark_move"]
     rows.append(
         Row(
@@ -153,6 +166,46 @@ def kinesis_source(r: Result) -> list[Row]:
             "a new query from start() vs the bare loop",
             f"{_x(cold['of_medians'])} ({r['subject_cold']['records_per_second_median']:,.0f} "
             "records/s)",
+        ),
+    ]
+
+
+def reader(r: Result) -> list[Row]:
+    rates = r["records_per_second"]
+    cpu = r["driver_cpu_seconds_per_100k_records"]
+    scale = r["two_tasks_over_one"]
+    server = r["server_records_per_second"]
+    names = list(rates)
+    return [
+        _checked(
+            r,
+            r["driver_cpu_after_over_before"],
+            "driver CPU per 100k records read, after / before",
+            f"{r['driver_cpu_after_over_before']['value']:.4f} ("
+            + ", ".join(f"{n}: {_median(cpu[n]):.3f} s" for n in names)
+            + ")",
+        ),
+        _checked(
+            r,
+            scale,
+            "records/s with 2 read tasks / 1 (executor cores)",
+            f"{_x(scale['value'])} ("
+            + ", ".join(f"{n}: {_median(rates[n]):,.0f}" for n in names)
+            + ")",
+        ),
+        Row(
+            r["benchmark"],
+            "records per executor Python CPU second (1 task, 2 tasks); cores the workers got",
+            ", ".join(
+                f"{_median(r['records_per_executor_python_cpu_second'][n]):,.0f}" for n in names[1:]
+            )
+            + "; "
+            + ", ".join(f"{n}: {_median(r['executor_python_cores_used'][n]):.2f}" for n in names),
+        ),
+        Row(
+            r["benchmark"],
+            "loopback stand-in's rate / fastest reader's",
+            f"{server['over_fastest_reader']}x ({_median(server):,.0f} records/s)",
         ),
     ]
 
@@ -313,6 +366,7 @@ KNOWN: Final[dict[str, Callable[[Result], list[Row]]]] = {
     "state": state,
     "overhead": overhead,
     "kinesis_source": kinesis_source,
+    "reader": reader,
     "incident": incident,
     "latency": latency,
     "efo": efo,

@@ -9,9 +9,14 @@ commit is the batch running (or interrupted) now.
 
 What a source's offset line means depends on the reader:
 
-* ``python-kinesis`` (:mod:`app.sources.kinesis_offsets`, parsed with its own
-  :func:`~app.sources.kinesis_offsets.offsets_from_json`): the batch's *end*,
-  i.e. the last sequence number handed to Spark per shard. Exact.
+* ``python-kinesis`` (:mod:`app.sources.kinesis_plan`): executors read the
+  shards and record each batch's ends under the checkpoint
+  (``_kinesis_ends/``), so the offset of batch N (``{"v": 2, "batch": N,
+  "shards": ...}``) is where batch N *started*; with the recorded ends
+  applied (:func:`with_recorded_ends`) it is the batch's *end*, exact. If an
+  end cannot be read, the start is shown and the lag is an upper bound. An
+  offset without ``"v"`` was written by the earlier driver-side reader: the
+  batch's end, exact.
 * ``aws-kinesis`` (the awslabs connector on EMR: ``{"metadata": {...},
   "shardId-…": {"iteratorType", "iteratorPosition", …}}``): the connector
   plans a batch from the previous batch's shard metadata, which it keeps in
@@ -33,7 +38,10 @@ from typing import Any, Final
 
 from app.checkpoint_state import COMMITS_DIR, batch_ids
 from app.checkpoint_state import CheckpointFiles as JobCheckpointFiles
+from app.config import KINESIS_ENDS_DIR
+from app.sources.kinesis_ends import ShardEnd
 from app.sources.kinesis_offsets import offsets_from_json
+from app.sources.kinesis_plan import BatchOffset, resolve
 from app.storage_uri import is_s3, local_path
 from scripts.command import EXIT_USAGE, OperatorError
 
@@ -135,7 +143,8 @@ def aws_kinesis_positions(raw: Mapping[str, Any]) -> dict[str, Position]:
 def source_offset(raw: Any) -> SourceOffset:
     """The positions in one source offset line, whichever reader wrote it."""
     if isinstance(raw, Mapping) and "shards" in raw:
-        return SourceOffset(PYTHON_KINESIS, python_kinesis_positions(raw), is_batch_end=True)
+        ends = "v" not in raw  # the driver-side reader's offsets were batch ends
+        return SourceOffset(PYTHON_KINESIS, python_kinesis_positions(raw), is_batch_end=ends)
     if isinstance(raw, Mapping) and isinstance(raw.get("metadata"), Mapping):
         return SourceOffset(AWS_KINESIS, aws_kinesis_positions(raw), is_batch_end=False)
     raise ValueError(
@@ -214,4 +223,29 @@ def read_checkpoint(files: CheckpointFiles) -> CheckpointState:
         )
     text = files.read(OFFSETS_DIR, name).decode("utf-8")
     offset = parse_offsets_file(text, files.uri(OFFSETS_DIR, name))
+    offset = with_recorded_ends(offset, text, files)
     return CheckpointState(files.location, batches, offset, files.modified(COMMITS_DIR, name))
+
+
+def with_recorded_ends(offset: SourceOffset, text: str, files: CheckpointFiles) -> SourceOffset:
+    """A ``python-kinesis`` offset (where its batch started) with the ends its
+    tasks recorded under ``_kinesis_ends/`` applied: the batch's exact end.
+    Unchanged when an end is missing (a batch still running) or unreadable."""
+    if offset.format != PYTHON_KINESIS or offset.is_batch_end:
+        return offset
+    raw = json.loads([line for line in text.splitlines() if line.strip()][2])
+
+    def end_of(batch: int, shard: str) -> ShardEnd | None:
+        where = files.uri(KINESIS_ENDS_DIR, str(batch), f"{shard}.json")
+        try:
+            body = files.read(KINESIS_ENDS_DIR, str(batch), f"{shard}.json")
+        except Exception:  # absent (local OSError, S3 NoSuchKey) or unreachable
+            return None
+        return ShardEnd.from_json(json.loads(body), where)
+
+    try:
+        ends = resolve(BatchOffset.from_json(raw), end_of).positions
+    except (RuntimeError, ValueError):
+        return offset
+    shards = {shard: state.to_json() for shard, state in ends.items()}
+    return SourceOffset(PYTHON_KINESIS, python_kinesis_positions({"shards": shards}), True)

@@ -9,9 +9,10 @@ selects, so the transforms never branch on where records came from:
   no shard or sub-sequence column, so ``shardId`` and ``subSequenceNumber``
   are null;
 * ``python-kinesis``: the Python Data Source in :mod:`app.sources.kinesis_python`
-  (boto3, same option names), the default locally and against moto; with
-  ``consumer_type`` SubscribeToShard it reads through enhanced fan-out
-  (:mod:`app.sources.kinesis_efo`), whose consumer the job registers here.
+  (boto3, same option names; executors read the shards), the default on
+  emr-spark-8.1.0, locally and against moto; with ``consumer_type``
+  SubscribeToShard its tasks read through enhanced fan-out
+  (:mod:`app.sources.kinesis_efo`), whose consumer the driver registers.
 
 ``kinesis.startingPosition`` applies only when the checkpoint is empty: once a
 checkpoint exists, both readers resume from the offsets stored in it.
@@ -40,7 +41,8 @@ def describe_source(config: JobConfig) -> str:
     records the why in the job's config; ``make preflight`` prints the same)."""
     source = config.source
     why = source.format_reason or "set in the job's configuration file"
-    return f"Kinesis source {source.format} ({source.consumer_type}): {why}"
+    where = "; executors read the shards" if source.format == "python-kinesis" else ""
+    return f"Kinesis source {source.format} ({source.consumer_type}): {why}{where}"
 
 
 def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
@@ -60,10 +62,28 @@ def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
             # Once, on the driver, before the query: the tasks subscribe through it.
             log.info("enhanced fan-out consumer %s", register_consumer(options))
         register(spark)
+        options.update(python_reader_options(spark, config))
         frame = spark.readStream.format(FORMAT_NAME).options(**options).load()
     else:
         raise ValueError(f"source.format: {fmt!r} is not one of aws-kinesis, python-kinesis")
     return normalized(frame)
+
+
+def python_reader_options(spark: SparkSession, config: JobConfig) -> dict[str, str]:
+    """What ``python-kinesis`` needs beyond the connector's options: where its
+    tasks record each batch's ends (inside the checkpoint), how many tasks a
+    batch may have (Spark's default parallelism: the executors' total cores
+    on a cluster, ``n`` for ``local[n]``), and the S3 endpoint for an
+    ``s3://`` checkpoint."""
+    from app.sources.kinesis_options import METADATA_PATH, READ_TASKS, S3_ENDPOINT_URL
+
+    options = {
+        METADATA_PATH: config.source_ends_uri,
+        READ_TASKS: str(spark.sparkContext.defaultParallelism),
+    }
+    if config.s3_endpoint_url:
+        options[S3_ENDPOINT_URL] = config.s3_endpoint_url
+    return options
 
 
 def normalized(frame: DataFrame) -> DataFrame:

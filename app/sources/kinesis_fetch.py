@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Final, TypeVar
 
 from app.sources.kinesis_offsets import ShardInfo, ShardState, sequence_key
@@ -109,9 +109,15 @@ def call_with_backoff(
             attempt += 1
 
 
+@lru_cache(maxsize=8)
 def make_client(options: ReaderOptions) -> Any:
     """A Kinesis client with bounded connect/read timeouts and no hidden retries
-    (``retries=0``: :func:`call_with_backoff` is the only retry loop)."""
+    (``retries=0``: :func:`call_with_backoff` is the only retry loop).
+
+    One per process and options: an executor's Python worker runs a task per
+    batch, and a new client (a session, the service model, the endpoint
+    rules) costs tens of milliseconds each time; botocore clients are
+    thread-safe."""
     from app.aws_clients import ClientLimits, client
 
     limits = ClientLimits(
@@ -142,6 +148,18 @@ class ShardBatch:
 
     records: list[dict[str, Any]]
     state: ShardState
+    # The read stopped because the shard had nothing newer (not on a record or
+    # time bound): the driver probes before it plans another batch.
+    caught_up: bool = True
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A probe's answer: a batch would read something (records, or a closed
+    shard's end), and the iterator to probe from next time if not."""
+
+    has_data: bool
+    iterator: str | None
 
 
 @dataclass
@@ -242,8 +260,7 @@ class ShardReader:
     def next_batch(self, shard: ShardInfo, start: ShardState) -> ShardBatch:
         """The next batch of ``shard``: at most kinesis.maxFetchRecordsPerShard
         records after ``start``, read within kinesis.maxFetchTimePerShardSec,
-        and where it ends. Runs on the driver, once per record: the records
-        planned are the records handed to Spark."""
+        and where it ends. Runs in the executor task that reads the shard."""
         limit = self.options.max_fetch_records_per_shard
         deadline = self.clock() + self.options.max_fetch_time_per_shard_sec
         cursor = _Cursor(self, shard.shard_id, start)
@@ -259,7 +276,19 @@ class ShardReader:
                 # An open shard has nothing newer: end the batch on this page.
                 return ShardBatch(records, start.advanced(cursor.last, done=False))
             if len(records) >= limit or self.clock() >= deadline:
-                return ShardBatch(records, start.advanced(cursor.last, done=False))
+                return ShardBatch(records, start.advanced(cursor.last, done=False), False)
+
+    def probe(self, shard: ShardInfo, start: ShardState, iterator: str | None) -> Probe:
+        """Whether ``shard`` holds anything after ``start``: one GetRecords of
+        at most 1 record (how the awslabs connector's ``hasNewData`` decides
+        whether to plan a batch). ``iterator`` is a previous empty probe's
+        next iterator at the same position, which saves the GetShardIterator
+        call on every idle trigger; an expired one is re-acquired."""
+        cursor = _Cursor(self, shard.shard_id, start, iterator=iterator)
+        page = cursor.fetch(1)
+        pending = bool(page.records) or not page.caught_up
+        finished = page.ended or (page.at_tip and shard.closed)
+        return Probe(pending or finished, None if pending or finished else cursor.iterator)
 
     def read_range(self, shard_id: str, start: ShardState, end: str) -> Iterator[dict[str, Any]]:
         """The records of ``shard_id`` in ``(start, end]``, in order. Raises

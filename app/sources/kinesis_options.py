@@ -32,6 +32,14 @@ RECORDS_PER_FETCH_MAX: Final = 10_000  # GetRecords' own Limit ceiling
 FETCH_INTERVAL_MS: Final = "kinesis.getRecords.fetchIntervalMs"
 CONNECT_TIMEOUT_SEC: Final = "kinesis.python.connectTimeoutSec"
 READ_TIMEOUT_SEC: Final = "kinesis.python.readTimeoutSec"
+# Where the reading tasks record each batch's ends (app.sources.kinesis_ends):
+# the awslabs connector's option name; the job sets it inside the checkpoint.
+METADATA_PATH: Final = "kinesis.metadataPath"
+# At most this many tasks per batch (shards beyond it are grouped); the job
+# sets Spark's default parallelism, the executors' total cores.
+READ_TASKS: Final = "kinesis.python.readTasks"
+# An S3 endpoint for an s3:// metadata path (the job's s3_endpoint_url).
+S3_ENDPOINT_URL: Final = "kinesis.python.s3EndpointUrl"
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$")
 _UNIT_MS: Final = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
@@ -52,6 +60,7 @@ class ReaderOptions:
 
     stream_name: str
     region: str
+    metadata_path: str = ""
     endpoint_url: str | None = None
     starting_position: StartingPosition = StartingPosition(_JOB.starting_position)
     describe_shard_interval_ms: int = _JOB.describe_shard_interval_sec * 1000
@@ -69,6 +78,8 @@ class ReaderOptions:
     # consumer named consumer_name, registered on the stream).
     consumer_type: str = "GetRecords"
     consumer_name: str | None = None
+    read_tasks: int | None = None
+    s3_endpoint_url: str | None = None
 
 
 def parse_duration_ms(option: str, value: str) -> int:
@@ -167,9 +178,17 @@ def parse_options(options: Mapping[str, str]) -> ReaderOptions:
     if not region:
         raise ValueError(f"{names.REGION}: required (e.g. us-east-1)")
     consumer_type, consumer_name = parse_consumer(raw)
+    metadata = raw.get(METADATA_PATH.lower())
+    if not metadata:
+        raise ValueError(
+            f"{METADATA_PATH}: required (a directory or s3:// prefix inside the query's "
+            "checkpoint location, where the reading tasks record each batch's end)"
+        )
+    tasks = raw.get(READ_TASKS.lower())
     base = ReaderOptions(
         stream_name=stream,
         region=region,
+        metadata_path=metadata,
         consumer_type=consumer_type,
         consumer_name=consumer_name,
     )
@@ -210,4 +229,6 @@ def parse_options(options: Mapping[str, str]) -> ReaderOptions:
         ),
         connect_timeout_sec=_int(raw, CONNECT_TIMEOUT_SEC, base.connect_timeout_sec),
         read_timeout_sec=_int(raw, READ_TIMEOUT_SEC, base.read_timeout_sec),
+        read_tasks=None if tasks is None else _int(raw, READ_TASKS, 1),
+        s3_endpoint_url=raw.get(S3_ENDPOINT_URL.lower()) or None,
     )

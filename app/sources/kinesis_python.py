@@ -1,25 +1,36 @@
 """``format("python-kinesis")``: Kinesis as a Spark 4 Python streaming source.
 
-The stand-in for the awslabs JVM connector wherever it is absent (locally,
-against moto) and a working reader against real Kinesis: same option names,
-same columns plus ``shardId``.
+The job's own reader (boto3, the awslabs connector's option names, the same
+columns plus ``shardId`` and ``subSequenceNumber``). It is a
+``DataSourceStreamReader``: the driver plans, executors read.
 
-Each record is read from Kinesis once. The reader is a
-``SimpleDataSourceStreamReader``, which Spark drives through its prefetch
-cache (``pyspark.sql.datasource_internal._SimpleStreamReaderWrapper``):
+* **Driver** (Spark's Python streaming source runner): ``latestOffset`` lists
+  the shards (at most every ``kinesis.describeShardInterval``), works out
+  where the next batch starts from the ends the previous batch's tasks
+  recorded, and decides whether there is anything to read (below); the
+  offset it returns names the batch, its start positions and the shards it
+  reads (:mod:`app.sources.kinesis_plan`). ``partitions`` makes one task per
+  shard, or groups the shards into ``kinesis.python.readTasks`` tasks (the
+  job sets the executors' total cores). The driver decodes no record.
+* **Executors** (``read``, one call per task): each shard is read from the
+  batch's start, bounded by ``kinesis.maxFetchRecordsPerShard`` and
+  ``kinesis.maxFetchTimePerShardSec``, its end recorded write-once under
+  ``kinesis.metadataPath`` before any row leaves the task, its records
+  decoded and de-aggregated into Arrow batches there
+  (:mod:`app.sources.kinesis_task`).
 
-* ``read(start)`` (driver, when Spark asks for the latest offset) lists shards
-  (at most every ``kinesis.describeShardInterval``), then reads every readable
-  shard, in up to 8 threads, up to ``kinesis.maxFetchRecordsPerShard`` records
-  or ``kinesis.maxFetchTimePerShardSec``; it returns those records and the end
-  offset. Spark keeps the records and, when it plans the batch, hands them to
-  the JVM block manager: executors read the block, no Python reads Kinesis
-  again. A backlog is consumed in several bounded batches.
-* ``readBetweenOffsets(start, end)`` (an executor, one task) re-reads exactly
-  ``(start, end]`` of every shard that moved. Spark calls it only when the
-  records are not cached: a batch replayed after a restart.
+Whether a trigger has new data, without reading it on the driver: if any
+shard's read in the last batch stopped on its bound (not caught up), or a
+shard finished, or a new shard was listed, yes. Otherwise one GetRecords of at
+most one record per readable shard (the awslabs connector's ``hasNewData``),
+from an iterator kept across idle triggers; an idle trigger costs one small
+call per shard and starts no Spark job. The probe's record is not used: the
+batch's task reads it again.
 
-Why the driver and not executors: docs/source.md, "Why the driver reads".
+Resharding: a child shard is read only once every listed parent is finished in
+the batch's start positions, so its first records come in a later batch than
+the parent's last. ``kinesis.failOnDataLoss``: a tracked unfinished shard that
+Kinesis no longer lists fails the batch (or, when false, is marked finished).
 """
 
 from __future__ import annotations
@@ -27,10 +38,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from app.sources.kinesis_ends import BATCHES_TO_RETAIN, EndStore, open_store
 from app.sources.kinesis_fetch import DataLossError, ShardReader, make_client
 from app.sources.kinesis_offsets import (
     Offsets,
@@ -39,14 +53,23 @@ from app.sources.kinesis_offsets import (
     forget_finished,
     initial_offsets,
     missing_shards,
-    offsets_from_json,
-    offsets_to_json,
     readable_shards,
     with_new_shards,
 )
 from app.sources.kinesis_options import ReaderOptions, parse_options
-from app.sources.kinesis_rows import records_to_batch
+from app.sources.kinesis_plan import (
+    NO_BATCH,
+    BatchOffset,
+    Resolved,
+    ShardRead,
+    groups,
+    new_shards,
+    resolve,
+    shard_reads,
+)
+from app.sources.kinesis_task import batch_reader, read_shard, read_task, uses_fan_out
 from app.sources.schema import SOURCE_SCHEMA
+from app.storage_uri import is_s3
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,7 +77,8 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 FORMAT_NAME: Final = "python-kinesis"
-# Threads reading shards in parallel (connector: checkNewRecordThreads).
+# Threads reading (or probing) shards in parallel within one process
+# (connector: checkNewRecordThreads).
 READ_THREADS: Final = 8
 
 T = TypeVar("T")
@@ -71,13 +95,28 @@ def in_threads(work: Callable[[T], R], items: Iterable[T]) -> list[R]:
         return list(pool.map(work, todo))
 
 
-class KinesisStreamReader(SimpleDataSourceStreamReader):
+@dataclass(frozen=True)
+class KinesisPartition(InputPartition):
+    """One task of batch ``batch``: its shards, and the enhanced fan-out
+    consumer's ARN when the source subscribes (resolved once, on the driver)."""
+
+    batch: int
+    reads: tuple[ShardRead, ...]
+    consumer_arn: str | None = None
+
+
+class KinesisStreamReader(DataSourceStreamReader):
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
         self._reader: ShardReader | None = None
+        self._store: EndStore | None = None
         self._initial: Offsets | None = None
         self._shards: list[ShardInfo] = []
         self._shards_at: float | None = None
+        self._last: BatchOffset | None = None
+        self._resolved: Resolved | None = None
+        self._probes: dict[str, tuple[tuple[str | None, float | None], str]] = {}
+        self._consumer_arn: str | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         """Executors get the options only: no client, no driver-side state."""
@@ -86,11 +125,44 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["options"])  # type: ignore[misc]
 
+    # ------------------------------------------------------------ clients
+
     @property
     def shard_reader(self) -> ShardReader:
         if self._reader is None:
             self._reader = ShardReader(make_client(self.options), self.options)
         return self._reader
+
+    @property
+    def store(self) -> EndStore:
+        if self._store is None:
+            s3 = None
+            if is_s3(self.options.metadata_path):
+                from app.aws_clients import JOB_S3, client
+
+                s3 = client(
+                    "s3",
+                    JOB_S3,
+                    region=self.options.region,
+                    endpoint_url=self.options.s3_endpoint_url,
+                )
+            self._store = open_store(self.options.metadata_path, s3)
+        return self._store
+
+    def consumer_arn(self) -> str | None:
+        """The registered enhanced fan-out consumer (registered if absent),
+        resolved once per driver; None when the source polls."""
+        if not uses_fan_out(self.options):
+            return None
+        if self._consumer_arn is None:
+            from app.sources.kinesis_efo import (
+                ensure_consumer,
+            )
+
+            self._consumer_arn = str(ensure_consumer(self.shard_reader.client, self.options))
+        return self._consumer_arn
+
+    # ------------------------------------------------------------ driver
 
     def list_shards(self) -> list[ShardInfo]:
         """ListShards, cached for kinesis.describeShardInterval."""
@@ -111,7 +183,7 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
         return self._initial
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 (Spark's API)
-        return offsets_to_json(self._initial_offsets())
+        return BatchOffset(NO_BATCH, self._initial_offsets()).to_json()
 
     def _tracked(self, start: Offsets, shards: list[ShardInfo]) -> Offsets:
         """``start`` against the current shard list: expired finished shards
@@ -127,62 +199,81 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
             current[shard] = ShardState(current[shard].after, current[shard].ts, done=True)
         return current
 
-    def read(self, start: dict[str, Any]) -> tuple[Iterator[pa.RecordBatch], dict[str, Any]]:
-        """The next batch after ``start``: its rows, one Arrow batch per shard
-        that had records (app.sources.kinesis_rows), and its end offset.
+    def _resolve(self, offset: BatchOffset) -> Resolved:
+        """Where the batch after ``offset`` starts; read from the store once
+        per batch (idle triggers ask again and again)."""
+        cached = self._resolved
+        if cached is None or cached.batch != offset.batch or offset.batch == NO_BATCH:
+            cached = resolve(offset, self.store.get)
+            self._resolved = cached
+        return cached
 
-        The batches come back as a list iterator: Spark's prefetch cache copies
-        it (``copy.copy``) each time it hands the batch over, which a
-        generator would not survive. Nothing new returns ``start`` itself, so
-        the idle triggers Spark caches until the next commit share it (4.0.2 and
-        4.1.1 cache one entry per idle trigger).
-        """
-        begin = offsets_from_json(start)
-        shards = self.list_shards()
-        current = self._tracked(begin, shards)
-        readable = readable_shards(current, shards)
-        reader = self.shard_reader  # one client, shared by the threads
-        stream = self.options.stream_name
-
-        def read_shard(info: ShardInfo) -> tuple[ShardState, pa.RecordBatch | None]:
-            batch = reader.next_batch(info, current[info.shard_id])
-            rows = records_to_batch(stream, info.shard_id, batch.records) if batch.records else None
-            return batch.state, rows
-
-        end = dict(current)
-        batches = []
-        for info, (state, rows) in zip(readable, in_threads(read_shard, readable), strict=True):
-            end[info.shard_id] = state
-            if rows is not None:
-                batches.append(rows)
-        end_json = offsets_to_json(end)
-        return iter(batches), (start if end_json == start else end_json)
-
-    def readBetweenOffsets(  # noqa: N802 (Spark's API)
-        self, start: dict[str, Any], end: dict[str, Any]
-    ) -> Iterator[pa.RecordBatch]:
-        """Exactly the rows ``read(start)`` returned with ``end``, in the same
-        order: every shard that moved, ``(start, end]``, in shard order."""
-        begin = offsets_from_json(start)
-        finish = offsets_from_json(end)
-        moved = [
-            (shard_id, begin.get(shard_id, ShardState()), state.after)
-            for shard_id, state in sorted(finish.items())
-            if state.after is not None and state.after != begin.get(shard_id, ShardState()).after
-        ]
+    def _probe(self, readable: list[ShardInfo], positions: Offsets) -> bool:
+        """Does any readable shard hold a record after its position?"""
         reader = self.shard_reader
-        stream = self.options.stream_name
 
-        def replay(item: tuple[str, ShardState, str]) -> pa.RecordBatch:
-            shard_id, first, stop = item
-            return records_to_batch(
-                stream, shard_id, list(reader.read_range(shard_id, first, stop))
-            )
+        def probe(info: ShardInfo) -> bool:
+            state = positions.get(info.shard_id, ShardState())
+            key = (state.after, state.ts)
+            kept = self._probes.pop(info.shard_id, None)
+            iterator = kept[1] if kept is not None and kept[0] == key else None
+            answer = reader.probe(info, state, iterator)
+            if answer.iterator is not None:
+                self._probes[info.shard_id] = (key, answer.iterator)
+            return answer.has_data
 
-        yield from in_threads(replay, moved)
+        return any(in_threads(probe, readable))
+
+    def latestOffset(self) -> dict[str, Any]:  # noqa: N802 (Spark's API)
+        """The next batch's offset, or the last one again when there is
+        nothing to read (then Spark runs no batch)."""
+        base = self._last
+        if base is None:
+            base = BatchOffset.from_json(self.initialOffset())
+        resolved = self._resolve(base)
+        shards = self.list_shards()
+        tracked = self._tracked(resolved.positions, shards)
+        readable = readable_shards(tracked, shards)
+        if not readable:
+            return base.to_json()
+        more = resolved.more or new_shards(resolved.positions, shards)
+        if not (more or self._probe(readable, tracked)):
+            return base.to_json()
+        return BatchOffset(resolved.batch + 1, tracked, tuple(readable)).to_json()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KinesisPartition]:
+        """The tasks of batch ``(start, end]``. Spark calls this for the last
+        batch of its offset log when a query restarts, with ``start == end``
+        if that batch was committed: either way ``end`` is the offset the next
+        batch resolves from."""
+        first = BatchOffset.from_json(start)
+        last = BatchOffset.from_json(end)
+        self._last = last
+        if start == end:
+            return []
+        reads = shard_reads(first, last)
+        arn = None if last.legacy else self.consumer_arn()
+        return [
+            KinesisPartition(last.batch, tuple(group), arn)
+            for group in groups(reads, self.options.read_tasks)
+        ]
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: Kinesis keeps no consumer position; the checkpoint does."""
+        """Drop the recorded ends of batches Spark no longer replays."""
+        done = BatchOffset.from_json(end)
+        if not done.legacy and done.batch - BATCHES_TO_RETAIN > 0:
+            self.store.purge_before(done.batch - BATCHES_TO_RETAIN)
+
+    # ------------------------------------------------------------ executors
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The rows of one task (runs on an executor)."""
+        if not isinstance(partition, KinesisPartition):
+            raise TypeError(f"python-kinesis: unexpected partition {partition!r}")
+        polling = self.shard_reader
+        fresh = batch_reader(self.options, polling.client, polling, partition.consumer_arn)
+        work = partial(read_shard, partition.batch, store=self.store, polling=polling, fresh=fresh)
+        yield from read_task(self.options.stream_name, list(partition.reads), work, in_threads)
 
 
 class KinesisDataSource(DataSource):
@@ -195,7 +286,7 @@ class KinesisDataSource(DataSource):
     def schema(self) -> StructType:
         return SOURCE_SCHEMA
 
-    def simpleStreamReader(self, schema: StructType) -> KinesisStreamReader:  # noqa: N802 (Spark's API)
+    def streamReader(self, schema: StructType) -> KinesisStreamReader:  # noqa: N802 (Spark's API)
         return KinesisStreamReader(parse_options(dict(self.options)))
 
 

@@ -12,7 +12,7 @@ KPL aggregates become one row per user record here (:mod:`app.sources.kpl`):
 its data, its partition key from the aggregate's key table, the aggregate's
 sequence number and arrival time, and its ``subSequenceNumber``. The rows of
 one batch are a function of the Kinesis records the batch read, so a replayed
-batch (``readBetweenOffsets``) expands the same aggregates into the same rows.
+batch (a recorded range, read again) expands the same aggregates into the same rows.
 A corrupt aggregate stays ONE row with its bytes as read (the classification
 names it ``bad_aggregate``). A batch without any aggregate pays one
 vectorized prefix test over its data column.

@@ -15,6 +15,7 @@ from typing import Any
 
 from app import aws_clients
 from app.config import JobConfig
+from app.sources.kinesis_ends import ShardEnd
 
 
 def kinesis_client(endpoint: str) -> Any:
@@ -128,6 +129,8 @@ class FakeKinesis:
         self.failures: list[Exception] = []
         self.calls: Counter[str] = Counter()
         self.served: Counter[str] = Counter()
+        self.probed: Counter[str] = Counter()
+        self.probing = False
         for _ in range(shards):
             self.add_shard()
 
@@ -222,7 +225,10 @@ class FakeKinesis:
         position = int(position_text)
         records = shard["records"][position : position + min(Limit, self.page_size)]
         position += len(records)
-        self.served.update(str(r["PartitionKey"]) for r in records)
+        # The driver's probes (kinesis_python) are counted apart, so ``served``
+        # says how often the tasks read each record.
+        counter = self.probed if self.probing else self.served
+        counter.update(str(r["PartitionKey"]) for r in records)
         at_end = position >= len(shard["records"])
         response: dict[str, Any] = {
             "Records": records,
@@ -231,6 +237,42 @@ class FakeKinesis:
         if not (shard["closed"] and at_end) or self.moto_closed_iterators:
             response["NextShardIterator"] = f"{shard_id}|{position}|{self.generation}"
         return response
+
+
+class DriverSide:
+    """``fake`` as the driver's client: its GetRecords calls are probes."""
+
+    def __init__(self, fake: FakeKinesis) -> None:
+        self.fake = fake
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fake, name)
+
+    def get_records(self, **kw: Any) -> Any:
+        self.fake.probing = True
+        try:
+            return self.fake.get_records(**kw)
+        finally:
+            self.fake.probing = False
+
+
+class MemoryEndStore:
+    """app.sources.kinesis_ends' contract in memory: write-once per (batch,
+    shard); ``writes`` counts the attempts to record."""
+
+    def __init__(self) -> None:
+        self.ends: dict[tuple[int, str], ShardEnd] = {}
+        self.writes: Counter[tuple[int, str]] = Counter()
+
+    def put_once(self, batch: int, shard_id: str, end: ShardEnd) -> ShardEnd:
+        self.writes[(batch, shard_id)] += 1
+        return self.ends.setdefault((batch, shard_id), end)
+
+    def get(self, batch: int, shard_id: str) -> ShardEnd | None:
+        return self.ends.get((batch, shard_id))
+
+    def purge_before(self, batch: int) -> None:
+        self.ends = {key: end for key, end in self.ends.items() if key[0] >= batch}
 
 
 def client_error(code: str) -> Exception:

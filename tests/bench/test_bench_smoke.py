@@ -19,6 +19,7 @@ BENCHMARKS = (
     "state",
     "overhead",
     "kinesis_source",
+    "reader",
     "incident",
     "latency",
     "scale",
@@ -71,6 +72,10 @@ def _assert_measured_something(out: Path) -> None:
     latency = json.loads((out / "latency.json").read_text(encoding="utf-8"))
     assert latency["ids_measured"] > 0
     assert latency["subject"]["whole_run"]["records"] == latency["ids_measured"]
+    reader = json.loads((out / "reader.json").read_text(encoding="utf-8"))
+    for name, rates in reader["records_per_second"].items():
+        assert rates["runs"] and min(rates["runs"]) > 0, name
+    assert reader["server_records_per_second"]["median"] > 0
     scale = json.loads((out / "scale.json").read_text(encoding="utf-8"))
     assert len(scale["batches"]) == 3
     assert scale["peak_memory_at_largest"]["jvm_driver_and_executor_mib"] > 0

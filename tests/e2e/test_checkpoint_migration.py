@@ -25,6 +25,8 @@ from pathlib import Path
 
 from app.checkpoint_state import OLD_DEDUP_OPERATOR, inspect_checkpoint
 from app.polling import poll_until
+from app.sources.kinesis_ends import open_store
+from app.sources.kinesis_plan import BatchOffset, resolve
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from local.job_process import REPO_ROOT, JobProcess, clear_stop_marker, job_environment
@@ -65,8 +67,18 @@ def read_all_of_the_stream(local: LocalInstance, tips: dict[str, str]) -> bool:
     committed = local.committed_batches()
     if not committed:
         return False
-    shards = local.checkpoint_offsets().get(max(committed), {}).get("shards", {})
-    return all(shards.get(s, {}).get("after") == tip for s, tip in tips.items())
+    offset = local.checkpoint_offsets().get(max(committed))
+    if offset is None:
+        return False
+    # The offset holds where the batch started; its tasks recorded the ends.
+    try:
+        ends = resolve(BatchOffset.from_json(offset), open_store(local.config.source_ends_uri).get)
+    except RuntimeError:  # an end not recorded yet
+        return False
+    return all(
+        (state := ends.positions.get(s)) is not None and state.after == tip
+        for s, tip in tips.items()
+    )
 
 
 def test_an_old_checkpoint_is_refused_moved_aside_and_replaced_by_a_seeded_one(

@@ -7,10 +7,14 @@ import math
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app.job import EXIT_LEASE_HELD
+from app.sources.kinesis_ends import open_store
+from app.sources.kinesis_offsets import ShardState
+from app.sources.kinesis_plan import BatchOffset, resolve
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from tests.e2e.conftest import MakeLocal, mix, poll
@@ -84,7 +88,7 @@ def test_restart_after_a_pause_processes_the_backlog_in_bounded_batches(
 
     offsets = local.checkpoint_offsets()
     new_batches = sorted(set(offsets) - before)
-    per_batch = [_records_per_shard(offsets, b) for b in new_batches]
+    per_batch = [_records_per_shard(local, offsets[b]) for b in new_batches]
     nonempty = [b for b in per_batch if sum(b.values())]
     assert sum(sum(b.values()) for b in per_batch) == 10_000
     assert all(n <= limit for b in per_batch for n in b.values()), per_batch
@@ -92,15 +96,22 @@ def test_restart_after_a_pause_processes_the_backlog_in_bounded_batches(
     assert local.summary().ok
 
 
-def _records_per_shard(offsets: dict[int, dict], batch: int) -> dict[str, int]:
+def _batch_ends(local: LocalInstance, offset: dict[str, Any]) -> dict[str, ShardState]:
+    """Where a batch ended per shard: its offset holds where it started, the
+    reading tasks recorded the ends beside the checkpoint (kinesis_plan)."""
+    store = open_store(local.config.source_ends_uri)
+    return resolve(BatchOffset.from_json(offset), store.get).positions
+
+
+def _records_per_shard(local: LocalInstance, offset: dict[str, Any]) -> dict[str, int]:
     """Records a batch read per shard: moto numbers records 1, 2, 3... per shard."""
-    end = offsets[batch]["shards"]
-    start = offsets.get(batch - 1, {"shards": {}})["shards"]
+    start = BatchOffset.from_json(offset).shards
 
-    def seq(state: dict | None) -> int:
-        return int(state["after"]) if state and state.get("after") is not None else 0
+    def seq(state: ShardState | None) -> int:
+        return int(state.after) if state and state.after is not None else 0
 
-    return {shard: seq(state) - seq(start.get(shard)) for shard, state in end.items()}
+    ends = _batch_ends(local, offset)
+    return {shard: seq(state) - seq(start.get(shard)) for shard, state in ends.items()}
 
 
 def test_two_instances_run_side_by_side_in_isolation(
@@ -125,9 +136,9 @@ def test_two_instances_run_side_by_side_in_isolation(
         assert local.config.database != other.config.database
         assert local.config.kafka.topic != other.config.kafka.topic
         assert local.checkpoint != other.checkpoint
-        last = local.checkpoint_offsets()[max(local.committed_batches())]["shards"]
+        last = _batch_ends(local, local.checkpoint_offsets()[max(local.committed_batches())])
         produced_last = local.reports[0].last_sequence_by_shard()
-        assert {s: v["after"] for s, v in last.items()} == produced_last
+        assert {s: v.after for s, v in last.items()} == produced_last
 
 
 def test_shard_split_while_running_loses_and_duplicates_nothing(

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from app.polling import poll_until
+from app.sources.kinesis_ends import open_store
+from app.sources.kinesis_plan import BatchOffset, resolve
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from scripts import produce, status, stop
@@ -35,11 +37,17 @@ def run(command: Any, *args: str) -> tuple[int, str]:
 
 
 def committed_offset(local: LocalInstance) -> dict[str, Any]:
-    """The source offset of the last batch with a commit, read directly."""
+    """Where the last batch with a commit ended, read directly: its offset
+    holds where it started, its tasks recorded the ends beside the checkpoint."""
     committed = local.committed_batches()
-    if not committed:
+    offset = local.checkpoint_offsets().get(max(committed)) if committed else None
+    if offset is None:
         return {}
-    return dict(local.checkpoint_offsets().get(max(committed), {}).get("shards", {}))
+    try:
+        ends = resolve(BatchOffset.from_json(offset), open_store(local.config.source_ends_uri).get)
+    except RuntimeError:  # an end not recorded yet
+        return {}
+    return {shard: state.to_json() for shard, state in ends.positions.items()}
 
 
 def test_status_and_stop_on_a_running_job(

@@ -146,7 +146,21 @@ def aws() -> Iterator[None]:
 # ------------------------------------------------------------------ checkpoint files
 
 
-def test_python_kinesis_offset_is_the_batch_end_per_shard() -> None:
+def test_python_kinesis_offset_is_the_batch_start_per_shard() -> None:
+    """The executor-side reader's offset names its batch and where it started
+    (its ends are recorded beside the checkpoint): an upper bound on lag."""
+    raw = {
+        "v": 2,
+        "batch": 5,
+        "shards": {"a": {"after": "49", "ts": None, "done": False}},
+        "reads": [{"shard": "a", "closed": False}],
+    }
+    offset = parse_offsets_file('v1\n{"batchWatermarkMs":0}\n' + json.dumps(raw), "cp/offsets/5")
+    assert offset.format == "python-kinesis" and not offset.is_batch_end
+    assert offset.positions == {"a": Position(AFTER, sequence="49")}
+
+
+def test_the_driver_side_readers_offset_is_the_batch_end_per_shard() -> None:
     text = 'v1\n{"batchWatermarkMs":0}\n' + json.dumps(
         {
             "shards": {
@@ -237,6 +251,36 @@ def test_read_checkpoint_takes_the_last_committed_batch(tmp_path: Path) -> None:
         SHARD1: Position(AFTER, sequence="3"),
     }
     assert state.committed_at is not None
+
+
+def test_a_python_kinesis_offset_reads_as_its_batch_end_once_the_ends_are_applied(
+    tmp_path: Path,
+) -> None:
+    """The offset says where reader batch 7 started; its tasks recorded the
+    ends beside the checkpoint: status shows the end, exact. Without them it
+    shows the start, as an upper bound on the lag."""
+    cp = tmp_path / "checkpoint"
+    start = {"after": "5", "ts": None, "done": False}
+    offset = {
+        "v": 2,
+        "batch": 7,
+        "shards": {SHARD0: start, SHARD1: start},
+        "reads": [{"shard": SHARD0, "closed": False}],
+    }
+    write_batch(cp, 3, offset)
+    state = read_checkpoint(CheckpointFiles(str(cp)))
+    assert state.offset is not None and not state.offset.is_batch_end
+    assert state.offset.positions[SHARD0] == Position(AFTER, sequence="5")
+    ends = cp / "_kinesis_ends" / "7"
+    ends.mkdir(parents=True)
+    end = {"end": {"after": "42", "ts": None, "done": False}, "caught_up": True, "records": 37}
+    (ends / f"{SHARD0}.json").write_text(json.dumps(end))
+    state = read_checkpoint(CheckpointFiles(str(cp)))
+    assert state.offset is not None and state.offset.is_batch_end
+    assert state.offset.positions == {
+        SHARD0: Position(AFTER, sequence="42"),
+        SHARD1: Position(AFTER, sequence="5"),  # not read in that batch
+    }
 
 
 def test_a_missing_checkpoint_names_its_path(tmp_path: Path) -> None:

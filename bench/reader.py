@@ -1,0 +1,326 @@
+"""Reader: where ``python-kinesis`` spends its CPU, and whether it scales with cores.
+
+The same backlog (``SHARDS`` shards, 200,000 records of ~750 bytes; quick:
+4,000) is drained by three readers in the same run, in alternating order:
+
+* **before**: the previous reader (``bench.old_reader``, registered as
+  ``python-kinesis-driver``): the driver reads and decodes every record;
+* **after, 1 task**: the current reader with ``kinesis.python.readTasks`` 1:
+  every shard in one executor task, i.e. one executor core reads;
+* **after, 2 tasks**: ``readTasks`` 2: two tasks in parallel, two cores.
+
+The session is ``local[2]`` (the project's Spark conf): two task slots. With
+one read task the second slot has nothing to run (source -> ``noop`` sink is
+one stage), so 1 vs 2 read tasks is 1 vs 2 executor cores reading; one
+session serves both, so they share one JVM, equally warm, in the same run.
+
+Each drain is a new query on a new checkpoint: it first reads a warm-up
+(``WARM_UP`` records per shard, which starts the query's Python processes),
+then the server releases the backlog and the clock runs until
+``processAllAvailable`` returns (every record read). The backlog fits one
+batch (``kinesis.maxFetchRecordsPerShard`` 100,000, as one raises it for a
+catch-up, docs/sizing.md), so the drain times the reading, not Spark's
+per-batch work. Figures per drain:
+
+* records/s: backlog / wall time from the release;
+* executor CPU: user + system CPU seconds of Spark's Python workers (the read
+  tasks) over the drain: records per such second is what one executor core
+  reads, and CPU seconds per wall second the cores they got. On a shared
+  machine these hold where the wall-clock ratio cannot: when other work
+  holds the second core, two tasks get no more CPU than one;
+* JVM CPU per wall second (the driver JVM holds the executors' threads in
+  ``local`` mode: the Arrow hand-off and the sink), for the record;
+* driver CPU: user + system CPU seconds, over the drain, of the process that
+  runs the source's driver side (Spark's Python streaming source runner,
+  ``pyspark.sql.streaming.python_streaming_source_runner``), per 100,000
+  records. It is where the previous reader decoded; the current one plans
+  there and reads nothing. (The JVM's CPU is not in it: in ``local`` mode the
+  executors are threads of the driver JVM.)
+
+Bars (issue 32): driver CPU per 100k records after <= 10 % of before; 2 tasks
+>= 1.6x the records/s of 1 task.
+
+The records come from ``bench.kinesis_http``, a loopback stand-in for
+GetRecords in a process of its own (moto answers slower than one reader
+core). Its own rate, plain HTTP clients paging through the same backlog with
+no decode, is measured in the same run and must be well above the fastest
+reader's.
+
+``--quick`` (the smoke test): 4,000 records, one round, no warm-up round; its
+figures only show the benchmark runs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from bench import framework
+from bench.framework import Context, Row, bars, figure, machine_load, summary, write_result
+from bench.kinesis_http import Layout, raw_rate, serve_in_process, set_visible
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+NAME: Final = "reader"
+SHARDS: Final = 8
+RECORDS: Final = 200_000
+QUICK_RECORDS: Final = 4_000
+WARM_UP: Final = 4
+# The backlog in one batch, as after raising the bound for a catch-up
+# (docs/sizing.md): the drain then measures reading, not Spark's per-batch work.
+FETCH_PER_SHARD: Final = 100_000
+CPU_BAR: Final = 0.10
+SCALE_BAR: Final = 1.6
+RUNNER: Final = "python_streaming_source_runner"
+WORKERS: Final = "pyspark.daemon"
+JVM: Final = "org.apache.spark.deploy.SparkSubmit"
+STREAM: Final = "bench-reader"
+
+BEFORE: Final = "before (driver reads)"
+ONE: Final = "after, 1 task"
+TWO: Final = "after, 2 tasks"
+
+
+@dataclass(frozen=True)
+class Drain:
+    records: int
+    seconds: float
+    driver_cpu_sec: float
+    worker_cpu_sec: float
+    jvm_cpu_sec: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def cpu_per_100k(self) -> float:
+        return self.driver_cpu_sec * 100_000 / self.records
+
+    @property
+    def per_worker_core(self) -> float:
+        """Records per CPU second of the executors' Python workers: what one
+        executor core reads, whatever else the machine runs."""
+        return self.records / self.worker_cpu_sec if self.worker_cpu_sec else 0.0
+
+    @property
+    def jvm_cores(self) -> float:
+        """The JVM's CPU seconds per wall second (driver and, in local mode,
+        the executors' threads: the Arrow hand-off, the sink)."""
+        return self.jvm_cpu_sec / self.seconds
+
+    @property
+    def worker_cores(self) -> float:
+        """The workers' CPU seconds per wall second: the cores they got."""
+        return self.worker_cpu_sec / self.seconds
+
+
+def _cpu_of(marker: str) -> dict[int, float]:
+    """CPU seconds so far of each process under this one whose command line
+    holds ``marker``."""
+    import psutil  # type: ignore[import-untyped]
+
+    found: dict[int, float] = {}
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if any(marker in part for part in process.cmdline()):
+                times = process.cpu_times()
+                found[process.pid] = float(times.user + times.system)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _runner_cpu() -> dict[int, float]:
+    """The Python streaming source runner: the source's driver side."""
+    return _cpu_of(RUNNER)
+
+
+def _worker_cpu() -> dict[int, float]:
+    """Spark's Python workers (forked by ``pyspark.daemon``): the read tasks."""
+    return _cpu_of(WORKERS)
+
+
+def _spent(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds spent between two samples (a process new since counts whole)."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+
+
+def _frame(spark: SparkSession, reader: str, endpoint: str, work: Path) -> Any:
+    from app.sources.kinesis_python import register
+    from bench import old_reader
+
+    register(spark)
+    old_reader.register(spark)
+    fmt = old_reader.FORMAT_NAME if reader == BEFORE else "python-kinesis"
+    frame = (
+        spark.readStream.format(fmt)
+        .option("kinesis.streamName", STREAM)
+        .option("kinesis.region", framework.REGION)
+        .option("kinesis.endpointUrl", endpoint)
+        .option("kinesis.startingPosition", "TRIM_HORIZON")
+        .option("kinesis.maxFetchTimePerShardSec", "60")
+        .option("kinesis.maxFetchRecordsPerShard", str(FETCH_PER_SHARD))
+        .option("kinesis.getRecords.fetchIntervalMs", "0")
+        .option("kinesis.metadataPath", str(work / "kinesis_ends"))
+    )
+    if reader != BEFORE:
+        frame = frame.option("kinesis.python.readTasks", "1" if reader == ONE else "2")
+    return frame.load()
+
+
+def drain(spark: SparkSession, reader: str, endpoint: str, layout: Layout, work: Path) -> Drain:
+    """One reader over the backlog: warm-up, release, wall time and runner CPU."""
+    set_visible(endpoint, WARM_UP)
+    query = (
+        _frame(spark, reader, endpoint, work)
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        warm = sum(int(p["numInputRows"]) for p in query.recentProgress)
+        before = _runner_cpu()
+        if not before:
+            raise RuntimeError(f"no {RUNNER} process found under this one")
+        workers = _worker_cpu()
+        jvm = _cpu_of(JVM)
+        started = time.perf_counter()
+        set_visible(endpoint, layout.records_per_shard)
+        query.processAllAvailable()
+        seconds = time.perf_counter() - started
+        after = _runner_cpu()
+        worker_cpu = _spent(workers, _worker_cpu())
+        jvm_cpu = _spent(jvm, _cpu_of(JVM))
+        read = sum(int(p["numInputRows"]) for p in query.recentProgress) - warm
+    finally:
+        query.stop()
+    expected = layout.shards * (layout.records_per_shard - WARM_UP)
+    if read != expected:
+        raise RuntimeError(f"{reader}: read {read} records after the warm-up, expected {expected}")
+    cpu = sum(after.get(pid, cpu) - cpu for pid, cpu in before.items())
+    return Drain(read, seconds, cpu, worker_cpu, jvm_cpu)
+
+
+def run(ctx: Context) -> list[Row]:
+    records = QUICK_RECORDS if ctx.quick else RECORDS
+    layout = Layout(SHARDS, records // SHARDS)
+    spark = ctx.spark
+    order = [BEFORE, ONE, TWO]
+    drains: dict[str, list[Drain]] = {name: [] for name in order}
+    load_before = machine_load()
+    with serve_in_process(layout, WARM_UP) as endpoint:
+        set_visible(endpoint, layout.records_per_shard)
+        served = [raw_rate(endpoint, layout, threads=2) for _ in range(3)]
+        warmups = 0 if ctx.quick else 1
+        rounds = 1 if ctx.quick else ctx.repeats
+        for repeat in range(warmups + rounds):
+            turn = order if repeat % 2 == 0 else list(reversed(order))
+            for name in turn:
+                got = drain(spark, name, endpoint, layout, ctx.scratch(f"{NAME}-{repeat}"))
+                if repeat >= warmups:
+                    drains[name].append(got)
+                print(
+                    f"   {name}: {got.rate:,.0f} records/s, driver CPU "
+                    f"{got.cpu_per_100k:.3f} s/100k, workers {got.worker_cores:.2f} cores, "
+                    f"JVM {got.jvm_cores:.2f} cores"
+                    + (
+                        ""
+                        if name == BEFORE
+                        else f", {got.per_worker_core:,.0f} records/worker CPU s"
+                    )
+                    + ("" if repeat >= warmups else " (warm-up)"),
+                    flush=True,
+                )
+    load_after = machine_load()
+
+    def median(name: str, figure_of: str) -> float:
+        return float(statistics.median(getattr(d, figure_of) for d in drains[name]))
+
+    cpu_before = median(BEFORE, "cpu_per_100k")
+    cpu_after = median(ONE, "cpu_per_100k"), median(TWO, "cpu_per_100k")
+    cpu_ratio = max(cpu_after) / cpu_before
+    scale = median(TWO, "rate") / median(ONE, "rate")
+    fastest = max(median(name, "rate") for name in order)
+    served_rate = float(statistics.median(served))
+    result = {
+        "what": (
+            f"{layout.shards * layout.records_per_shard:,} records in {layout.shards} shards "
+            "drained through a streaming query (noop sink) by the previous and the current "
+            "python-kinesis reader, alternating, from a loopback GetRecords stand-in"
+        ),
+        "records_per_second": {name: summary([d.rate for d in drains[name]], 0) for name in order},
+        "executor_python_cores_used": {
+            name: summary([d.worker_cores for d in drains[name]], 2) for name in order
+        },
+        "jvm_cores_used": {name: summary([d.jvm_cores for d in drains[name]], 2) for name in order},
+        "records_per_executor_python_cpu_second": {
+            "how": "records / CPU seconds of Spark's Python workers over the drain",
+            **{name: summary([d.per_worker_core for d in drains[name]], 0) for name in (ONE, TWO)},
+        },
+        "driver_cpu_seconds_per_100k_records": {
+            name: summary([d.cpu_per_100k for d in drains[name]], 4) for name in order
+        },
+        "driver_cpu_after_over_before": {
+            "value": round(cpu_ratio, 4),
+            "bar": f"<= {CPU_BAR}",
+            "met": cpu_ratio <= CPU_BAR,
+            "how": "the larger of the two current-reader medians over the previous reader's",
+        },
+        "two_tasks_over_one": {
+            "value": round(scale, 3),
+            "bar": f">= {SCALE_BAR}",
+            "met": scale >= SCALE_BAR,
+        },
+        "server_records_per_second": {
+            **summary(served, 0),
+            "how": "2 plain HTTP clients paging through the backlog, no decode",
+            "over_fastest_reader": round(served_rate / fastest, 1),
+        },
+        "load_before": load_before,
+        "load_after": load_after,
+    }
+    write_result(ctx, NAME, result)
+    with figure(ctx, NAME, ncols=2) as (_, axes):
+        bars(
+            axes[0],
+            order,
+            [median(name, "rate") for name in order],
+            "drain rate (median)",
+            "records/s",
+        )
+        bars(
+            axes[1],
+            order,
+            [median(name, "cpu_per_100k") for name in order],
+            "driver CPU per 100k records",
+            "s",
+        )
+    return [
+        Row(
+            NAME,
+            "driver CPU per 100k records, after / before",
+            f"{cpu_ratio:.3f} ({max(cpu_after):.3f} s vs {cpu_before:.3f} s)",
+            f"<= {CPU_BAR}",
+            cpu_ratio <= CPU_BAR,
+        ),
+        Row(
+            NAME,
+            "records/s, 2 read tasks / 1",
+            f"{scale:.2f}x ({median(TWO, 'rate'):,.0f} vs {median(ONE, 'rate'):,.0f}; "
+            f"before {median(BEFORE, 'rate'):,.0f})",
+            f">= {SCALE_BAR}x",
+            scale >= SCALE_BAR,
+        ),
+        Row(
+            NAME,
+            "stand-in server rate / fastest reader",
+            f"{served_rate / fastest:.1f}x ({served_rate:,.0f} records/s)",
+        ),
+    ]
