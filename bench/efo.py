@@ -222,6 +222,8 @@ def run(ctx: Context) -> list[Row]:
                 # A batch per trigger as the job reads: bounded by records and time.
                 "kinesis.maxFetchRecordsPerShard": "10000",
                 "kinesis.maxFetchTimePerShardSec": "10",
+                # Required by the source; the bare loop records no ends.
+                "kinesis.metadataPath": "unused",
             }
         )
         client = make_client(options)
@@ -306,7 +308,11 @@ def run(ctx: Context) -> list[Row]:
 
 
 def _plain(options: Any) -> dict[str, str]:
-    return {"kinesis.streamName": options.stream_name, "kinesis.region": options.region}
+    return {
+        "kinesis.streamName": options.stream_name,
+        "kinesis.region": options.region,
+        "kinesis.metadataPath": options.metadata_path,
+    }
 
 
 def _window(

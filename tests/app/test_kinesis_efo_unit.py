@@ -169,7 +169,11 @@ def test_stream_arn_of_a_consumer() -> None:
 
 
 def test_options_accept_subscribe_to_shard_with_a_consumer_name() -> None:
-    base = {"kinesis.streamName": "s", "kinesis.region": "us-east-1"}
+    base = {
+        "kinesis.streamName": "s",
+        "kinesis.region": "us-east-1",
+        "kinesis.metadataPath": "ends",
+    }
     efo = parse_options(
         {**base, "kinesis.consumerType": "subscribeToShard", "kinesis.consumerName": "job"}
     )

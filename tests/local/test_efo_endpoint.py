@@ -69,6 +69,8 @@ def options_for(url: str, stream: str, **more: str) -> Any:
             "kinesis.consumerType": "SubscribeToShard",
             "kinesis.consumerName": "job",
             "kinesis.maxFetchTimePerShardSec": "10",
+            # Required by the source; EfoShardReader alone records no ends.
+            "kinesis.metadataPath": "unused",
             **more,
         }
     )
