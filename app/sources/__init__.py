@@ -56,13 +56,14 @@ def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
     elif fmt == "python-kinesis":
         from app.sources.kinesis_python import FORMAT_NAME, register
 
+        register(spark)
+        options.update(python_reader_options(spark, config))
         if config.source.consumer_type == "SubscribeToShard":
             from app.sources.kinesis_efo import register_consumer
 
-            # Once, on the driver, before the query: the tasks subscribe through it.
+            # Once, on the driver, before the query: a consumer that cannot be
+            # registered stops the start; the tasks subscribe through it.
             log.info("enhanced fan-out consumer %s", register_consumer(options))
-        register(spark)
-        options.update(python_reader_options(spark, config))
         frame = spark.readStream.format(FORMAT_NAME).options(**options).load()
     else:
         raise ValueError(f"source.format: {fmt!r} is not one of aws-kinesis, python-kinesis")
