@@ -44,6 +44,7 @@ import pytest
 
 from app.table.catalog import load_table
 from app.table.commit import committed_batch
+from local.efo_endpoint import read_stats
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from local.table import orphan_files, table_exists
@@ -54,6 +55,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 RECORDS: Final = 20_000
 SLICES: Final = 8
 MAX_KILLS: Final = 14
+# Enhanced fan-out: the same promises through SubscribeToShard subscriptions.
+EFO_RECORDS: Final = 8_000
+EFO_MAX_KILLS: Final = 10
 RESHARD_RECORDS: Final = 6_000
 RESHARD_SLICES: Final = 5
 RESHARD_MAX_KILLS: Final = 8
@@ -245,6 +249,36 @@ def test_crash_loop_loses_and_duplicates_nothing(
     assert kills.total >= 6
     assert summary.rows == 20_000 - 400 - 1_000
     assert summary.failure_records == 400
+
+
+def test_crash_loop_through_enhanced_fan_out(emulators: Emulators, make_local: MakeLocal) -> None:
+    """The crash loop with the tasks reading through SubscribeToShard (the
+    harness's loopback endpoint): a killed task's subscription dies with its
+    worker, the next run subscribes again from the recorded ends, and nothing is
+    lost or duplicated."""
+    assert emulators.endpoints.kinesis_efo_url is not None
+    local = make_local(
+        emulators,
+        overrides={
+            "source": {
+                "max_fetch_records_per_shard": 1_000,
+                "consumer_type": "SubscribeToShard",
+                "consumer_name": "orders-crash-efo",
+            }
+        },
+    )
+    assert local.config.source.consumer_type == "SubscribeToShard"
+    served_before = read_stats(emulators.endpoints.kinesis_efo_url)["served"]
+    records = mix(EFO_RECORDS, seed=13, prefix="efo", malformed_share=0.02, duplicate_share=0.05)
+    reader = Reader(local)
+    reader.start()
+    kills = crash_loop(local, [records[i::SLICES] for i in range(SLICES)], EFO_MAX_KILLS)
+    summary = drain_and_check(local, reader, kills, "EFO crash loop")
+    assert len(local.produced) == EFO_RECORDS
+    assert summary.rows == EFO_RECORDS - 160 - 400  # 2 % malformed, 5 % re-sent
+    assert summary.failure_records == 160
+    # The rows came through subscriptions: every run subscribed again.
+    assert read_stats(emulators.endpoints.kinesis_efo_url)["served"] - served_before >= local.runs
 
 
 def _hash_range(shard: dict[str, Any]) -> tuple[int, int]:
