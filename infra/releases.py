@@ -59,8 +59,9 @@ class Release:
 _PYTHON_SOURCE_REASON: Final = (
     "the awslabs aws-kinesis connector is not listed on this release's page and its "
     "Spark 4.1 build is unreleased (awslabs/spark-sql-kinesis-connector PR #87), so the "
-    "job's own python-kinesis reader (boto3: GetRecords polling, or enhanced fan-out "
-    "through SubscribeToShard with job.source.consumer_type; tested here) is the default; "
+    "job's own python-kinesis reader is the default: executors read the shards (boto3 "
+    "GetRecords polling, or enhanced fan-out through SubscribeToShard with "
+    "job.source.consumer_type; tested here); "
     "job.source.format aws-kinesis runs the connector only from a jar you build from its "
     "main branch (docs/deploy.md)"
 )
