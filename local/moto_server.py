@@ -6,6 +6,8 @@ look broken after a shard split:
 * ``SplitShard`` *moves* the parent's records into the children, re-put with
   new sequence numbers (Kinesis leaves them in the closed parent, readable
   until retention expires, and the children start empty);
+* ``MergeShards`` likewise copies both parents' records into the child (and
+  its adjacency check accepts only one of the two orders);
 * ``PutRecord(s)`` keeps routing keys to the first shard whose hash range
   matches, which is the closed parent (Kinesis only writes to open shards).
   Its range check also excludes each shard's ``EndingHashKey``.
@@ -56,6 +58,30 @@ def _split_shard(self: Any, shard_to_split: str, new_starting_hash_key: str) -> 
     right = models.Shard(first + 1, boundary, parent.ending_hash, parent=parent.shard_id)
     self.shards = {**self.shards, left.shard_id: left, right.shard_id: right}
     parent.is_open = False  # records stay in the parent, readable to its end
+
+
+def _merge_shards(self: Any, shard_to_merge: str, adjacent_shard_to_merge: str) -> None:
+    from moto.kinesis import models
+    from moto.kinesis.exceptions import InvalidArgumentError
+
+    first, second = self.shards[shard_to_merge], self.shards[adjacent_shard_to_merge]
+    low, high = sorted((first, second), key=lambda shard: shard.starting_hash)
+    if low.ending_hash + 1 != high.starting_hash:
+        raise InvalidArgumentError(
+            message=f"Shards {shard_to_merge} and {adjacent_shard_to_merge} are not adjacent"
+        )
+    if not (first.is_open and second.is_open):
+        raise InvalidArgumentError(message="a shard to merge has already been merged or split")
+    child = models.Shard(
+        max(shard._shard_id for shard in self.shards.values()) + 1,
+        low.starting_hash,
+        high.ending_hash,
+        parent=first.shard_id,
+        adjacent_parent=second.shard_id,
+    )
+    self.shards = {**self.shards, child.shard_id: child}
+    first.is_open = False  # records stay in the parents, readable to their ends
+    second.is_open = False
 
 
 def _shard_for_key(self: Any, partition_key: str, explicit_hash_key: str) -> Any:
@@ -131,6 +157,7 @@ def patch_kinesis() -> None:
     from moto.kinesis import models
 
     models.Stream.split_shard = _split_shard  # type: ignore[method-assign]
+    models.Stream.merge_shards = _merge_shards  # type: ignore[method-assign]
     models.Stream.get_shard_for_key = _shard_for_key  # type: ignore[method-assign]
     models.Shard.put_record = _put_record  # type: ignore[method-assign]
     models.Shard.get_records = _get_records  # type: ignore[method-assign]

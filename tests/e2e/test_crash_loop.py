@@ -305,15 +305,13 @@ def test_crash_loop_across_a_split_and_a_merge(emulators: Emulators, make_local:
     end before their children, through restarts.
 
     While the second run reads, shard 0 is split (its unread records stay in
-    it) and its two children merged at once; while the fourth reads, shard 1
-    is split. The merge joins children that hold no record yet: moto's
-    MergeShards copies both parents' records into the child
-    (``merge_shards`` in ``moto/kinesis/models.py``; ``local.moto_server``
-    does not patch it), which would put every record of a merged pair in the
-    stream twice. So the merge's lineage (a child that waits for two parents,
-    themselves children of a split) is what this case covers against moto;
-    merges of parents holding records are covered on ``FakeKinesis``
-    (``tests/app/test_source_kinesis_unit.py``)."""
+    it); the next slice goes to its children, and while the third run reads
+    they are merged, holding records (``local.moto_server`` patches moto's
+    MergeShards, which would copy both parents' records into the child, to
+    leave them in the parents as Kinesis does); while the fourth reads, shard
+    1 is split. So a child waits for two parents that are themselves children
+    of a split, and every parent holds records its children must not
+    overtake."""
     local = make_local(
         emulators,
         overrides={
@@ -327,13 +325,14 @@ def test_crash_loop_across_a_split_and_a_merge(emulators: Emulators, make_local:
 
     def reshard(run: int) -> None:
         if run == 1:
-            left, right = split(local, first)
+            merged.extend(split(local, first))
+        elif run == 2:
+            left, right = merged
             local.kinesis.merge_shards(
                 StreamName=local.config.stream_name,
                 ShardToMerge=left,
                 AdjacentShardToMerge=right,
             )
-            merged.extend((left, right))
         elif run == 3:
             split(local, second)
 
@@ -349,6 +348,7 @@ def test_crash_loop_across_a_split_and_a_merge(emulators: Emulators, make_local:
     )
     by_shard = Counter(r["shard_id"] for r in local.read_table(("shard_id",)))
     assert len(by_shard) >= 4, by_shard  # records were read from parents and children
+    assert all(by_shard[shard] > 0 for shard in merged), by_shard  # the merged pair held records
     assert summary.rows > 0 and kills.total >= 4
 
 

@@ -9,7 +9,7 @@ import pytest
 from local.moto_server import patch_kinesis
 
 SHARD_METHODS = ("put_record", "get_records", "get_min_sequence_number", "get_max_sequence_number")
-STREAM_METHODS = ("split_shard", "get_shard_for_key")
+STREAM_METHODS = ("split_shard", "merge_shards", "get_shard_for_key")
 
 
 @pytest.fixture
@@ -75,3 +75,45 @@ def test_a_read_during_puts_never_fails_and_sees_a_prefix(models: object) -> Non
         reads += 1
     writer.join()
     assert [r.sequence_number for r in shard.get_records("0", None)[0]] == list(range(1, total + 1))
+
+
+def test_a_merge_leaves_the_records_in_its_parents_as_kinesis_does(models: object) -> None:
+    """Stock moto re-puts both parents' records into the merged child, so a
+    reader sees them twice; Kinesis leaves them in the closed parents."""
+    import boto3
+    from moto import mock_aws
+
+    patch_kinesis()
+    with mock_aws():
+        kinesis = boto3.client("kinesis", region_name="us-east-1")
+        kinesis.create_stream(StreamName="s", ShardCount=3)
+        shards = kinesis.list_shards(StreamName="s")["Shards"]
+        for shard in shards:
+            key = shard["HashKeyRange"]["StartingHashKey"]
+            for i in range(3):
+                kinesis.put_record(
+                    StreamName="s", Data=b"x", PartitionKey=f"{i}", ExplicitHashKey=key
+                )
+        first, second, third = (shard["ShardId"] for shard in shards)
+        with pytest.raises(kinesis.exceptions.InvalidArgumentException, match="not adjacent"):
+            kinesis.merge_shards(StreamName="s", ShardToMerge=first, AdjacentShardToMerge=third)
+        # Either order of two adjacent shards merges (stock moto takes one only).
+        kinesis.merge_shards(StreamName="s", ShardToMerge=third, AdjacentShardToMerge=second)
+        after = {s["ShardId"]: s for s in kinesis.list_shards(StreamName="s")["Shards"]}
+        (child,) = [s for s in after.values() if s.get("AdjacentParentShardId")]
+        assert (child["ParentShardId"], child["AdjacentParentShardId"]) == (third, second)
+        assert (
+            child["HashKeyRange"]["StartingHashKey"] == shards[1]["HashKeyRange"]["StartingHashKey"]
+        )
+        assert child["HashKeyRange"]["EndingHashKey"] == shards[2]["HashKeyRange"]["EndingHashKey"]
+
+        def records(shard_id: str) -> int:
+            it = kinesis.get_shard_iterator(
+                StreamName="s", ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            return len(kinesis.get_records(ShardIterator=it)["Records"])
+
+        assert [records(second), records(third), records(child["ShardId"])] == [3, 3, 0]
+        assert "EndingSequenceNumber" in after[second]["SequenceNumberRange"]
+        with pytest.raises(kinesis.exceptions.InvalidArgumentException, match="already"):
+            kinesis.merge_shards(StreamName="s", ShardToMerge=second, AdjacentShardToMerge=third)
