@@ -453,6 +453,7 @@ class LocalInstance:
                 self.config.source.consumer_name,
                 served,
             ),
+            fan_out_subscriptions=served,
         )
         return summarize(figures)
 

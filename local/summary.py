@@ -52,6 +52,9 @@ class RunFigures:
     produced_aggregates: int = 0
     # How the job read the stream (:func:`source_line`).
     source: str = ""
+    # Enhanced fan-out: subscriptions the local SubscribeToShard endpoint
+    # served (None: the instance polls, or the figure could not be read).
+    fan_out_subscriptions: int | None = None
 
 
 def source_line(
@@ -189,6 +192,11 @@ def summarize(figures: RunFigures) -> Summary:
         problems.append(
             f"{len(wrong)} failure records with the wrong reason: "
             + _sample(f"{k} want {w} got {g}" for k, (w, g) in wrong.items())
+        )
+    if figures.fan_out_subscriptions == 0 and rows:
+        problems.append(
+            "enhanced fan-out instance, but the SubscribeToShard endpoint served no "
+            "subscription: its rows did not come through enhanced fan-out"
         )
 
     durations = list(figures.batch_durations_ms)

@@ -24,7 +24,7 @@ from app.sources.kinesis_rows import records_to_batch
 from local.efo_endpoint import EfoEndpoint, Timing, encode_message, event_message, read_stats
 from local.emulators import Endpoints
 from local.harness import build_job_config, load_example_instances
-from local.summary import source_line
+from local.summary import RunFigures, source_line, summarize
 from ops.aggregation import aggregate
 
 
@@ -268,6 +268,26 @@ def test_the_summary_names_the_reader_and_the_subscriptions() -> None:
         "12 subscriptions served)"
     )
     assert "unknown" in source_line("python-kinesis", "SubscribeToShard", "p-job", None)
+
+
+@pytest.mark.parametrize(("served", "flagged"), [(0, True), (3, False), (None, False)])
+def test_a_fan_out_run_with_no_subscription_is_a_problem(served: int | None, flagged: bool) -> None:
+    """Rows that reached the table while the endpoint served no subscription
+    came by polling: the run must not pass as an enhanced fan-out run."""
+    figures = RunFigures(
+        instance="p",
+        produced_records=1,
+        produced_by_kind={"valid": 1},
+        expected_ids=frozenset({"a"}),
+        expected_failures={},
+        table_ids=["a"],
+        topic_reasons_by_key={},
+        topic_records=0,
+        fan_out_subscriptions=served,
+    )
+    problems = summarize(figures).problems
+    assert any("served no subscription" in p for p in problems) is flagged, problems
+    assert len(problems) == int(flagged)
 
 
 def test_the_emulators_run_the_front_and_report_its_figures(endpoints: Endpoints) -> None:
