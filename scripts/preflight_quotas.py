@@ -67,6 +67,19 @@ def quota_value(service_quotas: Any, service: str, code: str) -> int:
     return int(found["Quota"]["Value"])
 
 
+def quota_or_failure(name: str, clients: Clients, quota_id: tuple[str, str]) -> int | Result:
+    """The quota's value, or the check's FAIL naming the permissions to read it."""
+    try:
+        return quota_value(clients["service-quotas"], *quota_id)
+    except QuotaUnreadableError as exc:
+        return Result(
+            name,
+            False,
+            str(exc),
+            iam_fix("servicequotas:GetServiceQuota, servicequotas:GetAWSDefaultServiceQuota"),
+        )
+
+
 def _quota_fix(service: str, code: str, value: int, region: str) -> str:
     return (
         f"request an increase: aws service-quotas request-service-quota-increase --service-code "
@@ -182,15 +195,9 @@ def check_vcpu_quota(config: InstanceConfig, clients: Clients) -> Result:
         "quota, not checked here"
         for g in other
     )
-    try:
-        quota = quota_value(clients["service-quotas"], *ON_DEMAND_STANDARD)
-    except QuotaUnreadableError as exc:
-        return Result(
-            name,
-            False,
-            str(exc),
-            iam_fix("servicequotas:GetServiceQuota, servicequotas:GetAWSDefaultServiceQuota"),
-        )
+    quota = quota_or_failure(name, clients, ON_DEMAND_STANDARD)
+    if isinstance(quota, Result):
+        return quota
     try:
         used = running_vcpus(ec2)
     except Exception as exc:
@@ -245,15 +252,9 @@ def _count_check(
 ) -> Result:
     if needed == 0:
         return Result(name, True, f"the stack creates no {what} (network.vpc_id is set)")
-    try:
-        quota = quota_value(clients["service-quotas"], *quota_id)
-    except QuotaUnreadableError as exc:
-        return Result(
-            name,
-            False,
-            str(exc),
-            iam_fix("servicequotas:GetServiceQuota, servicequotas:GetAWSDefaultServiceQuota"),
-        )
+    quota = quota_or_failure(name, clients, quota_id)
+    if isinstance(quota, Result):
+        return quota
     try:
         used = int(count())
     except Exception as exc:
