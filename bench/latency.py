@@ -29,6 +29,9 @@ reading the stream. Bar (issue 11): p99 < 5 s (median of the windows). The
 producer shares the machine (and this process) with the job: the rate it
 achieved is reported.
 
+``bench.latency_efo`` runs this same benchmark with the job's source on
+enhanced fan-out and the bare EFO loop as baseline (a :class:`Kind` each).
+
 The stream lives on a moto server of its own (``local.moto_server``, the
 harness's: its shard patch makes a read during a put safe and keeps reads and
 puts O(log n) as the shards grow), so no other benchmark's streams share it.
@@ -100,6 +103,7 @@ class Kind:
     rest of the benchmark (producer, query, table watcher, figures) is one."""
 
     name: str  # the benchmark's name: results/<name>.json
+    what: str  # how it is measured, for the JSON (and so docs/benchmarks.md)
     source: Mapping[str, str]  # the job's ``source`` settings
     label: str  # the baseline, in rows and charts
     baseline: str  # what the baseline measures, for the JSON
@@ -113,6 +117,7 @@ class Kind:
 
 POLLING: Final = Kind(
     name=NAME,
+    what=__doc__ or NAME,
     source={},
     label="bare GetRecords loop",
     baseline="put -> seen by a bare boto3 GetRecords loop (0.2 s poll), same stream",
@@ -446,7 +451,7 @@ def _run(
         ctx,
         kind.name,
         {
-            "what": __doc__,
+            "what": kind.what,
             "source": dict(kind.source),
             "repeats": windows,
             "rate_records_per_second": RATE,

@@ -57,6 +57,8 @@ def front_facts(front_url: str) -> dict[str, Any]:
 
 EFO: Final = latency.Kind(
     name=NAME,
+    # This module's differences first, then the benchmark they apply to.
+    what=f"{__doc__}\n{latency.__doc__}",
     source={"consumer_type": "SubscribeToShard", "consumer_name": JOB_CONSUMER},
     label="bare EFO loop",
     baseline="put -> received by the bare enhanced fan-out loop (EfoShardReader.next_batch "
