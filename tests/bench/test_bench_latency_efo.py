@@ -5,13 +5,11 @@ the result says what it measured (counts, not times)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.bench.quick_run import run_quick
 
 
 @pytest.mark.spark  # the child process starts a JVM
@@ -19,15 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(600)
 def test_quick_latency_efo_reads_the_job_through_subscriptions(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "latency_efo", "--quick", "--out-dir", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=580,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    stdout = run_quick("latency_efo", out, timeout=580)
     result = json.loads((out / "latency_efo.json").read_text(encoding="utf-8"))
     assert result["benchmark"] == "latency_efo" and result["mode"] == "quick"
     assert result["source"] == {
@@ -44,4 +34,4 @@ def test_quick_latency_efo_reads_the_job_through_subscriptions(tmp_path: Path) -
     assert 0 < baseline["p50_seconds"] <= baseline["p99_seconds"]
     assert result["batches"]["batches"] > 0
     assert (out / "latency_efo.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
-    assert "bare EFO loop p99" in done.stdout
+    assert "bare EFO loop p99" in stdout
