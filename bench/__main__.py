@@ -29,6 +29,7 @@ def _benchmarks() -> dict[str, Callable[[Context], list[Row]]]:
         incident,
         kinesis_source,
         latency,
+        latency_efo,
         overhead,
         reader,
         scale,
@@ -47,6 +48,7 @@ def _benchmarks() -> dict[str, Callable[[Context], list[Row]]]:
         reader.NAME: reader.run,
         incident.NAME: incident.run,
         latency.NAME: latency.run,
+        latency_efo.NAME: latency_efo.run,
         efo.NAME: efo.run,
         scale.NAME: scale.run,
     }

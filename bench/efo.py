@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any, Final
 
 from bench import framework
 from bench.framework import Context, Row
+from bench.read_loops import Loop, efo_loops, poll_loops, raise_failed, seen_by
 from local.summary import percentile
 
 NAME: Final = "efo"
@@ -47,93 +46,13 @@ QUICK_RATE: Final = 200
 PUTS_PER_SECOND: Final = 10
 WINDOW_SEC: Final = 60.0
 QUICK_WINDOW_SEC: Final = 5.0
-# Kinesis: at most 5 GetRecords calls per second per shard
-# (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html).
-POLL_SEC: Final = 0.2
 CONSUMER: Final = "bench-efo-loop"
-# A caught-up batch returns at once (nothing buffered): the loop then waits
-# this long before the next, instead of spinning a core.
-IDLE_SEC: Final = 0.01
 SETTLE_SEC: Final = 3.0
-
-
-@dataclass
-class Seen:
-    """First time (monotonic) each id was held by a reader."""
-
-    at: dict[str, float] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def note(self, records: Sequence[dict[str, Any]], now: float) -> None:
-        with self.lock:
-            for record in records:
-                try:
-                    key = json.loads(record["Data"])["id"]
-                except (ValueError, KeyError, TypeError):
-                    continue
-                self.at.setdefault(str(key), now)
 
 
 def latencies(puts: dict[str, float], seen: dict[str, float]) -> list[float]:
     """received - put for every put id a reader received, in seconds."""
     return [seen[key] - put for key, put in puts.items() if key in seen]
-
-
-class Loop(threading.Thread):
-    """A reader thread; ``error`` keeps what stopped it."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name=name, daemon=True)
-        self.seen = Seen()
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-
-
-class EfoLoop(Loop):
-    """One shard through EfoShardReader.next_batch, batch after batch; after
-    an empty (caught-up) batch it waits IDLE_SEC."""
-
-    def __init__(self, reader: Any, shard: Any, start: Any) -> None:
-        super().__init__(f"efo-{shard.shard_id}")
-        self.reader, self.shard, self.state = reader, shard, start
-        self.batches = 0
-
-    def run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                batch = self.reader.next_batch(self.shard, self.state)
-                self.seen.note(batch.records, time.monotonic())
-                self.state = batch.state
-                self.batches += 1
-                if not batch.records:
-                    self.stop.wait(IDLE_SEC)
-        except BaseException as exc:  # reported by the benchmark
-            self.error = exc
-
-
-class PollLoop(Loop):
-    """Every shard with GetRecords from LATEST, every POLL_SEC."""
-
-    def __init__(self, client: Any) -> None:
-        super().__init__("getrecords")
-        self.client = client
-        self.iterators = {
-            s["ShardId"]: client.get_shard_iterator(
-                StreamName=STREAM, ShardId=s["ShardId"], ShardIteratorType="LATEST"
-            )["ShardIterator"]
-            for s in client.list_shards(StreamName=STREAM)["Shards"]
-        }
-
-    def run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                for shard, iterator in list(self.iterators.items()):
-                    answer = self.client.get_records(ShardIterator=iterator, Limit=10_000)
-                    self.seen.note(answer["Records"], time.monotonic())
-                    self.iterators[shard] = answer["NextShardIterator"]
-                self.stop.wait(POLL_SEC)
-        except BaseException as exc:
-            self.error = exc
 
 
 def _produce_child(endpoint: str, first: int, count: int, rate: int, out: Any) -> None:
@@ -200,70 +119,29 @@ def servers() -> Iterator[tuple[str, str, Any]]:
 
 
 def run(ctx: Context) -> list[Row]:
-    from app.sources.kinesis_efo import EfoShardReader, close_subscriptions, ensure_consumer
-    from app.sources.kinesis_fetch import make_client
-    from app.sources.kinesis_offsets import ShardInfo, ShardState
-    from app.sources.kinesis_options import parse_options
     from local.efo_endpoint import read_stats
-    from ops.producer import ensure_stream
+    from ops.producer import ensure_stream, kinesis_client
 
     rate = QUICK_RATE if ctx.quick else RATE
     window = QUICK_WINDOW_SEC if ctx.quick else WINDOW_SEC
     windows = 1 if ctx.quick else ctx.repeats
     load_before = framework.machine_load()
     with servers() as (moto_url, front_url, _front):
-        options = parse_options(
-            {
-                "kinesis.streamName": STREAM,
-                "kinesis.region": framework.REGION,
-                "kinesis.endpointUrl": front_url,
-                "kinesis.consumerType": "SubscribeToShard",
-                "kinesis.consumerName": CONSUMER,
-                # A batch per trigger as the job reads: bounded by records and time.
-                "kinesis.maxFetchRecordsPerShard": "10000",
-                "kinesis.maxFetchTimePerShardSec": "10",
-                # Required by the source; the bare loop records no ends.
-                "kinesis.metadataPath": "unused",
-            }
-        )
-        client = make_client(options)
+        client = kinesis_client(framework.REGION, moto_url)
         ensure_stream(client, STREAM, SHARDS)
-        consumer = ensure_consumer(client, options)
-        shards = [ShardInfo.from_api(s) for s in client.list_shards(StreamName=STREAM)["Shards"]]
-        now = time.time()
-        efo_loops = [
-            EfoLoop(EfoShardReader(make_client(options), options, consumer), s, ShardState(ts=now))
-            for s in shards
-        ]
-        poll = PollLoop(
-            make_client(parse_options({**_plain(options), "kinesis.endpointUrl": moto_url}))
-        )
-        loops: list[Loop] = [*efo_loops, poll]
-        for loop in loops:
-            loop.start()
         runs: list[dict[str, Any]] = []
-        try:
-            time.sleep(SETTLE_SEC)  # subscriptions open, iterators in place
+        with (
+            efo_loops(front_url, STREAM, CONSUMER) as efo,
+            poll_loops(client, STREAM) as poll,
+        ):
+            loops: list[Loop] = [*efo, *poll]
             for index in range(windows):
                 count = int(rate * window)
                 seconds, puts = produce_elsewhere(moto_url, index * count, count, rate)
                 time.sleep(SETTLE_SEC)  # the last puts reach both loops
-                efo_seen: dict[str, float] = {}
-                for loop in efo_loops:
-                    with loop.seen.lock:
-                        efo_seen.update(loop.seen.at)
-                with poll.seen.lock:
-                    poll_seen = dict(poll.seen.at)
-                runs.append(_window(puts, seconds, efo_seen, poll_seen))
-                for loop in loops:
-                    if loop.error is not None:
-                        raise RuntimeError(f"{loop.name} stopped") from loop.error
-        finally:
-            for loop in loops:
-                loop.stop.set()
-            close_subscriptions(consumer)
-            for loop in loops:
-                loop.join(15)
+                runs.append(_window(puts, seconds, seen_by(efo), seen_by(poll)))
+                raise_failed(loops)
+            efo_batches = sum(loop.batches for loop in efo)
         stats = read_stats(front_url)
     result: dict[str, Any] = {
         "what": "put -> received by a bare read loop, enhanced fan-out (EfoShardReader via "
@@ -278,7 +156,7 @@ def run(ctx: Context) -> list[Row]:
         "efo_p50_sec": framework.summary([r["efo"]["p50_sec"] for r in runs]),
         "getrecords_p50_sec": framework.summary([r["getrecords"]["p50_sec"] for r in runs]),
         "subscriptions_served": stats["served"],
-        "efo_batches": sum(loop.batches for loop in efo_loops),
+        "efo_batches": efo_batches,
         "endpoint_note": "the local endpoint polls moto every 20 ms per subscription: the EFO "
         "figure is the reader's path plus that poll, not Kinesis' push delay",
         "load_before": load_before,
@@ -305,14 +183,6 @@ def run(ctx: Context) -> list[Row]:
         Row(NAME, "GetRecords bare loop put->received p99", f"{poll_p99:.3f} s"),
         Row(NAME, "subscriptions served", f"{stats['served']:,}"),
     ]
-
-
-def _plain(options: Any) -> dict[str, str]:
-    return {
-        "kinesis.streamName": options.stream_name,
-        "kinesis.region": options.region,
-        "kinesis.metadataPath": options.metadata_path,
-    }
 
 
 def _window(

@@ -29,6 +29,9 @@ reading the stream. Bar (issue 11): p99 < 5 s (median of the windows). The
 producer shares the machine (and this process) with the job: the rate it
 achieved is reported.
 
+``bench.latency_efo`` runs this same benchmark with the job's source on
+enhanced fan-out and the bare EFO loop as baseline (a :class:`Kind` each).
+
 The stream lives on a moto server of its own (``local.moto_server``, the
 harness's: its shard patch makes a read during a put safe and keeps reads and
 puts O(log n) as the shards grow), so no other benchmark's streams share it.
@@ -42,13 +45,15 @@ import re
 import statistics
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from app.polling import poll_until
 from bench import framework
 from bench.framework import Context, Row
+from bench.read_loops import Loop, Seen, poll_loops, raise_failed, seen_by
 from bench.stream import job_config, kafka_settings, progress_events
 from local.summary import percentile as nearest_rank
 
@@ -67,9 +72,6 @@ RATE: Final = 1_000  # records per second
 PUTS_PER_SECOND: Final = 10
 TRIGGER_SEC: Final = 1
 TABLE_POLL_SEC: Final = 0.2
-# Kinesis: at most 5 GetRecords calls per second per shard
-# (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html).
-LOOP_POLL_SEC: Final = 0.2
 WARM_UP_RECORDS: Final = 200
 DRAIN_TIMEOUT_SEC: Final = 300.0
 # A backlog drains at 100 records/s at least, or the run fails.
@@ -88,6 +90,42 @@ def own_moto() -> Iterator[str]:
         server.stop()
 
 
+@contextlib.contextmanager
+def _moto_only() -> Iterator[tuple[str, str]]:
+    """:func:`own_moto`'s URL as both where records are put and where the job reads."""
+    with own_moto() as url:
+        yield url, url
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What differs between the polling and the enhanced fan-out runs; the
+    rest of the benchmark (producer, query, table watcher, figures) is one."""
+
+    name: str  # the benchmark's name: results/<name>.json
+    what: str  # how it is measured, for the JSON (and so docs/benchmarks.md)
+    source: Mapping[str, str]  # the job's ``source`` settings
+    label: str  # the baseline, in rows and charts
+    baseline: str  # what the baseline measures, for the JSON
+    # -> (moto URL: records are put there, the job's kinesis_endpoint_url)
+    servers: Callable[[], AbstractContextManager[tuple[str, str]]]
+    # (client on moto, the job's endpoint, stream) -> started loops
+    loops: Callable[[Any, str, str], AbstractContextManager[Sequence[Loop]]]
+    # The job's endpoint -> what the result adds about it (read while it runs).
+    facts: Callable[[str], Mapping[str, Any]] = lambda _endpoint: {}
+
+
+POLLING: Final = Kind(
+    name=NAME,
+    what=__doc__ or NAME,
+    source={},
+    label="bare GetRecords loop",
+    baseline="put -> seen by a bare boto3 GetRecords loop (0.2 s poll), same stream",
+    servers=_moto_only,
+    loops=lambda client, _endpoint, stream: poll_loops(client, stream),
+)
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (``q`` in 0..100, :func:`local.summary.percentile`,
     the rank the run summary uses) of a sample that must not be empty."""
@@ -95,22 +133,6 @@ def percentile(values: Sequence[float], q: float) -> float:
     if found is None:
         raise ValueError("percentile of no values")
     return found
-
-
-@dataclass
-class Seen:
-    """First-seen times (monotonic seconds), written by a watcher thread."""
-
-    at: dict[str, float] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def first(self, key: str, when: float) -> None:
-        with self.lock:
-            self.at.setdefault(key, when)
-
-    def snapshot(self) -> dict[str, float]:
-        with self.lock:
-            return dict(self.at)
 
 
 class TableWatcher(threading.Thread):
@@ -151,44 +173,6 @@ class TableWatcher(threading.Thread):
                 self.poll()
                 self.stop.wait(TABLE_POLL_SEC)
         except BaseException as exc:  # reported by the benchmark, not lost in a thread
-            self.error = exc
-
-
-class BareLoop(threading.Thread):
-    """The baseline reader: GetRecords on every shard from LATEST, every 0.2 s."""
-
-    def __init__(self, client: Any) -> None:
-        super().__init__(name="bare-getrecords", daemon=True)
-        self.client = client
-        self.ids = Seen()
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        shards = client.list_shards(StreamName=STREAM)["Shards"]
-        self.iterators = {
-            s["ShardId"]: client.get_shard_iterator(
-                StreamName=STREAM, ShardId=s["ShardId"], ShardIteratorType="LATEST"
-            )["ShardIterator"]
-            for s in shards
-        }
-
-    def run(self) -> None:
-        import json
-
-        try:
-            while not self.stop.is_set():
-                for shard, iterator in list(self.iterators.items()):
-                    response = self.client.get_records(ShardIterator=iterator, Limit=10_000)
-                    now = time.monotonic()
-                    for record in response["Records"]:
-                        try:
-                            event_id = json.loads(record["Data"])["id"]
-                        except (ValueError, KeyError, TypeError):
-                            continue  # a malformed record: not measured
-                        if isinstance(event_id, str):
-                            self.ids.first(event_id, now)
-                    self.iterators[shard] = response["NextShardIterator"]
-                self.stop.wait(LOOP_POLL_SEC)
-        except BaseException as exc:
             self.error = exc
 
 
@@ -360,12 +344,19 @@ def _batch_figures(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run(ctx: Context) -> list[Row]:
+    return measure(ctx, POLLING)
+
+
+def measure(ctx: Context, kind: Kind) -> list[Row]:
+    """The benchmark for one kind of reading (``bench.latency_efo`` runs EFO)."""
     windows, window_sec = (1, 10) if ctx.quick else (ctx.repeats, 60)
-    with own_moto() as endpoint:
-        return _run(ctx, endpoint, windows, window_sec)
+    with kind.servers() as (endpoint, job_endpoint):
+        return _run(ctx, kind, endpoint, job_endpoint, windows=windows, window_sec=window_sec)
 
 
-def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row]:
+def _run(
+    ctx: Context, kind: Kind, endpoint: str, job_endpoint: str, *, windows: int, window_sec: int
+) -> list[Row]:
     from ops.events import MixSpec, expected_ids, generate, now_utc
     from ops.producer import ensure_stream, kinesis_client
 
@@ -373,11 +364,12 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
     ensure_stream(client, STREAM, SHARDS)
     config = job_config(
         ctx,
-        NAME,
+        kind.name,
         stream_name=STREAM,
         trigger_interval_sec=TRIGGER_SEC,
-        kinesis_endpoint_url=endpoint,
+        kinesis_endpoint_url=job_endpoint,
         metrics={"enabled": False},
+        source=dict(kind.source),
     )
     warm = generate(MixSpec(count=WARM_UP_RECORDS, id_prefix="warm", seed=3), now_utc())
     measured = generate(
@@ -390,7 +382,8 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
         query = start_job_query(spark, config)
         watcher = TableWatcher(config)
         watcher.start()
-        loop: BareLoop | None = None
+        baseline = contextlib.ExitStack()
+        loops: Sequence[Loop] = ()
         puts: dict[str, float] = {}
         try:
             warm_started = time.monotonic()
@@ -398,8 +391,7 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
             wait_rows(query, watcher, len(expected_ids(warm)), DRAIN_TIMEOUT_SEC)
             warm_up_seconds = time.monotonic() - warm_started
             warm_batches = max((int(e["batchId"]) for e in progress_events(query)), default=-1)
-            loop = BareLoop(client)
-            loop.start()
+            loops = baseline.enter_context(kind.loops(client, job_endpoint, STREAM))
             produced_started, production_seconds, puts = produce_elsewhere(endpoint, measured, RATE)
             total = len(expected_ids(warm)) + len(expected_ids(measured))
             wait_rows(query, watcher, total, DRAIN_TIMEOUT_SEC + total / DRAIN_RECORDS_PER_SEC)
@@ -407,20 +399,16 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
             events = [e for e in progress_events(query) if int(e["batchId"]) > warm_batches]
         finally:
             watcher.stop.set()
-            if loop is not None:
-                loop.stop.set()
+            baseline.close()
             query.stop()
     watcher.join(10)
-    if loop is not None:
-        loop.join(10)
-        if loop.error is not None:
-            raise RuntimeError(f"bare GetRecords loop failed: {loop.error}")
+    raise_failed(loops)
     load_after = framework.machine_load()
 
     rows = watcher.table.scan(selected_fields=("id", "batch_id")).to_arrow().to_pylist()
     batch_seen = watcher.batches.snapshot()
     readable = {str(r["id"]): batch_seen[str(r["batch_id"])] for r in rows}
-    seen_by_loop = loop.ids.snapshot() if loop is not None else {}
+    seen_by_loop = seen_by(loops)
     ours: list[list[float]] = [[] for _ in range(windows)]
     theirs: list[list[float]] = [[] for _ in range(windows)]
     missing = 0
@@ -461,9 +449,10 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
     }
     framework.write_result(
         ctx,
-        NAME,
+        kind.name,
         {
-            "what": __doc__,
+            "what": kind.what,
+            "source": dict(kind.source),
             "repeats": windows,
             "rate_records_per_second": RATE,
             "achieved_rate_records_per_second": round(achieved, 1),
@@ -485,7 +474,8 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
                 "met": p99 < BAR_P99_SEC,
             },
             "baseline": {
-                "what": "put -> seen by a bare boto3 GetRecords loop (0.2 s poll), same stream",
+                "what": kind.baseline,
+                "label": kind.label,
                 "per_window": loop_windows,
                 "whole_run": _stats(all_theirs) if all_theirs else None,
             },
@@ -502,15 +492,16 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
                 "polls": watcher.polls,
                 "mean_poll_seconds": round(watcher.poll_seconds / max(1, watcher.polls), 4),
             },
+            "endpoint": dict(kind.facts(job_endpoint)),
             "code": framework.code_version(),
             "load_before": load_before,
             "load_after": load_after,
         },
     )
-    with framework.figure(ctx, NAME, ncols=2) as (_, axes):
+    with framework.figure(ctx, kind.name, ncols=2) as (_, axes):
         framework.bars(
             axes[0],
-            ["GetRecords loop p50", "GetRecords loop p99", "table p50", "table p99"],
+            [f"{kind.label} p50", f"{kind.label} p99", "table p50", "table p99"],
             [
                 float(statistics.median(w["p50_seconds"] for w in loop_windows))
                 if loop_windows
@@ -532,7 +523,7 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
             ax.plot(
                 loop_sorted,
                 [i / len(loop_sorted) for i in range(1, len(loop_sorted) + 1)],
-                label="bare GetRecords loop",
+                label=kind.label,
             )
         ax.axvline(BAR_P99_SEC, color="#c44e52", linestyle="--", label=f"bar p99 {BAR_P99_SEC} s")
         ax.set_xlabel("seconds from put")
@@ -542,14 +533,14 @@ def _run(ctx: Context, endpoint: str, windows: int, window_sec: int) -> list[Row
     trigger = batches.get("trigger_execution_seconds", {}).get("median", float("nan"))
     return [
         Row(
-            NAME,
+            kind.name,
             f"put -> readable p99 ({windows} x {window_sec}s, {achieved:,.0f} of {RATE:,}/s put)",
-            f"{p99:.2f}s (p50 {p50:.2f}s; bare loop p99 {loop_p99:.2f}s, {ratio:.1f}x)",
+            f"{p99:.2f}s (p50 {p50:.2f}s; {kind.label} p99 {loop_p99:.2f}s, {ratio:.1f}x)",
             f"< {BAR_P99_SEC:g}s",
             p99 < BAR_P99_SEC,
         ),
         Row(
-            NAME,
+            kind.name,
             "batches (median)",
             f"{batches.get('batches', 0)} batches, "
             f"{batches.get('input_rows_per_batch_median', 0):,.0f} rows, {trigger:.2f}s each"
