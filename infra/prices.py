@@ -168,7 +168,7 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
             0.204,
             0.229,
             0.220,
-            us_note="/work/shared/DESIGN.md section 3",
+            us_note="as seen by the team in 2026-11 (not re-read from a stored page)",
             seoul_note="us-east-1 x the kafka.m5.large ratio",
             ireland_note="us-east-1 x the kafka.m5.large ratio",
         ),
