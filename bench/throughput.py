@@ -1,12 +1,17 @@
 """Throughput: the whole micro-batch against a bare Spark parse-and-insert.
 
-Both read the same pre-generated Parquet file of raw source rows (the job's
+All read the same pre-generated Parquet file of raw source rows (the job's
 mix: 2 % malformed, 5 % re-sent ids, 10 % of the valid events with one key the
-schema does not declare), in the same run, alternating:
+schema does not declare), in the same run, alternating (the order rotates
+each repeat):
 
 * subject: ``BatchProcessor.process_batch(prepared)``: classify,
   de-duplicate by id, failures to the Kafka broker (tansu), Iceberg data files
   on the executors, one snapshot committed by the driver;
+* before: the same job with the undeclared-key capture left out
+  (:func:`without_undeclared` in place of ``app.transform.with_undeclared``
+  while its plan is built: both columns null, nothing counted), on its own
+  table: what the job cost before issue 34, on the same records;
 * baseline: ``from_json`` + ``dropDuplicates(["id"])`` + Parquet write of the
   same columns (no validation, no failure records, no table commit).
 
@@ -15,11 +20,13 @@ as the job builds its query once on the stream (``app.job``); each batch runs
 it and builds only its per-batch part (the pass, the commit).
 
 ratio = baseline seconds / subject seconds (bar: >= 0.5), after
-``WARMUP_BATCHES`` untimed runs of each side.
+``WARMUP_BATCHES`` untimed runs of each side; the capture's cost is the
+subject's ratio against the before side's (issue 34's bar: at most 5 % lower).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -36,6 +43,8 @@ from bench.stream import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyiceberg.table import Table
     from pyspark.sql import DataFrame, SparkSession
 
@@ -44,6 +53,34 @@ if TYPE_CHECKING:
 
 NAME: Final = "throughput"
 BAR: Final = 0.5
+# Issue 34: keeping undeclared keys may cost at most 5 % of the ratio.
+CAPTURE_BAR: Final = 0.05
+
+
+def without_undeclared(staged: DataFrame, *_: Any, **__: Any) -> DataFrame:
+    """``app.transform.with_undeclared``'s columns, always null: the job as it
+    was before undeclared keys were kept (the before side)."""
+    from pyspark.sql import functions as sf
+
+    from app.table.layout import UNDECLARED_FIELDS
+    from app.transform import UNDECLARED_KEYS
+
+    return staged.select(
+        "*",
+        sf.lit(None).cast("string").alias(UNDECLARED_FIELDS),
+        sf.lit(None).cast("array<string>").alias(UNDECLARED_KEYS),
+    )
+
+
+def prepare_before(raw: DataFrame, config: JobConfig) -> DataFrame:
+    """``app.micro_batch.prepare`` without the undeclared-key capture."""
+    from unittest import mock
+
+    from app import transform
+    from app.micro_batch import prepare
+
+    with mock.patch.object(transform, "with_undeclared", without_undeclared):
+        return prepare(raw, config)
 
 
 def baseline(spark: SparkSession, source: Path) -> DataFrame:
@@ -143,6 +180,11 @@ def run(ctx: Context) -> list[Row]:
     kafka = kafka_settings(config)
     processor = BatchProcessor(config, kafka, query_id="bench-throughput")
     _ = processor.table  # created before the clock starts, as at the job's start
+    before_config = job_config(ctx, f"{NAME}_before")
+    before_processor = BatchProcessor(
+        before_config, kafka_settings(before_config), query_id="bench-throughput-before"
+    )
+    _ = before_processor.table
     phase_table = ensure_table(job_config(ctx, f"{NAME}_phases"))
 
     def raw() -> DataFrame:
@@ -153,22 +195,34 @@ def run(ctx: Context) -> list[Row]:
     # the commit (what process_batch builds).
     bare = baseline(spark, source)
     prepared = prepare(raw(), config)
+    prepared_before = prepare_before(raw(), before_config)
     # Warm-up (JIT, Python workers, Kafka producer, catalog), not counted.
     warmups = 1 if ctx.quick else WARMUP_BATCHES
     for warm in range(warmups):
         write_parquet(bare, work / "warm")
         processor.process_batch(prepared, warm)
+        before_processor.process_batch(prepared_before, warm)
     # The steps' own plans (classify alone, prepare alone, ...) once untimed
     # too: cold, the first repeat's steps broke the batch down wrongly.
     phases(raw(), config, kafka, phase_table, 0)
 
     ours: list[float] = []
     base: list[float] = []
+    before: list[float] = []
+    loads: list[float] = []
     steps: list[dict[str, float]] = []
     for rep in range(ctx.repeats):
         batch_id = warmups + rep  # batch ids only grow: a smaller one is a replay
-        base.append(timed(lambda: write_parquet(bare, work / "baseline")))
-        ours.append(timed(lambda: processor.process_batch(prepared, batch_id)))  # noqa: B023
+        sides: list[Callable[[], None]] = [
+            lambda: base.append(timed(lambda: write_parquet(bare, work / "baseline"))),
+            lambda: before.append(
+                timed(lambda: before_processor.process_batch(prepared_before, batch_id))  # noqa: B023
+            ),
+            lambda: ours.append(timed(lambda: processor.process_batch(prepared, batch_id))),  # noqa: B023
+        ]
+        for side in sides[rep % 3 :] + sides[: rep % 3]:  # each side leads once in 3
+            side()
+        loads.append(os.getloadavg()[0])
         steps.append(phases(raw(), config, kafka, phase_table, batch_id))
     med = statistics.median
 
@@ -185,6 +239,11 @@ def run(ctx: Context) -> list[Row]:
     breakdown["other (driver)"] = max(0.0, med(ours) - sum(breakdown.values()))
     ratios = [b / o for b, o in zip(base, ours, strict=True)]
     ratio = med(base) / med(ours)
+    before_ratios = [b / o for b, o in zip(base, before, strict=True)]
+    before_ratio = med(base) / med(before)
+    # Per repeat, each side against the baseline run next to it, then the median.
+    change = med(a / b - 1 for a, b in zip(ratios, before_ratios, strict=True))
+    capture_met = change >= -CAPTURE_BAR and ratio >= BAR
     write_result(
         ctx,
         NAME,
@@ -197,7 +256,9 @@ def run(ctx: Context) -> list[Row]:
                 "undeclared_key_share": UNDECLARED_SHARE,
             },
             "subject_seconds": summary(ours),
+            "before_seconds": summary(before),
             "baseline_seconds": summary(base),
+            "load_average_1min": [round(x, 2) for x in loads],
             "subject_records_per_second": round(count / med(ours), 1),
             "baseline_records_per_second": round(count / med(base), 1),
             "ratio_baseline_to_subject": {
@@ -205,6 +266,17 @@ def run(ctx: Context) -> list[Row]:
                 "per_repeat": [round(r, 3) for r in ratios],
                 "bar": f">= {BAR}",
                 "met": ratio >= BAR,
+            },
+            "undeclared_key_capture": {
+                "what": (
+                    "the subject's ratio against the before side's (the same job "
+                    "without undeclared-key capture), per repeat, median"
+                ),
+                "before_ratio_of_medians": round(before_ratio, 3),
+                "before_per_repeat": [round(r, 3) for r in before_ratios],
+                "change": round(change, 4),
+                "bar": f">= -{CAPTURE_BAR:.0%} and subject >= {BAR}x",
+                "met": capture_met,
             },
             "breakdown_seconds_median": {k: round(v, 3) for k, v in breakdown.items()},
             "breakdown_method": (
@@ -225,8 +297,8 @@ def run(ctx: Context) -> list[Row]:
     with figure(ctx, NAME, ncols=2) as (_, axes):
         bars(
             axes[0],
-            ["bare Spark", "micro-batch"],
-            [med(base), med(ours)],
+            ["bare Spark", "before", "micro-batch"],
+            [med(base), med(before), med(ours)],
             f"{count:,} records (median of {ctx.repeats})",
             "seconds",
         )
@@ -244,6 +316,13 @@ def run(ctx: Context) -> list[Row]:
             f"{ratio:.2f}x ({med(ours):.1f}s vs {med(base):.1f}s)",
             f">= {BAR}x",
             ratio >= BAR,
+        ),
+        Row(
+            NAME,
+            "undeclared-key capture: ratio after vs before",
+            f"{change:+.1%} ({ratio:.2f}x vs {before_ratio:.2f}x)",
+            f">= -{CAPTURE_BAR:.0%}",
+            capture_met,
         ),
         Row(
             NAME,
