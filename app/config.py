@@ -48,13 +48,12 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails, PydanticCustomError, core_schema
 
-from app import contract
+from app import contract, record
 from app.failure_limits import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_MAX_MESSAGE_BYTES,
     MIN_MAX_MESSAGE_BYTES,
 )
-from app.table.layout import EVOLVED_COLUMNS, SOURCE_COLUMNS, event_columns
 
 StartingPosition = Literal["TRIM_HORIZON", "LATEST"]
 SourceFormat = Literal["python-kinesis", "aws-kinesis"]
@@ -426,33 +425,16 @@ DEFAULT_EVENT_FIELDS: tuple[EventField, ...] = (
 
 
 # Column names an event field's column may not take (compared in lower case:
-# Spark resolves names case-insensitively). The table's source and evolved
-# columns come from app.table.layout; the source rows' own columns
-# (app.sources.schema, which needs pyspark) and the classification's
-# (app.transform, which imports this module) are spelled here, and
-# tests/app/test_instance_schema.py fails if either list grows without this one.
-_SOURCE_ROW_COLUMNS: Final = (
-    "data",
-    "streamName",
-    "partitionKey",
-    "sequenceNumber",
-    "approximateArrivalTimestamp",
-    "shardId",
-    "subSequenceNumber",
-)
-_CLASSIFICATION_COLUMNS: Final = (
-    "failure_reason",
-    "failure_message",
-    "failure_class",
-    "undeclared_keys",
-)
+# Spark resolves names case-insensitively): every column the job itself puts
+# beside the event's, in the source rows, the classification and the table,
+# all read from the record vocabulary (app.record).
 RESERVED_COLUMNS: Final = frozenset(
     name.lower()
     for name in (
-        *(n for n, _ in SOURCE_COLUMNS),
-        *(n for n, _ in EVOLVED_COLUMNS),
-        *_SOURCE_ROW_COLUMNS,
-        *_CLASSIFICATION_COLUMNS,
+        *(n for n, _ in record.SEED_COLUMNS),
+        *(n for n, _ in record.EVOLVED_COLUMNS),
+        *record.SOURCE_COLUMNS,
+        *record.CLASSIFICATION_COLUMNS,
     )
 )
 # Glue takes column names of 1-255 characters
@@ -554,11 +536,11 @@ class JobSettings(_JobModel):
                     "name",
                 )
             by_name[item.name] = item
-            for column in event_columns((item,)):
-                problem = _column_problem(column.name, owner)
+            for column, _ in record.field_columns(item.name, item.type):
+                problem = _column_problem(column, owner)
                 if problem is not None:
                     raise bad_value(item.name, problem, "event_fields", index, "name")
-                owner[column.name] = item.name
+                owner[column] = item.name
         have = ", ".join(by_name)
         for attr, wanted in (("id_field", "string"), ("event_time_field", "timestamp")):
             name = getattr(self, attr)

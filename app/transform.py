@@ -30,66 +30,71 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from app.config import DEFAULT_EVENT_FIELDS, EventField
+from app.record import (
+    ARRIVAL,
+    BAD_AGGREGATE,
+    BAD_TIMESTAMP,
+    COORDINATES,
+    DATA,
+    ERROR_CLASS,
+    ERROR_CLASSES,
+    MALFORMED_JSON,
+    MESSAGE,
+    MISSING_FIELD,
+    NOT_UTF8,
+    REASON,
+    REASONS,
+    SEQUENCE,
+    SHARD,
+    SPARK_TYPES,
+    STREAM,
+    SUB_SEQUENCE,
+    TOO_LARGE,
+    TRAILING_DATA,
+    UNDECLARED_FIELDS,
+    UNDECLARED_KEYS,
+    WRONG_TYPE,
+    column_name,
+    raw_column_name,
+)
 from app.sources.kpl import DIGEST_SIZE as KPL_DIGEST_SIZE
 from app.sources.kpl import MAGIC as KPL_MAGIC
-from app.sources.schema import (
-    ARRIVAL_TIMESTAMP,
-    DATA,
-    PARTITION_KEY,
-    SEQUENCE_NUMBER,
-    SHARD_ID,
-    STREAM_NAME,
-    SUB_SEQUENCE_NUMBER,
-)
 from app.table import layout
-from app.table.layout import UNDECLARED_FIELDS, column_name, raw_column_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-TOO_LARGE: Final = "too_large"
-BAD_AGGREGATE: Final = "bad_aggregate"
-NOT_UTF8: Final = "not_utf8"
-MALFORMED_JSON: Final = "malformed_json"
-TRAILING_DATA: Final = "trailing_data"
-MISSING_FIELD: Final = "missing_field"
-WRONG_TYPE: Final = "wrong_type"
-BAD_TIMESTAMP: Final = "bad_timestamp"
+# The failure taxonomy and the classification's columns are the record
+# vocabulary's (app.record); named here too for the callers that classify.
+__all__ = [
+    "BAD_AGGREGATE",
+    "BAD_TIMESTAMP",
+    "DEDUP_KEY",
+    "ERROR_CLASS",
+    "ERROR_CLASSES",
+    "MALFORMED_JSON",
+    "MESSAGE",
+    "MISSING_FIELD",
+    "NOT_UTF8",
+    "REASON",
+    "REASONS",
+    "TOO_LARGE",
+    "TRAILING_DATA",
+    "UNDECLARED_KEYS",
+    "WRONG_TYPE",
+    "classify",
+    "dedup_input",
+    "dedup_key",
+    "deduplicated",
+    "event_columns",
+    "failures",
+    "parse_timestamp",
+    "utc_date",
+    "with_undeclared",
+]
 
-# Every reason, in precedence order, with the name a consumer of the failure
-# topic sees in the ``exception`` header: the class of error a hand-written
-# parser would have raised for the reason.
-ERROR_CLASSES: Final = {
-    TOO_LARGE: "RecordTooLargeError",
-    BAD_AGGREGATE: "AggregateDecodeError",
-    NOT_UTF8: "UnicodeDecodeError",
-    MALFORMED_JSON: "JSONDecodeError",
-    TRAILING_DATA: "TrailingDataError",
-    MISSING_FIELD: "MissingFieldError",
-    WRONG_TYPE: "TypeError",
-    BAD_TIMESTAMP: "DateTimeParseError",
-}
-REASONS: Final = tuple(ERROR_CLASSES)
-
-# Columns the classification adds to the source columns.
-REASON: Final = "failure_reason"
-MESSAGE: Final = "failure_message"
-ERROR_CLASS: Final = "failure_class"
-# The keys of a record's object that no event field declares (null when none),
-# counted per name by each task (app.sinks.batch_task); never a table column.
-UNDECLARED_KEYS: Final = "undeclared_keys"
 # The state store's de-duplication key (never a table column).
 DEDUP_KEY: Final = "_dedup_key"
-
-# Source coordinates as table columns.
-SOURCE_TABLE_COLUMNS: Final = (
-    (STREAM_NAME, layout.STREAM_NAME),
-    (SHARD_ID, layout.SHARD_ID),
-    (SEQUENCE_NUMBER, layout.SEQUENCE_NUMBER),
-    (PARTITION_KEY, layout.PARTITION_KEY),
-    (ARRIVAL_TIMESTAMP, layout.ARRIVAL_TIME),
-    (SUB_SEQUENCE_NUMBER, layout.SUB_SEQUENCE_NUMBER),
-)
 
 # ISO-8601 extended form: date, 'T', time with 1-9 fractional digits, optional
 # offset ('Z' or +hh:mm). Spark's cast alone is laxer (it takes a bare date or
@@ -118,20 +123,10 @@ _WRAP_OPEN: Final = "["
 _WRAP_CLOSE: Final = ',"\\u0000"]'
 _STRIP_BOM_TO: Final = 1 << 30
 
-_SPARK_TYPES: Final = {
-    "string": "string",
-    "int": "int",
-    "long": "bigint",
-    "float": "float",
-    "double": "double",
-    "boolean": "boolean",
-    "timestamp": "timestamp",
-}
-
 
 def event_columns(fields: Sequence[EventField]) -> list[tuple[str, str]]:
     """``(column, spark type)`` of the parsed event, in schema order."""
-    return [(col.name, _SPARK_TYPES[col.type]) for col in layout.event_columns(fields)]
+    return [(col.name, SPARK_TYPES[col.type]) for col in layout.event_columns(fields)]
 
 
 def parse_timestamp(text: Column) -> Column:
@@ -235,7 +230,7 @@ def _value(spec: EventField, sub: Column, kind: Column) -> Column:
 
     if spec.type in _TEXT_TYPES:
         return kind
-    return sf.try_variant_get(sub, "$", _SPARK_TYPES[spec.type])
+    return sf.try_variant_get(sub, "$", SPARK_TYPES[spec.type])
 
 
 def with_undeclared(staged: DataFrame, doc: Column, fields: Sequence[EventField]) -> DataFrame:
@@ -425,41 +420,10 @@ def failures(classified: DataFrame) -> DataFrame:
     """Failure records: original bytes, source coordinates, reason, message."""
     from pyspark.sql import functions as sf
 
+    coordinates = [c.source for c in COORDINATES]
     return classified.where(sf.col(REASON).isNotNull()).select(
-        DATA, STREAM_NAME, SHARD_ID, SEQUENCE_NUMBER, SUB_SEQUENCE_NUMBER, PARTITION_KEY,
-        ARRIVAL_TIMESTAMP, REASON, MESSAGE, ERROR_CLASS,
-    )  # fmt: skip
-
-
-def output_rows(classified: DataFrame, *, fields: Sequence[EventField], batch_id: int) -> DataFrame:
-    """Both outputs of a batch in one frame, for one pass over it
-    (:mod:`app.sinks.batch_task`): the table's columns in its order
-    (:func:`app.table.layout.table_columns`; ``batch_id`` records which
-    micro-batch wrote the row), then the failure columns. The original bytes
-    are kept on failure rows only: a valid row's bytes would cross into Python
-    for nothing."""
-    from pyspark.sql import functions as sf
-
-    return classified.select(
-        *(name for name, _ in event_columns(fields)),
-        *(sf.col(src).alias(name) for src, name in SOURCE_TABLE_COLUMNS),
-        sf.lit(batch_id).cast("bigint").alias(layout.BATCH_ID),
-        UNDECLARED_FIELDS,
-        UNDECLARED_KEYS,
-        sf.when(sf.col(REASON).isNotNull(), sf.col(DATA)).alias(DATA),
-        REASON,
-        MESSAGE,
-        ERROR_CLASS,
+        DATA, *coordinates, REASON, MESSAGE, ERROR_CLASS
     )
-
-
-def valid_rows(classified: DataFrame, *, fields: Sequence[EventField], batch_id: int) -> DataFrame:
-    """Valid events as the table stores them."""
-    from pyspark.sql import functions as sf
-
-    table = [column.name for column in layout.table_columns(fields)]
-    rows = output_rows(classified, fields=fields, batch_id=batch_id)
-    return rows.where(sf.col(REASON).isNull()).select(*table)
 
 
 def dedup_key(id_column: str) -> Column:
@@ -472,10 +436,10 @@ def dedup_key(id_column: str) -> Column:
 
     coordinates = sf.concat_ws(
         "/",
-        sf.col(STREAM_NAME),
-        sf.col(SHARD_ID),
-        sf.col(SEQUENCE_NUMBER),
-        sf.col(SUB_SEQUENCE_NUMBER).cast("string"),
+        sf.col(STREAM.source),
+        sf.col(SHARD.source),
+        sf.col(SEQUENCE.source),
+        sf.col(SUB_SEQUENCE.source).cast("string"),
     )
     return (
         sf.when(sf.col(REASON).isNull(), sf.concat(sf.lit("id:"), sf.col(id_column)))
@@ -503,8 +467,9 @@ def deduplicated(
     no record the stream can still return is older than it.
 
     A valid row's original bytes are dropped before the exchange: only a
-    failure record is sent with them (:func:`output_rows`), and the bytes were
-    half of what crossed the shuffle.
+    failure record is sent with them (:func:`app.sinks.batch_task.output_rows`),
+    and the bytes were half of what crossed the shuffle. This is the one place
+    a valid row's bytes are dropped: the sink hands the batch on as it is.
     """
     from app.dedup import arrival_deduplicated
 
@@ -514,7 +479,7 @@ def deduplicated(
     unique = arrival_deduplicated(
         keyed,
         key_column=DEDUP_KEY,
-        arrival_column=ARRIVAL_TIMESTAMP,
+        arrival_column=ARRIVAL.source,
         horizon_hours=horizon_hours,
         seed=seed,
     )

@@ -27,6 +27,23 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
+from app.record import (
+    ARRIVAL,
+    ARRIVAL_HEADER,
+    COORDINATES,
+    DATA,
+    ERROR_CLASS,
+    EXCEPTION_HEADER,
+    INSTANCE_HEADER,
+    MESSAGE,
+    MESSAGE_HEADER,
+    REASON,
+    REASON_HEADER,
+    SEQUENCE,
+    SHARD,
+    STREAM,
+    SUB_SEQUENCE,
+)
 from app.sinks.claim_check import (
     Pointer,
     bounded,
@@ -37,25 +54,21 @@ from app.sinks.claim_check import (
     sha256_hex,
 )
 from app.sinks.failure_store import FailureStore, FailureStoreSettings, worker_store
-from app.sources import schema
-from app.transform import ERROR_CLASS, MESSAGE, REASON
 
 if TYPE_CHECKING:
     from app.config import JobConfig, KafkaOptions
 
-# Header names on every failure record (consumers and the reprocess command read them).
-REASON_HEADER: Final = "reason"
-EXCEPTION_HEADER: Final = "exception"
-MESSAGE_HEADER: Final = "message"
-INSTANCE_HEADER: Final = "instance"
-COORDINATE_HEADERS: Final = (
-    (schema.STREAM_NAME, "stream"),
-    (schema.SHARD_ID, "shard"),
-    (schema.SEQUENCE_NUMBER, "sequence_number"),
-    (schema.SUB_SEQUENCE_NUMBER, "sub_sequence_number"),
-    (schema.PARTITION_KEY, "partition_key"),
-)
-ARRIVAL_HEADER: Final = "arrival_time"
+# The failure record's header names are the record vocabulary's (app.record);
+# named here too for the consumers that read them.
+__all__ = [
+    "ARRIVAL_HEADER",
+    "EXCEPTION_HEADER",
+    "INSTANCE_HEADER",
+    "MESSAGE_HEADER",
+    "REASON_HEADER",
+]
+# The coordinates sent as they are (the arrival time is formatted).
+_PLAIN_COORDINATES: Final = tuple(c for c in COORDINATES if c is not ARRIVAL)
 
 _MAX_QUEUE_RETRIES: Final = 50
 # Kafka errors about one record that no retry can cure: its size or its shape
@@ -203,17 +216,19 @@ def record_key(
 
 def record_headers(row: dict[str, Any], instance_id: str) -> list[tuple[str, bytes]]:
     """Every header of a failure record, each value bounded
-    (:data:`app.failure_limits.HEADER_VALUE_MAX_BYTES`: the message is free text)."""
+    (:data:`app.failure_limits.HEADER_VALUE_MAX_BYTES`: the message is free text).
+    ``row`` is keyed by the coordinates' table columns, as the batch's one pass
+    hands failure rows over (:func:`app.sinks.batch_task.split`)."""
     headers: list[tuple[str, bytes]] = [
         (REASON_HEADER, str(row[REASON]).encode()),
         (EXCEPTION_HEADER, str(row[ERROR_CLASS]).encode()),
         (MESSAGE_HEADER, str(row[MESSAGE]).encode()),
         (INSTANCE_HEADER, instance_id.encode()),
     ]
-    for column, header in COORDINATE_HEADERS:
-        if row.get(column) is not None:
-            headers.append((header, str(row[column]).encode()))
-    arrival = row.get(schema.ARRIVAL_TIMESTAMP)
+    for coordinate in _PLAIN_COORDINATES:
+        if row.get(coordinate.column) is not None:
+            headers.append((coordinate.header, str(row[coordinate.column]).encode()))
+    arrival = row.get(ARRIVAL.column)
     if isinstance(arrival, datetime):
         stamp = arrival if arrival.tzinfo else arrival.replace(tzinfo=UTC)
         headers.append((ARRIVAL_HEADER, stamp.astimezone(UTC).isoformat().encode()))
@@ -360,12 +375,12 @@ class _Delivery:
 
     def _prepare(self, row: dict[str, Any]) -> _Message:
         key = record_key(
-            row.get(schema.STREAM_NAME),
-            row.get(schema.SHARD_ID),
-            row.get(schema.SEQUENCE_NUMBER),
-            row.get(schema.SUB_SEQUENCE_NUMBER),
+            row.get(STREAM.column),
+            row.get(SHARD.column),
+            row.get(SEQUENCE.column),
+            row.get(SUB_SEQUENCE.column),
         )
-        data = row.get(schema.DATA) or b""
+        data = row.get(DATA) or b""
         message = _Message(
             row, key.encode(), bytes(data), record_headers(row, self.settings.instance_id)
         )
@@ -377,7 +392,7 @@ class _Delivery:
     def _claim_check(self, message: _Message, delivery_error: str | None = None) -> _Message:
         """Store the original (acknowledged) and make the pointer record."""
         row = message.row
-        data = bytes(row.get(schema.DATA) or b"")
+        data = bytes(row.get(DATA) or b"")
         if self.store is None:
             raise KafkaDeliveryError(
                 f"failure record {message.key.decode()} ({len(data):,} bytes) needs the "
@@ -394,10 +409,10 @@ class _Delivery:
             meta["delivery-error"] = delivery_error
         uri = self.store.put(
             object_key(
-                row.get(schema.STREAM_NAME),
-                row.get(schema.SHARD_ID),
-                row.get(schema.SEQUENCE_NUMBER),
-                row.get(schema.SUB_SEQUENCE_NUMBER),
+                row.get(STREAM.column),
+                row.get(SHARD.column),
+                row.get(SEQUENCE.column),
+                row.get(SUB_SEQUENCE.column),
             ),
             data,
             digest,

@@ -117,11 +117,17 @@ def evolve_table(config: JobConfig, catalog: Catalog | None = None) -> Evolution
     """Bring the live table to the job's columns; what was changed."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    name = f"{config.database}.{config.table}"
     try:
         table = load_table(config, catalog)
     except NoSuchTableError:
         return Evolution((), ())
+    return evolve_loaded(table, config)
+
+
+def evolve_loaded(table: Table, config: JobConfig) -> Evolution:
+    """:func:`evolve_table` on a table already loaded (the job's start loads
+    it once, evolves it, then checks it: :func:`app.table.catalog.ensure_table`)."""
+    name = f"{config.database}.{config.table}"
     done = with_retries(
         lambda: apply_evolution(table, config.event_fields),
         f"evolve table {name}",
