@@ -322,7 +322,7 @@ def run(
     ``checkpoint``: what :func:`checked_checkpoint` found (read here when not given)."""
     from app.micro_batch import BatchProcessor, prepare
     from app.monitoring import BatchResults, CloudWatchPublisher, make_listener
-    from app.sinks.kafka import KafkaSettings, resolve_bootstrap_servers
+    from app.sinks.kafka_settings import KafkaSettings, resolve_bootstrap_servers
     from app.sources import read_stream
 
     if checkpoint is None:

@@ -33,7 +33,7 @@ from app.record import ARRIVAL, UNDECLARED_FIELDS, column_name
 from app.retry import with_retries
 from app.sinks.batch_task import RESULT_SCHEMA as TASK_SCHEMA
 from app.sinks.batch_task import TaskOutcome, batch_task, combine, output_rows
-from app.sinks.kafka import KafkaSettings
+from app.sinks.kafka_settings import KafkaSettings
 from app.table.catalog import ensure_table, file_io_properties
 from app.table.commit import already_committed, commit_batch, expire_snapshots
 from app.table.layout import table_columns

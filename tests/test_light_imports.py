@@ -27,11 +27,13 @@ LIGHT_APP_MODULES = (
     "app.contract",
     "app.record",
     "app.config",
+    "app.config_kit",
     "app.failure_limits",
     "app.table",
     "app.table.layout",
     "app.transform",
     "app.sinks.kafka",
+    "app.sinks.kafka_settings",
 )
 LIGHT_PACKAGES = ("infra", "scripts", "ops")
 

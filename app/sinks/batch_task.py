@@ -42,7 +42,8 @@ from app.record import (
     UNDECLARED_FIELDS,
     UNDECLARED_KEYS,
 )
-from app.sinks.kafka import KafkaSettings, deliver
+from app.sinks.kafka import deliver
+from app.sinks.kafka_settings import KafkaSettings
 from app.table.files import write_data_files
 from app.table.layout import table_columns
 from app.transform import event_columns

@@ -1,4 +1,6 @@
-"""Failure records to the instance's Kafka topic (MSK on AWS, tansu locally).
+"""Failure records to the instance's Kafka topic (MSK on AWS, tansu locally):
+the executors' delivery and the records' wire format (key, headers). The
+driver's side, the producer's settings, is :mod:`app.sinks.kafka_settings`.
 
 Runs on the executors (inside ``mapInArrow``: an idempotent producer per
 Python worker, kept between its tasks, see :class:`ProducerCache`), so a
@@ -22,11 +24,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
+from app.failure_limits import FailureLimits
 from app.record import (
     ARRIVAL,
     ARRIVAL_HEADER,
@@ -53,19 +55,32 @@ from app.sinks.claim_check import (
     pointer_record,
     sha256_hex,
 )
-from app.sinks.failure_store import FailureStore, FailureStoreSettings, worker_store
-
-if TYPE_CHECKING:
-    from app.config import JobConfig, KafkaOptions
+from app.sinks.failure_store import FailureStore, worker_store
+from app.sinks.kafka_settings import (
+    KafkaSettings,
+    msk_iam_token,
+    producer_config,
+    resolve_bootstrap_servers,
+)
 
 # The failure record's header names are the record vocabulary's (app.record);
 # named here too for the consumers that read them.
+# The settings' names too, for the callers that build a producer.
 __all__ = [
     "ARRIVAL_HEADER",
     "EXCEPTION_HEADER",
     "INSTANCE_HEADER",
     "MESSAGE_HEADER",
     "REASON_HEADER",
+    "KafkaDeliveryError",
+    "KafkaSettings",
+    "ProducerCache",
+    "deliver",
+    "msk_iam_token",
+    "producer_config",
+    "record_headers",
+    "record_key",
+    "resolve_bootstrap_servers",
 ]
 # The coordinates sent as they are (the arrival time is formatted).
 _PLAIN_COORDINATES: Final = tuple(c for c in COORDINATES if c is not ARRIVAL)
@@ -80,128 +95,6 @@ RECORD_ERROR_CODES: Final = frozenset({10, 18, 87})
 
 class KafkaDeliveryError(RuntimeError):
     """Some failure records were not acknowledged by the broker."""
-
-
-@dataclass(frozen=True)
-class KafkaSettings:
-    """Everything an executor needs to produce (picklable: no clients inside)."""
-
-    bootstrap_servers: str
-    topic: str
-    security: str
-    region: str
-    instance_id: str
-    delivery_timeout_ms: int
-    request_timeout_ms: int
-    flush_timeout_sec: int
-    # librdkafka's message.max.bytes and batch.size (app.failure_limits).
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    # Where originals too large for the topic go (None: nowhere; such a record
-    # then fails the task, as before the claim-check store existed).
-    store: FailureStoreSettings | None = None
-
-    @classmethod
-    def for_job(cls, config: JobConfig, bootstrap_servers: str) -> KafkaSettings:
-        """The job's settings once its brokers are known (resolved from the MSK
-        cluster on AWS, ``kafka.bootstrap_servers`` locally)."""
-        settings = cls.from_options(
-            config.kafka,
-            region=config.region,
-            instance_id=config.instance_id,
-            bootstrap_servers=bootstrap_servers,
-        )
-        store = FailureStoreSettings(
-            location=config.failure_store_uri,
-            region=config.region,
-            endpoint_url=config.s3_endpoint_url,
-        )
-        return replace(settings, store=store)
-
-    @classmethod
-    def from_options(
-        cls, options: KafkaOptions, *, region: str, instance_id: str, bootstrap_servers: str
-    ) -> KafkaSettings:
-        return cls(
-            bootstrap_servers=bootstrap_servers,
-            topic=options.topic,
-            security=options.security,
-            region=region,
-            instance_id=instance_id,
-            delivery_timeout_ms=options.delivery_timeout_ms,
-            request_timeout_ms=options.request_timeout_ms,
-            flush_timeout_sec=options.flush_timeout_sec,
-            max_message_bytes=options.max_message_bytes,
-        )
-
-
-def resolve_bootstrap_servers(
-    options: KafkaOptions, *, region: str, client_factory: Callable[..., Any] | None = None
-) -> str:
-    """``bootstrap_servers`` as given, or the IAM brokers of ``cluster_arn`` (MSK
-    only knows them after the cluster exists, so they cannot be in the config)."""
-    if options.bootstrap_servers:
-        return options.bootstrap_servers
-    if not options.cluster_arn:
-        raise ValueError("kafka: set bootstrap_servers or cluster_arn")
-    if client_factory is None:
-        from app.aws_clients import MSK_LOOKUP, client
-
-        def client_factory(*, region_name: str) -> Any:
-            return client("kafka", MSK_LOOKUP, region=region_name)
-
-    kafka = client_factory(region_name=region)
-    brokers = kafka.get_bootstrap_brokers(ClusterArn=options.cluster_arn)
-    key = (
-        "BootstrapBrokerStringSaslIam" if options.security == "MSK_IAM" else "BootstrapBrokerString"
-    )
-    value = brokers.get(key)
-    if not value:
-        raise ValueError(
-            f"kafka.cluster_arn: {options.cluster_arn} exposes no {key} "
-            f"(security={options.security}); enable that auth on the cluster"
-        )
-    return str(value)
-
-
-def msk_iam_token(region: str) -> tuple[str, float]:
-    """OAUTHBEARER callback for MSK IAM: a signed token and its expiry (seconds)."""
-    from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
-
-    token, expiry_ms = MSKAuthTokenProvider.generate_auth_token(region)
-    return str(token), float(expiry_ms) / 1000.0
-
-
-def producer_config(settings: KafkaSettings) -> dict[str, Any]:
-    """Idempotent, acks=all, every wait bounded (delivery, request, socket);
-    messages and batches no larger than the topic takes (app.failure_limits)."""
-    limits = FailureLimits(settings.max_message_bytes)
-    conf: dict[str, Any] = {
-        "bootstrap.servers": settings.bootstrap_servers,
-        "enable.idempotence": True,
-        "acks": "all",
-        "delivery.timeout.ms": settings.delivery_timeout_ms,
-        "request.timeout.ms": min(settings.request_timeout_ms, settings.delivery_timeout_ms),
-        "socket.timeout.ms": min(settings.request_timeout_ms, settings.delivery_timeout_ms),
-        "linger.ms": 20,
-        "compression.type": "lz4",
-        # A batch never grows past one message's limit, so the topic's
-        # max.message.bytes (this + the framing allowance) always takes it.
-        "message.max.bytes": limits.producer_message_max_bytes,
-        "batch.size": limits.producer_message_max_bytes,
-        "client.id": f"failures-{settings.instance_id}",
-    }
-    if settings.security == "MSK_IAM":
-        region = settings.region
-        conf.update(
-            {
-                "security.protocol": "SASL_SSL",
-                "sasl.mechanism": "OAUTHBEARER",
-                "oauth_cb": lambda _config: msk_iam_token(region),
-            }
-        )
-    else:
-        conf["security.protocol"] = "PLAINTEXT"
-    return conf
 
 
 def record_key(
