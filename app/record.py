@@ -41,7 +41,9 @@ FIELD_COLUMN_TYPES: Final[dict[str, ColumnType]] = {
     "array": "string",
 }
 
-# Glue column types of an Iceberg table (Athena's names for the same types).
+# The SQL type names of the table's column types: Glue's for an Iceberg
+# table's columns (Athena's names for the same types), and Spark SQL's for an
+# event field's parsed value (``try_variant_get``): the same words.
 GLUE_TYPES: Final[dict[ColumnType, str]] = {
     "string": "string",
     "int": "int",
@@ -51,17 +53,7 @@ GLUE_TYPES: Final[dict[ColumnType, str]] = {
     "boolean": "boolean",
     "timestamp": "timestamp",
 }
-
-# Spark SQL type names of an event field's parsed value (``try_variant_get``).
-SPARK_TYPES: Final[dict[str, str]] = {
-    "string": "string",
-    "int": "int",
-    "long": "bigint",
-    "float": "float",
-    "double": "double",
-    "boolean": "boolean",
-    "timestamp": "timestamp",
-}
+SPARK_TYPES: Final[dict[str, str]] = {name: sql for name, sql in GLUE_TYPES.items()}
 
 # ------------------------------------------------------------- coordinates
 

@@ -24,16 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # The job's modules that code outside the job imports for names and models
 # (docs/design.md, "One source of truth for every shared setting").
 LIGHT_APP_MODULES = (
-    "app.contract",
-    "app.record",
-    "app.config",
-    "app.config_kit",
-    "app.failure_limits",
-    "app.table",
-    "app.table.layout",
-    "app.transform",
-    "app.sinks.kafka",
-    "app.sinks.kafka_settings",
+    *("app.contract", "app.record", "app.config", "app.config_kit", "app.failure_limits"),
+    *("app.table", "app.table.layout", "app.transform"),
+    *("app.sinks.kafka", "app.sinks.kafka_settings"),
 )
 LIGHT_PACKAGES = ("infra", "scripts", "ops")
 

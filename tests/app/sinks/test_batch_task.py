@@ -71,6 +71,20 @@ def _failed(sequence: str, reason: str, keys: list[str] | None = None) -> dict[s
     }
 
 
+def _replay_task() -> Any:
+    """A task of a batch already committed: it writes no data file (so it
+    needs no table metadata), and still sends its failures."""
+    return bt.batch_task(
+        SETTINGS,
+        "{}",
+        {},
+        table_columns=TABLE,
+        arrival_column=record.ARRIVAL.column,
+        time_column="occurred_at",
+        write_files=False,
+    )
+
+
 def test_split_gives_table_rows_and_failures_by_their_table_names() -> None:
     batch = _batch([_valid("a", T0), _failed("9", record.MALFORMED_JSON), _valid("b", T1)])
     valid, failed = bt.split(batch, TABLE)
@@ -119,15 +133,7 @@ def test_a_task_sends_its_failures_and_returns_one_row_of_figures(
 
     monkeypatch.setattr(bt, "deliver", deliver)
     monkeypatch.setattr(bt, "keep_archive_directories", lambda: False)
-    task = bt.batch_task(
-        SETTINGS,
-        "{}",
-        {},
-        table_columns=TABLE,
-        arrival_column=record.ARRIVAL.column,
-        time_column="occurred_at",
-        write_files=False,  # a replay: no data file, failures still sent
-    )
+    task = _replay_task()  # a replay: no data file, failures still sent
     first = _batch([_valid("a", T1, ["channel"]), _failed("8", record.NOT_UTF8)])
     second = _batch([_valid("b", T0), _failed("9", record.NOT_UTF8)])
     (out,) = list(task(iter([first, _batch([]), second])))
@@ -148,15 +154,7 @@ def test_a_task_without_failures_sends_nothing(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(bt, "deliver", deliver)
     monkeypatch.setattr(bt, "keep_archive_directories", lambda: False)
-    task = bt.batch_task(
-        SETTINGS,
-        "{}",
-        {},
-        table_columns=TABLE,
-        arrival_column=record.ARRIVAL.column,
-        time_column="occurred_at",
-        write_files=False,
-    )
+    task = _replay_task()
     (out,) = list(task(iter([_batch([_valid("a", T0)])])))
     assert out.to_pylist()[0]["sent"] == 0
 
