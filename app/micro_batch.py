@@ -63,9 +63,9 @@ class BatchResult:
     table_records: int = 0
     # False when the batch had already been committed (a replay), or had no valid row.
     committed: bool = False
-    # Failure records per reason (app.transform.REASONS), only reasons seen.
+    # Failure records per reason (app.record.REASONS), only reasons seen.
     failures_by_reason: tuple[tuple[str, int], ...] = ()
-    # Valid rows per undeclared key, most frequent first (app.transform.UNDECLARED_KEYS).
+    # Valid rows per undeclared key, most frequent first (app.record.UNDECLARED_KEYS).
     undeclared_keys: tuple[tuple[str, int], ...] = ()
 
 

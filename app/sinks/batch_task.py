@@ -75,7 +75,7 @@ class TaskOutcome:
     data_files: list[Any]
     records: int
     failures_by_reason: dict[str, int]
-    # Valid rows carrying each undeclared key (app.transform.UNDECLARED_KEYS).
+    # Valid rows carrying each undeclared key (app.record.UNDECLARED_KEYS).
     undeclared_keys: dict[str, int]
 
 
