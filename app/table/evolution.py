@@ -27,9 +27,9 @@ differs from the contract.
 
 Runs before :func:`app.table.catalog.ensure_table`, which then finds the table
 as the contract says; the job's start (``app.job.open_table``) loads the table
-once and hands the same object to both (:func:`evolve_loaded`). A table that does not exist yet is left alone (locally
-the job creates it with every column; on AWS ``ensure_table`` says the stack
-must create it).
+once and hands the same object to both (:func:`evolve_loaded`). A table that
+does not exist yet is left alone (locally the job creates it with every
+column; on AWS ``ensure_table`` says the stack must create it).
 """
 
 from __future__ import annotations
