@@ -139,3 +139,37 @@ def test_a_table_that_does_not_exist_yet_is_left_to_ensure_table(tmp_path: Path)
     assert evolve_table(config).empty
     table = ensure_table(config)
     assert missing_columns(table.schema(), config.event_fields) == []
+
+
+def test_the_jobs_start_loads_the_table_once_evolves_and_checks_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app import job
+    from app.table import catalog as catalog_module
+
+    config = _config(tmp_path)
+    _old_table(config)
+    loads: list[str] = []
+    real_load = catalog_module.load_table
+
+    def counting_load(*args: Any, **kwargs: Any) -> Any:
+        loads.append("load")
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(catalog_module, "load_table", counting_load)
+    monkeypatch.setattr("app.table.evolution.load_table", counting_load)
+    table = job.open_table(config)
+    assert loads == ["load"], "loaded once: evolved, then checked, as one object"
+    names = [f.name for f in table.schema().fields]
+    assert names == [c.name for c in table_columns(config.event_fields)]
+    assert evolve_table(config).empty, "the start evolved the live table"
+
+
+def test_the_jobs_start_creates_a_local_table_that_does_not_exist(tmp_path: Path) -> None:
+    from app import job
+
+    config = _config(tmp_path)
+    table = job.open_table(config)
+    assert [f.name for f in table.schema().fields] == [
+        c.name for c in table_columns(config.event_fields)
+    ]
