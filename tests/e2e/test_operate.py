@@ -21,7 +21,8 @@ from app.sources.kinesis_ends import open_store
 from app.sources.kinesis_plan import BatchOffset, resolve
 from local.emulators import Emulators
 from local.harness import LocalInstance
-from scripts import produce, status, stop
+from scripts import produce, stop
+from scripts.status import __main__ as status
 from tests.e2e.conftest import MakeLocal
 
 INSTANCE = "orders-ap-northeast-2"

@@ -28,8 +28,8 @@ from app.sinks.kafka import record_key
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from ops.events import event_json, valid_event
-from scripts.reprocess_hook import FailedRecord, Reject
-from scripts.reprocess_kafka import FailureTopicReader, Topic
+from scripts.reprocess.hook import FailedRecord, Reject
+from scripts.reprocess.kafka import FailureTopicReader, Topic
 from tests.e2e.conftest import MakeLocal, mix
 from tests.fixtures import EXAMPLE_CDK_JSON
 

@@ -27,9 +27,9 @@ from app.config import JobConfig
 from app.polling import poll_until
 from local.harness import replace_fields
 from scripts import stop
-from scripts.status_lease import JobState, file_lease_state, process_alive, s3_lease_state
-from scripts.status_target import Target
-from tests.scripts.test_status import INSTANCE, REGION, write_local_run
+from scripts.status.lease import JobState, file_lease_state, process_alive, s3_lease_state
+from scripts.status.target import Target
+from tests.scripts.local_runs import INSTANCE, REGION, write_local_run
 
 FAKE_JOB = """
 import pathlib, sys, time
