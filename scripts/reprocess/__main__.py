@@ -35,7 +35,16 @@ from typing import Final, TextIO, get_args
 from app.config import KafkaSecurity
 from app.transform import REASONS
 from infra.config import InstanceConfig
-from ops.producer import MAX_RECORDS_PER_CALL
+from ops.kinesis_put import (
+    MAX_RECORDS_PER_CALL,
+    KinesisCallError,
+    PutLimitError,
+    PutOutcome,
+    UnreadableResponseError,
+    chunks,
+    put_entries,
+)
+from ops.producer import kinesis_client
 from scripts.command import EXIT_USAGE, OperatorError, declared_instance
 from scripts.reprocess.claim_check import (
     ClaimCheckError,
@@ -55,13 +64,6 @@ from scripts.reprocess.hook import (
     load_hook,
 )
 from scripts.reprocess.kafka import FailureTopicReader, KafkaReadError, resolve_topic
-from scripts.reprocess.kinesis import (
-    DEFAULT_MAX_ATTEMPTS,
-    KinesisCallError,
-    PutOutcome,
-    put_entries,
-    stream_client,
-)
 from scripts.reprocess.plan import (
     Entry,
     PlanError,
@@ -69,7 +71,7 @@ from scripts.reprocess.plan import (
     Selection,
     Start,
     State,
-    batches,
+    entry_for,
     format_offsets,
     parse_from_offsets,
     parse_reasons,
@@ -83,6 +85,8 @@ __all__ = ["FailedRecord", "Reject", "main"]
 
 EXIT_OK, EXIT_FAILED = 0, 1
 GROUP_PREFIX: Final = "reprocess-"
+# PutRecords calls per request before its still-refused entries count as failed.
+DEFAULT_MAX_ATTEMPTS: Final = 10
 
 
 class UsageError(ValueError):
@@ -125,12 +129,103 @@ class Report:
         )
 
 
-Send = Callable[[list[Entry]], PutOutcome]
+Send = Callable[[list[Entry]], PutOutcome[FailedRecord]]
 Commit = Callable[[dict[int, int]], None]
 
 
 def _describe(record: FailedRecord) -> str:
     return f"{record.coordinates:>9}  {record.key}  {record.reason or '-'}  {len(record.data):,} B"
+
+
+@dataclass
+class _Run:
+    """What one run does with each record it reads and each request's outcome;
+    :func:`reprocess` drives it."""
+
+    report: Report
+    positions: Positions
+    selection: Selection
+    fix: Fix
+    resolve: Resolve
+    commit: Commit
+    out: TextIO
+
+    def say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    def _settle_read(self, record: FailedRecord, state: State) -> None:
+        self.positions.read(record.partition, record.offset, state)
+
+    def prepare(self, record: FailedRecord) -> Entry | None:
+        """The entry to send for a record read, or None (skipped, refused, too
+        large, or a dry run), each outcome recorded and said."""
+        report, dry_run = self.report, self.report.dry_run
+        skip = self.selection.skip_reason(record)
+        if skip is not None:
+            self._settle_read(record, State.SKIPPED)
+            report.skipped += 1
+            if dry_run:
+                self.say(f"skip        {_describe(record)}  ({skip})")
+            return None
+        try:
+            record = self.resolve(record)
+        except ClaimCheckError as exc:
+            self._settle_read(record, State.FAILED)
+            report.failed.append((record, str(exc)))
+            self.say(f"claim-check {_describe(record)}  ({exc})")
+            return None
+        result = apply_fix(self.fix, record)
+        if isinstance(result, Refused):
+            self._settle_read(record, State.REJECTED)
+            report.rejected.append((record, result.why))
+            self.say(f"rejected    {_describe(record)}  ({result.why})")
+            return None
+        entry = entry_for(record, result.data)
+        problem = too_large(entry)
+        if problem is not None:
+            self._settle_read(record, State.FAILED)
+            report.failed.append((record, problem))
+            self.say(f"too large   {_describe(record)}  ({problem})")
+            return None
+        self._settle_read(record, State.PENDING)
+        if dry_run:
+            report.would_send += 1
+            self.say(f"would send  {_describe(record)} -> {entry.size:,} B")
+            return None
+        return entry
+
+    def settle(self, outcome: PutOutcome[FailedRecord]) -> bool:
+        """Record what Kinesis did with one request and commit the positions
+        that moved; False when the run must stop (entries still refused)."""
+        report, positions = self.report, self.positions
+        report.calls += outcome.calls
+        report.retried_entries += outcome.retried_entries
+        positions.settle(
+            ((e.source.partition, e.source.offset) for e in outcome.accepted), State.SENT
+        )
+        positions.settle(
+            ((e.source.partition, e.source.offset) for e in outcome.failed), State.FAILED
+        )
+        report.re_sent += len(outcome.accepted)
+        for entry in outcome.failed:
+            report.failed.append((entry.source, outcome.last_error))
+            self.say(f"failed      {_describe(entry.source)}  ({outcome.last_error})")
+        moved = positions.to_commit()
+        self.commit(moved)
+        positions.mark_committed(moved)
+        report.committed.update(moved)
+        self.say(
+            f"progress: read={report.read} re-sent={report.re_sent} "
+            f"rejected={len(report.rejected)} failed={len(report.failed)} "
+            f"committed={format_offsets(moved)}"
+        )
+        if outcome.failed:
+            report.stopped = (
+                f"Kinesis refused {len(outcome.failed)} records after {outcome.calls} "
+                f"attempts (last error: {outcome.last_error}); stopped reading"
+            )
+            return False
+        return True
 
 
 def reprocess(
@@ -154,84 +249,32 @@ def reprocess(
     that end the run early end up in ``Report.stopped`` (positions committed
     before stay committed: they cover accepted records only)."""
     report = Report(dry_run=dry_run)
-
-    def say(line: str) -> None:
-        print(line, file=out, flush=True)
+    run = _Run(report, positions, selection, fix, resolve, commit, out)
 
     def to_send() -> Generator[Entry, None, None]:
-        for read in records:
+        for record in records:
             report.read += 1
-            record = read
-            skip = selection.skip_reason(record)
-            if skip is not None:
-                positions.read(record.partition, record.offset, State.SKIPPED)
-                report.skipped += 1
-                if dry_run:
-                    say(f"skip        {_describe(record)}  ({skip})")
-                continue
-            try:
-                record = resolve(record)
-            except ClaimCheckError as exc:
-                positions.read(record.partition, record.offset, State.FAILED)
-                report.failed.append((record, str(exc)))
-                say(f"claim-check {_describe(record)}  ({exc})")
-                continue
-            result = apply_fix(fix, record)
-            if isinstance(result, Refused):
-                positions.read(record.partition, record.offset, State.REJECTED)
-                report.rejected.append((record, result.why))
-                say(f"rejected    {_describe(record)}  ({result.why})")
-                continue
-            entry = Entry(record, result.data)
-            problem = too_large(entry)
-            if problem is not None:
-                positions.read(record.partition, record.offset, State.FAILED)
-                report.failed.append((record, problem))
-                say(f"too large   {_describe(record)}  ({problem})")
-                continue
-            positions.read(record.partition, record.offset, State.PENDING)
-            if dry_run:
-                report.would_send += 1
-                say(f"would send  {_describe(record)} -> {entry.size:,} B")
-                continue
-            yield entry
+            entry = run.prepare(record)
+            if entry is not None:
+                yield entry
 
     started = clock()
     pending = to_send()
     try:
-        for batch in batches(pending, max_records=batch_records):
+        for batch in chunks(pending, max_records=batch_records):
             delay = rate_delay(report.re_sent, rate, clock() - started)
             if delay > 0:
                 sleep(delay)
-            outcome = send(batch)
-            report.calls += outcome.calls
-            report.retried_entries += outcome.retried_entries
-            positions.settle(
-                ((e.record.partition, e.record.offset) for e in outcome.accepted), State.SENT
-            )
-            positions.settle(
-                ((e.record.partition, e.record.offset) for e in outcome.failed), State.FAILED
-            )
-            report.re_sent += len(outcome.accepted)
-            for entry in outcome.failed:
-                report.failed.append((entry.record, outcome.last_error))
-                say(f"failed      {_describe(entry.record)}  ({outcome.last_error})")
-            moved = positions.to_commit()
-            commit(moved)
-            positions.mark_committed(moved)
-            report.committed.update(moved)
-            say(
-                f"progress: read={report.read} re-sent={report.re_sent} "
-                f"rejected={len(report.rejected)} failed={len(report.failed)} "
-                f"committed={format_offsets(moved)}"
-            )
-            if outcome.failed:
-                report.stopped = (
-                    f"Kinesis refused {len(outcome.failed)} records after {outcome.calls} "
-                    f"attempts (last error: {outcome.last_error}); stopped reading"
-                )
+            if not run.settle(send(batch)):
                 break
-    except (HookError, KinesisCallError, KafkaReadError, PlanError) as exc:
+    except (
+        HookError,
+        KinesisCallError,
+        KafkaReadError,
+        PlanError,
+        PutLimitError,
+        UnreadableResponseError,
+    ) as exc:
         report.stopped = str(exc)
     finally:
         pending.close()
@@ -409,7 +452,7 @@ def options_from_args(args: argparse.Namespace, now_ms: int) -> Options:
     )
 
 
-def _refuse(_: list[Entry]) -> PutOutcome:
+def _refuse(_: list[Entry]) -> PutOutcome[FailedRecord]:
     raise AssertionError("dry run: nothing may be sent")
 
 
@@ -419,9 +462,9 @@ def _no_commit(_: dict[int, int]) -> None:
 
 def kinesis_sender(region: str, endpoint_url: str | None, stream: str, max_attempts: int) -> Send:
     """One request at a time to ``stream``, re-sending refused entries (bounded)."""
-    client = stream_client(region, endpoint_url)
+    client = kinesis_client(region, endpoint_url)
 
-    def send(batch: list[Entry]) -> PutOutcome:
+    def send(batch: list[Entry]) -> PutOutcome[FailedRecord]:
         return put_entries(client, stream, batch, max_attempts=max_attempts)
 
     return send

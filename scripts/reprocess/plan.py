@@ -3,8 +3,9 @@
 * which records a run selects (``--reason``, ``--from-time``/``--to-time``);
 * where each topic partition starts (committed position, ``--from-offset``,
   ``--from-time``) and what a start below the retained log means;
-* PutRecords requests within the API's limits, and which entries of a
-  response must be re-sent;
+* the PutRecords entry of a record (the requests, their limits and the
+  re-sends are :mod:`ops.kinesis_put`'s, shared with the sample producer), and
+  which one is too large for any request;
 * the consumer position the run may commit: per partition, just past the
   longest run of records Kinesis accepted, never past a record that was not
   re-sent (rejected, filtered out, refused by Kinesis or not yet sent), so a
@@ -14,27 +15,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any, Final
+from typing import Final
 
-from ops.producer import MAX_BYTES_PER_CALL, MAX_RECORDS_PER_CALL
+from ops import kinesis_put
+from ops.kinesis_put import MAX_RECORD_BYTES
 from scripts.reprocess.hook import FailedRecord
-
-# PutRecords (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_PutRecords.html):
-# at most 500 records per request and 5 MiB for the whole request, partition keys
-# included (ops.producer holds both numbers; the current page allows 10 MiB per
-# request on streams whose maximum record size was raised, 5 MiB fits either).
-# One record (data + partition key) may be as large as the stream's maximum record
-# size, 1 MiB unless raised (https://docs.aws.amazon.com/streams/latest/dev/large-records.html).
-MAX_RECORD_BYTES: Final = 1024 * 1024
-# Per-entry ErrorCode values of a PutRecords response: ProvisionedThroughputExceededException
-# or InternalFailure; an entry without one has SequenceNumber and ShardId
-# (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_PutRecordsResultEntry.html).
-ERROR_CODE: Final = "ErrorCode"
-SEQUENCE_NUMBER: Final = "SequenceNumber"
 
 
 class PlanError(ValueError):
@@ -195,24 +184,14 @@ def _clamped(partition: int, wanted: int, low: int, source: str, *, expired: boo
 # ------------------------------------------------------------------ PutRecords requests
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One record to put: the (fixed) bytes, and the failure record they came from."""
+# One entry of a PutRecords request: the (fixed) bytes, keyed as the original
+# was, and the failure record they came from (``source``).
+Entry = kinesis_put.Entry[FailedRecord]
 
-    record: FailedRecord
-    data: bytes
 
-    @property
-    def partition_key(self) -> str:
-        return self.record.partition_key
-
-    @property
-    def size(self) -> int:
-        """What counts against the limits: data plus the partition key."""
-        return len(self.data) + len(self.partition_key.encode())
-
-    def request(self) -> dict[str, Any]:
-        return {"Data": self.data, "PartitionKey": self.partition_key}
+def entry_for(record: FailedRecord, data: bytes) -> Entry:
+    """The entry that re-sends ``record`` as ``data`` (its fixed bytes)."""
+    return Entry(data, record.partition_key, record)
 
 
 def too_large(entry: Entry, max_record_bytes: int = MAX_RECORD_BYTES) -> str | None:
@@ -223,73 +202,6 @@ def too_large(entry: Entry, max_record_bytes: int = MAX_RECORD_BYTES) -> str | N
             f"{max_record_bytes:,} (shrink it in the fix hook)"
         )
     return None
-
-
-def batches(
-    entries: Iterable[Entry],
-    *,
-    max_records: int = MAX_RECORDS_PER_CALL,
-    max_bytes: int = MAX_BYTES_PER_CALL,
-) -> Iterator[list[Entry]]:
-    """PutRecords requests in read order: each at most ``max_records`` entries
-    and ``max_bytes`` (data + partition keys). Lazy: a request is yielded as
-    soon as it is full, or the next entry would not fit, or the input ends."""
-    if not 1 <= max_records <= MAX_RECORDS_PER_CALL:
-        raise PlanError(f"max_records={max_records}: must be 1..{MAX_RECORDS_PER_CALL}")
-    current: list[Entry] = []
-    size = 0
-    for entry in entries:
-        if entry.size > max_bytes:
-            raise PlanError(f"record {entry.record.coordinates}: {entry.size} bytes > {max_bytes}")
-        if current and size + entry.size > max_bytes:
-            yield current
-            current, size = [], 0
-        current.append(entry)
-        size += entry.size
-        if len(current) == max_records:
-            yield current
-            current, size = [], 0
-    if current:
-        yield current
-
-
-@dataclass(frozen=True)
-class Split:
-    """A PutRecords response laid over its request."""
-
-    accepted: list[Entry]
-    failed: list[Entry]
-    errors: list[str]  # one per failed entry: "ErrorCode: ErrorMessage"
-
-
-def split_response(pending: Sequence[Entry], response: Mapping[str, Any]) -> Split:
-    """Which entries Kinesis took and which to re-send. Results come in request
-    order; an entry failed if it has an ``ErrorCode`` (or no sequence number).
-    ``FailedRecordCount`` must agree: a response we cannot read is an error,
-    never a success."""
-    results = list(response.get("Records") or [])
-    if len(results) != len(pending):
-        raise PlanError(
-            f"PutRecords answered {len(results)} results for {len(pending)} records; "
-            "cannot tell which were stored"
-        )
-    accepted: list[Entry] = []
-    failed: list[Entry] = []
-    errors: list[str] = []
-    for entry, result in zip(pending, results, strict=True):
-        if result.get(ERROR_CODE) or not result.get(SEQUENCE_NUMBER):
-            failed.append(entry)
-            code = result.get(ERROR_CODE) or "NoSequenceNumber"
-            errors.append(f"{code}: {result.get('ErrorMessage', '')}".rstrip(": "))
-        else:
-            accepted.append(entry)
-    counted = response.get("FailedRecordCount")
-    if counted is not None and int(counted) != len(failed):
-        raise PlanError(
-            f"PutRecords FailedRecordCount={counted} but {len(failed)} results carry an "
-            "error; cannot tell which were stored"
-        )
-    return Split(accepted, failed, errors)
 
 
 def rate_delay(sent: int, rate: float, elapsed: float) -> float:

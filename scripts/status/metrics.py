@@ -79,12 +79,20 @@ def rows_from_results(results: Iterable[Mapping[str, Any]], last: int) -> list[B
     return rows[-last:] if last > 0 else []
 
 
-def read_batches(
-    cloudwatch: Any, instance: str, *, now: datetime, minutes: float, period_sec: int, last: int
-) -> list[BatchRow]:
+def metric_data(
+    cloudwatch: Any,
+    queries: list[dict[str, Any]],
+    *,
+    now: datetime,
+    minutes: float,
+    period_sec: int,
+) -> list[Mapping[str, Any]]:
+    """Every page of one ``GetMetricData`` over the last ``minutes`` (to one
+    period past ``now``): the results as they come, a query's points possibly
+    split over pages."""
     results: list[Mapping[str, Any]] = []
     kwargs: dict[str, Any] = {
-        "MetricDataQueries": metric_queries(instance, period_sec),
+        "MetricDataQueries": queries,
         "StartTime": now - timedelta(minutes=minutes),
         "EndTime": now + timedelta(seconds=period_sec),
     }
@@ -93,8 +101,20 @@ def read_batches(
         results.extend(response.get("MetricDataResults", []))
         token = response.get("NextToken")
         if not token:
-            break
+            return results
         kwargs["NextToken"] = token
+
+
+def read_batches(
+    cloudwatch: Any, instance: str, *, now: datetime, minutes: float, period_sec: int, last: int
+) -> list[BatchRow]:
+    results = metric_data(
+        cloudwatch,
+        metric_queries(instance, period_sec),
+        now=now,
+        minutes=minutes,
+        period_sec=period_sec,
+    )
     return rows_from_results(_merge_pages(results), last)
 
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Final
 
 from app import contract
 from app.table.layout import UNDECLARED_FIELDS
+from scripts.status.metrics import metric_data
 
 # GetMetricData takes at most 500 queries per call; one is the input rows'.
 MAX_KEYS: Final = 400
@@ -116,19 +117,13 @@ def read_undeclared_keys(
     keys = list_keys(cloudwatch, instance)
     if not keys:
         return []
-    results: list[Mapping[str, Any]] = []
-    kwargs: dict[str, Any] = {
-        "MetricDataQueries": key_queries(instance, keys, period_sec),
-        "StartTime": now - timedelta(minutes=minutes),
-        "EndTime": now + timedelta(seconds=period_sec),
-    }
-    while True:
-        response = cloudwatch.get_metric_data(**kwargs)
-        results.extend(response.get("MetricDataResults", []))
-        token = response.get("NextToken")
-        if not token:
-            break
-        kwargs["NextToken"] = token
+    results = metric_data(
+        cloudwatch,
+        key_queries(instance, keys, period_sec),
+        now=now,
+        minutes=minutes,
+        period_sec=period_sec,
+    )
     return key_counts(keys, results)
 
 

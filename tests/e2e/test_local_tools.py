@@ -22,6 +22,7 @@ from local.emulators import Endpoints
 from local.failures import ensure_topic, read_topic
 from local.summary import RunFigures, percentile, summarize
 from ops import events, producer
+from ops.kinesis_put import chunks
 
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -97,9 +98,9 @@ def test_too_large_record_has_the_requested_size() -> None:
 
 def test_chunks_respect_record_and_byte_limits() -> None:
     small = producer.plan_entries([events.SampleRecord("valid", b"x", "k")] * 1201)
-    assert [len(c) for c in producer.chunks(small)] == [500, 500, 201]
+    assert [len(c) for c in chunks(small)] == [500, 500, 201]
     big = producer.plan_entries([events.SampleRecord("valid", b"x" * 1_000_000, "k")] * 12)
-    assert [len(c) for c in producer.chunks(big)] == [5, 5, 2]
+    assert [len(c) for c in chunks(big)] == [5, 5, 2]
 
 
 def _sample(kind: str, n: int) -> events.SampleRecord:
@@ -119,13 +120,13 @@ def test_plan_entries_packs_groups_and_keeps_bad_aggregates_alone() -> None:
         *valid[4:],
     ]
     entries = producer.plan_entries(records, aggregate_size=4, share=1.0)
-    assert [(len(e.members), e.aggregated) for e in entries] == [
+    assert [(len(e.source.members), e.source.aggregated) for e in entries] == [
         (4, True),
         (2, True),
         (1, False),
         (3, True),
     ]
-    assert [m for e in entries for m in e.members] == records, "order and every record kept"
+    assert [m for e in entries for m in e.source.members] == records, "order and every record kept"
     first = entries[0]
     assert first.partition_key == "pk-0"
     users = deaggregate(first.data)
@@ -137,10 +138,10 @@ def test_plan_entries_packs_groups_and_keeps_bad_aggregates_alone() -> None:
 def test_plan_entries_share_alternates_groups_and_zero_is_off() -> None:
     records = [_sample("valid", n) for n in range(12)]
     half = producer.plan_entries(records, aggregate_size=3, share=0.5)
-    assert [(len(e.members), e.aggregated) for e in half] == [(1, False)] * 3 + [(3, True)] + [
-        (1, False)
-    ] * 3 + [(3, True)]
-    assert all(not e.aggregated for e in producer.plan_entries(records))
+    assert [(len(e.source.members), e.source.aggregated) for e in half] == [(1, False)] * 3 + [
+        (3, True)
+    ] + [(1, False)] * 3 + [(3, True)]
+    assert all(not e.source.aggregated for e in producer.plan_entries(records))
     with pytest.raises(ValueError, match="aggregate_share"):
         producer.plan_entries(records, aggregate_size=3, share=1.5)
 
@@ -184,7 +185,7 @@ class FlakyKinesis:
             else:
                 self.sequence += 1
                 out.append({"ShardId": "shardId-0", "SequenceNumber": str(self.sequence)})
-        return {"Records": out, "FailedRecordCount": 0}
+        return {"Records": out, "FailedRecordCount": sum("ErrorCode" in r for r in out)}
 
 
 def test_put_all_resends_rejected_entries_with_backoff() -> None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from app.transform import MALFORMED_JSON, NOT_UTF8, WRONG_TYPE
+from ops.kinesis_put import KinesisCallError, PutOutcome, Stored
 from scripts.reprocess import __main__ as reprocess
 from scripts.reprocess.__main__ import Report
 from scripts.reprocess.hook import (
@@ -20,7 +21,6 @@ from scripts.reprocess.hook import (
     identity,
     load_hook,
 )
-from scripts.reprocess.kinesis import KinesisCallError, PutOutcome
 from scripts.reprocess.plan import Entry, Positions, Selection, State
 from tests.fixtures import EXAMPLE_CDK_JSON
 
@@ -58,21 +58,21 @@ class Kinesis:
         self.log: list[tuple[str, object]] = []
         self.stored: list[tuple[int, int, bytes]] = []
 
-    def send(self, batch: list[Entry]) -> PutOutcome:
+    def send(self, batch: list[Entry]) -> PutOutcome[FailedRecord]:
         if (
             self.crash_on is not None
             and len([e for e in self.log if e[0] == "send"]) + 1 == self.crash_on
         ):
             raise KinesisCallError("PutRecords on stream s failed (AccessDeniedException): no")
-        self.log.append(("send", [(e.record.partition, e.record.offset) for e in batch]))
-        outcome = PutOutcome(calls=1)
+        self.log.append(("send", [(e.source.partition, e.source.offset) for e in batch]))
+        outcome: PutOutcome[FailedRecord] = PutOutcome(calls=1)
         for e in batch:
-            where = (e.record.partition, e.record.offset)
+            where = (e.source.partition, e.source.offset)
             if where in self.refuse:
                 outcome.failed.append(e)
                 outcome.last_error = "ProvisionedThroughputExceededException: Rate exceeded"
             else:
-                outcome.accepted.append(e)
+                outcome.stored.append(Stored(e, "shardId-0", str(e.source.offset)))
                 self.stored.append((*where, e.data))
         return outcome
 
@@ -230,7 +230,7 @@ def test_a_hook_that_crashes_stops_the_run_naming_the_record() -> None:
 
 
 def test_dry_run_prints_each_record_and_touches_nothing() -> None:
-    def no_send(_: list[Entry]) -> PutOutcome:
+    def no_send(_: list[Entry]) -> PutOutcome[FailedRecord]:
         raise AssertionError("a dry run sent")
 
     def no_commit(_: dict[int, int]) -> None:

@@ -1,4 +1,5 @@
-"""The pure parts of ``scripts.reprocess``: selection, starts, requests, responses, positions."""
+"""The pure parts of ``scripts.reprocess``: selection, starts, entries, positions
+(requests and responses: tests/ops/test_kinesis_put.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,11 @@ from scripts.reprocess.plan import (
     Selection,
     State,
     advance,
-    batches,
+    entry_for,
     parse_from_offsets,
     parse_reasons,
     parse_time,
     rate_delay,
-    split_response,
     start_offsets,
     too_large,
 )
@@ -150,34 +150,7 @@ def test_from_time_starts_at_the_brokers_answer_or_the_end() -> None:
 
 
 def entry(offset: int, size: int, key: str = "k") -> Entry:
-    return Entry(record(offset, partition_key=key), b"x" * size)
-
-
-def test_batches_keep_to_500_records() -> None:
-    sizes = [len(b) for b in batches(entry(i, 10) for i in range(1201))]
-    assert sizes == [500, 500, 201]
-    assert [len(b) for b in batches((entry(i, 10) for i in range(7)), max_records=3)] == [3, 3, 1]
-
-
-def test_batches_keep_to_5_mib_partition_keys_included() -> None:
-    # 1 MiB of data + a 1-byte key: five fit in 5 MiB only without their keys.
-    big = [entry(i, 1024 * 1024 - 1) for i in range(11)]
-    found = list(batches(big))
-    assert [len(b) for b in found] == [5, 5, 1]
-    assert all(sum(e.size for e in b) <= 5 * 1024 * 1024 for b in found)
-    just_over = [entry(i, 1024 * 1024) for i in range(5)]  # + key: 5 MiB + 5 bytes
-    assert [len(b) for b in batches(just_over)] == [4, 1]
-
-
-def test_batches_keep_read_order_and_every_entry() -> None:
-    items = [entry(i, (i * 7919) % 300_000) for i in range(2000)]
-    found = [e for b in batches(items) for e in b]
-    assert found == items
-
-
-def test_batches_refuse_a_bad_request_size() -> None:
-    with pytest.raises(PlanError, match="max_records=501"):
-        list(batches([entry(0, 1)], max_records=501))
+    return entry_for(record(offset, partition_key=key), b"x" * size)
 
 
 def test_too_large_counts_the_partition_key() -> None:
@@ -187,44 +160,12 @@ def test_too_large_counts_the_partition_key() -> None:
 
 
 def test_the_original_partition_key_is_kept_else_the_topic_key() -> None:
-    assert Entry(record(partition_key="order-7"), b"{}").request() == {
+    assert entry_for(record(partition_key="order-7"), b"{}").request() == {
         "Data": b"{}",
         "PartitionKey": "order-7",
     }
     bare = record(3, partition_key=None)
-    assert Entry(bare, b"{}").partition_key == bare.key
-
-
-# ------------------------------------------------------------------ responses
-
-
-def ok(n: int) -> dict[str, str]:
-    return {"SequenceNumber": str(n), "ShardId": "shardId-000000000000"}
-
-
-THROTTLED = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow down"}
-
-
-def test_split_response_selects_exactly_the_refused_entries() -> None:
-    pending = [entry(i, 1) for i in range(4)]
-    response = {
-        "FailedRecordCount": 2,
-        "Records": [ok(1), THROTTLED, ok(2), {"ErrorCode": "InternalFailure"}],
-    }
-    split = split_response(pending, response)
-    assert split.accepted == [pending[0], pending[2]]
-    assert split.failed == [pending[1], pending[3]]
-    assert split.errors == ["ProvisionedThroughputExceededException: slow down", "InternalFailure"]
-
-
-def test_split_response_refuses_a_response_it_cannot_read() -> None:
-    pending = [entry(i, 1) for i in range(2)]
-    with pytest.raises(PlanError, match="1 results for 2 records"):
-        split_response(pending, {"FailedRecordCount": 0, "Records": [ok(1)]})
-    with pytest.raises(PlanError, match="FailedRecordCount=1 but 0 results carry an error"):
-        split_response(pending, {"FailedRecordCount": 1, "Records": [ok(1), ok(2)]})
-    missing = split_response(pending, {"Records": [ok(1), {}]})
-    assert missing.failed == [pending[1]]
+    assert entry_for(bare, b"{}").partition_key == bare.key
 
 
 def test_rate_delay() -> None:

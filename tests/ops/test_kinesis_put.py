@@ -1,4 +1,5 @@
-"""PutRecords with per-entry re-sends and bounded backoff (fakes and in-process moto)."""
+"""ops.kinesis_put: requests within PutRecords' limits, responses read strictly, and
+per-entry re-sends with bounded backoff (fakes and in-process moto)."""
 
 from __future__ import annotations
 
@@ -10,28 +11,26 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from scripts.reprocess.hook import FailedRecord
-from scripts.reprocess.kinesis import KinesisCallError, put_entries
-from scripts.reprocess.plan import Entry
+from ops.kinesis_put import (
+    Entry,
+    KinesisCallError,
+    PutLimitError,
+    UnreadableResponseError,
+    chunks,
+    put_entries,
+    split_response,
+)
 
 THROTTLED = "ProvisionedThroughputExceededException"
 
 
-def entries(n: int) -> list[Entry]:
-    return [
-        Entry(
-            FailedRecord(
-                data=b"orig",
-                reason="malformed_json",
-                headers=(("partition_key", f"pk-{i}"),),
-                key=f"s/shardId-0/{i}",
-                partition=0,
-                offset=i,
-            ),
-            f'{{"n":{i}}}'.encode(),
-        )
-        for i in range(n)
-    ]
+def entries(n: int) -> list[Entry[int]]:
+    """``n`` entries whose source is their index (a failure record's offset, in reprocess)."""
+    return [Entry(f'{{"n":{i}}}'.encode(), f"pk-{i}", i) for i in range(n)]
+
+
+def entry(offset: int, size: int, key: str = "k") -> Entry[int]:
+    return Entry(b"x" * size, key, offset)
 
 
 class ScriptedKinesis:
@@ -72,7 +71,7 @@ def test_only_refused_entries_are_sent_again_with_backoff() -> None:
         ["pk-1", "pk-3"],
         ["pk-1"],  # index 0 of the second call
     ]
-    assert sorted(e.record.offset for e in outcome.accepted) == [0, 1, 2, 3, 4]
+    assert sorted(e.source for e in outcome.accepted) == [0, 1, 2, 3, 4]
     assert outcome.failed == []
     assert (outcome.calls, outcome.retried_entries) == (3, 3)
     assert sleeps == [0.1, 0.2]
@@ -89,8 +88,8 @@ def test_refusals_after_the_last_attempt_fail_with_the_error() -> None:
     client = ScriptedKinesis([{2}, {0}, {0}, {0}])
     sleeps: list[float] = []
     outcome = put_entries(client, "s", batch, max_attempts=4, sleep=sleeps.append)
-    assert [e.record.offset for e in outcome.accepted] == [0, 1]
-    assert [e.record.offset for e in outcome.failed] == [2]
+    assert [e.source for e in outcome.accepted] == [0, 1]
+    assert [e.source for e in outcome.failed] == [2]
     assert outcome.last_error == f"{THROTTLED}: Rate exceeded for shard"
     assert outcome.calls == 4
     assert sleeps == [0.1, 0.2, 0.4]
@@ -146,3 +145,70 @@ def test_records_land_on_a_real_api_with_their_partition_keys(moto_stream: Any) 
         (b'{"n":1}', "pk-1"),
         (b'{"n":2}', "pk-2"),
     ]
+
+
+# ------------------------------------------------------------------ requests (pure)
+
+
+def test_chunks_keep_to_500_records() -> None:
+    sizes = [len(b) for b in chunks(entry(i, 10) for i in range(1201))]
+    assert sizes == [500, 500, 201]
+    assert [len(b) for b in chunks((entry(i, 10) for i in range(7)), max_records=3)] == [3, 3, 1]
+
+
+def test_chunks_keep_to_5_mib_partition_keys_included() -> None:
+    # 1 MiB of data + a 1-byte key: five fit in 5 MiB only without their keys.
+    big = [entry(i, 1024 * 1024 - 1) for i in range(11)]
+    found = list(chunks(big))
+    assert [len(b) for b in found] == [5, 5, 1]
+    assert all(sum(e.size for e in b) <= 5 * 1024 * 1024 for b in found)
+    just_over = [entry(i, 1024 * 1024) for i in range(5)]  # + key: 5 MiB + 5 bytes
+    assert [len(b) for b in chunks(just_over)] == [4, 1]
+
+
+def test_chunks_keep_read_order_and_every_entry() -> None:
+    items = [entry(i, (i * 7919) % 300_000) for i in range(2000)]
+    found = [e for b in chunks(items) for e in b]
+    assert found == items
+
+
+def test_chunks_refuse_a_bad_request_size() -> None:
+    with pytest.raises(PutLimitError, match="max_records=501"):
+        list(chunks([entry(0, 1)], max_records=501))
+
+
+# ------------------------------------------------------------------ responses (pure)
+
+
+def ok(n: int) -> dict[str, str]:
+    return {"SequenceNumber": str(n), "ShardId": "shardId-000000000000"}
+
+
+THROTTLED_RESULT = {
+    "ErrorCode": "ProvisionedThroughputExceededException",
+    "ErrorMessage": "slow down",
+}
+
+
+def test_split_response_selects_exactly_the_refused_entries() -> None:
+    pending = [entry(i, 1) for i in range(4)]
+    response = {
+        "FailedRecordCount": 2,
+        "Records": [ok(1), THROTTLED_RESULT, ok(2), {"ErrorCode": "InternalFailure"}],
+    }
+    split = split_response(pending, response)
+    assert split.accepted == [pending[0], pending[2]]
+    assert split.failed == [pending[1], pending[3]]
+    assert split.errors == ["ProvisionedThroughputExceededException: slow down", "InternalFailure"]
+
+
+def test_split_response_refuses_a_response_it_cannot_read() -> None:
+    pending = [entry(i, 1) for i in range(2)]
+    with pytest.raises(UnreadableResponseError, match="1 results for 2 records"):
+        split_response(pending, {"FailedRecordCount": 0, "Records": [ok(1)]})
+    with pytest.raises(
+        UnreadableResponseError, match="FailedRecordCount=1 but 0 results carry an error"
+    ):
+        split_response(pending, {"FailedRecordCount": 1, "Records": [ok(1), ok(2)]})
+    missing = split_response(pending, {"Records": [ok(1), {}]})
+    assert missing.failed == [pending[1]]
