@@ -51,9 +51,7 @@ from infra.config import (
 from scripts.command import OperatorError, declared_instance
 from scripts.preflight.bootstrap import bootstrap_check, qualifier
 from scripts.preflight.checks import CHECKS, Check
-from scripts.preflight.result import (
-    Clients,
-)
+from scripts.preflight.result import Clients
 
 EXIT_OK, EXIT_FAILED = 0, 1
 CLIENT_LIMITS: Final = aws_clients.ClientLimits(

@@ -8,11 +8,9 @@ from typing import Final
 
 from infra.config import InstanceConfig
 from infra.job_config import source_choice
-from scripts.preflight.result import (
-    Clients,
-    Result,
-)
+from scripts.preflight.result import Clients, Result
 
+# The awslabs connector behind format("aws-kinesis"): EMR images of release
 # 7.1.0 and later include it
 # (https://docs.aws.amazon.com/emr/latest/ReleaseGuide/emr-spark-structured-streaming-kinesis.html),
 # but the emr-spark-8.1.0 release page does not list it

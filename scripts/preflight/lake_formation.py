@@ -16,6 +16,7 @@ from scripts.preflight.result import (
     iam_fix,
 )
 
+# Lake Formation governs a new database or table unless the data lake's
 # CreateDatabaseDefaultPermissions / CreateTableDefaultPermissions grant ALL to
 # IAM_ALLOWED_PRINCIPALS ("Use only IAM access control"); an empty list means
 # access control by Lake Formation permissions

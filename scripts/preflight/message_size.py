@@ -7,12 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.config import InstanceConfig
-from scripts.preflight.result import (
-    Clients,
-    Result,
-    error_text,
-    iam_fix,
-)
+from scripts.preflight.result import Clients, Result, error_text, iam_fix
 
 
 def check_failure_message_size(config: InstanceConfig, clients: Clients) -> Result:

@@ -4,12 +4,7 @@ enough brokers for the topic's replication factor (``DescribeClusterV2``)."""
 from __future__ import annotations
 
 from infra.config import MIN_KAFKA_VERSION, InstanceConfig
-from scripts.preflight.result import (
-    Clients,
-    Result,
-    error_text,
-    iam_fix,
-)
+from scripts.preflight.result import Clients, Result, error_text, iam_fix
 
 
 def check_msk_cluster(config: InstanceConfig, clients: Clients) -> Result:

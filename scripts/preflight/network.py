@@ -6,12 +6,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from infra.config import CREATED_VPC_ZONES, InstanceConfig
-from scripts.preflight.result import (
-    Clients,
-    Result,
-    error_text,
-    iam_fix,
-)
+from scripts.preflight.result import Clients, Result, error_text, iam_fix
 
 # Interface endpoint services an imported VPC needs without a NAT (S3 may be a
 # gateway endpoint): the job's and the nodes' AWS calls.

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from infra.config import InstanceConfig
-from scripts.preflight.result import (
-    Clients,
-    Result,
-    error_text,
-    iam_fix,
-)
+from scripts.preflight.result import Clients, Result, error_text, iam_fix
 
 
 def check_release_label(config: InstanceConfig, clients: Clients) -> Result:

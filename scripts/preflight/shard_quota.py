@@ -4,12 +4,7 @@ instance's stream (``DescribeLimits``)."""
 from __future__ import annotations
 
 from infra.config import InstanceConfig
-from scripts.preflight.result import (
-    Clients,
-    Result,
-    error_text,
-    iam_fix,
-)
+from scripts.preflight.result import Clients, Result, error_text, iam_fix
 
 
 def check_shard_quota(config: InstanceConfig, clients: Clients) -> Result:

@@ -12,14 +12,13 @@ from typing import Final
 
 from infra.config import InstanceConfig
 from scripts.certs import CHAIN, PRIVATE_KEY, node_domain
-from scripts.preflight.result import (
-    ACCESS_DENIED_CODES,
-    Clients,
-    Result,
-    error_code,
-    error_text,
-)
+from scripts.preflight.result import ACCESS_DENIED_CODES, Clients, Result, error_code, error_text
 
+# EMR's in-transit encryption with PEM certificates loads a zip holding
+# privateKey.pem and certificateChain.pem (trustedCertificates.pem optional),
+# and the certificate should be a wildcard for the domain the cluster's nodes
+# live in
+# (https://docs.aws.amazon.com/emr/latest/ManagementGuide/emr-encryption-enable.html,
 # "Providing certificates for encrypting data in transit"). That domain is
 # ec2.internal in us-east-1 and <region>.compute.internal elsewhere
 # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-naming.html):

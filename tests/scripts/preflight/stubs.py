@@ -18,7 +18,6 @@ from scripts.preflight.quotas import ELASTIC_IPS, ON_DEMAND_STANDARD, VPCS_PER_R
 from tests.fixtures import EXAMPLE_CDK_JSON
 from tests.scripts.preflight.fakes import FakeServiceQuotas
 
-REPO = Path(__file__).resolve().parents[3]
 TLS = "s3://tls-bucket/tls/orders-eu-west-1/certificates.zip"
 MSK_ARN = "arn:aws:kafka:eu-west-1:123456789012:cluster/failures/0b1c2d3e-1111-2222"
 

@@ -6,10 +6,7 @@ import io
 
 from scripts.preflight import kinesis_source
 from scripts.preflight.__main__ import run_checks
-from tests.scripts.preflight.stubs import (
-    _config,
-    _healthy_clients,
-)
+from tests.scripts.preflight.stubs import _config, _healthy_clients
 
 # ------------------------------------------------------------------ Kinesis source
 

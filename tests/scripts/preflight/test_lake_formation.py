@@ -10,12 +10,7 @@ from moto import mock_aws
 from infra.config import InstanceConfig
 from scripts.preflight import lake_formation
 from scripts.preflight.result import Result
-from tests.scripts.preflight.stubs import (
-    IAM_ONLY,
-    Stub,
-    _access_denied,
-    _config,
-)
+from tests.scripts.preflight.stubs import IAM_ONLY, Stub, _access_denied, _config
 
 # ------------------------------------------------------------------ Lake Formation
 

@@ -13,14 +13,9 @@ import boto3
 
 from scripts import certs
 from scripts.preflight import __main__ as preflight
-from tests.scripts.preflight.stubs import (
-    REPO,
-    Stub,
-    _cdk_json,
-    _config,
-    _healthy_clients,
-    _not_found,
-)
+from tests.scripts.preflight.stubs import Stub, _cdk_json, _config, _healthy_clients, _not_found
+
+REPO = Path(__file__).resolve().parents[3]
 
 # ------------------------------------------------------------------ the command
 

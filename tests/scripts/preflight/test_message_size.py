@@ -7,12 +7,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from scripts.preflight import message_size
-from tests.scripts.preflight.stubs import (
-    MSK_ARN,
-    Stub,
-    _config,
-    _msk,
-)
+from tests.scripts.preflight.stubs import MSK_ARN, Stub, _config, _msk
 
 
 def test_the_failure_record_size_passes_when_producer_and_topic_agree() -> None:

@@ -7,12 +7,7 @@ from typing import Any
 import pytest
 
 from scripts.preflight import msk_cluster
-from tests.scripts.preflight.stubs import (
-    MSK_ARN,
-    Stub,
-    _config,
-    _msk,
-)
+from tests.scripts.preflight.stubs import MSK_ARN, Stub, _config, _msk
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,7 @@ import boto3
 from moto import mock_aws
 
 from scripts.preflight import network
-from tests.scripts.preflight.stubs import (
-    _config,
-)
+from tests.scripts.preflight.stubs import _config
 
 # ------------------------------------------------------------------ moto in process
 

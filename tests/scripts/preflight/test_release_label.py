@@ -4,10 +4,7 @@ or a fail with the fix."""
 from __future__ import annotations
 
 from scripts.preflight import release_label
-from tests.scripts.preflight.stubs import (
-    Stub,
-    _config,
-)
+from tests.scripts.preflight.stubs import Stub, _config
 
 
 def test_release_label_passes_when_the_region_lists_it() -> None:

@@ -4,10 +4,7 @@ call names the permission."""
 from __future__ import annotations
 
 from scripts.preflight import shard_quota
-from tests.scripts.preflight.stubs import (
-    Stub,
-    _config,
-)
+from tests.scripts.preflight.stubs import Stub, _config
 
 
 def test_shard_quota_without_room_fails() -> None:

@@ -13,11 +13,7 @@ from infra.config import InstanceConfig
 from scripts import certs
 from scripts.preflight import tls
 from scripts.preflight.result import Result
-from tests.scripts.preflight.stubs import (
-    Stub,
-    _access_denied,
-    _config,
-)
+from tests.scripts.preflight.stubs import Stub, _access_denied, _config
 
 
 def test_placeholder_tls_uri_fails_without_a_call() -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from app.transform import MALFORMED_JSON, NOT_UTF8, REASONS, WRONG_TYPE
+from ops.kinesis_put import MAX_RECORD_BYTES
+from scripts.reprocess import plan
 from scripts.reprocess.hook import FailedRecord
 from scripts.reprocess.plan import (
-    MAX_RECORD_BYTES,
     Entry,
     PlanError,
     Positions,
@@ -19,9 +20,7 @@ from scripts.reprocess.plan import (
     parse_from_offsets,
     parse_reasons,
     parse_time,
-    rate_delay,
     start_offsets,
-    too_large,
 )
 
 
@@ -154,8 +153,8 @@ def entry(offset: int, size: int, key: str = "k") -> Entry:
 
 
 def test_too_large_counts_the_partition_key() -> None:
-    assert too_large(entry(0, MAX_RECORD_BYTES - 1, key="k")) is None
-    problem = too_large(entry(0, MAX_RECORD_BYTES, key="k"))
+    assert plan.too_large(entry(0, MAX_RECORD_BYTES - 1, key="k")) is None
+    problem = plan.too_large(entry(0, MAX_RECORD_BYTES, key="k"))
     assert problem is not None and "1,048,577 bytes with its partition key" in problem
 
 
@@ -169,9 +168,9 @@ def test_the_original_partition_key_is_kept_else_the_topic_key() -> None:
 
 
 def test_rate_delay() -> None:
-    assert rate_delay(100, 0, 0.0) == 0.0
-    assert rate_delay(100, 50, 1.5) == pytest.approx(0.5)
-    assert rate_delay(100, 50, 3.0) == 0.0
+    assert plan.rate_delay(100, 0, 0.0) == 0.0
+    assert plan.rate_delay(100, 50, 1.5) == pytest.approx(0.5)
+    assert plan.rate_delay(100, 50, 3.0) == 0.0
 
 
 # ------------------------------------------------------------------ positions

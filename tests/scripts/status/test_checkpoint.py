@@ -23,12 +23,7 @@ from scripts.status.checkpoint import (
     parse_offsets_file,
     read_checkpoint,
 )
-from tests.scripts.local_runs import (
-    SHARD0,
-    SHARD1,
-    shards_offset,
-    write_batch,
-)
+from tests.scripts.local_runs import SHARD0, SHARD1, shards_offset, write_batch
 
 # ------------------------------------------------------------------ checkpoint files
 

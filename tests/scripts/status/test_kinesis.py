@@ -8,11 +8,7 @@ from typing import Any
 
 import pytest
 
-from scripts.status.checkpoint import (
-    AFTER,
-    TRIM_HORIZON,
-    Position,
-)
+from scripts.status.checkpoint import AFTER, TRIM_HORIZON, Position
 from scripts.status.kinesis import (
     Budget,
     Scan,
@@ -25,14 +21,7 @@ from scripts.status.kinesis import (
     shard_status,
 )
 from scripts.status.report import lag_records
-from tests.scripts.local_runs import (
-    NOW,
-    SHARD0,
-    SHARD1,
-    STREAM,
-    make_stream,
-    put,
-)
+from tests.scripts.local_runs import NOW, SHARD0, SHARD1, STREAM, make_stream, put
 
 # ------------------------------------------------------------------ lag (pure)
 

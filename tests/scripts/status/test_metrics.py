@@ -10,11 +10,7 @@ import boto3
 from app import contract
 from app.monitoring import Datum, metric_data, progress_datums
 from scripts.status.metrics import alarm_prefix, read_alarms, read_batches, rows_from_results
-from tests.scripts.local_runs import (
-    INSTANCE,
-    NOW,
-    REGION,
-)
+from tests.scripts.local_runs import INSTANCE, NOW, REGION
 
 # ------------------------------------------------------------------ metrics, alarms
 

@@ -13,11 +13,7 @@ import pytest
 
 from app import contract
 from scripts.status.target import OperatorError, resolve
-from tests.scripts.local_runs import (
-    INSTANCE,
-    REGION,
-    write_local_run,
-)
+from tests.scripts.local_runs import INSTANCE, REGION, write_local_run
 
 
 def test_the_deployed_config_comes_from_the_stack_output(
