@@ -51,7 +51,13 @@ def check_failure_message_size(config: InstanceConfig, clients: Clients) -> Resu
     arn = config.kafka.cluster_arn
     if arn is None:
         return Result(name, True, detail)
-    broker = _broker_message_max_bytes(clients["kafka"], arn)
+    return _against_the_broker(name, detail, topic, arn, clients["kafka"])
+
+
+def _against_the_broker(name: str, detail: str, topic: int, arn: str, kafka: Any) -> Result:
+    """The passing ``detail``, with a warning when the imported cluster's
+    configuration cannot be read or sets a broker limit below the topic's."""
+    broker = _broker_message_max_bytes(kafka, arn)
     if isinstance(broker, str):
         return Result(
             name,
