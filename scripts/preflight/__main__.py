@@ -31,6 +31,9 @@ deploy"):
 * the EC2 On-Demand vCPU, VPC and Elastic IP quotas have room for what the
   stack creates (scripts/preflight/quotas.py).
 
+Each check is a module of this package, in the order :mod:`scripts.preflight.checks`
+lists them; this module only runs them and prints the results.
+
 Exit codes: 0 no check failed (warnings allowed), 1 at least one failed, 2 bad
 arguments.
 """

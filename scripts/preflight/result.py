@@ -1,6 +1,6 @@
 """What every preflight check returns, and the helpers they share to describe
-a failed call (scripts/preflight/__main__.py runs the checks; the checks live there and
-in the ``preflight_*`` modules beside it)."""
+a failed call (``python -m scripts.preflight`` runs the checks listed in
+:mod:`scripts.preflight.checks`, one module each beside this one)."""
 
 from __future__ import annotations
 

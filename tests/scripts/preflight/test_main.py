@@ -93,7 +93,7 @@ def test_the_command_reports_each_check_with_its_fix(moto_url: str, tmp_path: Pa
     assert "PASS  CDK bootstrap: eu-west-1 is bootstrapped (version 30" in second.stdout
     # moto's Service Quotas has no ec2 codes (NoSuchResourceException, and no
     # GetAWSDefaultServiceQuota): the two EC2 quota checks cannot pass against
-    # it, and fail as an unreadable quota does (tests/deploy/test_preflight_quotas.py
+    # it, and fail as an unreadable quota does (tests/scripts/preflight/test_quotas.py
     # covers them with a fake).
     failed = [line for line in second.stdout.splitlines() if line.startswith("FAIL")]
     assert [line.split(":")[0] for line in failed] == [
