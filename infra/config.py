@@ -485,7 +485,7 @@ class InstanceConfig(ConfigModel):
     # an account and says to turn this on).
     lake_formation_permissions: bool = False
     # The definition its events table was created with (its SHA-256,
-    # infra/constructs/events_table.py): synth refuses a table whose definition
+    # infra/table_definition.py): synth refuses a table whose definition
     # differs, since CloudFormation would update the live table. Null: the
     # table of the default event schema (DEPLOYED_DEFINITION_SHA256). An
     # instance with its own job.event_fields pins its own; synth names the
