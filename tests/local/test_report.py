@@ -214,6 +214,8 @@ def test_read_series_returns_every_batchs_point() -> None:
     assert [p.count for p in durations] == [1.0, 1.0, 1.0]
     assert sum(p.total for p in series[contract.INPUT_ROWS]) == 30.0
     assert series[contract.SOURCE_LAG_MS] == ()
+    # The other instance's namespace was asked for every metric, and holds none.
+    assert set(other) == set(series) and contract.BATCH_DURATION_MS in other
     assert all(points == () for points in other.values())
     summary = published(series)
     assert summary.batch_durations_ms == (900.0, 2500.0, 1200.0)
