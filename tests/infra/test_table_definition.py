@@ -1,7 +1,7 @@
 """infra/table_definition.py: the events table's definition without CDK.
 
 The fingerprint, the pins and check_definition's refusal are tested in
-tests/infra/test_events_table.py (beside the synthesized table they pin);
+tests/infra/constructs/test_events_table.py (beside the synthesized table they pin);
 here: that the module stands alone (synth-free tools and scripts import it)
 and the optimizer roles' actions it derives."""
 
