@@ -11,12 +11,8 @@ from ops.local_run import FAKE_CREDENTIALS
 
 
 def test_the_child_gets_fake_credentials_the_venv_python_and_the_repo_on_its_path() -> None:
-    base = {
-        "AWS_ACCESS_KEY_ID": "a-real-looking-key",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "PYTHONPATH": "/elsewhere",
-        "HOME": "/home/someone",
-    }
+    caller = {"AWS_ACCESS_KEY_ID": "a-real-looking-key", "AWS_DEFAULT_REGION": "us-east-1"}
+    base = {**caller, "PYTHONPATH": "/elsewhere", "HOME": "/home/someone"}
     env = job_environment(base, "eu-west-1")
     # No real account: the fake credentials replace whatever the caller had.
     assert {key: env[key] for key in FAKE_CREDENTIALS} == FAKE_CREDENTIALS
