@@ -3,7 +3,7 @@
 Synth runs offline (no credentials, no lookups), so it cannot ask AWS what an
 instance's stack holds. The instance's ``deployed`` section in cdk.json says
 it instead, as ``table_definition_sha256`` pins the events table's definition
-(infra/constructs/events_table.py): the values the live stack was last
+(infra/table_definition.py): the values the live stack was last
 deployed with. It is written by hand after a deploy, reviewed with the rest of
 cdk.json, and ``make preflight`` compares it with the deployed stack's
 template (scripts/preflight/stack.py), so a stale or missing record is found

@@ -453,7 +453,7 @@ def test_msk_actions_scoped_to_its_topic_and_cluster(synthesized: Synthesized, n
 def test_glue_actions_scoped_to_its_database(synthesized: Synthesized, name: str) -> None:
     """The job's catalog use: its database and its events table, never another
     table, and ``default`` only for the Hive client's start-up lookup/creation
-    (tests/infra/test_events_table.py has the exact statements)."""
+    (tests/infra/constructs/test_events_table.py has the exact statements)."""
     config = synthesized.config(name)
     job_role = synthesized.role_assumed_by(name, "ec2.amazonaws.com")
     glue = [s for s in _policies(synthesized, name, job_role) if _actions(s)[0].startswith("glue:")]

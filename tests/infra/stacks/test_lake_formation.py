@@ -19,7 +19,7 @@ from infra.constructs.catalog import (
     JOB_LAKE_FORMATION_DATABASE_PERMISSIONS,
     JOB_LAKE_FORMATION_TABLE_PERMISSIONS,
 )
-from infra.constructs.events_table import (
+from infra.table_definition import (
     EVENTS_TABLE_LOGICAL_ID,
     OPTIMIZER_LAKE_FORMATION_PERMISSIONS,
 )

@@ -27,7 +27,8 @@ from infra.constructs.catalog import (
     CatalogDatabase,
     CatalogDatabaseProps,
 )
-from infra.constructs.events_table import (
+from infra.job_config import job_config_for
+from infra.table_definition import (
     DEPLOYED_DEFINITION_SHA256,
     EVENTS_TABLE_LOGICAL_ID,
     OPTIMIZER_LOG_GROUPS,
@@ -39,7 +40,6 @@ from infra.constructs.events_table import (
     retention_days,
     table_definition,
 )
-from infra.job_config import job_config_for
 from tests.infra.conftest import Synthesized
 from tests.infra.conftest import glue_arn as _glue_arn
 

@@ -6,7 +6,7 @@ the tests need (the CDK entry, the job, the infrastructure, the bootstrap
 files, the JVM sources and the jar ``make install`` built, the local harness
 the session conftest imports, the tests and their configuration) into a
 temporary checkout, edits its ``cdk.json`` there and runs
-tests/infra/test_declared_instances.py in it, in a child pytest, exactly as
+tests/infra/stacks/test_declared_instances.py in it, in a child pytest, exactly as
 ``make test`` would in the user's checkout: cdk-nag, cfn-lint, isolation and
 pinned logical IDs for whatever the edited file declares.
 """
@@ -44,7 +44,7 @@ COPIED = (
     "local",
     "ops",
 )
-CHECKS = "tests/infra/test_declared_instances.py"
+CHECKS = "tests/infra/stacks/test_declared_instances.py"
 Instances = list[dict[str, Any]]
 
 

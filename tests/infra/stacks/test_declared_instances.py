@@ -7,9 +7,9 @@ cdk-nag with no unacknowledged finding, cfn-lint with no error or warning,
 the stack named by the contract with its stateful logical IDs pinned, and
 isolation: no IAM statement of an instance grants anything of any other
 declared instance, role by role, nor lets it publish in another's metric
-namespace (the matcher of tests/infra/test_isolation.py). Tests of a known
+namespace (the matcher of tests/infra/stacks/test_isolation.py). Tests of a known
 shape (a named instance, three instances) use the example of
-tests/fixtures/cdk.json instead; tests/infra/test_edited_cdk_json.py runs
+tests/fixtures/cdk.json instead; tests/infra/stacks/test_edited_cdk_json.py runs
 this file on a copy with an instance added and one removed.
 """
 
@@ -23,7 +23,7 @@ from cfnlint.api import ManualArgs, lint_file
 from app import contract
 from app.contract import metric_namespace
 from tests.infra.conftest import Synthesized, declared_stack_names
-from tests.infra.test_isolation import (
+from tests.infra.stacks.test_isolation import (
     _allows_namespace,
     allowed_statements,
     instance_targets,
@@ -70,7 +70,7 @@ def test_every_declared_instance_passes_cdk_nag(
     assert _violations(synthesized_declared.report) == []
     assert synthesized_declared.error is None
     # CDK writes the report only when a validation plugin is registered; a clean
-    # run lists no plugin reports (tests/infra/test_nag_and_lint.py has the control).
+    # run lists no plugin reports (tests/infra/stacks/test_nag_and_lint.py has the control).
     assert synthesized_declared.report is not None
     assert synthesized_declared.report["pluginReports"] == []
 

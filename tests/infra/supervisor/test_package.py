@@ -10,7 +10,7 @@ from pathlib import Path
 
 from infra.packaging import SUPERVISOR_HANDLER, stage_supervisor
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 PROBE = """
 import importlib, sys

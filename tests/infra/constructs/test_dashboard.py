@@ -16,7 +16,7 @@ from app import contract
 from app.transform import REASONS
 from infra.constructs.alarms import FAILURE_RECORDS, FALLING_BEHIND
 from tests.infra.conftest import Synthesized
-from tests.infra.test_templates import ALL
+from tests.infra.stacks.test_templates import ALL
 
 # What the report charts or tabulates, and so the dashboard must show.
 REPORT_METRICS = (

@@ -15,7 +15,6 @@ import pytest
 from cfnlint.api import ManualArgs, lint_file
 
 from infra.config import InstanceConfigError
-from infra.shared_config import load_shared
 from tests.fixtures import EXAMPLE_CDK_JSON
 from tests.infra.conftest import Synthesized, check_context, synthesize
 
@@ -175,18 +174,6 @@ def test_control_a_topic_wildcard_or_admin_action_on_the_cluster_is_caught() -> 
     assert kafka_problems(ok, own) == []
 
 
-def test_a_shared_entry_that_imports_instead_of_creating_is_refused() -> None:
-    context = {"streaming": {"shared": [{"region": REGION, "kafka": {"cluster_arn": CLUSTER}}]}}
-    with pytest.raises(InstanceConfigError, match=r"shared\[0\] \(us-east-1\): field kafka"):
-        load_shared(context)
-    twice = {"streaming": {"shared": [{"region": REGION}, {"region": REGION}]}}
-    with pytest.raises(InstanceConfigError, match="duplicate value 'us-east-1'"):
-        load_shared(twice)
-    assert [c.stack_name for c in load_shared({"streaming": {"shared": [{"region": REGION}]}})] == [
-        SHARED
-    ]
-
-
 def test_a_deployable_synth_refuses_the_examples_shared_cluster_arn() -> None:
     from infra.config import read_cdk_context
     from infra.stacks.application import build_app
@@ -203,25 +190,3 @@ def test_a_deployable_synth_refuses_the_examples_shared_cluster_arn() -> None:
     (line,) = str(caught.value).splitlines()
     assert line.startswith("instance refunds-us-east-1: field kafka.cluster_arn: still the example")
     assert "MskClusterArn output of Streaming-shared-us-east-1" in line
-
-
-def test_sharing_is_by_the_shared_clusters_name_in_the_instances_region() -> None:
-    from infra.config import load_instances
-    from infra.shared_config import sharing
-
-    (shared,) = load_shared({"streaming": {"shared": [{"region": REGION}]}})
-    tls = {"emr": {"tls_certificates_s3_uri": "s3://b-1/tls/c.zip"}}
-    other = CLUSTER.replace("streaming-failures-us-east-1", "someone-elses")
-    instances = load_instances(
-        {
-            "streaming": {
-                "defaults": tls,
-                "instances": [
-                    {"domain": "refunds", "region": REGION, "kafka": {"cluster_arn": CLUSTER}},
-                    {"domain": "invoices", "region": REGION, "kafka": {"cluster_arn": other}},
-                    {"domain": "orders", "region": REGION},
-                ],
-            }
-        }
-    )
-    assert [sharing(i, shared) for i in instances] == [True, False, False]

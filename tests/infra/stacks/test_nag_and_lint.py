@@ -1,7 +1,7 @@
 """cdk-nag AwsSolutionsChecks: the control, and the form of every acknowledgment.
 
 That every declared instance synthesizes without a cdk-nag finding and passes
-cfn-lint: tests/infra/test_declared_instances.py (the user's cdk.json)."""
+cfn-lint: tests/infra/stacks/test_declared_instances.py (the user's cdk.json)."""
 
 from __future__ import annotations
 

@@ -24,17 +24,16 @@ from aws_cdk.assertions import Template
 from app import contract
 from app.config import DEFAULT_EVENT_FIELDS, EventField, JobConfig, TableMaintenance
 from infra.config import InstanceConfigError, load_instances
-from infra.constructs.events_table import (
+from infra.constructs.events_table import EventsTable, EventsTableProps
+from infra.emr_step import JOB_CONFIG_FILE
+from infra.stacks.application import build_app
+from infra.table_definition import (
     DEPLOYED_DEFINITION_SHA256,
     EVENTS_TABLE_LOGICAL_ID,
-    EventsTable,
-    EventsTableProps,
     TableDefinitionChangedError,
     check_definition,
     definition_fingerprint,
 )
-from infra.emr_step import JOB_CONFIG_FILE
-from infra.stacks.application import build_app
 from tests.fixtures import SCHEMAS_CDK_JSON
 from tests.infra.conftest import Synthesized, check_context, synthesize
 
