@@ -31,12 +31,12 @@ def test_the_default_database_passes() -> None:
 
 def test_a_missing_default_database_fails_with_the_create_command() -> None:
     result = glue_default.check_glue_default(_config(), {"glue": _EmptyCatalog()})
-    assert result.status == "FAIL"
-    assert "no 'default' database in the eu-west-1 Data Catalog" in result.detail
-    assert result.fix == (
-        "create it once per account and region: aws glue create-database "
-        "--region eu-west-1 --database-input Name=default"
+    create = "aws glue create-database --region eu-west-1 --database-input Name=default"
+    assert (result.status, result.fix) == (
+        "FAIL",
+        f"create it once per account and region: {create}",
     )
+    assert "no 'default' database in the eu-west-1 Data Catalog" in result.detail
 
 
 def test_a_refused_read_fails_naming_the_permission() -> None:
