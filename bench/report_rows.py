@@ -68,7 +68,19 @@ def throughput(r: Result) -> list[Row]:
             f"{r['subject_records_per_second']:,.0f} / {r['baseline_records_per_second']:,.0f}",
         ),
         Row(r["benchmark"], "the micro-batch's steps, median s", steps),
+        *_capture(r),
     ]
+
+
+def _capture(r: Result) -> list[Row]:
+    """Issue 34's bar: the job with undeclared-key capture against the same
+    job without it (recorded from 2026-11-27)."""
+    capture = r.get("undeclared_key_capture")
+    if capture is None:
+        return []
+    ratio = _x(capture["before_ratio_of_medians"])
+    value = f"{capture['change']:+.1%} (before {ratio} bare Spark)"
+    return [_checked(r, capture, "undeclared-key capture: ratio after vs before", value)]
 
 
 def growth(r: Result) -> list[Row]:
