@@ -309,11 +309,10 @@ def with_undeclared(
     or boolean field (counted at 1 byte). Compact records of string,
     timestamp and object fields, the common case, skip the cast. Measured
     (docs/job.md, "Keys no field declares: the cost", with the alternatives
-    tried): the capture's extra core time in ``classify`` went from 0.97 s to
-    0.62 s per 200,000 records, the rest being the gate's own expressions
-    and the extra projections; the whole batch still measured 18 % below the
-    job without capture on the loaded machine (issue 34's bar: 5 %). Keys
-    are compared exactly, as JSON spells them: ``Channel`` is not a declared
+    tried): the capture's extra core time in ``classify`` went from 0.78 s to
+    0.53 s per 200,000 records, half of the rest being the gate itself; the
+    whole batch still measured 15 % below the job without capture (issue
+    34's bar: 5 %). Keys are compared exactly, as JSON spells them: ``Channel`` is not a declared
     ``channel``."""
     from pyspark.sql import functions as sf
 
