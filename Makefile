@@ -81,7 +81,7 @@ report: install ## Render the run report from a metrics dump (ARGS="--metrics .w
 	$(PY) -m local.report_cli $(ARGS)
 
 .PHONY: status
-status: install ## Shards and tips, committed offsets, lag, last batches, alarms, last snapshot (INSTANCE=domain-region [ARGS="--work-dir .work/run"])
+status: install ## scripts/status/: shards and tips, committed offsets, lag, last batches, alarms, last snapshot (INSTANCE=domain-region [ARGS="--work-dir .work/run"])
 	$(PY) -m scripts.status --instance "$(INSTANCE)" $(ARGS)
 
 .PHONY: stop-job
@@ -97,7 +97,7 @@ produce: install ## Put the sample event mix on an instance's stream (INSTANCE=d
 	$(PY) -m scripts.produce --instance "$(INSTANCE)" $(ARGS)
 
 .PHONY: reprocess
-reprocess: install ## Re-send an instance's failure records to its stream (INSTANCE=domain-region ARGS="[--dry-run] [--fix mod:fn]")
+reprocess: install ## scripts/reprocess/: re-send an instance's failure records to its stream (INSTANCE=domain-region ARGS="[--dry-run] [--fix mod:fn]")
 	$(PY) -m scripts.reprocess --instance "$(INSTANCE)" $(ARGS)
 
 .PHONY: bench
@@ -121,7 +121,7 @@ cost: install ## What each instance costs a month, from its synthesized template
 	$(PY) -m scripts.cost $(ARGS)
 
 .PHONY: preflight
-preflight: install ## Check an account/region is ready for an instance's first deploy (INSTANCE=domain-region)
+preflight: install ## scripts/preflight/: check an account/region is ready for an instance's first deploy (INSTANCE=domain-region)
 	$(PY) -m scripts.preflight --instance "$(INSTANCE)" $(ARGS)
 
 .PHONY: clean

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from app.polling import poll_until
 from bench import framework
+from bench import stream as bench_stream
 from bench.framework import Context, Row, bars, figure, machine_load, summary, write_result
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def source_frame(spark: SparkSession, endpoint: str, stream: str, work: Path) ->
 def rows_read(query: Any) -> int:
     if query.exception() is not None:
         raise RuntimeError(f"query failed: {query.exception()}")
-    return sum(int(p["numInputRows"]) for p in query.recentProgress)
+    return bench_stream.rows_read(query)
 
 
 def cold_source(
@@ -142,12 +143,8 @@ def cold_source(
 ) -> Measured:
     """A new query, from ``start()`` until every record is read."""
     started = time.perf_counter()
-    query = (
-        source_frame(spark, endpoint, stream, work)
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(work / "checkpoint"))
-        .trigger(processingTime="0 seconds")
-        .start()
+    query = bench_stream.read_only_query(
+        source_frame(spark, endpoint, stream, work), work / "checkpoint"
     )
     try:
         poll_until(

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from bench import framework
+from bench import framework, stream
 from bench.framework import Context, Row, bars, figure, machine_load, summary, write_result
 from bench.kinesis_http import Layout, raw_rate, serve_in_process, set_visible
 
@@ -176,16 +176,10 @@ def _frame(spark: SparkSession, reader: str, endpoint: str, work: Path) -> Any:
 def drain(spark: SparkSession, reader: str, endpoint: str, layout: Layout, work: Path) -> Drain:
     """One reader over the backlog: warm-up, release, wall time and runner CPU."""
     set_visible(endpoint, WARM_UP)
-    query = (
-        _frame(spark, reader, endpoint, work)
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(work / "checkpoint"))
-        .trigger(processingTime="0 seconds")
-        .start()
-    )
+    query = stream.read_only_query(_frame(spark, reader, endpoint, work), work / "checkpoint")
     try:
         query.processAllAvailable()
-        warm = sum(int(p["numInputRows"]) for p in query.recentProgress)
+        warm = stream.rows_read(query)
         before = _runner_cpu()
         if not before:
             raise RuntimeError(f"no {RUNNER} process found under this one")
@@ -198,7 +192,7 @@ def drain(spark: SparkSession, reader: str, endpoint: str, layout: Layout, work:
         after = _runner_cpu()
         worker_cpu = _spent(workers, _worker_cpu())
         jvm_cpu = _spent(jvm, _cpu_of(JVM))
-        read = sum(int(p["numInputRows"]) for p in query.recentProgress) - warm
+        read = stream.rows_read(query) - warm
     finally:
         query.stop()
     expected = layout.shards * (layout.records_per_shard - WARM_UP)

@@ -287,6 +287,22 @@ def start_query(
     return writer.start()
 
 
+def read_only_query(frame: DataFrame, checkpoint: Path) -> StreamingQuery:
+    """``frame`` into Spark's ``noop`` sink, each batch as soon as the last
+    ends: a query that only reads (the source benchmarks' subject)."""
+    return (
+        frame.writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+
+
+def rows_read(query: StreamingQuery) -> int:
+    """The records a query has read so far (its progress events still held)."""
+    return sum(int(p["numInputRows"]) for p in query.recentProgress)
+
+
 def run_to_end(query: StreamingQuery, timeout: int = 7200) -> list[dict[str, Any]]:
     """Wait for an ``availableNow`` query; its progress events, batches only."""
     query.awaitTermination(int(timeout))

@@ -24,9 +24,9 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self, TypeVar
 
-from pydantic import Field, PositiveInt, ValidationError, model_validator
+from pydantic import BaseModel, Field, PositiveInt, ValidationError, model_validator
 
 from app import contract
 from app.config import (
@@ -84,6 +84,20 @@ MAX_RETENTION_HOURS: Final = 8760  # Kinesis allows 24 h .. 365 days
 
 class InstanceConfigError(ValueError):
     """An instance declaration that cannot be deployed; the message says where and why."""
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def validated(model: type[_Model], entry: Any, name: str, whole: str) -> _Model:
+    """``entry`` as a ``model``, or an :class:`InstanceConfigError` with one line
+    per problem: ``<name>: field <path>: <what>`` (``whole`` names the entry
+    itself, for a problem with no path). Instances and shared regions say it alike."""
+    try:
+        return model.model_validate(entry)
+    except ValidationError as exc:
+        lines = [f"{name}: field {p.path or whole}: {p.text}" for p in problems(exc, model)]
+        raise InstanceConfigError("\n".join(lines)) from exc
 
 
 def _matches(pattern: re.Pattern[str], allowed: str) -> Allowed:
@@ -485,7 +499,7 @@ class InstanceConfig(ConfigModel):
     # an account and says to turn this on).
     lake_formation_permissions: bool = False
     # The definition its events table was created with (its SHA-256,
-    # infra/constructs/events_table.py): synth refuses a table whose definition
+    # infra/table_definition.py): synth refuses a table whose definition
     # differs, since CloudFormation would update the live table. Null: the
     # table of the default event schema (DEPLOYED_DEFINITION_SHA256). An
     # instance with its own job.event_fields pins its own; synth names the
@@ -561,14 +575,7 @@ class InstanceConfig(ConfigModel):
                     "cluster_arn",
                 )
             return self
-        subnets = msk_client_subnets(self.network)
-        if self.kafka.broker_count % subnets:
-            raise bad_value(
-                self.kafka.broker_count,
-                f"a multiple of the {subnets} client subnets the created MSK cluster spans",
-                "kafka",
-                "broker_count",
-            )
+        check_broker_count(self.kafka.broker_count, self.network, "the created MSK cluster")
         return self
 
     @property
@@ -623,6 +630,20 @@ def msk_client_subnets(network: NetworkConfig) -> int:
         zones = len(network.availability_zones) or CREATED_VPC_ZONES
         return min(3, zones)
     return min(3, len(network.private_subnet_ids))
+
+
+def check_broker_count(broker_count: int, network: NetworkConfig, cluster: str) -> None:
+    """MSK spreads a cluster's brokers evenly over its client subnets: refuse a
+    ``kafka.broker_count`` that is not a multiple of them (``cluster`` names
+    the cluster in the message)."""
+    subnets = msk_client_subnets(network)
+    if broker_count % subnets:
+        raise bad_value(
+            broker_count,
+            f"a multiple of the {subnets} client subnets {cluster} spans",
+            "kafka",
+            "broker_count",
+        )
 
 
 # --------------------------------------------------------------------------- loading
@@ -696,14 +717,7 @@ def load_instances(context: Mapping[str, Any]) -> list[InstanceConfig]:
             raise InstanceConfigError(f"instances[{index}]: expected an object, got {entry!r}")
         name = _label(index, entry)
         merged = _deep_merge(defaults, entry)
-        try:
-            config = InstanceConfig.model_validate(merged)
-        except ValidationError as exc:
-            lines = [
-                f"instance {name}: field {p.path or '<instance>'}: {p.text}"
-                for p in problems(exc, InstanceConfig)
-            ]
-            raise InstanceConfigError("\n".join(lines)) from exc
+        config = validated(InstanceConfig, merged, f"instance {name}", "<instance>")
         key = (config.domain, config.region)
         if key in seen:
             raise InstanceConfigError(

@@ -3,10 +3,10 @@
 Synth runs offline (no credentials, no lookups), so it cannot ask AWS what an
 instance's stack holds. The instance's ``deployed`` section in cdk.json says
 it instead, as ``table_definition_sha256`` pins the events table's definition
-(infra/constructs/events_table.py): the values the live stack was last
+(infra/table_definition.py): the values the live stack was last
 deployed with. It is written by hand after a deploy, reviewed with the rest of
 cdk.json, and ``make preflight`` compares it with the deployed stack's
-template (scripts/preflight_stack.py), so a stale or missing record is found
+template (scripts/preflight/stack.py), so a stale or missing record is found
 before it lets a bad change through. An instance without the section (never
 deployed) is never refused: there is nothing to collide with.
 

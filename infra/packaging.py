@@ -115,7 +115,7 @@ def _write_once(target: Path, files: dict[str, bytes]) -> None:
 # The supervisor Lambda's code (infra/supervisor/handler.py) and the import-light
 # modules it uses, staged with their package paths; the Lambda runtime brings
 # boto3 (https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html).
-# tests/infra/test_supervisor_package.py imports the handler from the staged
+# tests/infra/supervisor/test_package.py imports the handler from the staged
 # copy alone, so a new import of one of these fails there, not in AWS.
 SUPERVISOR_FILES: Final = (
     "app/__init__.py",

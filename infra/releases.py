@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 # The Spark the job is built and tested on: the ``pyspark`` pin of
-# requirements-dev.txt (tests/infra/test_releases.py holds the three equal).
+# requirements-dev.txt (tests/deploy/test_platform.py holds the three equal).
 JOB_SPARK_VERSION: Final = "4.1.1"
 
 KinesisSource = Literal["python-kinesis", "aws-kinesis"]

@@ -4,7 +4,7 @@ The stack creates the events table once, from its **seed**: the event schema
 the table was created with (``InstanceConfig.table_seed``; the default schema
 for an instance that never declared its own). The CloudFormation definition is
 built from the seed alone and pinned by its SHA-256 (``table_definition_sha256``,
-:mod:`infra.constructs.events_table`), so it never changes for a live table:
+:mod:`infra.table_definition`), so it never changes for a live table:
 an update would replace its ``TableInput`` and leave a table no engine can read.
 
 The declared schema (``job.event_fields``, ``job.id_field``,

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Self
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from app.config import ConfigModel, bad_value, problems
+from app.config import ConfigModel, bad_value
 from app.contract import STACK_PREFIX
 from infra.config import (
     CONTEXT_KEY,
@@ -34,7 +34,8 @@ from infra.config import (
     Region,
     RemovalPolicyName,
     RetentionConfig,
-    msk_client_subnets,
+    check_broker_count,
+    validated,
 )
 
 SHARED_KEY: Final = "shared"
@@ -75,14 +76,7 @@ class SharedRegionConfig(ConfigModel):
                 "kafka",
                 "cluster_arn",
             )
-        subnets = msk_client_subnets(self.network)
-        if self.kafka.broker_count % subnets:
-            raise bad_value(
-                self.kafka.broker_count,
-                f"a multiple of the {subnets} client subnets the cluster spans",
-                "kafka",
-                "broker_count",
-            )
+        check_broker_count(self.kafka.broker_count, self.network, "the cluster")
         return self
 
     @property
@@ -111,14 +105,7 @@ def load_shared(context: Mapping[str, Any]) -> list[SharedRegionConfig]:
     for index, entry in enumerate(declared):
         region = entry.get("region") if isinstance(entry, Mapping) else entry
         name = f"{SHARED_KEY}[{index}] ({region})"
-        try:
-            config = SharedRegionConfig.model_validate(entry)
-        except ValidationError as exc:
-            lines = [
-                f"{name}: field {p.path or '<entry>'}: {p.text}"
-                for p in problems(exc, SharedRegionConfig)
-            ]
-            raise InstanceConfigError("\n".join(lines)) from exc
+        config = validated(SharedRegionConfig, entry, name, "<entry>")
         if any(other.region == config.region for other in found):
             raise InstanceConfigError(
                 f"{name}: field region: duplicate value {config.region!r}; "

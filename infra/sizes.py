@@ -25,35 +25,31 @@ from typing import Any, Final, Literal
 
 SizeName = Literal["small", "medium", "large"]
 
+# The master node is the same in every size: the smallest Graviton type the
+# release supports (above).
+MASTER_INSTANCE_TYPE: Final = "m7g.xlarge"
+
+
+def _size(
+    core_type: str, core_count: int, trigger_sec: int, monitoring: str, **emr: Any
+) -> dict[str, Any]:
+    """A size's defaults, in the shape of an instance's declaration."""
+    return {
+        "emr": {
+            "master_instance_type": MASTER_INSTANCE_TYPE,
+            "core_instance_type": core_type,
+            "core_instance_count": core_count,
+            **emr,
+        },
+        "kafka": {"enhanced_monitoring": monitoring},
+        "job": {"trigger_interval_sec": trigger_sec},
+    }
+
+
 SIZES: Final[dict[str, dict[str, Any]]] = {
-    "small": {
-        "emr": {
-            "master_instance_type": "m7g.xlarge",
-            "core_instance_type": "m7g.xlarge",
-            "core_instance_count": 1,
-            "executor_cores": 2,
-        },
-        "kafka": {"enhanced_monitoring": "DEFAULT"},
-        "job": {"trigger_interval_sec": 30},
-    },
-    "medium": {
-        "emr": {
-            "master_instance_type": "m7g.xlarge",
-            "core_instance_type": "m7g.xlarge",
-            "core_instance_count": 2,
-        },
-        "kafka": {"enhanced_monitoring": "DEFAULT"},
-        "job": {"trigger_interval_sec": 10},
-    },
-    "large": {
-        "emr": {
-            "master_instance_type": "m7g.xlarge",
-            "core_instance_type": "m7g.2xlarge",
-            "core_instance_count": 3,
-        },
-        "kafka": {"enhanced_monitoring": "PER_BROKER"},
-        "job": {"trigger_interval_sec": 10},
-    },
+    "small": _size("m7g.xlarge", 1, 30, "DEFAULT", executor_cores=2),
+    "medium": _size("m7g.xlarge", 2, 10, "DEFAULT"),
+    "large": _size("m7g.2xlarge", 3, 10, "PER_BROKER"),
 }
 
 # docs/sizing.md, "How many cores": the fixed cost of a streaming batch under

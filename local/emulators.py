@@ -89,24 +89,32 @@ class ChildServer:
                 self.process.wait(timeout=10)
 
 
-def start_moto(port: int | None = None, log_dir: Path | None = None) -> ChildServer:
-    port = port or free_port()
-    log = _log_file(log_dir, "moto")
-    # local.moto_server: stock moto with Kinesis' resharding and shard reads fixed.
+def _start_child(
+    name: str, argv: list[str], port: int, log_dir: Path | None, ready_url: str
+) -> ChildServer:
+    """``python <argv>`` as server ``name`` on ``port``, logging to ``log_dir``;
+    returned once ``ready_url`` answers, stopped if it never does."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "local.moto_server", "-H", LOOPBACK, "-p", str(port)],
-        stdout=log,
+        [sys.executable, *argv],
+        stdout=_log_file(log_dir, name),
         stderr=subprocess.STDOUT,
         env={**os.environ, **FAKE_CREDENTIALS},
         cwd=str(_REPO_ROOT),
     )
-    server = ChildServer("moto", port, process)
+    server = ChildServer(name, port, process)
     try:
-        _wait_until(lambda: _http_ok(f"http://{LOOPBACK}:{port}/moto-api/"), "moto server")
+        _wait_until(lambda: _http_ok(ready_url), name)
     except TimeoutError:
         server.stop()
         raise
     return server
+
+
+def start_moto(port: int | None = None, log_dir: Path | None = None) -> ChildServer:
+    port = port or free_port()
+    # local.moto_server: stock moto with Kinesis' resharding and shard reads fixed.
+    argv = ["-m", "local.moto_server", "-H", LOOPBACK, "-p", str(port)]
+    return _start_child("moto", argv, port, log_dir, f"http://{LOOPBACK}:{port}/moto-api/")
 
 
 def start_efo_endpoint(
@@ -114,21 +122,10 @@ def start_efo_endpoint(
 ) -> ChildServer:
     """The SubscribeToShard front (:mod:`local.efo_endpoint`) before ``moto_url``."""
     port = port or free_port()
-    log = _log_file(log_dir, "efo-endpoint")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "local.efo_endpoint", "--moto", moto_url, "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, **FAKE_CREDENTIALS},
-        cwd=str(_REPO_ROOT),
+    argv = ["-m", "local.efo_endpoint", "--moto", moto_url, "--port", str(port)]
+    return _start_child(
+        "efo-endpoint", argv, port, log_dir, f"http://{LOOPBACK}:{port}{STATS_PATH}"
     )
-    server = ChildServer("efo-endpoint", port, process)
-    try:
-        _wait_until(lambda: _http_ok(f"http://{LOOPBACK}:{port}{STATS_PATH}"), "EFO endpoint")
-    except TimeoutError:
-        server.stop()
-        raise
-    return server
 
 
 MEMORY_STORAGE = "memory://tansu/"

@@ -1,11 +1,12 @@
 """Put sample events on a Kinesis stream: moto locally, or a real stream.
 
 ``python -m ops.producer --stream S --region R --count N`` generates the
-exact mix of :mod:`ops.events` and sends it with ``PutRecords`` (at most
-500 records and 5 MiB per call). Entries Kinesis rejects in a call (throttling,
-internal errors) are re-sent with a bounded exponential backoff; a record that
-still fails after the last attempt stops the run with an error, because a
-producer that drops records silently would make every count downstream a lie.
+exact mix of :mod:`ops.events` and sends it with ``PutRecords`` through
+:mod:`ops.kinesis_put` (the writer ``reprocess`` uses too: requests within the
+API's limits, entries Kinesis rejects in a call re-sent with a bounded
+exponential backoff). A record that still fails after the last attempt stops
+the run with an error, because a producer that drops records silently would
+make every count downstream a lie.
 
 What it prints (and writes with ``--report``) is what the job must produce:
 the ids the table must hold, and the key and reason of every record that must
@@ -44,6 +45,7 @@ from typing import Any, Final
 from app import aws_clients
 from app.sinks.kafka import record_key
 from app.transform import BAD_AGGREGATE, TOO_LARGE
+from ops import kinesis_put
 from ops.aggregation import aggregate
 from ops.events import (
     DEFAULT_FAILURE_KINDS,
@@ -55,14 +57,16 @@ from ops.events import (
     generate,
     now_utc,
 )
+from ops.kinesis_put import (
+    DEFAULT_MAX_ATTEMPTS,
+    MAX_RECORDS_PER_CALL,
+    Stored,
+    chunks,
+    put_entries,
+)
 
 # The repository's cdk.json: where --instance finds an instance's schema.
 CDK_JSON: Final = Path(__file__).resolve().parents[1] / "cdk.json"
-MAX_RECORDS_PER_CALL: Final = 500
-MAX_BYTES_PER_CALL: Final = 5 * 1024 * 1024
-DEFAULT_MAX_ATTEMPTS: Final = 8
-_BACKOFF_BASE_SEC: Final = 0.1
-_BACKOFF_CAP_SEC: Final = 5.0
 # Every Kinesis call of the producer: bounded, with botocore's own retries on
 # top of the per-entry re-sends below.
 PRODUCER_LIMITS: Final = aws_clients.ClientLimits(
@@ -88,13 +92,19 @@ class Placed:
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One PutRecords entry: one record as is, or a KPL aggregate of several."""
+class Packed:
+    """What one PutRecords entry of the producer carries: one record as is, or
+    a KPL aggregate of several (``aggregated``)."""
 
-    data: bytes
-    partition_key: str
     members: tuple[SampleRecord, ...]
     aggregated: bool
+
+
+def _entry(data: bytes, key: str, members: tuple[SampleRecord, ...], aggregated: bool) -> Entry:
+    return Entry(data, key, Packed(members, aggregated))
+
+
+Entry = kinesis_put.Entry[Packed]
 
 
 @dataclass
@@ -106,6 +116,21 @@ class ProduceReport:
     seconds: float = 0.0
     kinesis_records: int = 0
     aggregates: int = 0
+
+    def add(self, stored: Stored[Packed]) -> None:
+        """One stored entry: one Kinesis record, and each user record it carries."""
+        packed = stored.entry.source
+        self.kinesis_records += 1
+        self.aggregates += packed.aggregated
+        self.placed.extend(
+            Placed(
+                member,
+                stored.shard_id,
+                stored.sequence_number,
+                index if packed.aggregated else None,
+            )
+            for index, member in enumerate(packed.members)
+        )
 
     def counts(self) -> dict[str, int]:
         return dict(sorted(Counter(p.record.kind for p in self.placed).items()))
@@ -178,7 +203,7 @@ def plan_entries(
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"aggregate_share={share}: must be between 0 and 1")
     if aggregate_size == 0:
-        return [Entry(r.data, r.partition_key, (r,), False) for r in records]
+        return [_entry(r.data, r.partition_key, (r,), False) for r in records]
     entries: list[Entry] = []
     group: list[SampleRecord] = []
     groups = 0
@@ -192,45 +217,21 @@ def plan_entries(
         if packed:
             key = group[0].partition_key
             data = aggregate(key, [r.data for r in group])
-            entries.append(Entry(data, key, tuple(group), True))
+            entries.append(_entry(data, key, tuple(group), True))
         else:
-            entries.extend(Entry(r.data, r.partition_key, (r,), False) for r in group)
+            entries.extend(_entry(r.data, r.partition_key, (r,), False) for r in group)
         group.clear()
 
     for record in records:
         if record.kind == BAD_AGGREGATE:
             flush()
-            entries.append(Entry(record.data, record.partition_key, (record,), False))
+            entries.append(_entry(record.data, record.partition_key, (record,), False))
             continue
         group.append(record)
         if len(group) == aggregate_size:
             flush()
     flush()
     return entries
-
-
-def chunks(records: Sequence[Entry]) -> list[list[Entry]]:
-    """Split into PutRecords calls: <= 500 records and <= 5 MiB (data + key) each."""
-    calls: list[list[Entry]] = []
-    current: list[Entry] = []
-    size = 0
-    for record in records:
-        record_size = len(record.data) + len(record.partition_key.encode())
-        if current and (
-            len(current) == MAX_RECORDS_PER_CALL or size + record_size > MAX_BYTES_PER_CALL
-        ):
-            calls.append(current)
-            current, size = [], 0
-        current.append(record)
-        size += record_size
-    if current:
-        calls.append(current)
-    return calls
-
-
-def backoff_seconds(attempt: int) -> float:
-    """Exponential, capped: 0.1, 0.2, 0.4 ... 5 s."""
-    return float(min(_BACKOFF_CAP_SEC, _BACKOFF_BASE_SEC * 2 ** (attempt - 1)))
 
 
 def put_all(
@@ -254,57 +255,28 @@ def put_all(
     report = ProduceReport(stream)
     started = time.monotonic()
     sent = 0
-    batch_limit = MAX_RECORDS_PER_CALL if rate <= 0 else max(1, min(500, int(rate)))
-    batches = [piece for call in chunks(entries) for piece in _split(call, batch_limit) if piece]
-    for batch in batches:
+    # A rate caps each request too, so that the pace is smooth within a second.
+    per_call = MAX_RECORDS_PER_CALL if rate <= 0 else max(1, min(MAX_RECORDS_PER_CALL, int(rate)))
+    for batch in chunks(entries, max_records=per_call):
         if rate > 0:
             ahead = sent / rate - (time.monotonic() - started)
             if ahead > 0:
                 sleep(ahead)
-        pending = list(batch)
-        for attempt in range(1, max_attempts + 1):
-            response = client.put_records(
-                StreamName=stream,
-                Records=[{"Data": r.data, "PartitionKey": r.partition_key} for r in pending],
+        outcome = put_entries(client, stream, batch, max_attempts=max_attempts, sleep=sleep)
+        report.calls += outcome.calls
+        report.retried_entries += outcome.retried_entries
+        for stored in outcome.stored:
+            report.add(stored)
+        if outcome.failed:
+            raise ProduceError(
+                f"{len(outcome.failed)} records still rejected by {stream} after {max_attempts} "
+                f"attempts; first error: {outcome.last_error}"
             )
-            report.calls += 1
-            failed: list[Entry] = []
-            errors: list[str] = []
-            for record, entry in zip(pending, response["Records"], strict=True):
-                if entry.get("ErrorCode"):
-                    failed.append(record)
-                    errors.append(f"{entry['ErrorCode']}: {entry.get('ErrorMessage', '')}")
-                else:
-                    report.kinesis_records += 1
-                    report.aggregates += record.aggregated
-                    report.placed.extend(
-                        Placed(
-                            member,
-                            entry["ShardId"],
-                            entry["SequenceNumber"],
-                            index if record.aggregated else None,
-                        )
-                        for index, member in enumerate(record.members)
-                    )
-            if not failed:
-                break
-            if attempt == max_attempts:
-                raise ProduceError(
-                    f"{len(failed)} records still rejected by {stream} after {max_attempts} "
-                    f"attempts; first error: {errors[0]}"
-                )
-            report.retried_entries += len(failed)
-            pending = failed
-            sleep(backoff_seconds(attempt))
         sent += len(batch)
         if on_progress is not None:
             on_progress(sent)
     report.seconds = time.monotonic() - started
     return report
-
-
-def _split(batch: list[Entry], size: int) -> list[list[Entry]]:
-    return [batch[i : i + size] for i in range(0, len(batch), size)]
 
 
 def kinesis_client(

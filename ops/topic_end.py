@@ -9,7 +9,7 @@ event (``enable.partition.eof``), which librdkafka raises when a fetch at or
 past the watermark comes back empty: the true end, on tansu too, as long as
 it comes after the records read and at or past the watermark.
 
-The operator's reader (:mod:`scripts.reprocess_kafka`) and the harness's
+The operator's reader (:mod:`scripts.reprocess.kafka`) and the harness's
 (:func:`local.failures.read_topic`) both follow :class:`PartitionEnds`.
 """
 

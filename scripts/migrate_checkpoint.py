@@ -11,12 +11,12 @@ stream from ``TRIM_HORIZON`` and seeds the state from the table
 (:mod:`app.dedup_seed`); docs/operate.md, "Moving to the timer
 de-duplication (from dropDuplicatesWithinWatermark)".
 
-Which job: as ``status`` and ``stop`` (:mod:`scripts.status_target`):
+Which job: as ``status`` and ``stop`` (:mod:`scripts.status.target`):
 ``--work-dir`` for a local run (``make run``), else the deployed instance.
 
 Safety:
 
-* the job must not run: its lease (:mod:`scripts.status_lease`) must be free,
+* the job must not run: its lease (:mod:`scripts.status.lease`) must be free,
   and the command holds the lease itself while it moves (a job started
   meanwhile waits, then exits 3), renewing it on S3;
 * locally the move is one ``rename``; on S3 it is a copy of every object to the
@@ -63,8 +63,8 @@ from app.contract import EXIT_RECORD_NAME
 from app.lease import LEASE_NAME, LeaseHeldError, LeaseKeeper, make_lease
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 from scripts.command import EXIT_USAGE, OperatorError
-from scripts.status_lease import job_state
-from scripts.status_target import Target, target_arguments, target_command
+from scripts.status.lease import job_state
+from scripts.status.target import Target, target_arguments, target_command
 
 EXIT_MOVED: Final = 0
 EXIT_PARTIAL: Final = 1

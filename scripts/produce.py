@@ -42,7 +42,7 @@ from ops.producer import (
     write_report,
 )
 from scripts.command import EXIT_USAGE, OperatorError, declared_instance, run_command
-from scripts.status_target import (
+from scripts.status.target import (
     Target,
     local_config_path,
     parse_config,

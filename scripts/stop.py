@@ -2,13 +2,13 @@
 
 Writes the job's stop marker (``stop_marker_path`` of the job's own config: a
 file beside a local run's checkpoint, an object in the data bucket on AWS; see
-:mod:`scripts.status_target` for where the config comes from) and waits, at
+:mod:`scripts.status.target` for where the config comes from) and waits, at
 most ``--timeout`` seconds, for the job to exit. The job checks the marker
 every ``stop_poll_interval_sec``, stops between batches (a running batch
 finishes and commits), deletes the marker and releases its lease
 (:mod:`app.job`, :mod:`app.graceful_stop`).
 
-"Exited" is read from the job's lease (:mod:`scripts.status_lease`), the same
+"Exited" is read from the job's lease (:mod:`scripts.status.lease`), the same
 way locally and on EMR: free, and locally the last holder's process gone. The
 EMR step says nothing here: it completes once YARN has accepted the job.
 
@@ -36,8 +36,8 @@ from app.graceful_stop import StopMarker
 from app.polling import wait_for
 from app.storage_uri import is_s3, local_path, parse_s3_uri
 from scripts.command import EXIT_USAGE, OperatorError
-from scripts.status_lease import JobState, job_state, process_alive
-from scripts.status_target import Target, target_arguments, target_command
+from scripts.status.lease import JobState, job_state, process_alive
+from scripts.status.target import Target, target_arguments, target_command
 
 EXIT_STOPPED: Final = 0
 EXIT_NOT_TAKEN: Final = 1

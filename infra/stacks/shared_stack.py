@@ -6,7 +6,7 @@ It owns no topic and grants nothing: each instance creates its own topic on
 the cluster (``kafka.cluster_arn``) and grants its own job role that topic
 only (FailureTopic.grant_job: ``Connect`` on the cluster, ``WriteData`` and
 ``DescribeTopic`` on its topic ARN; no cluster-wide admin), so IAM, not the
-network, keeps instance A off instance B's topic (tests/infra/test_shared.py).
+network, keeps instance A off instance B's topic (tests/infra/stacks/test_shared_stack.py).
 The brokers admit the VPC's own CIDR on the IAM/TLS listener: the instances
 that import this VPC run their EMR nodes in it. Its outputs are what an
 instance's ``network`` and ``kafka.cluster_arn`` import.

@@ -214,63 +214,83 @@ def decide(observation: Observation, state: SupervisorState, policy: Policy) -> 
     if observation.start_pending or observation.cluster == "starting":
         what = "a start is under way" if observation.start_pending else "the cluster is starting"
         return Decision("none", "starting", what, state)
-    last_restart = state.restarts[-1] if state.restarts else None
     if record is None:
-        if last_restart is not None and now - last_restart < policy.start_grace_sec:
-            return Decision(
-                "none",
-                "starting",
-                f"restarted {now - last_restart:.0f}s ago; waiting up to "
-                f"{policy.start_grace_sec:.0f}s for it to take the lease",
-                state,
-            )
-        if state.last_seen_running is None and last_restart is None:
-            if now - since < policy.start_grace_sec:
-                return Decision("none", "starting", "waiting for the deployed step's job", state)
-            reason, detail = contract.EXIT_NEVER_STARTED, "the job never took its lease"
-        elif state.last_seen_running is not None and (
-            last_restart is None or state.last_seen_running >= last_restart
-        ):
-            reason, detail = contract.EXIT_VANISHED, "the job stopped without an exit record"
-        else:
-            reason, detail = contract.EXIT_NEVER_STARTED, "the restarted job never took its lease"
-        return _curable(state, reason, detail, now, policy)
+        return _without_exit(state, since, now, policy)
+    return _after_exit(record, state, now, policy)
 
+
+def _without_exit(state: SupervisorState, since: float, now: float, policy: Policy) -> Decision:
+    """The job is down and left no exit record: still starting (within the
+    start grace, after a deploy or a restart), or a restart to try."""
+    last_restart = state.restarts[-1] if state.restarts else None
+    if last_restart is not None and now - last_restart < policy.start_grace_sec:
+        return Decision(
+            "none",
+            "starting",
+            f"restarted {now - last_restart:.0f}s ago; waiting up to "
+            f"{policy.start_grace_sec:.0f}s for it to take the lease",
+            state,
+        )
+    if state.last_seen_running is None and last_restart is None:
+        if now - since < policy.start_grace_sec:
+            return Decision("none", "starting", "waiting for the deployed step's job", state)
+        reason, detail = contract.EXIT_NEVER_STARTED, "the job never took its lease"
+    elif state.last_seen_running is not None and (
+        last_restart is None or state.last_seen_running >= last_restart
+    ):
+        reason, detail = contract.EXIT_VANISHED, "the job stopped without an exit record"
+    else:
+        reason, detail = contract.EXIT_NEVER_STARTED, "the restarted job never took its lease"
+    return _curable(state, reason, detail, now, policy)
+
+
+def _after_exit(record: ExitRecord, state: SupervisorState, now: float, policy: Policy) -> Decision:
+    """The job is down and its exit record says why: a stop on request, an
+    exit no restart cures, or one to restart within the budget."""
     detail = record.line()
     if record.reason == contract.EXIT_STOPPED_ON_REQUEST:
-        if record.stopped_by != contract.STOP_BY_HANDOVER:
-            stopped = replace(
-                state, last_reason=record.reason, last_detail=detail, stopped_by_operator=True
-            )
-            return Decision(
-                "none",
-                record.reason,
-                f"stopped by an operator ({record.detail}); not restarted until it is started "
-                "again (make redeploy)",
-                stopped,
-            )
-        waited = now - record.at
-        if waited < policy.handover_grace_sec:
-            return Decision(
-                "none",
-                record.reason,
-                f"handed over {waited:.0f}s ago; waiting up to {policy.handover_grace_sec:.0f}s "
-                "for the new version to take the lease",
-                state,
-            )
-        return _curable(
-            state,
-            record.reason,
-            f"{detail}; the handover's new version did not start within "
-            f"{policy.handover_grace_sec:.0f}s",
-            now,
-            policy,
-        )
+        return _stopped_on_request(record, state, now, policy)
     if record.reason in contract.UNRECOVERABLE_EXITS:
         return _give_up(
             state, record.reason, record.reason, f"{detail}; a restart cannot cure it", now
         )
     return _curable(state, record.reason, detail, now, policy)
+
+
+def _stopped_on_request(
+    record: ExitRecord, state: SupervisorState, now: float, policy: Policy
+) -> Decision:
+    """An operator's stop stays stopped; a handover's waits for the new
+    version within the handover grace, then counts as a curable exit."""
+    detail = record.line()
+    if record.stopped_by != contract.STOP_BY_HANDOVER:
+        stopped = replace(
+            state, last_reason=record.reason, last_detail=detail, stopped_by_operator=True
+        )
+        return Decision(
+            "none",
+            record.reason,
+            f"stopped by an operator ({record.detail}); not restarted until it is started "
+            "again (make redeploy)",
+            stopped,
+        )
+    waited = now - record.at
+    if waited < policy.handover_grace_sec:
+        return Decision(
+            "none",
+            record.reason,
+            f"handed over {waited:.0f}s ago; waiting up to {policy.handover_grace_sec:.0f}s "
+            "for the new version to take the lease",
+            state,
+        )
+    return _curable(
+        state,
+        record.reason,
+        f"{detail}; the handover's new version did not start within "
+        f"{policy.handover_grace_sec:.0f}s",
+        now,
+        policy,
+    )
 
 
 def _curable(

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.scale import QUICK_INSTANCES
+
 REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = (
     "throughput",
@@ -73,10 +75,15 @@ def _assert_measured_something(out: Path) -> None:
     assert latency["ids_measured"] > 0
     assert latency["subject"]["whole_run"]["records"] == latency["ids_measured"]
     reader = json.loads((out / "reader.json").read_text(encoding="utf-8"))
+    assert reader["records_per_second"], "no reader measured"
     for name, rates in reader["records_per_second"].items():
         assert rates["runs"] and min(rates["runs"]) > 0, name
     assert reader["server_records_per_second"]["median"] > 0
     scale = json.loads((out / "scale.json").read_text(encoding="utf-8"))
     assert len(scale["batches"]) == 3
     assert scale["peak_memory_at_largest"]["jvm_driver_and_executor_mib"] > 0
-    assert all(s["seconds"]["runs"] for s in scale["synth"].values())
+    # One synth timing per instance count of a quick run, each with its runs.
+    assert sorted(int(n) for n in scale["synth"]) == sorted(QUICK_INSTANCES)
+    for n, synth in scale["synth"].items():
+        assert synth["instances"] == int(n)
+        assert synth["seconds"]["runs"] and min(synth["seconds"]["runs"]) > 0, n

@@ -156,17 +156,3 @@ def physical_names(template: dict[str, Any]) -> dict[str, str]:
         else:
             names[logical_id] = f"id-{logical_id}"
     return names
-
-
-@pytest.fixture
-def moto_url() -> Iterator[str]:
-    """A moto server on a free loopback port, for commands run as subprocesses."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()

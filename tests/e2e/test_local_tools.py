@@ -1,4 +1,5 @@
-"""The local run's own tools: event mix, producer, topic reader, summary.
+"""The local run's own tools: event mix and producer (the topic reader and the
+summary: tests/local/test_failures.py, tests/local/test_summary.py).
 
 Fast (no Spark): these run in every ``pytest`` and guard the figures the
 end-to-end cases assert on; a producer that miscounts would make every e2e
@@ -14,14 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
-from app.sinks.kafka import REASON_HEADER
 from app.transform import BAD_AGGREGATE, MALFORMED_JSON, NOT_UTF8, REASONS, TOO_LARGE
 from local.emulators import Endpoints
-from local.failures import ensure_topic, read_topic
-from local.summary import RunFigures, percentile, summarize
 from ops import events, producer
+from ops.kinesis_put import chunks
 
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -97,9 +95,9 @@ def test_too_large_record_has_the_requested_size() -> None:
 
 def test_chunks_respect_record_and_byte_limits() -> None:
     small = producer.plan_entries([events.SampleRecord("valid", b"x", "k")] * 1201)
-    assert [len(c) for c in producer.chunks(small)] == [500, 500, 201]
+    assert [len(c) for c in chunks(small)] == [500, 500, 201]
     big = producer.plan_entries([events.SampleRecord("valid", b"x" * 1_000_000, "k")] * 12)
-    assert [len(c) for c in producer.chunks(big)] == [5, 5, 2]
+    assert [len(c) for c in chunks(big)] == [5, 5, 2]
 
 
 def _sample(kind: str, n: int) -> events.SampleRecord:
@@ -119,13 +117,13 @@ def test_plan_entries_packs_groups_and_keeps_bad_aggregates_alone() -> None:
         *valid[4:],
     ]
     entries = producer.plan_entries(records, aggregate_size=4, share=1.0)
-    assert [(len(e.members), e.aggregated) for e in entries] == [
+    assert [(len(e.source.members), e.source.aggregated) for e in entries] == [
         (4, True),
         (2, True),
         (1, False),
         (3, True),
     ]
-    assert [m for e in entries for m in e.members] == records, "order and every record kept"
+    assert [m for e in entries for m in e.source.members] == records, "order and every record kept"
     first = entries[0]
     assert first.partition_key == "pk-0"
     users = deaggregate(first.data)
@@ -137,10 +135,10 @@ def test_plan_entries_packs_groups_and_keeps_bad_aggregates_alone() -> None:
 def test_plan_entries_share_alternates_groups_and_zero_is_off() -> None:
     records = [_sample("valid", n) for n in range(12)]
     half = producer.plan_entries(records, aggregate_size=3, share=0.5)
-    assert [(len(e.members), e.aggregated) for e in half] == [(1, False)] * 3 + [(3, True)] + [
-        (1, False)
-    ] * 3 + [(3, True)]
-    assert all(not e.aggregated for e in producer.plan_entries(records))
+    assert [(len(e.source.members), e.source.aggregated) for e in half] == [(1, False)] * 3 + [
+        (3, True)
+    ] + [(1, False)] * 3 + [(3, True)]
+    assert all(not e.source.aggregated for e in producer.plan_entries(records))
     with pytest.raises(ValueError, match="aggregate_share"):
         producer.plan_entries(records, aggregate_size=3, share=1.5)
 
@@ -184,7 +182,7 @@ class FlakyKinesis:
             else:
                 self.sequence += 1
                 out.append({"ShardId": "shardId-0", "SequenceNumber": str(self.sequence)})
-        return {"Records": out, "FailedRecordCount": 0}
+        return {"Records": out, "FailedRecordCount": sum("ErrorCode" in r for r in out)}
 
 
 def test_put_all_resends_rejected_entries_with_backoff() -> None:
@@ -229,80 +227,3 @@ def test_producer_cli_against_moto(endpoints: Endpoints, tmp_path: Path) -> None
         "shardId-000000000000",
         "shardId-000000000001",
     }
-
-
-def test_read_topic_sees_every_record_and_dedupes_by_key(endpoints: Endpoints) -> None:
-    topic = "reader.test.failures"
-    ensure_topic(endpoints.kafka_bootstrap, topic, partitions=2)
-    ensure_topic(endpoints.kafka_bootstrap, topic, partitions=2)  # idempotent
-    kafka = Producer({"bootstrap.servers": endpoints.kafka_bootstrap, "enable.idempotence": True})
-    for round_ in range(2):  # a replayed batch sends its failures again
-        for i in range(150):
-            reason = NOT_UTF8 if i % 3 == 0 else MALFORMED_JSON
-            kafka.produce(
-                topic, key=f"k{i}", value=b"v", headers=[(REASON_HEADER, reason.encode())]
-            )
-        assert kafka.flush(30) == 0, f"round {round_} not delivered"
-    contents = read_topic(endpoints.kafka_bootstrap, topic)
-    assert contents.records == 300
-    assert len(contents.keys) == 150
-    assert contents.counts_by_reason() == {MALFORMED_JSON: 100, NOT_UTF8: 50}
-
-
-def _figures(**overrides: Any) -> RunFigures:
-    base: dict[str, Any] = {
-        "instance": "orders-test",
-        "produced_records": 6,
-        "produced_by_kind": {"valid": 3, "duplicate": 1, "malformed_json": 2},
-        "expected_ids": frozenset({"a", "b", "c"}),
-        "expected_failures": {"s/0/5": "malformed_json", "s/0/6": "malformed_json"},
-        "table_ids": ["a", "b", "c"],
-        "topic_reasons_by_key": {"s/0/5": ["malformed_json"], "s/0/6": ["malformed_json"] * 2},
-        "topic_records": 3,
-        "batch_durations_ms": [100.0, 300.0, 200.0],
-        "batches": 3,
-    }
-    base.update(overrides)
-    return RunFigures(**base)
-
-
-def test_summary_accepts_a_complete_run() -> None:
-    summary = summarize(_figures())
-    assert summary.ok, summary.problems
-    assert (summary.unique_events, summary.rows, summary.failure_records) == (5, 3, 2)
-    assert summary.failures_by_reason == {"malformed_json": 2}
-    assert summary.p50_batch_ms == 200.0
-    assert any("5 = 3 + 2 -> OK" in line for line in summary.lines())
-
-
-def test_summary_counts_kinesis_records_and_aggregates_apart_from_events() -> None:
-    summary = summarize(_figures(produced_kinesis_records=4, produced_aggregates=1))
-    assert summary.ok
-    assert (summary.kinesis_records, summary.aggregates) == (4, 1)
-    line = next(x for x in summary.lines() if "Kinesis records" in x)
-    assert "4" in line and "(1 KPL aggregates holding 3 of the records)" in line
-
-
-def test_summary_flags_duplicates_missing_and_wrong_reasons() -> None:
-    summary = summarize(
-        _figures(
-            table_ids=["a", "a", "b"],
-            topic_reasons_by_key={"s/0/5": ["not_utf8"], "s/9/9": ["too_large"]},
-        )
-    )
-    assert not summary.ok
-    assert summary.duplicate_ids == 1
-    assert summary.missing_ids == ("c",)
-    assert summary.missing_failures == ("s/0/6",)
-    assert summary.unexpected_failures == ("s/9/9",)
-    assert summary.wrong_reasons == {"s/0/5": ("malformed_json", "not_utf8")}
-    assert any("FAILED" in line for line in summary.lines())
-
-
-def test_percentile_is_nearest_rank() -> None:
-    values = [float(v) for v in range(1, 101)]
-    assert percentile(values, 50) == 50.0
-    assert percentile(values, 99) == 99.0
-    assert percentile([7.0], 99) == 7.0
-    assert percentile([], 50) is None
-    assert percentile(values, 7) == 7.0  # not 8: 7 / 100 * 100 is 7.000000000000001

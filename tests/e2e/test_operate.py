@@ -21,7 +21,9 @@ from app.sources.kinesis_ends import open_store
 from app.sources.kinesis_plan import BatchOffset, resolve
 from local.emulators import Emulators
 from local.harness import LocalInstance
-from scripts import produce, status, stop
+from local.job_process import JobProcess
+from scripts import produce, stop
+from scripts.status import __main__ as status
 from tests.e2e.conftest import MakeLocal
 
 INSTANCE = "orders-ap-northeast-2"
@@ -57,10 +59,33 @@ def test_status_and_stop_on_a_running_job(
     job = local.start_job()
     target = ["--instance", INSTANCE, "--work-dir", str(tmp_path)]
 
+    produced, produce_out = produce_and_wait_for_commit(local, job, target, tmp_path)
+    tips: dict[str, str] = produced["last_sequence_by_shard"]
+    snapshot = check_status_while_running(local, target, produced)
+
+    began = time.monotonic()
+    code, stop_out = run(stop, *target, "--timeout", str(STOP_BOUND_SEC), "--poll-sec", "0.5")
+    stopped_after = time.monotonic() - began
+    assert code == 0, stop_out + local.log_tail()
+    assert "stopped gracefully" in stop_out and stopped_after < STOP_BOUND_SEC
+    assert not job.running and job.returncode == 0
+
+    check_status_after_stop(target, tmp_path, tips, snapshot)
+    code, text = run(status, *target)
+    assert code == 0 and "not running" in text and "total" in text
+    # The commands' own output, for a reader of the test log (-s).
+    print(produce_out, stop_out, text, sep="\n")
+
+
+def produce_and_wait_for_commit(
+    local: LocalInstance, job: JobProcess, target: list[str], tmp_path: Path
+) -> tuple[dict[str, Any], str]:
+    """``produce`` 300 records to both shards; wait until the job's committed
+    offsets are the last records produced. The producer's report, its output."""
     first_report = tmp_path / "first.json"
     code, produce_out = run(produce, *target, "--count", "300", "--report", str(first_report))
     assert code == 0, produce_out
-    produced = json.loads(first_report.read_text())
+    produced: dict[str, Any] = json.loads(first_report.read_text())
     tips: dict[str, str] = produced["last_sequence_by_shard"]
     assert set(tips) == {"shardId-000000000000", "shardId-000000000001"}
 
@@ -76,7 +101,15 @@ def test_status_and_stop_on_a_running_job(
             f"offsets not committed: {committed_offset(local)}\n{local.log_tail()}"
         ),
     )
+    return produced, produce_out
 
+
+def check_status_while_running(
+    local: LocalInstance, target: list[str], produced: dict[str, Any]
+) -> dict[str, Any]:
+    """``status --json`` of the running job: committed offsets at the tips, no
+    lag, the table's snapshot and row count. The snapshot it named."""
+    tips: dict[str, str] = produced["last_sequence_by_shard"]
     before = max(local.committed_batches())
     code, out = run(status, *target, "--json")
     assert code == 0
@@ -91,17 +124,17 @@ def test_status_and_stop_on_a_running_job(
                                       "timestamp": None}  # fmt: skip
         assert shard["lag"]["records"] == 0 and shard["lag"]["exact"] is True
     table = local.table_figures()
-    snapshot = seen["table"]
+    snapshot: dict[str, Any] = seen["table"]
     assert snapshot["snapshot_id"] is not None and snapshot["snapshots"] == table.snapshots
     assert snapshot["total_records"] == table.rows == len(produced["ids"])
+    return snapshot
 
-    began = time.monotonic()
-    code, stop_out = run(stop, *target, "--timeout", str(STOP_BOUND_SEC), "--poll-sec", "0.5")
-    stopped_after = time.monotonic() - began
-    assert code == 0, stop_out + local.log_tail()
-    assert "stopped gracefully" in stop_out and stopped_after < STOP_BOUND_SEC
-    assert not job.running and job.returncode == 0
 
+def check_status_after_stop(
+    target: list[str], tmp_path: Path, tips: dict[str, str], snapshot: dict[str, Any]
+) -> None:
+    """40 more records after the stop: ``status --json`` shows them as exact
+    lag, new tips, the same committed offsets and the same snapshot."""
     later_report = tmp_path / "later.json"
     code, _ = run(
         produce, *target, "--count", "40", "--malformed-share", "0", "--duplicate-share", "0",
@@ -126,8 +159,3 @@ def test_status_and_stop_on_a_running_job(
     assert {s["shard"]["shard_id"]: s["committed"]["sequence"] for s in seen["shards"]} == tips
     assert seen["batches"], "the job's per-batch metrics were not read back"
     assert seen["table"]["snapshot_id"] == snapshot["snapshot_id"]
-
-    code, text = run(status, *target)
-    assert code == 0 and "not running" in text and "total" in text
-    # The commands' own output, for a reader of the test log (-s).
-    print(produce_out, stop_out, text, sep="\n")

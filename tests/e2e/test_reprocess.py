@@ -28,8 +28,9 @@ from app.sinks.kafka import record_key
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from ops.events import event_json, valid_event
-from scripts.reprocess_hook import FailedRecord, Reject
-from scripts.reprocess_kafka import FailureTopicReader, Topic
+from ops.producer import ProduceReport
+from scripts.reprocess.hook import FailedRecord, Reject
+from scripts.reprocess.kafka import FailureTopicReader, Topic
 from tests.e2e.conftest import MakeLocal, mix
 from tests.fixtures import EXAMPLE_CDK_JSON
 
@@ -133,6 +134,51 @@ def test_reprocess_repairs_failures_exactly_once_across_a_kill(
     local.wait_until_accounted(timeout=420)  # the first batch waits for the JVM
 
     # 1) The malformed records are on the topic, each with its reason.
+    failures, repaired = failures_on_the_topic(local, produced)
+    # A dry run shows every record the hook would re-send, and commits nothing.
+    topic_records = dry_run_sends_nothing(local)
+
+    # 2) The command repairs them; 4) killed once it re-sent some but not all.
+    sent_before_kill, kept_total = killed_mid_way(local, tmp_path, topic_records)
+
+    # The next run resumes at the committed positions and re-sends the rest.
+    code, resumed_output = run(local, "--fix", HOOK)
+    assert code == 0, resumed_output
+    resumed = figures(resumed_output)
+    assert resumed["failed"] == 0 and resumed["rejected"] == 0 and resumed["skipped"] == 0
+    assert resumed["read"] == resumed["re-sent"] == topic_records - kept_total
+    assert sum(v or 0 for v in committed(local).values()) == topic_records
+
+    # 3) Each repaired record lands, exactly once.
+    ids = wait_for_ids(local, repaired)
+    assert {i for i in repaired if ids[i] != 1} == set()
+
+    again = resent_from_offset_0(local, topic_records)
+
+    assert local.job is not None and local.job.running
+    assert local.stop_job() == 0, local.log_tail()
+    ids = table_ids(local)
+    duplicates = {i: n for i, n in ids.items() if n != 1}
+    assert duplicates == {}, "nothing twice in the table"
+    assert set(ids) == local.expected_ids() | repaired, "nothing lost, nothing extra"
+    assert local.read_topic().keys == set(failures), "every repair was valid: no new failures"
+    landed = len(repaired & set(ids))
+    print("\n--- the resumed run's report ---")
+    print("\n".join(x for x in resumed_output.splitlines() if not x.startswith("progress:")))
+    print(
+        f"reprocess figures: topic records {topic_records}; killed run re-sent "
+        f"{sent_before_kill} (committed {kept_total}); resumed run read {resumed['read']}, "
+        f"re-sent {resumed['re-sent']}, rejected {resumed['rejected']}, failed "
+        f"{resumed['failed']}; from-offset-0 run re-sent {again['re-sent']}; "
+        f"landed {landed} of {len(repaired)} repaired ids, each once"
+    )
+
+
+def failures_on_the_topic(
+    local: LocalInstance, produced: ProduceReport
+) -> tuple[set[str], set[str]]:
+    """The 60 malformed records are on the topic and none of their repaired
+    ids is in the table yet: the failures' keys, and the ids they repair to."""
     failures = local.expected_failures()
     assert len(failures) == 60
     assert local.read_topic().keys == set(failures)
@@ -143,16 +189,24 @@ def test_reprocess_repairs_failures_exactly_once_across_a_kill(
     }
     assert len(repaired) == 60
     assert not repaired & set(table_ids(local)), "no repaired id is in the table yet"
+    return set(failures), repaired
 
-    # A dry run shows every record the hook would re-send, and commits nothing.
+
+def dry_run_sends_nothing(local: LocalInstance) -> int:
+    """``--dry-run`` reports every record it would re-send and commits no
+    offset. How many records the topic holds."""
     code, output = run(local, "--dry-run", "--fix", HOOK)
     assert code == 0, output
     topic_records = figures(output)["read"]
     assert topic_records >= 60
     assert figures(output)["would-send"] == topic_records
     assert all(v is None for v in committed(local).values())
+    return topic_records
 
-    # 2) The command repairs them; 4) killed once it re-sent some but not all.
+
+def killed_mid_way(local: LocalInstance, tmp_path: Path, topic_records: int) -> tuple[int, int]:
+    """SIGKILL the command once it re-sent 10 records but not all: it commits
+    no more than it sent (+ one batch). What it had sent, what it committed."""
     log_path = tmp_path / "reprocess-killed.log"
     with log_path.open("wb") as log:
         child = subprocess.Popen(
@@ -192,22 +246,13 @@ def test_reprocess_repairs_failures_exactly_once_across_a_kill(
     kept = committed(local)
     kept_total = sum(v or 0 for v in kept.values())
     assert 0 < kept_total <= sent_before_kill + 5, kept
+    return sent_before_kill, kept_total
 
-    # The next run resumes at the committed positions and re-sends the rest.
-    code, resumed_output = run(local, "--fix", HOOK)
-    assert code == 0, resumed_output
-    resumed = figures(resumed_output)
-    assert resumed["failed"] == 0 and resumed["rejected"] == 0 and resumed["skipped"] == 0
-    assert resumed["read"] == resumed["re-sent"] == topic_records - kept_total
-    assert sum(v or 0 for v in committed(local).values()) == topic_records
 
-    # 3) Each repaired record lands, exactly once.
-    ids = wait_for_ids(local, repaired)
-    assert {i for i in repaired if ids[i] != 1} == set()
-
-    # A third run from offset 0 re-sends every record again: the job's
-    # de-duplication absorbs them. Sentinels on every shard, after them, tell
-    # when the job has read past the re-sends.
+def resent_from_offset_0(local: LocalInstance, topic_records: int) -> dict[str, int]:
+    """A third run from offset 0 re-sends every record again: the job's
+    de-duplication absorbs them. Sentinels on every shard, after them, tell
+    when the job has read past the re-sends. The run's figures."""
     code, output = run(local, "--fix", HOOK, "--from-offset", "0")
     assert code == 0, output
     again = figures(output)
@@ -217,21 +262,4 @@ def test_reprocess_repairs_failures_exactly_once_across_a_kill(
     assert len({p.shard_id for p in sentinels.placed}) == 2, "a sentinel on every shard"
     sentinel_ids = {p.record.event_id or "" for p in sentinels.placed}
     wait_for_ids(local, sentinel_ids)
-
-    assert local.job is not None and local.job.running
-    assert local.stop_job() == 0, local.log_tail()
-    ids = table_ids(local)
-    duplicates = {i: n for i, n in ids.items() if n != 1}
-    assert duplicates == {}, "nothing twice in the table"
-    assert set(ids) == local.expected_ids() | repaired, "nothing lost, nothing extra"
-    assert local.read_topic().keys == set(failures), "every repair was valid: no new failures"
-    landed = len(repaired & set(ids))
-    print("\n--- the resumed run's report ---")
-    print("\n".join(x for x in resumed_output.splitlines() if not x.startswith("progress:")))
-    print(
-        f"reprocess figures: topic records {topic_records}; killed run re-sent "
-        f"{sent_before_kill} (committed {kept_total}); resumed run read {resumed['read']}, "
-        f"re-sent {resumed['re-sent']}, rejected {resumed['rejected']}, failed "
-        f"{resumed['failed']}; from-offset-0 run re-sent {again['re-sent']}; "
-        f"landed {landed} of {len(repaired)} repaired ids, each once"
-    )
+    return again

@@ -20,7 +20,7 @@ from local.emulators import Emulators
 from local.harness import LocalInstance, load_example_instances
 from local.metrics import cloudwatch_client
 from ops.events import MixSpec, carrying, expected_ids, generate, now_utc
-from scripts.status_undeclared import read_undeclared_keys
+from scripts.status.undeclared import read_undeclared_keys
 from tests.e2e.conftest import MakeLocal, poll
 from tests.fixtures import EXAMPLE_CDK_JSON
 

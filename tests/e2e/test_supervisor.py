@@ -23,7 +23,8 @@ from infra.supervisor.decision import GAVE_UP_BUDGET, Policy, SupervisorState
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from local.supervisor import LocalSupervisor
-from scripts import status, stop
+from scripts import stop
+from scripts.status import __main__ as status
 from tests.e2e.conftest import MakeLocal, mix, poll
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]

@@ -5,7 +5,7 @@
   name an instance, count instances or rely on one's settings use it: a
   user's edit to their ``cdk.json`` must not change what they check.
 * ``synthesized_declared``: whatever the repository's ``cdk.json`` declares,
-  the user's own instances (tests/infra/test_declared_instances.py checks each
+  the user's own instances (tests/infra/stacks/test_declared_instances.py checks each
   of them: cdk-nag, cfn-lint, isolation, pinned logical IDs). When it declares
   exactly the example, the one synthesis serves both.
 

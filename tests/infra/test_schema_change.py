@@ -18,13 +18,13 @@ from aws_cdk.assertions import Template
 
 from app.config import EventField
 from infra.config import InstanceConfigError, load_instances
-from infra.constructs.events_table import EVENTS_TABLE_LOGICAL_ID
 from infra.schema_change import (
     EventSchemaDeclaration,
     SchemaChangeRefusedError,
     check_schema_change,
 )
 from infra.stacks.application import build_app
+from infra.table_definition import EVENTS_TABLE_LOGICAL_ID
 from tests.fixtures import SCHEMAS_CDK_JSON
 from tests.infra.conftest import check_context
 

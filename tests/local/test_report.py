@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
-import boto3
 import pytest
-from moto import mock_aws
 
-from app import contract
 from local import report_cli
-from local.metrics import MAX_POINTS_PER_CALL, published, read_series, windows
 from local.report import DPI, FIG_SIZE
 from local.report_data import figures
-from local.run_dump import load_dump, read_arrivals, read_checkpoint, with_checkpoints
+from local.run_dump import load_dump, read_checkpoint, with_checkpoints
 from tests.local.report_fixture import SHARD, T0, dump, ms
 
 INSTANCES = ("orders-ap-northeast-2", "payments-ap-northeast-2")
@@ -181,71 +177,3 @@ def test_a_bad_dump_names_the_file_and_field(
     assert report_cli.main(["--metrics", str(metrics), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert f"metrics dump {metrics}: instances[0].trigger_interval_sec" in err
-
-
-# ----------------------------------------------------- the readers (in-process moto)
-
-
-def test_read_series_returns_every_batchs_point() -> None:
-    start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
-    with mock_aws():
-        cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
-        for offset, duration, rows in ((1, 900.0, 10.0), (3, 2500.0, 20.0), (5, 1200.0, 0.0)):
-            stamp = start + timedelta(seconds=offset)
-            cloudwatch.put_metric_data(
-                Namespace=contract.metric_namespace("orders-r"),
-                MetricData=[
-                    {
-                        "MetricName": name,
-                        "Dimensions": contract.dimensions("orders-r"),
-                        "Timestamp": stamp,
-                        "Value": value,
-                    }
-                    for name, value in (
-                        (contract.BATCH_DURATION_MS, duration),
-                        (contract.INPUT_ROWS, rows),
-                    )
-                ],
-            )
-        series = read_series(cloudwatch, "orders-r", start, start + timedelta(seconds=10))
-        other = read_series(cloudwatch, "payments-r", start, start + timedelta(seconds=10))
-    durations = series[contract.BATCH_DURATION_MS]
-    assert [p.maximum for p in durations] == [900.0, 2500.0, 1200.0]
-    assert [p.count for p in durations] == [1.0, 1.0, 1.0]
-    assert sum(p.total for p in series[contract.INPUT_ROWS]) == 30.0
-    assert series[contract.SOURCE_LAG_MS] == ()
-    assert all(points == () for points in other.values())
-    summary = published(series)
-    assert summary.batch_durations_ms == (900.0, 2500.0, 1200.0)
-    assert summary.datapoints == 6
-
-
-def test_windows_stay_within_the_per_call_limit() -> None:
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    spans = list(windows(start, start + timedelta(seconds=3000), 1))
-    assert [(b - a).total_seconds() for a, b in spans] == [
-        MAX_POINTS_PER_CALL,
-        MAX_POINTS_PER_CALL,
-        120,
-    ]
-    assert spans[0][0] == start and spans[-1][1] == start + timedelta(seconds=3000)
-
-
-def test_read_arrivals_returns_each_shards_records_in_order() -> None:
-    with mock_aws():
-        kinesis = boto3.client("kinesis", region_name="us-east-1")
-        kinesis.create_stream(StreamName="s", ShardCount=2)
-        placed = kinesis.put_records(
-            StreamName="s",
-            Records=[{"Data": b"x", "PartitionKey": f"k{i}"} for i in range(7)],
-        )["Records"]
-        arrivals = read_arrivals(kinesis, "s")
-    expected: dict[str, list[str]] = {}
-    for record in placed:
-        expected.setdefault(record["ShardId"], []).append(record["SequenceNumber"])
-    assert {
-        shard: [seq for seq, _ in records] for shard, records in arrivals.items() if records
-    } == expected
-    assert sum(len(r) for r in arrivals.values()) == 7
-    now_ms = datetime.now(UTC).timestamp() * 1000
-    assert all(now_ms - 60_000 < t <= now_ms for r in arrivals.values() for _, t in r)

@@ -24,9 +24,9 @@ from app.lease import FileLease, S3Lease
 from local.harness import replace_fields
 from scripts import migrate_checkpoint
 from scripts.migrate_checkpoint import aside_location, deletion_order, kept_inside, move_s3
-from scripts.status_target import Target
+from scripts.status.target import Target
 from tests.app.test_checkpoint_state import PER_ID_V2
-from tests.scripts.test_status import INSTANCE, REGION, write_local_run
+from tests.scripts.local_runs import INSTANCE, REGION, write_local_run
 
 OLD_METADATA = (
     b'v1\n{"operatorInfo":{"operatorId":0,"operatorName":"dedupeWithinWatermark"},'

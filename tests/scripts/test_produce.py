@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from scripts import produce
-from tests.scripts.test_status import INSTANCE, REGION, STREAM, write_local_run
+from tests.scripts.local_runs import INSTANCE, REGION, STREAM, write_local_run
 
 
 @pytest.fixture

@@ -27,9 +27,9 @@ from app.config import JobConfig
 from app.polling import poll_until
 from local.harness import replace_fields
 from scripts import stop
-from scripts.status_lease import JobState, file_lease_state, process_alive, s3_lease_state
-from scripts.status_target import Target
-from tests.scripts.test_status import INSTANCE, REGION, write_local_run
+from scripts.status.lease import JobState, file_lease_state, process_alive
+from scripts.status.target import Target
+from tests.scripts.local_runs import INSTANCE, REGION, write_local_run
 
 FAKE_JOB = """
 import pathlib, sys, time
@@ -190,14 +190,6 @@ def test_exited_needs_a_free_lease_and_a_gone_process() -> None:
     assert not stop.exited(held, None, lambda _: False)
     assert not stop.exited(free, 42, lambda _: True)
     assert stop.exited(free, 42, lambda _: False)
-
-
-def test_s3_lease_expiry_decides() -> None:
-    body = json.dumps({"owner": "ip-10-0-0-1:77", "expires_at": 1000.0}).encode()
-    assert s3_lease_state("s3://b/k", body, now=999.0).running
-    assert not s3_lease_state("s3://b/k", body, now=1000.0).running
-    assert not s3_lease_state("s3://b/k", None, now=0).running
-    assert not s3_lease_state("s3://b/k", b"not json", now=0).running
 
 
 def test_stop_on_s3(tmp_path: Path) -> None:

@@ -1,0 +1,89 @@
+"""infra/constructs/stream.py: the instance's Kinesis stream alone in a bare
+stack (the synthesized stacks: tests/infra/stacks/test_templates.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_iam as iam
+from aws_cdk.assertions import Template
+
+from app.config import ConsumerType
+from infra.config import StreamConfig
+from infra.constructs.stream import STREAM_LOGICAL_ID, EventStream, EventStreamProps
+
+
+def _bare_stream(
+    config: StreamConfig, consumer_type: ConsumerType = "GetRecords"
+) -> dict[str, Any]:
+    """The stream construct and a role it grants, in a bare stack, as a template."""
+    app = cdk.App()
+    stack = cdk.Stack(app, "Bare", env=cdk.Environment(region="eu-west-1"))
+    stream = EventStream(
+        stack,
+        "Stream",
+        props=EventStreamProps("unit-events", config, cdk.RemovalPolicy.RETAIN),
+    )
+    role = iam.Role(stack, "Job", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
+    stream.grant_job(role, consumer_type=consumer_type)
+    template: dict[str, Any] = Template.from_stack(stack).to_json()
+    return template
+
+
+def _statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        statement
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::IAM::Policy"
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_a_provisioned_stream_is_encrypted_sized_and_pinned() -> None:
+    template = _bare_stream(StreamConfig(shard_count=3, retention_hours=48))
+    stream = template["Resources"][STREAM_LOGICAL_ID]
+    assert stream["Type"] == "AWS::Kinesis::Stream"
+    assert stream["DeletionPolicy"] == "Retain"
+    props = stream["Properties"]
+    assert props["Name"] == "unit-events"
+    assert props["ShardCount"] == 3
+    assert props["RetentionPeriodHours"] == 48
+    assert props["StreamModeDetails"] == {"StreamMode": "PROVISIONED"}
+    assert props["StreamEncryption"] == {"EncryptionType": "KMS", "KeyId": "alias/aws/kinesis"}
+
+
+def test_no_shard_count_means_on_demand() -> None:
+    props = _bare_stream(StreamConfig())["Resources"][STREAM_LOGICAL_ID]["Properties"]
+    assert props["StreamModeDetails"] == {"StreamMode": "ON_DEMAND"}
+    assert "ShardCount" not in props
+
+
+CONSUMERS = {"Fn::Join": ["", [{"Fn::GetAtt": [STREAM_LOGICAL_ID, "Arn"]}, "/consumer/*"]]}
+
+
+def _actions(statement: dict[str, Any]) -> set[str]:
+    action = statement["Action"]
+    return set(action) if isinstance(action, list) else {action}
+
+
+@pytest.mark.parametrize("consumer_type", ["GetRecords", "SubscribeToShard"])
+def test_only_enhanced_fan_out_registers_consumers_and_reaches_them(
+    consumer_type: ConsumerType,
+) -> None:
+    """CDK's grant_read covers the stream itself; enhanced fan-out adds
+    RegisterStreamConsumer on the stream and the consumers of this stream only."""
+    statements = _statements(_bare_stream(StreamConfig(shard_count=1), consumer_type))
+    actions = set().union(*(_actions(s) for s in statements))
+    assert {"kinesis:GetRecords", "kinesis:GetShardIterator", "kinesis:ListShards"} <= actions
+    on_consumers = [s for s in statements if s["Resource"] == CONSUMERS]
+    if consumer_type == "SubscribeToShard":
+        assert "kinesis:RegisterStreamConsumer" in actions
+        assert [_actions(s) for s in on_consumers] == [
+            {"kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard"}
+        ]
+    else:
+        assert "kinesis:RegisterStreamConsumer" not in actions
+        assert on_consumers == []
+    assert not {"kinesis:DeregisterStreamConsumer", "kinesis:ListStreamConsumers"} & actions

@@ -1,0 +1,192 @@
+"""A region's shared stack (infra/stacks/shared_stack.py) and two small
+instances on it: the shared stack synthesizes clean (cdk-nag, cfn-lint) with
+one MSK cluster and no topic or grant of its own; each instance's job role
+reaches its own topic and the cluster's Connect only, never the neighbour's
+topic and never cluster-wide administration (with controls that the checker
+does catch a wildcard)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfnlint.api import ManualArgs, lint_file
+
+from infra.config import InstanceConfigError
+from tests.fixtures import EXAMPLE_CDK_JSON
+from tests.infra.conftest import Synthesized, check_context, synthesize
+
+REGION = "us-east-1"
+SHARED = "Streaming-shared-us-east-1"
+A, B = "Streaming-refunds-us-east-1", "Streaming-invoices-us-east-1"
+CLUSTER = "arn:aws:kafka:us-east-1:123456789012:cluster/streaming-failures-us-east-1/0b1c2d3e-aaaa"
+NETWORK = {
+    "vpc_id": "vpc-0123456789abcdef0",
+    "availability_zones": ["us-east-1a", "us-east-1b", "us-east-1c"],
+    "private_subnet_ids": [
+        "subnet-0123456789abcdef0",
+        "subnet-0fedcba9876543210",
+        "subnet-0aaaabbbbccccdddd",
+    ],
+}
+# What a job may do on the shared cluster itself (not on a topic).
+CLUSTER_ACTIONS = {
+    "kafka-cluster:Connect",
+    "kafka-cluster:DescribeCluster",
+    "kafka-cluster:WriteDataIdempotently",
+    "kafka:GetBootstrapBrokers",
+    "kafka:DescribeCluster",
+    "kafka:DescribeClusterV2",
+}
+TOPIC_ACTIONS = {"kafka-cluster:DescribeTopic", "kafka-cluster:WriteData"}
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Synthesized, Path]:
+    context = json.loads(json.dumps(check_context(EXAMPLE_CDK_JSON)))
+    small = {
+        "region": REGION,
+        "size": "small",
+        "network": NETWORK,
+        "kafka": {"cluster_arn": CLUSTER},
+    }
+    context["streaming"]["shared"] = [{"region": REGION}]
+    context["streaming"]["instances"] = [
+        {"domain": "refunds", **small},
+        {"domain": "invoices", **small},
+    ]
+    outdir = tmp_path_factory.mktemp("cdk.out.shared")
+    return synthesize(context, outdir), outdir
+
+
+def _shared_template(shared: tuple[Synthesized, Path]) -> tuple[dict[str, Any], Path]:
+    path = shared[1] / f"{SHARED}.template.json"
+    return json.loads(path.read_text()), path
+
+
+def _of_type(template: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == type_}
+
+
+def kafka_problems(statements: list[dict[str, Any]], own_topic: Any) -> list[str]:
+    """Every statement with a Kafka action must be the cluster's few actions on
+    the cluster ARN, or the topic's two on this instance's own topic."""
+    found = []
+    for statement in statements:
+        actions = statement["Action"]
+        actions = [actions] if isinstance(actions, str) else actions
+        kafka = [a for a in actions if a.startswith(("kafka-cluster:", "kafka:"))]
+        if not kafka:
+            continue
+        resources = statement["Resource"]
+        resources = resources if isinstance(resources, list) else [resources]
+        if resources == [CLUSTER] and set(kafka) <= CLUSTER_ACTIONS:
+            continue
+        if resources == [own_topic] and set(kafka) <= TOPIC_ACTIONS:
+            continue
+        found.append(f"{kafka} on {resources}")
+    return found
+
+
+@pytest.mark.synth
+def test_the_shared_stack_passes_cdk_nag_and_cfn_lint(shared: tuple[Synthesized, Path]) -> None:
+    synth = shared[0]
+    assert synth.error is None, synth.error
+    assert synth.report is not None and synth.report["pluginReports"] == []
+    _template, path = _shared_template(shared)
+    matches = lint_file(path, config=ManualArgs(regions=[REGION]))
+    assert [f"{m.rule.id} {m.message}" for m in matches if m.rule.id[0] in "EFW"] == []
+
+
+@pytest.mark.synth
+def test_the_shared_stack_owns_one_cluster_no_topic_and_no_grant(
+    shared: tuple[Synthesized, Path],
+) -> None:
+    template, _path = _shared_template(shared)
+    (cluster,) = _of_type(template, "AWS::MSK::Cluster").values()
+    props = cluster["Properties"]
+    assert props["EnhancedMonitoring"] == "DEFAULT"
+    assert props["BrokerNodeGroupInfo"]["InstanceType"] == "kafka.t3.small"
+    assert props["ClientAuthentication"]["Sasl"]["Iam"]["Enabled"] is True
+    assert not _of_type(template, "AWS::MSK::Topic")
+    for policy in _of_type(template, "AWS::IAM::Policy").values():
+        actions = json.dumps(policy["Properties"]["PolicyDocument"])
+        assert "kafka" not in actions
+    ingress = [
+        rule
+        for sg in _of_type(template, "AWS::EC2::SecurityGroup").values()
+        for rule in sg["Properties"].get("SecurityGroupIngress", [])
+    ]
+    assert [(r["FromPort"], r["ToPort"]) for r in ingress] == [(9098, 9098)]
+    assert "CidrIp" in ingress[0], "the shared VPC's own CIDR"
+    assert set(template["Outputs"]) >= {"VpcId", "PrivateSubnetIds", "MskClusterArn"}
+
+
+@pytest.mark.synth
+def test_each_instance_reaches_only_its_own_topic_on_the_shared_cluster(
+    shared: tuple[Synthesized, Path],
+) -> None:
+    synth = shared[0]
+    topics = {}
+    for name in (A, B):
+        (logical_id, topic) = synth.one(name, "AWS::MSK::Topic")
+        assert topic["Properties"]["ClusterArn"] == CLUSTER
+        topics[name] = {"Fn::GetAtt": [logical_id, "TopicArn"]}
+        assert not [
+            t
+            for t in synth.templates[name]["Resources"].values()
+            if t["Type"] == "AWS::MSK::Cluster"
+        ]
+    for name in (A, B):
+        role = synth.role_assumed_by(name, "ec2.amazonaws.com")
+        statements = synth.policy_statements(name, role)
+        assert kafka_problems(statements, topics[name]) == []
+        granted = {
+            json.dumps(s["Resource"], sort_keys=True)
+            for s in statements
+            if "kafka-cluster:WriteData" in s["Action"]
+        }
+        assert granted == {json.dumps(topics[name], sort_keys=True)}, "its own topic, once"
+    # The two instances' topics are distinct resources of distinct stacks.
+    assert synth.templates[A]["Resources"].keys() >= {"FailureTopic"}
+    names = {synth.properties(n, "FailureTopic")["TopicName"] for n in (A, B)}
+    assert len(names) == 2
+
+
+def test_control_a_topic_wildcard_or_admin_action_on_the_cluster_is_caught() -> None:
+    own = {"Fn::GetAtt": ["FailureTopic", "TopicArn"]}
+    wildcard_topics = CLUSTER.replace(":cluster/", ":topic/") + "/*"
+    assert kafka_problems(
+        [{"Action": ["kafka-cluster:WriteData"], "Resource": wildcard_topics}], own
+    )
+    assert kafka_problems([{"Action": "kafka-cluster:*", "Resource": CLUSTER}], own)
+    assert kafka_problems([{"Action": ["kafka-cluster:CreateTopic"], "Resource": CLUSTER}], own)
+    assert kafka_problems(
+        [{"Action": ["kafka-cluster:WriteData"], "Resource": {"Fn::GetAtt": ["Other", "Arn"]}}],
+        own,
+    )
+    ok = [
+        {"Action": ["kafka-cluster:Connect"], "Resource": CLUSTER},
+        {"Action": ["kafka-cluster:WriteData", "kafka-cluster:DescribeTopic"], "Resource": own},
+    ]
+    assert kafka_problems(ok, own) == []
+
+
+def test_a_deployable_synth_refuses_the_examples_shared_cluster_arn() -> None:
+    from infra.config import read_cdk_context
+    from infra.stacks.application import build_app
+
+    context = json.loads(json.dumps(read_cdk_context(EXAMPLE_CDK_JSON)))
+    context["streaming"]["defaults"] = {"emr": {"tls_certificates_s3_uri": "s3://b-1/tls/c.zip"}}
+    example = CLUSTER.rsplit("/", 1)[0] + "/example-0000-1"
+    context["streaming"]["instances"] = [
+        {"domain": "refunds", "region": REGION, "kafka": {"cluster_arn": example}},
+        {"domain": "invoices", "region": REGION, "kafka": {"cluster_arn": CLUSTER}},
+    ]
+    with pytest.raises(InstanceConfigError) as caught:
+        build_app(context)
+    (line,) = str(caught.value).splitlines()
+    assert line.startswith("instance refunds-us-east-1: field kafka.cluster_arn: still the example")
+    assert "MskClusterArn output of Streaming-shared-us-east-1" in line

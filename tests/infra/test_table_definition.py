@@ -1,0 +1,75 @@
+"""infra/table_definition.py: the events table's definition without CDK.
+
+The fingerprint, the pins and check_definition's refusal are tested in
+tests/infra/constructs/test_events_table.py (beside the synthesized table they pin);
+here: that the module stands alone (synth-free tools and scripts import it)
+and the optimizer roles' actions it derives."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from infra.table_definition import (
+    OPTIMIZER_LAKE_FORMATION_PERMISSIONS,
+    OPTIMIZER_TYPES,
+    optimizer_object_actions,
+    optimizer_table_actions,
+    optimizer_writes,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BLOCK_CDK = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"aws_cdk", "constructs", "cdk_nag", "jsii"}:
+            raise ImportError(f"blocked: {name}")
+        return None
+sys.meta_path.insert(0, Block())
+from app.config import DEFAULT_EVENT_FIELDS
+from infra.table_definition import definition_fingerprint
+print(definition_fingerprint(DEFAULT_EVENT_FIELDS, "db", "warehouse/db.db/"))
+"""
+
+
+def test_the_definition_imports_without_cdk() -> None:
+    """No aws_cdk, constructs or jsii: the fingerprint is computed with CDK blocked."""
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCK_CDK],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    fingerprint = done.stdout.strip()
+    assert len(fingerprint) == 64
+    assert set(fingerprint) <= set("0123456789abcdef")
+
+
+def test_only_orphan_file_deletion_leaves_the_table_unwritten() -> None:
+    assert [kind for kind in OPTIMIZER_TYPES if not optimizer_writes(kind)] == [
+        "orphan_file_deletion"
+    ]
+    assert optimizer_object_actions("orphan_file_deletion") == ["s3:GetObject", "s3:DeleteObject"]
+    assert optimizer_table_actions("orphan_file_deletion") == ["glue:GetTable"]
+    for kind in ("compaction", "retention"):
+        assert optimizer_object_actions(kind) == [
+            "s3:GetObject",
+            "s3:DeleteObject",
+            "s3:PutObject",
+        ]
+        assert optimizer_table_actions(kind) == ["glue:GetTable", "glue:UpdateTable"]
+
+
+def test_lake_formation_permissions_follow_what_each_optimizer_does() -> None:
+    """ALTER pairs with glue:UpdateTable, INSERT with s3:PutObject: the
+    Lake Formation grant says no more than the IAM policy."""
+    for kind in OPTIMIZER_TYPES:
+        permissions = set(OPTIMIZER_LAKE_FORMATION_PERMISSIONS[kind])
+        assert ("ALTER" in permissions) == ("glue:UpdateTable" in optimizer_table_actions(kind))
+        assert ("INSERT" in permissions) == ("s3:PutObject" in optimizer_object_actions(kind))
+        assert {"DELETE", "DESCRIBE"} <= permissions

@@ -1,0 +1,68 @@
+"""scripts.status.metrics: the job's batch metrics and the stack's alarms read
+back from CloudWatch (in-process moto)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import boto3
+
+from app import contract
+from app.monitoring import Datum, metric_data, progress_datums
+from scripts.status.metrics import alarm_prefix, read_alarms, read_batches, rows_from_results
+from tests.scripts.local_runs import INSTANCE, NOW, REGION
+
+# ------------------------------------------------------------------ metrics, alarms
+
+
+def test_metric_results_merge_into_rows_of_batches() -> None:
+    t = [NOW + timedelta(seconds=i) for i in range(4)]
+    results = [
+        {"Id": "batches", "Timestamps": [t[3], t[2], t[1], t[0]], "Values": [1.0, 0.0, 1.0, 1.0]},
+        {"Id": "duration_ms", "Timestamps": [t[3], t[2], t[1]], "Values": [30.0, 99.0, 20.0]},
+    ]
+    rows = rows_from_results(results, last=2)
+    assert [r.at for r in rows] == [t[1], t[3]]  # no batch in t[2]; t[0] is older
+    assert rows[0].values == {"batches": 1.0, "duration_ms": 20.0}
+    assert rows_from_results(results, last=0) == []
+
+
+def test_batches_are_read_back_as_the_job_publishes_them(aws: None) -> None:
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    published = [NOW - timedelta(seconds=s) for s in (30, 20, 10)]
+    for i, at in enumerate(published):
+        progress = {"durationMs": {"triggerExecution": 1000 + i}, "numInputRows": 10 * (i + 1)}
+        datums = progress_datums(progress, trigger_interval_sec=2, result=None, now=at)
+        cloudwatch.put_metric_data(
+            Namespace=contract.metric_namespace(INSTANCE), MetricData=metric_data(datums, INSTANCE)
+        )
+    idle = Datum(contract.HEARTBEAT, 1.0, "Count", NOW - timedelta(seconds=5))
+    cloudwatch.put_metric_data(
+        Namespace=contract.metric_namespace(INSTANCE), MetricData=metric_data([idle], INSTANCE)
+    )
+    rows = read_batches(cloudwatch, INSTANCE, now=NOW, minutes=5, period_sec=1, last=2)
+    assert [r.values["duration_ms"] for r in rows] == [1001.0, 1002.0]
+    assert [r.values["input_rows"] for r in rows] == [20.0, 30.0]
+    assert all(r.values["batches"] == 1.0 for r in rows)
+    every = read_batches(cloudwatch, INSTANCE, now=NOW, minutes=5, period_sec=1, last=10)
+    assert len(every) == 3  # the idle heartbeat is not a batch
+
+
+def test_alarms_are_the_stacks_own(aws: None) -> None:
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    stack = contract.stack_name("orders", REGION)
+    for name in (f"{stack}-FallingBehind", f"{stack}-HeartbeatMissing", "other-FallingBehind"):
+        cloudwatch.put_metric_alarm(
+            AlarmName=name, MetricName=contract.HEARTBEAT,
+            Namespace=contract.metric_namespace(INSTANCE),
+            Statistic="Sum", Period=60, EvaluationPeriods=1, Threshold=1,
+            ComparisonOperator="LessThanThreshold",
+        )  # fmt: skip
+    for name, state in (("HeartbeatMissing", "ALARM"), ("FallingBehind", "OK")):
+        cloudwatch.set_alarm_state(AlarmName=f"{stack}-{name}", StateValue=state, StateReason="t")
+    found = read_alarms(cloudwatch, stack)
+    assert [(a.name, a.state) for a in found] == [
+        (f"{stack}-HeartbeatMissing", "ALARM"),
+        (f"{stack}-FallingBehind", "OK"),
+    ]
+    assert alarm_prefix(stack) == "Streaming-orders-ap-northeast-2-"
