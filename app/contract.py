@@ -31,7 +31,7 @@ END_TO_END_LATENCY_MS: Final = "EndToEndLatencyMs"
 SOURCE_LAG_MS: Final = "SourceLagMs"
 SCHEDULING_DELAY_RATIO: Final = "SchedulingDelayRatio"
 HEARTBEAT: Final = "Heartbeat"
-# Failure records per reason (the job's failure taxonomy, app.transform.REASONS):
+# Failure records per reason (the job's failure taxonomy, app.record.REASONS):
 # one series per reason, with the Reason dimension besides the instance's, so
 # it is not in ALL_METRICS (readers of those query the instance dimension only).
 FAILURE_RECORDS_BY_REASON: Final = "FailureRecordsByReason"

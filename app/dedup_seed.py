@@ -44,9 +44,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from app.config import JobConfig
-from app.sources.schema import ARRIVAL_TIMESTAMP
+from app.record import ARRIVAL, column_name
 from app.table.catalog import file_io_properties
-from app.table.layout import ARRIVAL_TIME, column_name
 from app.transform import DEDUP_KEY
 
 if TYPE_CHECKING:
@@ -59,13 +58,13 @@ log = logging.getLogger(__name__)
 
 # The key app.transform.dedup_key gives a valid record: "id:" + its id.
 ID_KEY_PREFIX: Final = "id:"
-SEED_SCHEMA: Final = f"`{DEDUP_KEY}` string, `{ARRIVAL_TIMESTAMP}` timestamp"
+SEED_SCHEMA: Final = f"`{DEDUP_KEY}` string, `{ARRIVAL.source}` timestamp"
 _TASK_SCHEMA: Final = "task binary"
 
 
 @dataclass(frozen=True)
 class Seed:
-    """The seed frame (``DEDUP_KEY``, ``ARRIVAL_TIMESTAMP``; cached) and what it holds."""
+    """The seed frame (``DEDUP_KEY``, ``ARRIVAL.source``; cached) and what it holds."""
 
     frame: DataFrame
     ids: int
@@ -87,7 +86,7 @@ def arrival_filter(cutoff: datetime) -> BooleanExpression:
     from pyiceberg.expressions.parser import parse
 
     naive = cutoff.astimezone(UTC).replace(tzinfo=None)
-    return parse(f"{ARRIVAL_TIME} >= '{naive.isoformat(timespec='microseconds')}'")
+    return parse(f"{ARRIVAL.column} >= '{naive.isoformat(timespec='microseconds')}'")
 
 
 def seed_keys(ids: pa.Array, arrivals: pa.Array) -> pa.RecordBatch:
@@ -101,7 +100,7 @@ def seed_keys(ids: pa.Array, arrivals: pa.Array) -> pa.RecordBatch:
     arrivals = pc.filter(arrivals, keep)
     keys = pc.binary_join_element_wise(pa.scalar(ID_KEY_PREFIX), ids, "")
     utc = arrivals.cast(pa.timestamp("us")).cast(pa.timestamp("us", tz="UTC"))
-    return pa.RecordBatch.from_arrays([keys, utc], names=[DEDUP_KEY, ARRIVAL_TIMESTAMP])
+    return pa.RecordBatch.from_arrays([keys, utc], names=[DEDUP_KEY, ARRIVAL.source])
 
 
 def _reader(
@@ -116,14 +115,14 @@ def _reader(
 
         metadata = TableMetadataUtil.parse_raw(metadata_json)
         io = load_file_io(properties=io_properties, location=metadata.location)
-        projected = metadata.schema().select(id_column, ARRIVAL_TIME)
+        projected = metadata.schema().select(id_column, ARRIVAL.column)
         scan = ArrowScan(metadata, io, projected, arrival_filter(cutoff))
         for batch in batches:
             # Pickled by read_seed on the driver: our own bytes.
             tasks = [pickle.loads(raw) for raw in batch.column(0).to_pylist()]
             for read_batch in scan.to_record_batches(tasks):
                 if read_batch.num_rows:
-                    yield seed_keys(read_batch.column(id_column), read_batch.column(ARRIVAL_TIME))
+                    yield seed_keys(read_batch.column(id_column), read_batch.column(ARRIVAL.column))
 
     return read
 
@@ -140,7 +139,9 @@ def read_seed(
         log.info("seed: table %s is empty; nothing to seed", ".".join(table.name()))
         return None
     id_column = column_name(config.id_field)
-    scan = table.scan(row_filter=arrival_filter(cutoff), selected_fields=(id_column, ARRIVAL_TIME))
+    scan = table.scan(
+        row_filter=arrival_filter(cutoff), selected_fields=(id_column, ARRIVAL.column)
+    )
     tasks = [pickle.dumps(task) for task in scan.plan_files()]
     if not tasks:
         log.info("seed: no data file of %s holds an arrival since %s", table.name(), cutoff)
@@ -153,7 +154,7 @@ def read_seed(
         table.metadata.model_dump_json(), file_io_properties(config), id_column, cutoff
     )
     rows = listed.mapInArrow(reader, SEED_SCHEMA)
-    latest = rows.groupBy(DEDUP_KEY).agg(sf.max(ARRIVAL_TIMESTAMP).alias(ARRIVAL_TIMESTAMP))
+    latest = rows.groupBy(DEDUP_KEY).agg(sf.max(ARRIVAL.source).alias(ARRIVAL.source))
     frame = latest.persist()
     ids = frame.count()
     if ids == 0:

@@ -279,6 +279,26 @@ def seed_for(
     return seed
 
 
+def open_table(config: JobConfig) -> Table:
+    """The events table at start, loaded once: the columns added since it was
+    created applied (docs/infra.md, "Event schema"), then checked against the
+    contract. A table that does not exist yet is created locally; on AWS
+    :func:`app.table.catalog.ensure_table` says the stack must create it."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from app.retry import with_retries
+    from app.table.catalog import ensure_table, load_table, open_catalog
+    from app.table.evolution import evolve_loaded
+
+    catalog = with_retries(lambda: open_catalog(config), "open catalog", config.catalog)
+    try:
+        loaded = load_table(config, catalog)
+    except NoSuchTableError:
+        return ensure_table(config, catalog)
+    evolve_loaded(loaded, config)
+    return ensure_table(config, catalog, loaded=loaded)
+
+
 def _session(config: JobConfig, work_dir: str | None) -> SparkSession:
     from app.session import build_session
     from app.spark_conf import local_conf
@@ -302,16 +322,13 @@ def run(
     ``checkpoint``: what :func:`checked_checkpoint` found (read here when not given)."""
     from app.micro_batch import BatchProcessor, prepare
     from app.monitoring import BatchResults, CloudWatchPublisher, make_listener
-    from app.sinks.kafka import KafkaSettings, resolve_bootstrap_servers
+    from app.sinks.kafka_settings import KafkaSettings, resolve_bootstrap_servers
     from app.sources import read_stream
-    from app.table.catalog import ensure_table
-    from app.table.evolution import evolve_table
 
     if checkpoint is None:
         checkpoint = checked_checkpoint(config, s3_client)
     check_stream_retention(config)
-    evolve_table(config)  # columns added since the table was created (docs/infra.md)
-    table = ensure_table(config)
+    table = open_table(config)
     seed = seed_for(spark, table, config, checkpoint)
 
     bootstrap = resolve_bootstrap_servers(config.kafka, region=config.region)

@@ -29,14 +29,15 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Final
 
 from app.config import JobConfig
+from app.record import ARRIVAL, UNDECLARED_FIELDS, column_name
 from app.retry import with_retries
 from app.sinks.batch_task import RESULT_SCHEMA as TASK_SCHEMA
-from app.sinks.batch_task import TaskOutcome, batch_task, combine
-from app.sinks.kafka import KafkaSettings
+from app.sinks.batch_task import TaskOutcome, batch_task, combine, output_rows
+from app.sinks.kafka_settings import KafkaSettings
 from app.table.catalog import ensure_table, file_io_properties
 from app.table.commit import already_committed, commit_batch, expire_snapshots
-from app.table.layout import ARRIVAL_TIME, UNDECLARED_FIELDS, column_name, table_columns
-from app.transform import classify, deduplicated, output_rows
+from app.table.layout import table_columns
+from app.transform import classify, deduplicated
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -62,9 +63,9 @@ class BatchResult:
     table_records: int = 0
     # False when the batch had already been committed (a replay), or had no valid row.
     committed: bool = False
-    # Failure records per reason (app.transform.REASONS), only reasons seen.
+    # Failure records per reason (app.record.REASONS), only reasons seen.
     failures_by_reason: tuple[tuple[str, int], ...] = ()
-    # Valid rows per undeclared key, most frequent first (app.transform.UNDECLARED_KEYS).
+    # Valid rows per undeclared key, most frequent first (app.record.UNDECLARED_KEYS).
     undeclared_keys: tuple[tuple[str, int], ...] = ()
 
 
@@ -108,7 +109,7 @@ def one_pass(
         table.metadata.model_dump_json(),
         file_io_properties(config),
         table_columns=tuple(c.name for c in table_columns(config.event_fields)),
-        arrival_column=ARRIVAL_TIME,
+        arrival_column=ARRIVAL.column,
         time_column=column_name(config.event_time_field),
         write_files=write_files,
     )

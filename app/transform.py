@@ -30,66 +30,77 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from app.config import DEFAULT_EVENT_FIELDS, EventField
+from app.record import (
+    ARRIVAL,
+    BAD_AGGREGATE,
+    BAD_TIMESTAMP,
+    COORDINATES,
+    DATA,
+    ERROR_CLASS,
+    ERROR_CLASSES,
+    MALFORMED_JSON,
+    MESSAGE,
+    MISSING_FIELD,
+    NOT_UTF8,
+    REASON,
+    REASONS,
+    SEQUENCE,
+    SHARD,
+    SPARK_TYPES,
+    STREAM,
+    SUB_SEQUENCE,
+    TOO_LARGE,
+    TRAILING_DATA,
+    UNDECLARED_FIELDS,
+    UNDECLARED_KEYS,
+    WRONG_TYPE,
+    column_name,
+    raw_column_name,
+)
 from app.sources.kpl import DIGEST_SIZE as KPL_DIGEST_SIZE
 from app.sources.kpl import MAGIC as KPL_MAGIC
-from app.sources.schema import (
-    ARRIVAL_TIMESTAMP,
-    DATA,
-    PARTITION_KEY,
-    SEQUENCE_NUMBER,
-    SHARD_ID,
-    STREAM_NAME,
-    SUB_SEQUENCE_NUMBER,
-)
 from app.table import layout
-from app.table.layout import UNDECLARED_FIELDS, column_name, raw_column_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-TOO_LARGE: Final = "too_large"
-BAD_AGGREGATE: Final = "bad_aggregate"
-NOT_UTF8: Final = "not_utf8"
-MALFORMED_JSON: Final = "malformed_json"
-TRAILING_DATA: Final = "trailing_data"
-MISSING_FIELD: Final = "missing_field"
-WRONG_TYPE: Final = "wrong_type"
-BAD_TIMESTAMP: Final = "bad_timestamp"
+# The failure taxonomy and the classification's columns are the record
+# vocabulary's (app.record); named here too for the callers that classify.
+__all__ = [
+    "BAD_AGGREGATE",
+    "BAD_TIMESTAMP",
+    "DEDUP_KEY",
+    "ERROR_CLASS",
+    "ERROR_CLASSES",
+    "MALFORMED_JSON",
+    "MESSAGE",
+    "MISSING_FIELD",
+    "NOT_UTF8",
+    "REASON",
+    "REASONS",
+    "TOO_LARGE",
+    "TRAILING_DATA",
+    "UNDECLARED_KEYS",
+    "WRONG_TYPE",
+    "classify",
+    "decode",
+    "dedup_input",
+    "dedup_key",
+    "deduplicated",
+    "event_columns",
+    "extract",
+    "failures",
+    "field_checks",
+    "judge",
+    "parse",
+    "parse_timestamp",
+    "record_checks",
+    "utc_date",
+    "with_undeclared",
+]
 
-# Every reason, in precedence order, with the name a consumer of the failure
-# topic sees in the ``exception`` header: the class of error a hand-written
-# parser would have raised for the reason.
-ERROR_CLASSES: Final = {
-    TOO_LARGE: "RecordTooLargeError",
-    BAD_AGGREGATE: "AggregateDecodeError",
-    NOT_UTF8: "UnicodeDecodeError",
-    MALFORMED_JSON: "JSONDecodeError",
-    TRAILING_DATA: "TrailingDataError",
-    MISSING_FIELD: "MissingFieldError",
-    WRONG_TYPE: "TypeError",
-    BAD_TIMESTAMP: "DateTimeParseError",
-}
-REASONS: Final = tuple(ERROR_CLASSES)
-
-# Columns the classification adds to the source columns.
-REASON: Final = "failure_reason"
-MESSAGE: Final = "failure_message"
-ERROR_CLASS: Final = "failure_class"
-# The keys of a record's object that no event field declares (null when none),
-# counted per name by each task (app.sinks.batch_task); never a table column.
-UNDECLARED_KEYS: Final = "undeclared_keys"
 # The state store's de-duplication key (never a table column).
 DEDUP_KEY: Final = "_dedup_key"
-
-# Source coordinates as table columns.
-SOURCE_TABLE_COLUMNS: Final = (
-    (STREAM_NAME, layout.STREAM_NAME),
-    (SHARD_ID, layout.SHARD_ID),
-    (SEQUENCE_NUMBER, layout.SEQUENCE_NUMBER),
-    (PARTITION_KEY, layout.PARTITION_KEY),
-    (ARRIVAL_TIMESTAMP, layout.ARRIVAL_TIME),
-    (SUB_SEQUENCE_NUMBER, layout.SUB_SEQUENCE_NUMBER),
-)
 
 # ISO-8601 extended form: date, 'T', time with 1-9 fractional digits, optional
 # offset ('Z' or +hh:mm). Spark's cast alone is laxer (it takes a bare date or
@@ -118,20 +129,10 @@ _WRAP_OPEN: Final = "["
 _WRAP_CLOSE: Final = ',"\\u0000"]'
 _STRIP_BOM_TO: Final = 1 << 30
 
-_SPARK_TYPES: Final = {
-    "string": "string",
-    "int": "int",
-    "long": "bigint",
-    "float": "float",
-    "double": "double",
-    "boolean": "boolean",
-    "timestamp": "timestamp",
-}
-
 
 def event_columns(fields: Sequence[EventField]) -> list[tuple[str, str]]:
     """``(column, spark type)`` of the parsed event, in schema order."""
-    return [(col.name, _SPARK_TYPES[col.type]) for col in layout.event_columns(fields)]
+    return [(col.name, SPARK_TYPES[col.type]) for col in layout.event_columns(fields)]
 
 
 def parse_timestamp(text: Column) -> Column:
@@ -235,7 +236,7 @@ def _value(spec: EventField, sub: Column, kind: Column) -> Column:
 
     if spec.type in _TEXT_TYPES:
         return kind
-    return sf.try_variant_get(sub, "$", _SPARK_TYPES[spec.type])
+    return sf.try_variant_get(sub, "$", SPARK_TYPES[spec.type])
 
 
 def with_undeclared(staged: DataFrame, doc: Column, fields: Sequence[EventField]) -> DataFrame:
@@ -284,19 +285,47 @@ def classify(
     (null on valid rows). One output row per input row, always: this is what
     makes "nothing is dropped" hold. Narrow (no shuffle).
 
-    Built in stages (decode, parse, extract, judge) so that each expensive
+    Built in the taxonomy's stages (:func:`decode`, :func:`parse`, the
+    undeclared keys, :func:`extract`, :func:`judge`) so that each expensive
     expression (the UTF-8 check, the JSON parse, each timestamp parse) is a
     column computed once per row and only referenced afterwards.
     """
     from pyspark.sql import functions as sf
 
-    data = sf.col(DATA)
-    fits = sf.length(data) <= sf.lit(max_record_bytes)
-    staged = raw.select("*", sf.when(fits, data.cast("string")).alias("_decoded"))
+    staged = decode(raw, max_record_bytes)
+    staged = parse(staged)
+    staged = with_undeclared(staged, sf.col("_doc"), fields)
+    staged = extract(staged, fields)
+    return judge(staged, raw.columns, fields, max_record_bytes)
+
+
+def decode(raw: DataFrame, max_record_bytes: int) -> DataFrame:
+    """Stage 1, the bytes: ``_decoded`` (the text of a record that fits
+    ``max_record_bytes``), ``_utf8`` (it is valid UTF-8) and ``_body`` (the
+    text without its leading byte order mark)."""
+    from pyspark.sql import functions as sf
+
+    staged = raw.select(
+        "*", sf.when(_fits(max_record_bytes), sf.col(DATA).cast("string")).alias("_decoded")
+    )
     staged = staged.select("*", sf.is_valid_utf8("_decoded").alias("_utf8"))
     text = sf.when(sf.col("_utf8"), sf.col("_decoded"))
     body = sf.when(text.startswith(BOM), sf.substring(text, 2, _STRIP_BOM_TO)).otherwise(text)
-    staged = staged.select("*", body.alias("_body"))
+    return staged.select("*", body.alias("_body"))
+
+
+def _fits(max_record_bytes: int) -> Column:
+    from pyspark.sql import functions as sf
+
+    return sf.length(sf.col(DATA)) <= sf.lit(max_record_bytes)
+
+
+def parse(staged: DataFrame) -> DataFrame:
+    """Stage 2, the JSON: ``_wrapped`` (the body parsed inside its sentinel
+    wrapper, once), ``_whole`` (the body is one JSON value and whitespace) and
+    ``_doc`` (the wrapper, when that value is an object)."""
+    from pyspark.sql import functions as sf
+
     wrapped = sf.concat(sf.lit(_WRAP_OPEN), sf.col("_body"), sf.lit(_WRAP_CLOSE))
     staged = staged.select("*", sf.try_parse_json(wrapped).alias("_wrapped"))
     # The whole text is one JSON value (and whitespace): the sentinel was read.
@@ -308,11 +337,16 @@ def classify(
         "_body", sf.lit(JSON_WHITESPACE)
     ).startswith("{")
     is_object = sf.col("_whole") & starts_object
-    staged = staged.select("*", sf.when(is_object, sf.col("_wrapped")).alias("_doc"))
+    return staged.select("*", sf.when(is_object, sf.col("_wrapped")).alias("_doc"))
+
+
+def extract(staged: DataFrame, fields: Sequence[EventField]) -> DataFrame:
+    """Stage 3, the fields: each one's variant (``_v<i>``, the one path lookup
+    per field) and kind (``_k<i>``, what its type check reads), then its
+    column value; a timestamp's text as sent, then its parsed instant."""
+    from pyspark.sql import functions as sf
 
     doc = sf.col("_doc")
-    staged = with_undeclared(staged, doc, fields)
-    # Each field's value as a variant of its own: the one path lookup per field.
     staged = staged.select(
         "*",
         *(
@@ -325,37 +359,9 @@ def classify(
     staged = staged.select(
         "*", *(_kind(spec, sf.col(f"_v{i}")).alias(f"_k{i}") for i, spec in enumerate(fields))
     )
-
-    missing_checks: list[tuple[Column, str]] = []
-    type_checks: list[tuple[Column, str]] = []
-    time_checks: list[tuple[Column, str]] = []
-    values: list[Column] = []
-    for i, spec in enumerate(fields):
-        sub = sf.col(f"_v{i}")
-        kind = sf.col(f"_k{i}")
-        present = sub.isNotNull() & ~sf.is_variant_null(sub)
-        name = column_name(spec.name)
-        if spec.required:
-            missing_checks.append((~present, f"required field {spec.name!r} is absent or null"))
-        wrong = ~_kind_ok(spec, kind)
-        if spec.type == "int":  # Spark's variant stores every JSON integer as BIGINT
-            wrong = wrong | sf.try_variant_get(sub, "$", "int").isNull()
-        type_checks.append((present & wrong, f"field {spec.name!r} must be a JSON {spec.type}"))
-        if spec.type == "timestamp":
-            time_checks.append(
-                (
-                    present & sf.col(name).isNull(),
-                    f"field {spec.name!r} is not an ISO-8601 timestamp "
-                    "(yyyy-MM-ddTHH:mm:ss[.fffffffff][Z|+hh:mm])",
-                )
-            )
-            raw_text = sf.when(present, sf.try_variant_get(sub, "$", "string"))
-            values.append(raw_text.alias(raw_column_name(spec.name)))
-        else:
-            values.append(sf.when(present, _value(spec, sub, kind)).alias(name))
-    staged = staged.select("*", *values)
+    staged = staged.select("*", *(_field_value(i, spec) for i, spec in enumerate(fields)))
     # Timestamps parse from the staged raw strings: once per row.
-    staged = staged.select(
+    return staged.select(
         "*",
         *(
             parse_timestamp(sf.col(raw_column_name(spec.name))).alias(column_name(spec.name))
@@ -364,10 +370,41 @@ def classify(
         ),
     )
 
-    ordered: list[tuple[Column, str, Column]] = [
+
+def _present(i: int) -> Column:
+    """Field ``i`` is in the object and not JSON ``null``."""
+    from pyspark.sql import functions as sf
+
+    sub = sf.col(f"_v{i}")
+    return sub.isNotNull() & ~sf.is_variant_null(sub)
+
+
+def _field_value(i: int, spec: EventField) -> Column:
+    """Field ``i``'s column: its value, or for a timestamp the text as sent
+    (the instant is parsed from it afterwards)."""
+    from pyspark.sql import functions as sf
+
+    sub = sf.col(f"_v{i}")
+    if spec.type == "timestamp":
+        raw_text = sf.when(_present(i), sf.try_variant_get(sub, "$", "string"))
+        return raw_text.alias(raw_column_name(spec.name))
+    return sf.when(_present(i), _value(spec, sub, sf.col(f"_k{i}"))).alias(column_name(spec.name))
+
+
+# One check of the taxonomy: when it fails a record, its reason and message.
+_Check = tuple["Column", str, "Column"]
+
+
+def record_checks(max_record_bytes: int) -> list[_Check]:
+    """The checks of the record as a whole, in precedence order: its size, a
+    KPL aggregate left whole, its encoding, its JSON."""
+    from pyspark.sql import functions as sf
+
+    data = sf.col(DATA)
+    return [
         (data.isNull(), MALFORMED_JSON, sf.lit("record has no data")),
         (
-            ~fits,
+            ~_fits(max_record_bytes),
             TOO_LARGE,
             sf.format_string(
                 f"record is %d bytes, more than max_record_bytes={max_record_bytes}",
@@ -391,28 +428,61 @@ def classify(
                 "(two objects in one record? one record per event)"
             ),
         ),
-        (doc.isNull(), MALFORMED_JSON, sf.lit("record is JSON but not an object")),
-        *((cond, MISSING_FIELD, sf.lit(msg)) for cond, msg in missing_checks),
-        *((cond, WRONG_TYPE, sf.lit(msg)) for cond, msg in type_checks),
-        *((cond, BAD_TIMESTAMP, sf.lit(msg)) for cond, msg in time_checks),
+        (sf.col("_doc").isNull(), MALFORMED_JSON, sf.lit("record is JSON but not an object")),
     ]
+
+
+def field_checks(fields: Sequence[EventField]) -> list[_Check]:
+    """The checks of the event's fields, in precedence order: every required
+    field's presence, then every field's type, then every timestamp's text."""
+    from pyspark.sql import functions as sf
+
+    missing: list[_Check] = []
+    types: list[_Check] = []
+    times: list[_Check] = []
+    for i, spec in enumerate(fields):
+        present = _present(i)
+        if spec.required:
+            message = f"required field {spec.name!r} is absent or null"
+            missing.append((~present, MISSING_FIELD, sf.lit(message)))
+        wrong = ~_kind_ok(spec, sf.col(f"_k{i}"))
+        if spec.type == "int":  # Spark's variant stores every JSON integer as BIGINT
+            wrong = wrong | sf.try_variant_get(sf.col(f"_v{i}"), "$", "int").isNull()
+        message = f"field {spec.name!r} must be a JSON {spec.type}"
+        types.append((present & wrong, WRONG_TYPE, sf.lit(message)))
+        if spec.type == "timestamp":
+            message = (
+                f"field {spec.name!r} is not an ISO-8601 timestamp "
+                "(yyyy-MM-ddTHH:mm:ss[.fffffffff][Z|+hh:mm])"
+            )
+            unparsed = present & sf.col(column_name(spec.name)).isNull()
+            times.append((unparsed, BAD_TIMESTAMP, sf.lit(message)))
+    return [*missing, *types, *times]
+
+
+def judge(
+    staged: DataFrame,
+    raw_columns: Sequence[str],
+    fields: Sequence[EventField],
+    max_record_bytes: int,
+) -> DataFrame:
+    """Stage 4, the verdict: the first check a record fails (the taxonomy's
+    precedence) gives its reason, message and error class; the staged
+    columns are dropped."""
+    from pyspark.sql import functions as sf
+
     verdict: Column = sf.lit(None).cast("struct<reason:string,message:string>")
-    for cond, reason, message in reversed(ordered):
+    for cond, reason, message in reversed(
+        [*record_checks(max_record_bytes), *field_checks(fields)]
+    ):
         verdict = sf.when(
             cond, sf.struct(sf.lit(reason).alias("reason"), message.alias("message"))
         ).otherwise(verdict)
     classes = sf.create_map(*(sf.lit(x) for pair in ERROR_CLASSES.items() for x in pair))
-
-    judged = staged.select(
-        *raw.columns,
-        *(name for name, _ in event_columns(fields)),
-        UNDECLARED_FIELDS,
-        UNDECLARED_KEYS,
-        verdict.alias("_verdict"),
-    )
+    kept = [*raw_columns, *(name for name, _ in event_columns(fields))]
+    judged = staged.select(*kept, UNDECLARED_FIELDS, UNDECLARED_KEYS, verdict.alias("_verdict"))
     return judged.select(
-        *raw.columns,
-        *(name for name, _ in event_columns(fields)),
+        *kept,
         UNDECLARED_FIELDS,
         UNDECLARED_KEYS,
         sf.col("_verdict.reason").alias(REASON),
@@ -425,41 +495,10 @@ def failures(classified: DataFrame) -> DataFrame:
     """Failure records: original bytes, source coordinates, reason, message."""
     from pyspark.sql import functions as sf
 
+    coordinates = [c.source for c in COORDINATES]
     return classified.where(sf.col(REASON).isNotNull()).select(
-        DATA, STREAM_NAME, SHARD_ID, SEQUENCE_NUMBER, SUB_SEQUENCE_NUMBER, PARTITION_KEY,
-        ARRIVAL_TIMESTAMP, REASON, MESSAGE, ERROR_CLASS,
-    )  # fmt: skip
-
-
-def output_rows(classified: DataFrame, *, fields: Sequence[EventField], batch_id: int) -> DataFrame:
-    """Both outputs of a batch in one frame, for one pass over it
-    (:mod:`app.sinks.batch_task`): the table's columns in its order
-    (:func:`app.table.layout.table_columns`; ``batch_id`` records which
-    micro-batch wrote the row), then the failure columns. The original bytes
-    are kept on failure rows only: a valid row's bytes would cross into Python
-    for nothing."""
-    from pyspark.sql import functions as sf
-
-    return classified.select(
-        *(name for name, _ in event_columns(fields)),
-        *(sf.col(src).alias(name) for src, name in SOURCE_TABLE_COLUMNS),
-        sf.lit(batch_id).cast("bigint").alias(layout.BATCH_ID),
-        UNDECLARED_FIELDS,
-        UNDECLARED_KEYS,
-        sf.when(sf.col(REASON).isNotNull(), sf.col(DATA)).alias(DATA),
-        REASON,
-        MESSAGE,
-        ERROR_CLASS,
+        DATA, *coordinates, REASON, MESSAGE, ERROR_CLASS
     )
-
-
-def valid_rows(classified: DataFrame, *, fields: Sequence[EventField], batch_id: int) -> DataFrame:
-    """Valid events as the table stores them."""
-    from pyspark.sql import functions as sf
-
-    table = [column.name for column in layout.table_columns(fields)]
-    rows = output_rows(classified, fields=fields, batch_id=batch_id)
-    return rows.where(sf.col(REASON).isNull()).select(*table)
 
 
 def dedup_key(id_column: str) -> Column:
@@ -472,10 +511,10 @@ def dedup_key(id_column: str) -> Column:
 
     coordinates = sf.concat_ws(
         "/",
-        sf.col(STREAM_NAME),
-        sf.col(SHARD_ID),
-        sf.col(SEQUENCE_NUMBER),
-        sf.col(SUB_SEQUENCE_NUMBER).cast("string"),
+        sf.col(STREAM.source),
+        sf.col(SHARD.source),
+        sf.col(SEQUENCE.source),
+        sf.col(SUB_SEQUENCE.source).cast("string"),
     )
     return (
         sf.when(sf.col(REASON).isNull(), sf.concat(sf.lit("id:"), sf.col(id_column)))
@@ -503,8 +542,9 @@ def deduplicated(
     no record the stream can still return is older than it.
 
     A valid row's original bytes are dropped before the exchange: only a
-    failure record is sent with them (:func:`output_rows`), and the bytes were
-    half of what crossed the shuffle.
+    failure record is sent with them (:func:`app.sinks.batch_task.output_rows`),
+    and the bytes were half of what crossed the shuffle. This is the one place
+    a valid row's bytes are dropped: the sink hands the batch on as it is.
     """
     from app.dedup import arrival_deduplicated
 
@@ -514,7 +554,7 @@ def deduplicated(
     unique = arrival_deduplicated(
         keyed,
         key_column=DEDUP_KEY,
-        arrival_column=ARRIVAL_TIMESTAMP,
+        arrival_column=ARRIVAL.source,
         horizon_hours=horizon_hours,
         seed=seed,
     )

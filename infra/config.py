@@ -29,15 +29,8 @@ from typing import Annotated, Any, Final, Literal, Self, TypeVar
 from pydantic import BaseModel, Field, PositiveInt, ValidationError, model_validator
 
 from app import contract
-from app.config import (
-    Allowed,
-    ConfigModel,
-    JobSettings,
-    JsonTuple,
-    MaxMessageBytes,
-    bad_value,
-    problems,
-)
+from app.config import JobSettings, MaxMessageBytes
+from app.config_kit import Allowed, ConfigModel, JsonTuple, bad_value, problems
 from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES
 from infra.deployed import replication_factor_problem, shard_count_problem
 from infra.releases import JOB_SPARK_VERSION, Release, release_for, supported_labels

@@ -22,7 +22,7 @@ from typing import Any, Final, Self
 
 from pydantic import Field, model_validator
 
-from app.config import ConfigModel, bad_value
+from app.config_kit import ConfigModel, bad_value
 from app.contract import STACK_PREFIX
 from infra.config import (
     CONTEXT_KEY,

@@ -1,7 +1,9 @@
 """What each task of a micro-batch does with its rows: both outputs in ONE pass.
 
 The batch is handed to the executors once (``mapInArrow`` over
-:func:`app.transform.output_rows`); each task splits its rows by verdict:
+:func:`output_rows`: the table's columns, then the failure columns, each
+coordinate by its table name, :data:`app.record.COORDINATES`); each task
+splits its rows by verdict:
 
 * failure records go to the failure topic (:func:`app.sinks.kafka.deliver`,
   only when the task has failures; the Python worker keeps its producer
@@ -24,19 +26,33 @@ from __future__ import annotations
 
 import pickle
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any, Final
 
 from app.python_worker import keep_archive_directories
-from app.sinks.kafka import KafkaSettings, deliver
-from app.sources.schema import DATA
+from app.record import (
+    BATCH_ID,
+    COORDINATES,
+    DATA,
+    ERROR_CLASS,
+    MESSAGE,
+    REASON,
+    UNDECLARED_FIELDS,
+    UNDECLARED_KEYS,
+)
+from app.sinks.kafka import deliver
+from app.sinks.kafka_settings import KafkaSettings
 from app.table.files import write_data_files
-from app.transform import ERROR_CLASS, MESSAGE, REASON, SOURCE_TABLE_COLUMNS, UNDECLARED_KEYS
+from app.table.layout import table_columns
+from app.transform import event_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+    from app.config import EventField
 
 # One row per task, back to the driver.
 RESULT_SCHEMA: Final = (
@@ -59,8 +75,40 @@ class TaskOutcome:
     data_files: list[Any]
     records: int
     failures_by_reason: dict[str, int]
-    # Valid rows carrying each undeclared key (app.transform.UNDECLARED_KEYS).
+    # Valid rows carrying each undeclared key (app.record.UNDECLARED_KEYS).
     undeclared_keys: dict[str, int]
+
+
+def output_rows(batch: DataFrame, *, fields: Sequence[EventField], batch_id: int) -> DataFrame:
+    """Both outputs of a batch in one frame, for one pass over it: the table's
+    columns in its order (:func:`app.table.layout.table_columns`; ``batch_id``
+    records which micro-batch wrote the row), then the failure columns.
+
+    ``batch`` is what :func:`app.micro_batch.prepare` made: classified and
+    de-duplicated, a valid row's bytes already dropped before the shuffle
+    (:func:`app.transform.dedup_input`), so they never cross into Python."""
+    from pyspark.sql import functions as sf
+
+    return batch.select(
+        *(name for name, _ in event_columns(fields)),
+        *(sf.col(c.source).alias(c.column) for c in COORDINATES),
+        sf.lit(batch_id).cast("bigint").alias(BATCH_ID),
+        UNDECLARED_FIELDS,
+        UNDECLARED_KEYS,
+        DATA,
+        REASON,
+        MESSAGE,
+        ERROR_CLASS,
+    )
+
+
+def valid_rows(batch: DataFrame, *, fields: Sequence[EventField], batch_id: int) -> DataFrame:
+    """Valid events as the table stores them."""
+    from pyspark.sql import functions as sf
+
+    table = [column.name for column in table_columns(fields)]
+    rows = output_rows(batch, fields=fields, batch_id=batch_id)
+    return rows.where(sf.col(REASON).isNull()).select(*table)
 
 
 def undeclared_key_counts(batch: pa.RecordBatch) -> Counter[str]:
@@ -79,8 +127,9 @@ def undeclared_key_counts(batch: pa.RecordBatch) -> Counter[str]:
 def split(
     batch: pa.RecordBatch, table_columns: tuple[str, ...]
 ) -> tuple[pa.RecordBatch, list[dict[str, Any]]]:
-    """The valid rows in table shape, and the failure rows as dicts keyed by the
-    source column names :func:`app.sinks.kafka.deliver` reads."""
+    """The valid rows in table shape, and the failure rows as dicts keyed by
+    the coordinates' table columns (:func:`app.sinks.kafka.deliver` reads
+    them by the same names)."""
     import pyarrow.compute as pc
 
     reason = batch.column(REASON)
@@ -88,10 +137,8 @@ def split(
     failed = batch.filter(pc.is_valid(reason))
     if not failed.num_rows:
         return valid, []
-    names = {table: source for source, table in SOURCE_TABLE_COLUMNS}
-    wanted = [*names, *_FAILURE_COLUMNS]
-    rows = failed.select(wanted).rename_columns([names.get(c, c) for c in wanted]).to_pylist()
-    return valid, rows
+    wanted = [*(c.column for c in COORDINATES), *_FAILURE_COLUMNS]
+    return valid, failed.select(wanted).to_pylist()
 
 
 def batch_task(

@@ -1,4 +1,6 @@
-"""Failure records to the instance's Kafka topic (MSK on AWS, tansu locally).
+"""Failure records to the instance's Kafka topic (MSK on AWS, tansu locally):
+the executors' delivery and the records' wire format (key, headers). The
+driver's side, the producer's settings, is :mod:`app.sinks.kafka_settings`.
 
 Runs on the executors (inside ``mapInArrow``: an idempotent producer per
 Python worker, kept between its tasks, see :class:`ProducerCache`), so a
@@ -22,11 +24,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
+from app.failure_limits import FailureLimits
+from app.record import (
+    ARRIVAL,
+    ARRIVAL_HEADER,
+    COORDINATES,
+    DATA,
+    ERROR_CLASS,
+    EXCEPTION_HEADER,
+    INSTANCE_HEADER,
+    MESSAGE,
+    MESSAGE_HEADER,
+    REASON,
+    REASON_HEADER,
+    SEQUENCE,
+    SHARD,
+    STREAM,
+    SUB_SEQUENCE,
+)
 from app.sinks.claim_check import (
     Pointer,
     bounded,
@@ -36,26 +55,35 @@ from app.sinks.claim_check import (
     pointer_record,
     sha256_hex,
 )
-from app.sinks.failure_store import FailureStore, FailureStoreSettings, worker_store
-from app.sources import schema
-from app.transform import ERROR_CLASS, MESSAGE, REASON
-
-if TYPE_CHECKING:
-    from app.config import JobConfig, KafkaOptions
-
-# Header names on every failure record (consumers and the reprocess command read them).
-REASON_HEADER: Final = "reason"
-EXCEPTION_HEADER: Final = "exception"
-MESSAGE_HEADER: Final = "message"
-INSTANCE_HEADER: Final = "instance"
-COORDINATE_HEADERS: Final = (
-    (schema.STREAM_NAME, "stream"),
-    (schema.SHARD_ID, "shard"),
-    (schema.SEQUENCE_NUMBER, "sequence_number"),
-    (schema.SUB_SEQUENCE_NUMBER, "sub_sequence_number"),
-    (schema.PARTITION_KEY, "partition_key"),
+from app.sinks.failure_store import FailureStore, worker_store
+from app.sinks.kafka_settings import (
+    KafkaSettings,
+    msk_iam_token,
+    producer_config,
+    resolve_bootstrap_servers,
 )
-ARRIVAL_HEADER: Final = "arrival_time"
+
+# The failure record's header names are the record vocabulary's (app.record);
+# named here too for the consumers that read them.
+# The settings' names too, for the callers that build a producer.
+__all__ = [
+    "ARRIVAL_HEADER",
+    "EXCEPTION_HEADER",
+    "INSTANCE_HEADER",
+    "MESSAGE_HEADER",
+    "REASON_HEADER",
+    "KafkaDeliveryError",
+    "KafkaSettings",
+    "ProducerCache",
+    "deliver",
+    "msk_iam_token",
+    "producer_config",
+    "record_headers",
+    "record_key",
+    "resolve_bootstrap_servers",
+]
+# The coordinates sent as they are (the arrival time is formatted).
+_PLAIN_COORDINATES: Final = tuple(c for c in COORDINATES if c is not ARRIVAL)
 
 _MAX_QUEUE_RETRIES: Final = 50
 # Kafka errors about one record that no retry can cure: its size or its shape
@@ -67,128 +95,6 @@ RECORD_ERROR_CODES: Final = frozenset({10, 18, 87})
 
 class KafkaDeliveryError(RuntimeError):
     """Some failure records were not acknowledged by the broker."""
-
-
-@dataclass(frozen=True)
-class KafkaSettings:
-    """Everything an executor needs to produce (picklable: no clients inside)."""
-
-    bootstrap_servers: str
-    topic: str
-    security: str
-    region: str
-    instance_id: str
-    delivery_timeout_ms: int
-    request_timeout_ms: int
-    flush_timeout_sec: int
-    # librdkafka's message.max.bytes and batch.size (app.failure_limits).
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    # Where originals too large for the topic go (None: nowhere; such a record
-    # then fails the task, as before the claim-check store existed).
-    store: FailureStoreSettings | None = None
-
-    @classmethod
-    def for_job(cls, config: JobConfig, bootstrap_servers: str) -> KafkaSettings:
-        """The job's settings once its brokers are known (resolved from the MSK
-        cluster on AWS, ``kafka.bootstrap_servers`` locally)."""
-        settings = cls.from_options(
-            config.kafka,
-            region=config.region,
-            instance_id=config.instance_id,
-            bootstrap_servers=bootstrap_servers,
-        )
-        store = FailureStoreSettings(
-            location=config.failure_store_uri,
-            region=config.region,
-            endpoint_url=config.s3_endpoint_url,
-        )
-        return replace(settings, store=store)
-
-    @classmethod
-    def from_options(
-        cls, options: KafkaOptions, *, region: str, instance_id: str, bootstrap_servers: str
-    ) -> KafkaSettings:
-        return cls(
-            bootstrap_servers=bootstrap_servers,
-            topic=options.topic,
-            security=options.security,
-            region=region,
-            instance_id=instance_id,
-            delivery_timeout_ms=options.delivery_timeout_ms,
-            request_timeout_ms=options.request_timeout_ms,
-            flush_timeout_sec=options.flush_timeout_sec,
-            max_message_bytes=options.max_message_bytes,
-        )
-
-
-def resolve_bootstrap_servers(
-    options: KafkaOptions, *, region: str, client_factory: Callable[..., Any] | None = None
-) -> str:
-    """``bootstrap_servers`` as given, or the IAM brokers of ``cluster_arn`` (MSK
-    only knows them after the cluster exists, so they cannot be in the config)."""
-    if options.bootstrap_servers:
-        return options.bootstrap_servers
-    if not options.cluster_arn:
-        raise ValueError("kafka: set bootstrap_servers or cluster_arn")
-    if client_factory is None:
-        from app.aws_clients import MSK_LOOKUP, client
-
-        def client_factory(*, region_name: str) -> Any:
-            return client("kafka", MSK_LOOKUP, region=region_name)
-
-    kafka = client_factory(region_name=region)
-    brokers = kafka.get_bootstrap_brokers(ClusterArn=options.cluster_arn)
-    key = (
-        "BootstrapBrokerStringSaslIam" if options.security == "MSK_IAM" else "BootstrapBrokerString"
-    )
-    value = brokers.get(key)
-    if not value:
-        raise ValueError(
-            f"kafka.cluster_arn: {options.cluster_arn} exposes no {key} "
-            f"(security={options.security}); enable that auth on the cluster"
-        )
-    return str(value)
-
-
-def msk_iam_token(region: str) -> tuple[str, float]:
-    """OAUTHBEARER callback for MSK IAM: a signed token and its expiry (seconds)."""
-    from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
-
-    token, expiry_ms = MSKAuthTokenProvider.generate_auth_token(region)
-    return str(token), float(expiry_ms) / 1000.0
-
-
-def producer_config(settings: KafkaSettings) -> dict[str, Any]:
-    """Idempotent, acks=all, every wait bounded (delivery, request, socket);
-    messages and batches no larger than the topic takes (app.failure_limits)."""
-    limits = FailureLimits(settings.max_message_bytes)
-    conf: dict[str, Any] = {
-        "bootstrap.servers": settings.bootstrap_servers,
-        "enable.idempotence": True,
-        "acks": "all",
-        "delivery.timeout.ms": settings.delivery_timeout_ms,
-        "request.timeout.ms": min(settings.request_timeout_ms, settings.delivery_timeout_ms),
-        "socket.timeout.ms": min(settings.request_timeout_ms, settings.delivery_timeout_ms),
-        "linger.ms": 20,
-        "compression.type": "lz4",
-        # A batch never grows past one message's limit, so the topic's
-        # max.message.bytes (this + the framing allowance) always takes it.
-        "message.max.bytes": limits.producer_message_max_bytes,
-        "batch.size": limits.producer_message_max_bytes,
-        "client.id": f"failures-{settings.instance_id}",
-    }
-    if settings.security == "MSK_IAM":
-        region = settings.region
-        conf.update(
-            {
-                "security.protocol": "SASL_SSL",
-                "sasl.mechanism": "OAUTHBEARER",
-                "oauth_cb": lambda _config: msk_iam_token(region),
-            }
-        )
-    else:
-        conf["security.protocol"] = "PLAINTEXT"
-    return conf
 
 
 def record_key(
@@ -203,17 +109,19 @@ def record_key(
 
 def record_headers(row: dict[str, Any], instance_id: str) -> list[tuple[str, bytes]]:
     """Every header of a failure record, each value bounded
-    (:data:`app.failure_limits.HEADER_VALUE_MAX_BYTES`: the message is free text)."""
+    (:data:`app.failure_limits.HEADER_VALUE_MAX_BYTES`: the message is free text).
+    ``row`` is keyed by the coordinates' table columns, as the batch's one pass
+    hands failure rows over (:func:`app.sinks.batch_task.split`)."""
     headers: list[tuple[str, bytes]] = [
         (REASON_HEADER, str(row[REASON]).encode()),
         (EXCEPTION_HEADER, str(row[ERROR_CLASS]).encode()),
         (MESSAGE_HEADER, str(row[MESSAGE]).encode()),
         (INSTANCE_HEADER, instance_id.encode()),
     ]
-    for column, header in COORDINATE_HEADERS:
-        if row.get(column) is not None:
-            headers.append((header, str(row[column]).encode()))
-    arrival = row.get(schema.ARRIVAL_TIMESTAMP)
+    for coordinate in _PLAIN_COORDINATES:
+        if row.get(coordinate.column) is not None:
+            headers.append((coordinate.header, str(row[coordinate.column]).encode()))
+    arrival = row.get(ARRIVAL.column)
     if isinstance(arrival, datetime):
         stamp = arrival if arrival.tzinfo else arrival.replace(tzinfo=UTC)
         headers.append((ARRIVAL_HEADER, stamp.astimezone(UTC).isoformat().encode()))
@@ -360,12 +268,12 @@ class _Delivery:
 
     def _prepare(self, row: dict[str, Any]) -> _Message:
         key = record_key(
-            row.get(schema.STREAM_NAME),
-            row.get(schema.SHARD_ID),
-            row.get(schema.SEQUENCE_NUMBER),
-            row.get(schema.SUB_SEQUENCE_NUMBER),
+            row.get(STREAM.column),
+            row.get(SHARD.column),
+            row.get(SEQUENCE.column),
+            row.get(SUB_SEQUENCE.column),
         )
-        data = row.get(schema.DATA) or b""
+        data = row.get(DATA) or b""
         message = _Message(
             row, key.encode(), bytes(data), record_headers(row, self.settings.instance_id)
         )
@@ -377,7 +285,7 @@ class _Delivery:
     def _claim_check(self, message: _Message, delivery_error: str | None = None) -> _Message:
         """Store the original (acknowledged) and make the pointer record."""
         row = message.row
-        data = bytes(row.get(schema.DATA) or b"")
+        data = bytes(row.get(DATA) or b"")
         if self.store is None:
             raise KafkaDeliveryError(
                 f"failure record {message.key.decode()} ({len(data):,} bytes) needs the "
@@ -394,10 +302,10 @@ class _Delivery:
             meta["delivery-error"] = delivery_error
         uri = self.store.put(
             object_key(
-                row.get(schema.STREAM_NAME),
-                row.get(schema.SHARD_ID),
-                row.get(schema.SEQUENCE_NUMBER),
-                row.get(schema.SUB_SEQUENCE_NUMBER),
+                row.get(STREAM.column),
+                row.get(SHARD.column),
+                row.get(SEQUENCE.column),
+                row.get(SUB_SEQUENCE.column),
             ),
             data,
             digest,

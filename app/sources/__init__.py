@@ -21,10 +21,10 @@ checkpoint exists, both readers resume from the offsets stored in it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from app.record import SHARD, SOURCE_COLUMNS, SUB_SEQUENCE
 from app.sources.aws_kinesis import connector_options, require_connector
-from app.sources.schema import SHARD_ID, SOURCE_COLUMNS, SOURCE_SCHEMA, SUB_SEQUENCE_NUMBER
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,6 +34,18 @@ if TYPE_CHECKING:
 __all__ = ["SOURCE_COLUMNS", "SOURCE_SCHEMA", "describe_source", "normalized", "read_stream"]
 
 log = logging.getLogger(__name__)
+
+
+def __getattr__(name: str) -> Any:
+    """``SOURCE_SCHEMA`` on first use: it is a pyspark ``StructType``, and this
+    package holds light modules too (:mod:`app.sources.kpl`, which the
+    classification imports), so importing the package must not import pyspark
+    (tests/test_light_imports.py)."""
+    if name == "SOURCE_SCHEMA":
+        from app.sources.schema import SOURCE_SCHEMA
+
+        return SOURCE_SCHEMA
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def describe_source(config: JobConfig) -> str:
@@ -93,8 +105,8 @@ def normalized(frame: DataFrame) -> DataFrame:
     added as nulls."""
     from pyspark.sql import functions as sf
 
-    if SHARD_ID not in frame.columns:
-        frame = frame.withColumn(SHARD_ID, sf.lit(None).cast("string"))
-    if SUB_SEQUENCE_NUMBER not in frame.columns:
-        frame = frame.withColumn(SUB_SEQUENCE_NUMBER, sf.lit(None).cast("bigint"))
+    if SHARD.source not in frame.columns:
+        frame = frame.withColumn(SHARD.source, sf.lit(None).cast("string"))
+    if SUB_SEQUENCE.source not in frame.columns:
+        frame = frame.withColumn(SUB_SEQUENCE.source, sf.lit(None).cast("bigint"))
     return frame.select(*SOURCE_COLUMNS)

@@ -25,6 +25,7 @@ from typing import Final
 
 from pyspark.sql.types import (
     BinaryType,
+    DataType,
     LongType,
     StringType,
     StructField,
@@ -32,30 +33,34 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-DATA: Final = "data"
-STREAM_NAME: Final = "streamName"
-PARTITION_KEY: Final = "partitionKey"
-SEQUENCE_NUMBER: Final = "sequenceNumber"
-ARRIVAL_TIMESTAMP: Final = "approximateArrivalTimestamp"
-SHARD_ID: Final = "shardId"
-SUB_SEQUENCE_NUMBER: Final = "subSequenceNumber"
+from app import record
+
+# The source-side names of the record vocabulary (app.record), for the
+# readers and the tests that build source rows.
+DATA: Final = record.DATA
+STREAM_NAME: Final = record.STREAM.source
+PARTITION_KEY: Final = record.PARTITION_KEY.source
+SEQUENCE_NUMBER: Final = record.SEQUENCE.source
+ARRIVAL_TIMESTAMP: Final = record.ARRIVAL.source
+SHARD_ID: Final = record.SHARD.source
+SUB_SEQUENCE_NUMBER: Final = record.SUB_SEQUENCE.source
+
+_SPARK_TYPES: Final[dict[str, DataType]] = {
+    "string": StringType(),
+    "long": LongType(),
+    "timestamp": TimestampType(),
+}
+_TYPES: Final[dict[str, DataType]] = {
+    DATA: BinaryType(),
+    **{c.source: _SPARK_TYPES[c.type] for c in record.COORDINATES},
+}
 
 CONNECTOR_SCHEMA: Final = StructType(
-    [
-        StructField(DATA, BinaryType(), True),
-        StructField(STREAM_NAME, StringType(), True),
-        StructField(PARTITION_KEY, StringType(), True),
-        StructField(SEQUENCE_NUMBER, StringType(), True),
-        StructField(ARRIVAL_TIMESTAMP, TimestampType(), True),
-    ]
+    [StructField(name, _TYPES[name], True) for name in record.CONNECTOR_COLUMNS]
 )
 
 SOURCE_SCHEMA: Final = StructType(
-    [
-        *CONNECTOR_SCHEMA.fields,
-        StructField(SHARD_ID, StringType(), True),
-        StructField(SUB_SEQUENCE_NUMBER, LongType(), True),
-    ]
+    [StructField(name, _TYPES[name], True) for name in record.SOURCE_COLUMNS]
 )
 
-SOURCE_COLUMNS: Final = tuple(SOURCE_SCHEMA.fieldNames())
+SOURCE_COLUMNS: Final = record.SOURCE_COLUMNS

@@ -122,14 +122,21 @@ def load_table(config: JobConfig, catalog: Catalog | None = None) -> Table:
     )
 
 
-def ensure_table(config: JobConfig, catalog: Catalog | None = None) -> Table:
+def ensure_table(
+    config: JobConfig, catalog: Catalog | None = None, *, loaded: Table | None = None
+) -> Table:
     """The events table, checked against the contract, with the job's table
     properties set. Raises :class:`ConfigError` (exit code 2) when it cannot be
-    used as is; catalog outages are retried (:func:`with_retries`)."""
+    used as is; catalog outages are retried (:func:`with_retries`).
+
+    ``loaded``: the table as the caller already loaded it (the job's start:
+    loaded once, evolved, then checked here), so it is not loaded again."""
     from pyiceberg.exceptions import NoSuchTableError
 
     name = f"{config.database}.{config.table}"
-    if config.catalog.type == "sql":
+    if loaded is not None:
+        table = loaded
+    elif config.catalog.type == "sql":
         opened = catalog or with_retries(
             lambda: open_catalog(config), "open catalog", config.catalog
         )

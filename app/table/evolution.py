@@ -26,9 +26,10 @@ narrowing, or any other change of type, is not made here: synth refuses it, and
 differs from the contract.
 
 Runs before :func:`app.table.catalog.ensure_table`, which then finds the table
-as the contract says. A table that does not exist yet is left alone (locally
-the job creates it with every column; on AWS ``ensure_table`` says the stack
-must create it).
+as the contract says; the job's start (``app.job.open_table``) loads the table
+once and hands the same object to both (:func:`evolve_loaded`). A table that
+does not exist yet is left alone (locally the job creates it with every
+column; on AWS ``ensure_table`` says the stack must create it).
 """
 
 from __future__ import annotations
@@ -117,11 +118,17 @@ def evolve_table(config: JobConfig, catalog: Catalog | None = None) -> Evolution
     """Bring the live table to the job's columns; what was changed."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    name = f"{config.database}.{config.table}"
     try:
         table = load_table(config, catalog)
     except NoSuchTableError:
         return Evolution((), ())
+    return evolve_loaded(table, config)
+
+
+def evolve_loaded(table: Table, config: JobConfig) -> Evolution:
+    """:func:`evolve_table` on a table already loaded (the job's start loads
+    it once, evolves it, then checks it: :func:`app.table.catalog.ensure_table`)."""
+    name = f"{config.database}.{config.table}"
     done = with_retries(
         lambda: apply_evolution(table, config.event_fields),
         f"evolve table {name}",

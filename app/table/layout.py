@@ -20,77 +20,54 @@ checks agree.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
+from app.record import (
+    BATCH_ID,
+    EVOLVED_COLUMNS,
+    GLUE_TYPES,
+    SEED_COLUMNS,
+    UNDECLARED_FIELDS,
+    ColumnType,
+    column_name,
+    field_columns,
+    raw_column_name,
+)
+
 if TYPE_CHECKING:
     from app.config import EventField
 
-ColumnType = Literal["string", "int", "long", "float", "double", "boolean", "timestamp"]
+__all__ = [
+    "BATCH_ID",
+    "EVOLVED_COLUMNS",
+    "SOURCE_COLUMNS",
+    "TYPE_PROMOTIONS",
+    "UNDECLARED_FIELDS",
+    "ColumnType",
+    "Partitioning",
+    "TableColumn",
+    "TimeTransform",
+    "column_name",
+    "event_columns",
+    "evolved_columns",
+    "partitioning",
+    "raw_column_name",
+    "seed_columns",
+    "table_columns",
+]
 
-# Event field type -> table column type. Objects and arrays are kept as their
-# JSON text: the table's schema must not change with a payload's shape.
-FIELD_COLUMN_TYPES: Final[dict[str, ColumnType]] = {
-    "string": "string",
-    "int": "int",
-    "long": "long",
-    "float": "float",
-    "double": "double",
-    "boolean": "boolean",
-    "timestamp": "timestamp",
-    "object": "string",
-    "array": "string",
-}
-
-# Glue column types of an Iceberg table (Athena's names for the same types).
-GLUE_TYPES: Final[dict[ColumnType, str]] = {
-    "string": "string",
-    "int": "int",
-    "long": "bigint",
-    "float": "float",
-    "double": "double",
-    "boolean": "boolean",
-    "timestamp": "timestamp",
-}
-
-# Where each row came from (the source's coordinates) and which micro-batch
-# wrote it; :mod:`app.transform` fills them from the source columns.
-STREAM_NAME: Final = "stream_name"
-SHARD_ID: Final = "shard_id"
-SEQUENCE_NUMBER: Final = "sequence_number"
-PARTITION_KEY: Final = "partition_key"
-ARRIVAL_TIME: Final = "arrival_time"
-BATCH_ID: Final = "batch_id"
-SOURCE_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = (
-    (STREAM_NAME, "string"),
-    (SHARD_ID, "string"),
-    (SEQUENCE_NUMBER, "string"),
-    (PARTITION_KEY, "string"),
-    (ARRIVAL_TIME, "timestamp"),
-    (BATCH_ID, "long"),
-)
-
-# Columns added after the first tables were created, in the order they were
-# added: a table the stack created before them gets them from the job at start
-# (:mod:`app.table.evolution`), appended after the others, which is also where
-# a new table has them. The stack's CloudFormation definition stays the
-# creation-time seed (:func:`seed_columns`): changing it would make
-# CloudFormation rewrite every live table (docs/infra.md, "The events table").
-#
-# ``sub_sequence_number``: the index of a user record in its KPL aggregate
-# (null for a plain record); with the sequence number it makes each row's
-# source coordinates unique (app.sources.schema).
-SUB_SEQUENCE_NUMBER: Final = "sub_sequence_number"
-# ``undeclared_fields``: the keys of a valid event that ``job.event_fields``
-# does not declare, as one compact JSON object (null when there are none), so
-# no field a producer sends is dropped unseen (docs/infra.md, "Event schema").
-UNDECLARED_FIELDS: Final = "undeclared_fields"
-EVOLVED_COLUMNS: Final[tuple[tuple[str, ColumnType], ...]] = (
-    (SUB_SEQUENCE_NUMBER, "long"),
-    (UNDECLARED_FIELDS, "string"),
-)
+# The columns after the event's: where each row came from (the source's
+# coordinates, named as :data:`app.record.COORDINATES` says) and which
+# micro-batch wrote it. Columns added after the first tables were created
+# (:data:`app.record.EVOLVED_COLUMNS`) reach a table the stack created before
+# them from the job at start (:mod:`app.table.evolution`), appended after the
+# others, which is also where a new table has them. The stack's
+# CloudFormation definition stays the creation-time seed (:func:`seed_columns`):
+# changing it would make CloudFormation rewrite every live table
+# (docs/infra.md, "The events table").
+SOURCE_COLUMNS: Final = SEED_COLUMNS
 
 # Iceberg's type promotions between the table's column types (the spec's
 # "Schema Evolution", https://iceberg.apache.org/spec/#schema-evolution; decimal
@@ -113,26 +90,13 @@ class TableColumn:
         return GLUE_TYPES[self.type]
 
 
-def column_name(field_name: str) -> str:
-    """The table column of a JSON field: ``occurredAt`` -> ``occurred_at``
-    (Glue and Hive lower-case names, so camelCase would not survive)."""
-    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", field_name).lower()
-    return re.sub(r"[^a-z0-9_]", "_", snake)
-
-
-def raw_column_name(field_name: str) -> str:
-    """Timestamp fields also keep the string as sent (nanoseconds, offset)."""
-    return f"{column_name(field_name)}_raw"
-
-
 def event_columns(fields: Sequence[EventField]) -> tuple[TableColumn, ...]:
     """The parsed event's columns, in schema order."""
-    out: list[TableColumn] = []
-    for spec in fields:
-        out.append(TableColumn(column_name(spec.name), FIELD_COLUMN_TYPES[spec.type]))
-        if spec.type == "timestamp":
-            out.append(TableColumn(raw_column_name(spec.name), "string"))
-    return tuple(out)
+    return tuple(
+        TableColumn(name, column_type)
+        for spec in fields
+        for name, column_type in field_columns(spec.name, spec.type)
+    )
 
 
 def seed_columns(fields: Sequence[EventField]) -> tuple[TableColumn, ...]:

@@ -26,7 +26,7 @@ from aws_cdk import aws_cloudwatch as cw
 from constructs import Construct
 
 from app import contract
-from app.transform import REASONS
+from app.record import REASONS
 from infra.constructs.metrics import ITERATOR_AGE, InstanceMetrics
 
 if TYPE_CHECKING:

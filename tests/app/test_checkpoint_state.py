@@ -1,7 +1,7 @@
 """app.checkpoint_state without Spark: the parsing, the refusal's text, the seed's window.
 
 The files are the bytes Spark 4.1.1 wrote on a real run of each plan (the real
-checkpoints are tested in test_checkpoint_migration.py, with Spark).
+checkpoints are tested in test_dedup_seed.py, with Spark).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ V2 = (
 # What Spark 4.1.1 wrote for the timers-only processor (one batch of a probe
 # run), the same with the per-id value of the next version, and what it wrote
 # for the job's processor (ids in buckets; a real checkpoint of it passes the
-# check in test_checkpoint_migration.py).
+# check in test_dedup_seed.py).
 TIMERS_ONLY_V2 = (
     'v2\n{"operatorInfo":{"operatorId":0,"operatorName":"transformWithStateExec"},'
     '"stateStoreInfo":[],"operatorPropertiesJson":"{\\"timeMode\\":\\"EventTime\\",'

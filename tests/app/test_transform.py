@@ -9,6 +9,7 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from app.config import DEFAULT_EVENT_FIELDS, EventField
+from app.sinks.batch_task import valid_rows
 from app.table.layout import UNDECLARED_FIELDS, column_name, table_columns
 from app.transform import (
     ERROR_CLASS,
@@ -22,7 +23,6 @@ from app.transform import (
     failures,
     parse_timestamp,
     utc_date,
-    valid_rows,
 )
 from tests.app.job_helpers import event, exchanges_in_plan, raw_frame
 

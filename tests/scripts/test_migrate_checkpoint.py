@@ -2,7 +2,7 @@
 
 The old checkpoint here holds the files Spark 4.1.1 wrote for the old plan
 (the operator metadata bytes are the ones seen on a real run; the real
-checkpoint is tested in tests/app/test_checkpoint_migration.py and
+checkpoint is tested in tests/app/test_dedup_seed.py and
 tests/e2e/test_checkpoint_migration.py). S3 is in-process moto.
 """
 

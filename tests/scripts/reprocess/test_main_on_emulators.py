@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from app import record
 from app.sinks.kafka import KafkaSettings, deliver
 from app.sources import schema
 from app.transform import ERROR_CLASS, MALFORMED_JSON, MESSAGE, NOT_UTF8, REASON
@@ -50,11 +51,11 @@ def failure_rows(count: int) -> list[dict[str, Any]]:
         rows.append(
             {
                 schema.DATA: f'{{"id":"bad-{i:02d}"'.encode(),
-                schema.STREAM_NAME: STREAM,
-                schema.SHARD_ID: "shardId-000000000000",
-                schema.SEQUENCE_NUMBER: str(1000 + i),
-                schema.PARTITION_KEY: f"bad-{i:02d}",
-                schema.ARRIVAL_TIMESTAMP: datetime(2026, 11, 21, 12, 0, i, tzinfo=UTC),
+                record.STREAM.column: STREAM,
+                record.SHARD.column: "shardId-000000000000",
+                record.SEQUENCE.column: str(1000 + i),
+                record.PARTITION_KEY.column: f"bad-{i:02d}",
+                record.ARRIVAL.column: datetime(2026, 11, 21, 12, 0, i, tzinfo=UTC),
                 REASON: reason,
                 ERROR_CLASS: "JSONDecodeError",
                 MESSAGE: "truncated",
@@ -133,7 +134,9 @@ def test_reprocess_against_the_emulators(endpoints: Endpoints, cdk_json: Path) -
     assert figures(output) == {"read": 12, "skipped": 6, "re-sent": 6, "rejected": 0, "failed": 0}
     first = stream_records(kinesis)
     assert sorted(first) == sorted(
-        (r[schema.DATA], r[schema.PARTITION_KEY]) for r in rows if r[REASON] == MALFORMED_JSON
+        (r[schema.DATA], r[record.PARTITION_KEY.column])
+        for r in rows
+        if r[REASON] == MALFORMED_JSON
     ), "the original bytes, under the original partition key"
     held = committed(endpoints)
     assert "held              partition" in output

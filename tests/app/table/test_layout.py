@@ -12,7 +12,7 @@ from typing import get_args
 from app.table.layout import Partitioning, TimeTransform, partitioning
 from app.table.schema import iceberg_schema, iceberg_transform, partition_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HEAVY = ("pyspark", "pyiceberg", "pyarrow", "py4j")
 
 

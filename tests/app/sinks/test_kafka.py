@@ -24,11 +24,11 @@ from tests.app import kafka_fakes
 SETTINGS = KafkaSettings("b:9092", "topic", "PLAINTEXT", "us-east-1", "inst", 5_000, 3_000, 5)
 ROW = {
     "data": b"raw",
-    "streamName": "s",
-    "shardId": "shardId-1",
-    "sequenceNumber": "42",
-    "partitionKey": "pk",
-    "approximateArrivalTimestamp": datetime(2026, 1, 2, 3, 4, 5),
+    "stream_name": "s",
+    "shard_id": "shardId-1",
+    "sequence_number": "42",
+    "partition_key": "pk",
+    "arrival_time": datetime(2026, 1, 2, 3, 4, 5),
     "failure_reason": "malformed_json",
     "failure_message": "record is not valid JSON",
     "failure_class": "JSONDecodeError",

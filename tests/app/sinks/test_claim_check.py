@@ -48,11 +48,11 @@ from tests.app.kafka_fakes import FakeProducer, deliver_through
 LIMITS = FailureLimits()
 ROW: dict[str, Any] = {
     "data": b"raw",
-    "streamName": "s",
-    "shardId": "shardId-000000000001",
-    "sequenceNumber": "4960",
-    "partitionKey": "pk",
-    "approximateArrivalTimestamp": datetime(2026, 1, 2, 3, 4, 5),
+    "stream_name": "s",
+    "shard_id": "shardId-000000000001",
+    "sequence_number": "4960",
+    "partition_key": "pk",
+    "arrival_time": datetime(2026, 1, 2, 3, 4, 5),
     "failure_reason": "malformed_json",
     "failure_message": "record is not valid JSON",
     "failure_class": "JSONDecodeError",
@@ -62,7 +62,7 @@ BIG = 1_040_000
 
 
 def row(data: bytes, sequence: str = "4960") -> dict[str, Any]:
-    return {**ROW, "data": data, "sequenceNumber": sequence}
+    return {**ROW, "data": data, "sequence_number": sequence}
 
 
 # ------------------------------------------------------------------ sizes

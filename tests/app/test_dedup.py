@@ -68,10 +68,15 @@ def _run(
         .foreachBatch(collect)
         .start()
     )
-    query.awaitTermination(300)
-    assert query.exception() is None
-    if progress is not None:
-        progress.extend(json.loads(event.json) for event in query.recentProgress)
+    try:
+        # True once an availableNow query has read every file and stopped;
+        # False when the bound ran out (a hung query), which must fail here.
+        assert query.awaitTermination(300) is True, "the query did not finish within 300 s"
+        assert query.exception() is None
+        if progress is not None:
+            progress.extend(json.loads(event.json) for event in query.recentProgress)
+    finally:
+        query.stop()
     return [seen[k] for k in sorted(seen)]
 
 

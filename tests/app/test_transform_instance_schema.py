@@ -13,8 +13,9 @@ from typing import Any
 
 from app.config import RESERVED_COLUMNS, JobConfig
 from app.micro_batch import prepare
+from app.sinks.batch_task import valid_rows
 from app.sources.schema import SOURCE_COLUMNS
-from app.transform import ERROR_CLASS, MESSAGE, REASON, UNDECLARED_KEYS, failures, valid_rows
+from app.transform import ERROR_CLASS, MESSAGE, REASON, UNDECLARED_KEYS, failures
 from infra.config import InstanceConfig, load_instances, read_cdk_context
 from infra.job_config import job_config_for
 from tests.app.job_helpers import raw_frame
@@ -120,7 +121,8 @@ def test_payments_duplicates_are_told_by_its_id_field(spark: Any) -> None:
 
 
 def test_reserved_columns_cover_the_jobs_own_frames() -> None:
-    """app.config spells the source rows' and the classification's columns
-    (it cannot import those modules); they must not drift apart."""
+    """app.config derives its reserved names from the record vocabulary; the
+    frames the job builds (the Spark source schema, the classification) must
+    hold no column beyond them."""
     assert {c.lower() for c in SOURCE_COLUMNS} <= RESERVED_COLUMNS
     assert {REASON, MESSAGE, ERROR_CLASS, UNDECLARED_KEYS} <= RESERVED_COLUMNS

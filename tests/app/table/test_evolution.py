@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 
 from app.config import DEFAULT_EVENT_FIELDS, ConfigError, EventField, JobConfig
+from app.record import SUB_SEQUENCE
 from app.table.catalog import ensure_table, open_catalog
 from app.table.evolution import PROMOTIONS, Evolution, evolve_table, missing_columns, plan_evolution
 from app.table.files import write_data_files
 from app.table.layout import (
-    SUB_SEQUENCE_NUMBER,
     UNDECLARED_FIELDS,
     partitioning,
     seed_columns,
@@ -60,7 +60,7 @@ def test_the_job_adds_the_column_an_old_table_lacks_and_old_rows_read_null(
 ) -> None:
     config = _config(tmp_path)
     table = _old_table(config)
-    evolved = [SUB_SEQUENCE_NUMBER, UNDECLARED_FIELDS]
+    evolved = [SUB_SEQUENCE.column, UNDECLARED_FIELDS]
     assert missing_columns(table.schema(), config.event_fields) == evolved
     with pytest.raises(ConfigError, match="'sub_sequence_number' is missing"):
         ensure_table(config)  # what a job without the evolution step would do
@@ -71,7 +71,7 @@ def test_the_job_adds_the_column_an_old_table_lacks_and_old_rows_read_null(
     assert names == [c.name for c in table_columns(config.event_fields)]
     assert names[-2:] == evolved, "appended after the others"
     rows = table.scan().to_arrow().to_pylist()
-    assert [(r["id"], r[SUB_SEQUENCE_NUMBER], r[UNDECLARED_FIELDS]) for r in rows] == [
+    assert [(r["id"], r[SUB_SEQUENCE.column], r[UNDECLARED_FIELDS]) for r in rows] == [
         ("old", None, None)
     ]
     assert evolve_table(config).empty, "once"
@@ -98,7 +98,7 @@ def test_a_declared_field_reaches_the_live_table_and_rows_are_written_by_name(
         "id": "new", "type": "created", "occurred_at": DAY, "occurred_at_raw": "x",
         "payload": "{}", "channel": "web", "stream_name": "s", "shard_id": "shard-0",
         "sequence_number": "2", "partition_key": "new", "arrival_time": DAY, "batch_id": 1,
-        SUB_SEQUENCE_NUMBER: None, UNDECLARED_FIELDS: None,
+        SUB_SEQUENCE.column: None, UNDECLARED_FIELDS: None,
     }  # fmt: skip
     ordered = [c.name for c in table_columns(fields)]
     assert ordered.index("channel") < ordered.index("stream_name"), "contract order differs"
@@ -139,3 +139,37 @@ def test_a_table_that_does_not_exist_yet_is_left_to_ensure_table(tmp_path: Path)
     assert evolve_table(config).empty
     table = ensure_table(config)
     assert missing_columns(table.schema(), config.event_fields) == []
+
+
+def test_the_jobs_start_loads_the_table_once_evolves_and_checks_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app import job
+    from app.table import catalog as catalog_module
+
+    config = _config(tmp_path)
+    _old_table(config)
+    loads: list[str] = []
+    real_load = catalog_module.load_table
+
+    def counting_load(*args: Any, **kwargs: Any) -> Any:
+        loads.append("load")
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(catalog_module, "load_table", counting_load)
+    monkeypatch.setattr("app.table.evolution.load_table", counting_load)
+    table = job.open_table(config)
+    assert loads == ["load"], "loaded once: evolved, then checked, as one object"
+    names = [f.name for f in table.schema().fields]
+    assert names == [c.name for c in table_columns(config.event_fields)]
+    assert evolve_table(config).empty, "the start evolved the live table"
+
+
+def test_the_jobs_start_creates_a_local_table_that_does_not_exist(tmp_path: Path) -> None:
+    from app import job
+
+    config = _config(tmp_path)
+    table = job.open_table(config)
+    assert [f.name for f in table.schema().fields] == [
+        c.name for c in table_columns(config.event_fields)
+    ]

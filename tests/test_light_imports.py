@@ -1,0 +1,131 @@
+"""Synth and the operator commands must not need pyspark.
+
+``cdk synth``, ``make preflight`` and the operator commands run where the
+Spark wheel (about 400 MB) need not be installed: a synth-only CI, an
+operator's laptop. They import the job's light modules for names and models
+(the contract, the record vocabulary, the configuration, the table layout),
+and a module-level ``import pyspark`` anywhere on that path would make every
+one of them need the wheel. The architecture test reads imports as text; this
+one runs them: every module of ``infra/``, ``scripts/`` and ``ops/`` and the
+light ``app`` modules are imported in a child process where ``pyspark``
+cannot be imported, and a failure names the module and the project module
+whose import line pulled pyspark in.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The job's modules that code outside the job imports for names and models
+# (docs/design.md, "One source of truth for every shared setting").
+LIGHT_APP_MODULES = (
+    *("app.contract", "app.record", "app.config", "app.config_kit", "app.failure_limits"),
+    *("app.table", "app.table.layout", "app.transform"),
+    *("app.sinks.kafka", "app.sinks.kafka_settings"),
+)
+LIGHT_PACKAGES = ("infra", "scripts", "ops")
+
+# Run in the child: a meta-path finder that refuses pyspark, then each module
+# imported in turn; per failing module, the project frames of its traceback.
+_CHILD = r"""
+import importlib, json, sys, traceback
+
+class NoPyspark:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pyspark" or name.startswith("pyspark."):
+            raise ImportError(f"pyspark is blocked: {name}")
+        return None
+
+sys.meta_path.insert(0, NoPyspark())
+root = sys.argv[1]
+failed = {}
+for module in json.loads(sys.stdin.read()):
+    try:
+        importlib.import_module(module)
+    except BaseException as exc:
+        frames = [
+            f"{f.filename[len(root) + 1:]}:{f.lineno}"
+            for f in traceback.extract_tb(exc.__traceback__)
+            if f.filename.startswith(root + "/")
+        ]
+        failed[module] = {"error": f"{type(exc).__name__}: {exc}", "frames": frames}
+print(json.dumps(failed))
+"""
+
+
+def light_modules(root: Path = ROOT) -> list[str]:
+    """Every module of the light packages, plus the light app modules."""
+    found: list[str] = list(LIGHT_APP_MODULES)
+    for top in LIGHT_PACKAGES:
+        for path in sorted((root / top).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            # A command's __main__ runs main() only under ``__name__ == "__main__"``
+            # (test_commands_run_only_as_main), so importing it is safe.
+            found.append(".".join(parts))
+    return found
+
+
+def import_without_pyspark(modules: list[str], root: Path = ROOT) -> dict[str, dict[str, object]]:
+    """The modules that fail to import when pyspark cannot be imported, with
+    the error and the project frames (``path:line``) that led to it."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(root)],
+        input=json.dumps(modules),
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, dict[str, object]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_synth_and_the_commands_import_without_pyspark() -> None:
+    failed = import_without_pyspark(light_modules())
+    lines = [
+        f"{module}: {info['error']} (via {' -> '.join(map(str, info['frames']))})"
+        for module, info in sorted(failed.items())
+    ]
+    assert not failed, "needs pyspark at import:\n" + "\n".join(lines)
+
+
+def test_the_guard_covers_the_commands_and_synth() -> None:
+    """Guards against a check that passes because it imported nothing."""
+    modules = light_modules()
+    assert "infra.stacks.application" in modules
+    assert "infra.constructs.dashboard" in modules
+    assert "scripts.reprocess" in modules
+    assert "ops.producer" in modules
+    assert len(modules) > 40
+
+
+def test_a_module_that_needs_pyspark_is_named(tmp_path: Path) -> None:
+    (tmp_path / "heavy.py").write_text("import pyspark.sql\n", encoding="utf-8")
+    (tmp_path / "light.py").write_text("import json\n", encoding="utf-8")
+    (tmp_path / "via.py").write_text("import heavy\n", encoding="utf-8")
+    failed = import_without_pyspark(["light", "via"], tmp_path)
+    assert set(failed) == {"via"}
+    assert "pyspark is blocked" in str(failed["via"]["error"])
+    assert failed["via"]["frames"] == ["via.py:1", "heavy.py:1"]
+
+
+def test_commands_run_only_as_main() -> None:
+    """Each light package's ``__main__`` guards its ``main()``, so the import
+    check above can import it without running the command."""
+    entries = [p for top in LIGHT_PACKAGES for p in sorted((ROOT / top).rglob("__main__.py"))]
+    assert entries, "no command entry found under the light packages"
+    unguarded = [
+        str(p.relative_to(ROOT))
+        for p in entries
+        if 'if __name__ == "__main__":' not in p.read_text(encoding="utf-8")
+    ]
+    assert unguarded == []
