@@ -23,7 +23,8 @@ checkpoint. ``make run`` writes one (``<work dir>/metrics.json``);
 
 ``metrics`` holds, per metric of :data:`app.contract.ALL_METRICS`, one point per
 CloudWatch period (SampleCount, Sum, Maximum), as ``GetMetricStatistics``
-returns them; ``batches`` is the checkpoint (``offsets/N`` and ``commits/N``);
+returns them; ``batches`` is the checkpoint (``offsets/N`` and ``commits/N``),
+each batch's ``shards`` being where it ended (:func:`checkpoint_batches`);
 ``arrivals`` is each shard's records in read order with their Kinesis arrival
 time (epoch ms), which with the batches' offsets gives the source lag when the
 source reports none (the ``python-kinesis`` source publishes no
@@ -341,6 +342,16 @@ def parse_offsets_file(text: str, where: str) -> tuple[datetime, Mapping[str, Sh
     ``batchTimestampMs`` is when the batch was planned), then one line per
     source. Returns the planned time and the ``python-kinesis`` shard states
     (None for another source's offsets)."""
+    planned, shards, _starts = _offsets_file(text, where)
+    return planned, shards
+
+
+def _offsets_file(text: str, where: str) -> tuple[datetime, Mapping[str, ShardState] | None, bool]:
+    """:func:`parse_offsets_file`, and whether its shard states are where the
+    batch *starts*: a ``{"v": 2, ...}`` offset of the executor-side reader
+    (app/sources/kinesis_plan.py: its batch's ends are recorded elsewhere, and
+    are where the next batch starts). An offset without ``"v"`` (the earlier
+    driver-side reader) holds where its batch ended."""
     import json
 
     lines = text.splitlines()
@@ -358,17 +369,28 @@ def parse_offsets_file(text: str, where: str) -> tuple[datetime, Mapping[str, Sh
     planned = datetime.fromtimestamp(stamp / 1000.0, tz=UTC)
     shards_raw = source.get("shards") if isinstance(source, Mapping) else None
     if not isinstance(shards_raw, Mapping):
-        return planned, None
-    return planned, {
+        return planned, None, False
+    shards = {
         str(s): ShardState.from_json(_mapping(st, f"{where} shards.{s}"))
         for s, st in shards_raw.items()
     }
+    return planned, shards, "v" in source
 
 
 def checkpoint_batches(offsets: Mapping[int, str], commits: set[int]) -> tuple[Batch, ...]:
-    """The batches of a checkpoint from its ``offsets/N`` texts and the ids in ``commits/``."""
+    """The batches of a checkpoint from its ``offsets/N`` texts and the ids in
+    ``commits/``, each with where it *ended* (:class:`Batch`). A v2 offset
+    says where its batch starts, so batch N's end is offsets/N+1's start; the
+    last batch's ends are only in the reader's recorded ends, so its start
+    stands in (it is what the next batch, not yet planned, would start from
+    if it read nothing)."""
+    ids = sorted(offsets)
+    parsed = {i: _offsets_file(offsets[i], f"offsets/{i}") for i in ids}
     batches = []
-    for batch_id in sorted(offsets):
-        planned, shards = parse_offsets_file(offsets[batch_id], f"offsets/{batch_id}")
+    for batch_id in ids:
+        planned, shards, starts = parsed[batch_id]
+        following = parsed.get(batch_id + 1)
+        if starts and following is not None and following[1] is not None:
+            shards = following[1]
         batches.append(Batch(batch_id, planned, batch_id in commits, shards))
     return tuple(batches)

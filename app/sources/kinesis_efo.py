@@ -34,19 +34,35 @@ response body read as it arrives).
 The 5-second rule shapes the design: a subscription per batch would fail every
 batch that follows its predecessor within 5 seconds (a 1 s trigger). So a
 subscription outlives the batch that opened it: it stays open in this process
-(an executor's Python worker is reused across tasks), its events buffered by
-one thread per subscription (a bounded queue: a full buffer stops reading the
-socket), and the next batch of the same shard that starts exactly where the
-last one ended continues it. Any other start, an error, the end of the shard
-or :func:`close_subscriptions` closes it. A subscription that nobody continues
-ends on the server within 5 minutes, and its thread with it.
+(an executor's Python worker is reused across tasks), its records buffered by
+one thread per subscription (at most kinesis.maxFetchRecordsPerShard records:
+then the thread stops reading the socket), and a later batch of the same shard
+that starts where it stands, or further on, continues it.
+
+But Spark gives a shard's next task to any free Python worker, not to the one
+that subscribed, and only one subscription per consumer and shard can live.
+Measured before this rule (``python -m bench latency_efo``): two workers took
+the two shards in turns, every other batch took the subscription over, and
+the new one first re-sent the whole backlog since its last batch. So the
+worker that holds a shard's subscription says so with a lock in the
+executor's temporary directory (:class:`HostLock`), and another worker reads
+that shard's batch with GetRecords (the ``fallback``) instead of taking it
+over or waiting out the 5 s; the holder skips what the others read. A refused
+subscribe (ResourceInUse, LimitExceeded) falls back the same way, at once.
+Any other start (a retried batch before the subscription's position), an
+error, the end of the shard or :func:`close_subscriptions` closes it. A
+subscription that nobody continues ends on the server within 5 minutes, its
+thread with it, and the lock is released.
 """
 
 from __future__ import annotations
 
 import contextlib
-import queue
+import fcntl
+import hashlib
+import os
 import random
+import tempfile
 import threading
 import time
 from collections import deque
@@ -63,7 +79,7 @@ from app.sources.kinesis_fetch import (
     error_code,
     make_client,
 )
-from app.sources.kinesis_offsets import ShardInfo, ShardState
+from app.sources.kinesis_offsets import ShardInfo, ShardState, sequence_key
 from app.sources.kinesis_options import ReaderOptions, parse_options
 
 # One SubscribeToShard call per second per consumer and shard (API reference).
@@ -74,8 +90,6 @@ SUBSCRIBE_ATTEMPTS: Final = 8
 # Fresh subscriptions one batch may open after the previous one ended
 # (5-minute end, a takeover, a dropped connection) before the batch fails.
 RESUBSCRIBES_PER_BATCH: Final = 5
-# Events buffered per subscription before its thread stops reading.
-EVENT_BUFFER: Final = 64
 # How long ensure_consumer waits for a consumer to become ACTIVE.
 CONSUMER_ACTIVE_TIMEOUT_SEC: Final = 120.0
 CONSUMER_POLL_SEC: Final = 1.0
@@ -223,79 +237,155 @@ def _backoff(options: ReaderOptions) -> Backoff:
 # ------------------------------------------------------------------ subscriptions
 
 
-@dataclass
-class _Item:
-    """What a subscription's thread hands over: an event, or the stream's end
-    (``error`` None: it ended cleanly, e.g. the 5 minutes are over)."""
+def host_lock_path(consumer_arn: str, shard_id: str, directory: str | None = None) -> str:
+    """The file whose lock says "a process of this executor holds the
+    subscription of (consumer, shard)": in the executor's temporary directory,
+    named by a digest of the consumer ARN (ARNs hold ``/`` and ``:``)."""
+    digest = hashlib.sha256(consumer_arn.encode("utf-8")).hexdigest()[:16]
+    return os.path.join(directory or tempfile.gettempdir(), f"efo-{digest}-{shard_id}.lock")
 
-    view: EventView | None = None
-    error: BaseException | None = None
+
+class HostLock:
+    """An exclusive ``flock`` on :func:`host_lock_path`, held for as long as
+    this process holds the subscription. The kernel drops it when the process
+    dies, so a killed Python worker never strands a shard."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._guard = threading.Lock()  # the pump thread and a batch may both release
+
+    def acquire(self) -> bool:
+        """Take the lock without waiting; False when another process holds it."""
+        if self._fd is not None:
+            return True
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        with self._guard:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases its flock
 
 
 @dataclass(eq=False)
 class _Subscription:
-    """One open SubscribeToShard stream, read into a bounded queue by a thread."""
+    """One open SubscribeToShard stream, read by a thread into a buffer of at
+    most ``capacity`` records (then the thread stops reading the socket until
+    a batch takes some: back-pressure, as Kinesis' flow control expects)."""
 
     shard_id: str
     origin: ShardState  # where it started
     stream: Any  # botocore's EventStream
-    items: queue.Queue[_Item] = field(default_factory=lambda: queue.Queue(EVENT_BUFFER))
+    capacity: int
+    host_lock: HostLock | None = None
+    changed: threading.Condition = field(default_factory=threading.Condition)
     pending: deque[dict[str, Any]] = field(default_factory=deque)
     position: str | None = None  # the last sequence number handed to a batch
-    caught_up: bool = False
+    seen: str | None = None  # the last sequence number received
+    caught_up: bool = False  # what the last event said
+    # The thread waited for room since a batch last took records: the events
+    # behind it were sent while it waited, so their "caught up" is stale.
+    stalled: bool = False
     shard_ended: bool = False  # an event said so; done once ``pending`` is empty
-    over: bool = False  # no more events will come
+    end: BaseException | None = None  # why no more events will come (with ``finished``)
+    finished: bool = False
+    over: bool = False  # a batch saw ``finished``
     closed: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
         threading.Thread(target=self._pump, name=f"efo-{self.shard_id}", daemon=True).start()
 
     def _pump(self) -> None:
-        item = _Item()
+        error: BaseException | None = None
         try:
             for event in self.stream:
-                if not self._put(_Item(view=event_view(event))):
+                if not self._absorb(event_view(event)):
                     return
         except Exception as exc:
-            item = _Item(error=exc)
-        self._put(item)
+            error = exc
+        finally:
+            # Nothing more will be read: let another process subscribe.
+            if self.host_lock is not None:
+                self.host_lock.release()
+        with self.changed:
+            self.end, self.finished = error, True
+            self.changed.notify_all()
 
-    def _put(self, item: _Item) -> bool:
-        while not self.closed.is_set():
-            try:
-                self.items.put(item, timeout=0.2)
-                return True
-            except queue.Full:
-                continue
-        return False
+    def _absorb(self, view: EventView) -> bool:
+        with self.changed:
+            while len(self.pending) >= self.capacity:
+                if self.closed.is_set():
+                    return False
+                self.stalled = True
+                self.changed.wait(0.2)
+            if self.closed.is_set():
+                return False
+            self.pending.extend(view.records)
+            if view.records:
+                self.seen = str(view.records[-1]["SequenceNumber"])
+            self.caught_up = view.caught_up
+            self.shard_ended = self.shard_ended or view.ended
+            self.changed.notify_all()
+        return True
+
+    def reference(self) -> str | None:
+        """The sequence number this subscription's records follow."""
+        return self.position if self.position is not None else self.origin.after
+
+    def short_of(self, after: str | None) -> bool:
+        """Whether the stream is known to hold records up to ``after`` that
+        this subscription has not received yet: its "caught up" predates them."""
+        received = self.seen if self.seen is not None else self.reference()
+        return after is not None and sequence_key(received) < sequence_key(after)
 
     def resumes(self, start: ShardState) -> bool:
-        """Whether a batch starting at ``start`` continues this subscription."""
-        if self.over or self.closed.is_set():
+        """Whether a batch starting at ``start`` continues this subscription:
+        it starts where the subscription stands, or further on (another process
+        of the executor read the shard meanwhile, with GetRecords: the records
+        up to ``start`` are skipped, the stream being in sequence order)."""
+        if self.over or self.finished or self.closed.is_set():
             return False
-        if self.position is None:
+        reference = self.reference()
+        if reference is None:
             return start.after == self.origin.after and start.ts == self.origin.ts
-        return start.after == self.position
+        if start.after is None or sequence_key(start.after) < sequence_key(reference):
+            return False
+        # A full buffer that holds nothing after ``start`` is old news: the
+        # stream would have to be re-read from there; subscribe at ``start``.
+        return not (self.stalled and self.short_of(start.after))
 
-    def absorb(self, view: EventView) -> None:
-        self.pending.extend(view.records)
-        self.caught_up = view.caught_up
-        self.shard_ended = self.shard_ended or view.ended
-
-    def take(self, limit: int) -> list[dict[str, Any]]:
+    def take(self, after: str | None, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` buffered records after sequence number ``after``
+        (caller holds ``changed``)."""
+        floor = sequence_key(after)
+        while self.pending and sequence_key(str(self.pending[0]["SequenceNumber"])) <= floor:
+            self.pending.popleft()
         taken = [self.pending.popleft() for _ in range(min(limit, len(self.pending)))]
         if taken:
             self.position = str(taken[-1]["SequenceNumber"])
+        self.changed.notify_all()
         return taken
 
     def close(self) -> None:
         self.closed.set()
         with contextlib.suppress(Exception):
             self.stream.close()
+        if self.host_lock is not None:
+            self.host_lock.release()
+        with self.changed:
+            self.changed.notify_all()
 
 
 # Open subscriptions of this process, by (consumer ARN, shard): a Python worker
-# runs the tasks of many batches, so the next batch of a shard finds its
+# runs the tasks of many batches, so a later batch of a shard finds its
 # subscription here. Guarded by _LOCK; a subscription itself is used by one
 # batch at a time (one task reads a shard).
 _OPEN: dict[tuple[str, str], _Subscription] = {}
@@ -319,74 +409,118 @@ def open_subscriptions() -> int:
         return len(_OPEN)
 
 
+class _UnavailableError(Exception):
+    """The subscription is held elsewhere right now (another process of this
+    executor holds it, or Kinesis answered ResourceInUse / LimitExceeded)."""
+
+
 @dataclass(eq=False)
 class EfoShardReader:
     """Reads shards through ``consumer_arn``'s subscriptions; the same contract
-    as :meth:`app.sources.kinesis_fetch.ShardReader.next_batch`."""
+    as :meth:`app.sources.kinesis_fetch.ShardReader.next_batch`.
+
+    ``fallback`` (the job's GetRecords reader) reads a batch whose shard's
+    subscription is held elsewhere: Spark gives a shard's next task to any
+    free Python worker, and only one of them can hold the subscription (a
+    second subscribe within 5 s is refused, a later one takes it over). So the
+    worker that holds it keeps it (its lock in the executor's temporary
+    directory says so), and the others read that shard's batch with GetRecords
+    instead of waiting out the 5 s window or taking it over; the holder skips
+    what they read when it gets the shard again. Without ``fallback`` (a
+    single-process reader) a refused subscribe is retried, 1 s apart,
+    SUBSCRIBE_ATTEMPTS times."""
 
     client: Any
     options: ReaderOptions
     consumer_arn: str
+    fallback: Callable[[ShardInfo, ShardState], ShardBatch] | None = None
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
     rand: Callable[[], float] = random.random
+    lock_dir: str | None = None
 
     def next_batch(self, shard: ShardInfo, start: ShardState) -> ShardBatch:
         """The next batch of ``shard`` after ``start``: at most
         kinesis.maxFetchRecordsPerShard records, read within
-        kinesis.maxFetchTimePerShardSec; it ends early once an event says the
-        subscriber is caught up and nothing more is buffered, and marks the
-        shard done when the subscription reached the shard's end."""
+        kinesis.maxFetchTimePerShardSec. It ends as soon as the subscriber is
+        caught up (the last event said so and every record received is
+        taken), and marks the shard done when the subscription reached the
+        shard's end. ``caught_up`` in the answer is True only when it ended
+        that way on a fresh "caught up": a batch that stopped on a bound, or
+        whose buffer had stalled, tells the driver to plan the next at once."""
         limit = self.options.max_fetch_records_per_shard
         deadline = self.clock() + self.options.max_fetch_time_per_shard_sec
         key = (self.consumer_arn, shard.shard_id)
-        subscription = self._subscription(key, start)
+        try:
+            subscription = self._subscription(key, start)
+        except _UnavailableError:
+            return self._fall_back(shard, start, [])
         records: list[dict[str, Any]] = []
         resubscribed = 0
         try:
             while True:
-                records.extend(subscription.take(limit - len(records)))
-                if subscription.shard_ended and not subscription.pending:
-                    self._forget(key, subscription)
-                    return self._batch(start, records, done=True)
-                if len(records) >= limit:
-                    break
-                if subscription.caught_up and subscription.items.empty() and not subscription.over:
-                    break
-                remaining = deadline - self.clock()
-                if remaining <= 0:
-                    break
-                try:
-                    item = subscription.items.get(timeout=remaining)
-                except queue.Empty:
-                    break
-                if item.view is not None:
-                    subscription.absorb(item.view)
-                    continue
+                with subscription.changed:
+                    after = str(records[-1]["SequenceNumber"]) if records else start.after
+                    records.extend(subscription.take(after, limit - len(records)))
+                    if subscription.shard_ended and not subscription.pending:
+                        self._forget(key, subscription)
+                        return self._batch(start, records, done=True, caught_up=True)
+                    if len(records) >= limit:
+                        return self._batch(start, records, done=False, caught_up=False)
+                    if not subscription.finished:
+                        if (
+                            subscription.caught_up
+                            and not subscription.pending
+                            and not subscription.short_of(start.after)
+                        ):
+                            fresh = not subscription.stalled
+                            subscription.stalled = False
+                            return self._batch(start, records, done=False, caught_up=fresh)
+                        remaining = deadline - self.clock()
+                        if remaining <= 0:
+                            return self._batch(start, records, done=False, caught_up=False)
+                        subscription.changed.wait(remaining)
+                        continue
                 # The subscription is over: the 5 minutes passed, another
                 # subscriber took it over, or the connection dropped.
                 subscription.over = True
+                error = subscription.end
                 self._forget(key, subscription)
-                code = error_code(item.error) if item.error is not None else None
-                if code is not None and code not in SUBSCRIPTION_OVER:
-                    raise item.error  # type: ignore[misc]
+                code = error_code(error) if error is not None else None
+                if error is not None and code is not None and code not in SUBSCRIPTION_OVER:
+                    raise error
                 if resubscribed >= RESUBSCRIBES_PER_BATCH:
                     raise RuntimeError(
                         f"shard {shard.shard_id}: subscription ended {resubscribed + 1} times "
-                        f"in one batch (last: {item.error!r})"
+                        f"in one batch (last: {error!r})"
                     )
                 resubscribed += 1
-                resume = start.advanced(subscription.position, done=False)
-                subscription = self._open(key, resume)
+                last = str(records[-1]["SequenceNumber"]) if records else None
+                resume = start.advanced(last, done=False)
+                try:
+                    subscription = self._open(key, resume)
+                except _UnavailableError:
+                    return self._fall_back(shard, start, records)
         except BaseException:
             self._forget(key, subscription)
             raise
-        return self._batch(start, records, done=False)
+
+    def _fall_back(
+        self, shard: ShardInfo, start: ShardState, records: list[dict[str, Any]]
+    ) -> ShardBatch:
+        """The rest of the batch read with GetRecords, after ``records``."""
+        if self.fallback is None:  # only _open with a fallback raises _UnavailableError
+            raise RuntimeError("EfoShardReader: no GetRecords fallback to read with")
+        last = str(records[-1]["SequenceNumber"]) if records else None
+        rest = self.fallback(shard, start.advanced(last, done=False))
+        return ShardBatch([*records, *rest.records], rest.state, rest.caught_up)
 
     @staticmethod
-    def _batch(start: ShardState, records: list[dict[str, Any]], *, done: bool) -> ShardBatch:
+    def _batch(
+        start: ShardState, records: list[dict[str, Any]], *, done: bool, caught_up: bool
+    ) -> ShardBatch:
         last = str(records[-1]["SequenceNumber"]) if records else None
-        return ShardBatch(records, start.advanced(last, done))
+        return ShardBatch(records, start.advanced(last, done), caught_up)
 
     def _subscription(self, key: tuple[str, str], start: ShardState) -> _Subscription:
         with _LOCK:
@@ -404,12 +538,18 @@ class EfoShardReader:
         subscription.close()
 
     def _open(self, key: tuple[str, str], start: ShardState) -> _Subscription:
-        """Subscribe at ``start``, keeping one call per second per shard and
-        backing off (1 s steps, SUBSCRIBE_ATTEMPTS calls in all: the batch's
-        time budget does not cut it short, the 5 s window must pass) while
-        Kinesis answers ResourceInUse (the previous subscription is younger
-        than 5 s) or LimitExceeded."""
+        """Subscribe at ``start``, one call per second per shard. With a
+        fallback: only if no other process of the executor holds the shard's
+        subscription, and a refusal (ResourceInUse: a subscription younger
+        than 5 s; LimitExceeded) raises :class:`_UnavailableError` at once. Without
+        one: refusals are retried 1 s apart, SUBSCRIBE_ATTEMPTS calls in all
+        (the batch's time budget does not cut it short: the 5 s must pass)."""
         consumer_arn, shard_id = key
+        host_lock = None
+        if self.fallback is not None:
+            host_lock = HostLock(host_lock_path(consumer_arn, shard_id, self.lock_dir))
+            if not host_lock.acquire():
+                raise _UnavailableError(shard_id)
         position = starting_position(start)
         attempt = 0
         while True:
@@ -420,12 +560,24 @@ class EfoShardReader:
                 )
             except Exception as exc:
                 code = error_code(exc)
+                if self.fallback is not None and code in SUBSCRIBE_LATER:
+                    if host_lock is not None:
+                        host_lock.release()
+                    raise _UnavailableError(shard_id) from exc
                 if code not in SUBSCRIBE_LATER or attempt + 1 >= SUBSCRIBE_ATTEMPTS:
+                    if host_lock is not None:
+                        host_lock.release()
                     raise
                 attempt += 1
                 self.sleep(SUBSCRIBE_INTERVAL_SEC * (1.0 + self.rand() * 0.2))
                 continue
-            subscription = _Subscription(shard_id, start, response["EventStream"])
+            subscription = _Subscription(
+                shard_id,
+                start,
+                response["EventStream"],
+                capacity=self.options.max_fetch_records_per_shard,
+                host_lock=host_lock,
+            )
             subscription.start()
             with _LOCK:
                 previous = _OPEN.pop(key, None)

@@ -61,7 +61,9 @@ def batch_reader(
             raise ValueError("kinesis.consumerType SubscribeToShard: no consumer ARN was resolved")
         from app.sources.kinesis_efo import EfoShardReader
 
-        efo: BatchReader = EfoShardReader(client, options, consumer_arn).next_batch
+        efo: BatchReader = EfoShardReader(
+            client, options, consumer_arn, fallback=polling.next_batch
+        ).next_batch
         return efo
     return polling.next_batch
 

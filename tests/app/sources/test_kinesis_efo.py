@@ -6,23 +6,29 @@ against a stub client whose event streams are lists."""
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from app.polling import poll_until
 from app.sources import kinesis_efo
 from app.sources.kinesis_efo import (
     EfoShardReader,
+    HostLock,
     ensure_consumer,
     event_view,
+    host_lock_path,
     starting_position,
     stream_arn_of,
 )
+from app.sources.kinesis_fetch import ShardBatch
 from app.sources.kinesis_offsets import ShardInfo, ShardState
 from app.sources.kinesis_options import ReaderOptions, parse_options
 from tests.app.source_helpers import client_error
@@ -215,14 +221,15 @@ def test_the_record_limit_splits_an_event_and_the_rest_waits_for_the_next_batch(
     assert len(client.calls) == 1
 
 
-def test_a_batch_from_another_position_opens_a_new_subscription() -> None:
-    client = FakeKinesis(FakeStream([event([1, 2])]), FakeStream([event([6])]))
+def test_a_batch_from_before_the_subscription_opens_a_new_one() -> None:
+    """A retried batch starts before what the subscription handed out."""
+    client = FakeKinesis(FakeStream([event([1, 2])]), FakeStream([event([2])]))
     clock = Clock()
     efo = reader(client, clock)
     efo.next_batch(SHARD, ShardState())
-    replay = efo.next_batch(SHARD, ShardState(after="5"))
-    assert [r["SequenceNumber"] for r in replay.records] == ["6"]
-    assert client.calls[1]["position"] == {"Type": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": "5"}
+    replay = efo.next_batch(SHARD, ShardState(after="1"))
+    assert [r["SequenceNumber"] for r in replay.records] == ["2"]
+    assert client.calls[1]["position"] == {"Type": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": "1"}
     assert clock.slept == [1.0]  # one subscribe call per second per shard
 
 
@@ -290,6 +297,183 @@ def test_an_idle_fresh_subscription_ends_the_batch_at_the_deadline() -> None:
     batch = efo.next_batch(SHARD, ShardState(after="3"))
     assert batch.records == [] and batch.state == ShardState(after="3")
     assert 0.9 <= time.monotonic() - started < 5
+
+
+# ------------------------------------------- many Python workers, one subscription
+
+
+class LiveStream:
+    """An event stream fed while it is read: ``push`` an event, ``close`` ends it."""
+
+    def __init__(self) -> None:
+        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def push(self, event: dict[str, Any]) -> None:
+        self.events.put(event)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while (item := self.events.get()) is not None:
+            yield item
+        raise ConnectionError("closed")
+
+    def close(self) -> None:
+        self.events.put(None)
+
+
+class GetRecordsFallback:
+    """The job's GetRecords reader stand-in: what it was asked, what it returns."""
+
+    def __init__(self, seqs: list[int]) -> None:
+        self.seqs = seqs
+        self.calls: list[ShardState] = []
+
+    def __call__(self, shard: ShardInfo, start: ShardState) -> ShardBatch:
+        self.calls.append(start)
+        records = [record(s) for s in self.seqs]
+        return ShardBatch(records, start.advanced(str(self.seqs[-1]), done=False), True)
+
+
+def job_reader(
+    client: FakeKinesis,
+    fallback: GetRecordsFallback,
+    lock_dir: Path,
+    clock: Clock | None = None,
+    **options: Any,
+) -> EfoShardReader:
+    clock = clock or Clock()
+    return EfoShardReader(
+        client,
+        replace(OPTIONS, **options),
+        ARN,
+        fallback=fallback,
+        sleep=clock.sleep,
+        clock=clock,
+        rand=lambda: 0.0,
+        lock_dir=str(lock_dir),
+    )
+
+
+def seqs(batch: ShardBatch) -> list[str]:
+    return [str(r["SequenceNumber"]) for r in batch.records]
+
+
+def test_a_batch_stopped_by_its_record_limit_is_not_caught_up() -> None:
+    """The driver plans at once after a bounded batch instead of probing."""
+    limited = reader(
+        FakeKinesis(FakeStream([event([1, 2, 3], behind=0)])), max_fetch_records_per_shard=2
+    )
+    first = limited.next_batch(SHARD, ShardState(after="0"))
+    assert (seqs(first), first.caught_up) == (["1", "2"], False)
+    rest = limited.next_batch(SHARD, first.state)
+    assert (seqs(rest), rest.caught_up) == (["3"], True)
+
+
+def test_a_batch_after_a_stalled_buffer_is_not_caught_up() -> None:
+    """A full buffer stops reading the socket; the events read after that
+    were sent while it waited, so their "caught up" may be stale."""
+    stream = LiveStream()
+    client = FakeKinesis(stream)
+    efo = reader(client, max_fetch_records_per_shard=2)
+    stream.push(event([1], behind=0))
+    first = efo.next_batch(SHARD, ShardState(after="0"))
+    assert (seqs(first), first.caught_up) == (["1"], True)
+    stream.push(event([2, 3], behind=0))
+    stream.push(event([4], behind=0))  # waits: two records are buffered already
+    held = kinesis_efo._OPEN[(ARN, SHARD.shard_id)]
+    poll_until(
+        lambda: held.stalled,
+        timeout=5,
+        interval=0.01,
+        on_timeout=lambda: AssertionError("the buffer never filled"),
+    )
+    second = efo.next_batch(SHARD, first.state)
+    assert (seqs(second), second.caught_up) == (["2", "3"], False)
+    poll_until(
+        lambda: len(held.pending) == 1,
+        timeout=5,
+        interval=0.01,
+        on_timeout=lambda: AssertionError("the waiting event was never read"),
+    )
+    third = efo.next_batch(SHARD, second.state)
+    assert (seqs(third), third.caught_up) == (["4"], False)  # read after the stall
+    fourth = efo.next_batch(SHARD, third.state)
+    assert (seqs(fourth), fourth.caught_up) == ([], True)
+    assert len(client.calls) == 1
+
+
+def test_a_refused_subscribe_reads_the_batch_with_get_records_at_once(tmp_path: Path) -> None:
+    """Another worker subscribed less than 5 s ago: no 5 s wait in the task."""
+    fallback = GetRecordsFallback([4, 5])
+    client = FakeKinesis(client_error("ResourceInUseException"))
+    clock = Clock()
+    efo = job_reader(client, fallback, tmp_path, clock)
+    batch = efo.next_batch(SHARD, ShardState(after="3"))
+    assert (seqs(batch), batch.state) == (["4", "5"], ShardState(after="5"))
+    assert fallback.calls == [ShardState(after="3")]
+    assert len(client.calls) == 1 and clock.slept == []
+    assert kinesis_efo.open_subscriptions() == 0
+    # The refused worker holds nothing: a later one may subscribe.
+    assert HostLock(host_lock_path(ARN, SHARD.shard_id, str(tmp_path))).acquire()
+
+
+def test_a_shard_another_worker_holds_is_read_with_get_records(tmp_path: Path) -> None:
+    other_worker = HostLock(host_lock_path(ARN, SHARD.shard_id, str(tmp_path)))
+    assert other_worker.acquire()
+    fallback = GetRecordsFallback([8])
+    client = FakeKinesis()
+    batch = job_reader(client, fallback, tmp_path).next_batch(SHARD, ShardState(after="7"))
+    assert seqs(batch) == ["8"] and client.calls == []  # no subscribe call at all
+    other_worker.release()
+
+
+def test_the_holder_continues_past_what_another_worker_read(tmp_path: Path) -> None:
+    """Worker A holds the subscription; worker B read 3..4 with GetRecords;
+    A's next batch skips them in its stream instead of subscribing again."""
+    stream = LiveStream()
+    client = FakeKinesis(stream)
+    efo = job_reader(client, GetRecordsFallback([0]), tmp_path)
+    stream.push(event([1, 2], behind=0))
+    first = efo.next_batch(SHARD, ShardState())
+    assert seqs(first) == ["1", "2"]
+    stream.push(event([3, 4, 5], behind=0))
+    after_b = efo.next_batch(SHARD, ShardState(after="4"))
+    assert (seqs(after_b), after_b.state, after_b.caught_up) == (
+        ["5"],
+        ShardState(after="5"),
+        True,
+    )
+    assert len(client.calls) == 1
+    # A start before what the subscription handed out (a retried batch): a
+    # new subscription from there.
+    assert not kinesis_efo._OPEN[(ARN, SHARD.shard_id)].resumes(ShardState(after="2"))
+
+
+def test_a_caught_up_older_than_the_start_waits_for_the_records(tmp_path: Path) -> None:
+    """The subscription's last event said "caught up" at 2, but another worker
+    has read to 4 since: the records after 2 are on their way, so the batch
+    waits for them rather than ending empty."""
+    stream = LiveStream()
+    client = FakeKinesis(stream)
+    efo = job_reader(client, GetRecordsFallback([0]), tmp_path)
+    stream.push(event([1, 2], behind=0))
+    efo.next_batch(SHARD, ShardState())
+    later = threading.Timer(0.3, stream.push, args=(event([3, 4, 5], behind=0),))
+    later.start()
+    batch = efo.next_batch(SHARD, ShardState(after="4"))
+    later.join()
+    assert (seqs(batch), batch.caught_up) == (["5"], True)
+
+
+def test_the_subscription_holder_releases_the_shard_when_it_closes(tmp_path: Path) -> None:
+    stream = LiveStream()
+    efo = job_reader(FakeKinesis(stream), GetRecordsFallback([0]), tmp_path)
+    stream.push(event([1], behind=0))
+    efo.next_batch(SHARD, ShardState())
+    lock = HostLock(host_lock_path(ARN, SHARD.shard_id, str(tmp_path)))
+    assert not lock.acquire()
+    kinesis_efo.close_subscriptions()
+    assert lock.acquire()
+    lock.release()
 
 
 # ---------------------------------------------------------------------- the consumer
