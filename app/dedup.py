@@ -34,11 +34,14 @@ On EMR the jar travels beside ``app.zip`` (``spark-submit --jars``); locally
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from app.record import ARRIVAL, DATA, REASON, SEQUENCE, SHARD, STREAM, SUB_SEQUENCE
+
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 JAR_NAME: Final = "streaming-dedup.jar"
 # The processor's state variables (ArrivalDedupProcessor.HORIZON_ENDS and
@@ -54,6 +57,8 @@ STATE_VARIABLES: Final = ("horizonEnds", "expiringIds")
 BUCKETS: Final = 4096
 ENTRY_CLASS: Final = "streaming.dedup.ArrivalDedup"
 _MS_PER_HOUR: Final = 3_600_000
+# The state store's de-duplication key (never a table column).
+DEDUP_KEY: Final = "_dedup_key"
 
 
 def local_jar(root: Path | None = None) -> Path:
@@ -107,3 +112,81 @@ def _entry_class(spark: object) -> Any:
             f"(locally: make install builds {local_jar()}; on EMR the step passes --jars)"
         )
     return entry
+
+
+def dedup_key(id_column: str) -> Column:
+    """What the state store de-duplicates on: the event id for a valid record;
+    the source coordinates for a failure, so two different bad records are
+    never merged (each must reach the failure topic) while a replayed one is.
+    A user record of a KPL aggregate adds its sub-sequence number (null, and
+    so skipped by ``concat_ws``, for a plain record: those keys are unchanged)."""
+    from pyspark.sql import functions as sf
+
+    coordinates = sf.concat_ws(
+        "/",
+        sf.col(STREAM.source),
+        sf.col(SHARD.source),
+        sf.col(SEQUENCE.source),
+        sf.col(SUB_SEQUENCE.source).cast("string"),
+    )
+    return (
+        sf.when(sf.col(REASON).isNull(), sf.concat(sf.lit("id:"), sf.col(id_column)))
+        .otherwise(sf.concat(sf.lit("src:"), coordinates))
+        .alias(DEDUP_KEY)
+    )
+
+
+def deduplicated(
+    classified: DataFrame,
+    *,
+    id_column: str,
+    horizon_hours: int,
+    seed: DataFrame | None = None,
+) -> DataFrame:
+    """The streaming plan's de-duplication: the first record of each key within
+    ``horizon_hours`` of Kinesis arrival time passes, later ones are dropped.
+
+    :func:`arrival_deduplicated` keeps each key in the state store
+    (the RocksDB provider, :mod:`app.spark_conf`) with an event-time timer that
+    forgets it once the watermark passes its arrival time plus the horizon; its
+    hash exchange by key is the batch's only shuffle. The watermark runs on
+    arrival time with a delay of the horizon, at least the stream's retention
+    (``JobConfig`` enforces it, and the job checks the live stream at start), so
+    no record the stream can still return is older than it.
+
+    A valid row's original bytes are dropped before the exchange: only a
+    failure record is sent with them (:func:`app.sinks.batch_task.output_rows`),
+    and the bytes were half of what crossed the shuffle. This is the one place
+    a valid row's bytes are dropped: the sink hands the batch on as it is.
+    """
+    keyed = dedup_input(classified, id_column)
+    if not keyed.isStreaming:  # one static batch (tests, benchmarks): the same rule, no state
+        return _first_per_key(keyed, [c for c in keyed.columns if c != DEDUP_KEY])
+    unique = arrival_deduplicated(
+        keyed,
+        key_column=DEDUP_KEY,
+        arrival_column=ARRIVAL.source,
+        horizon_hours=horizon_hours,
+        seed=seed,
+    )
+    return unique.drop(DEDUP_KEY)
+
+
+def dedup_input(classified: DataFrame, id_column: str) -> DataFrame:
+    """What crosses the de-duplication's exchange: the classified rows with
+    their :func:`dedup_key`, and the original bytes of failure rows only."""
+    from pyspark.sql import functions as sf
+
+    slim = classified.withColumn(DATA, sf.when(sf.col(REASON).isNotNull(), sf.col(DATA)))
+    return slim.select("*", dedup_key(id_column))
+
+
+def _first_per_key(keyed: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """A static frame's ``dropDuplicates`` by key, with the row packed into one
+    struct column. Spark plans it as a sort-based aggregate with one ``first``
+    per column, evaluated without code generation: one struct instead of 14
+    columns halved the de-duplication of 200,000 records (2.2 s -> 1.0 s)."""
+    from pyspark.sql import functions as sf
+
+    packed = keyed.select(DEDUP_KEY, sf.struct(*columns).alias("_row"))
+    return packed.dropDuplicates([DEDUP_KEY]).select("_row.*")

@@ -44,9 +44,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from app.config import JobConfig
+from app.dedup import DEDUP_KEY
 from app.record import ARRIVAL, column_name
 from app.table.catalog import file_io_properties
-from app.transform import DEDUP_KEY
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The key app.transform.dedup_key gives a valid record: "id:" + its id.
+# The key app.dedup.dedup_key gives a valid record: "id:" + its id.
 ID_KEY_PREFIX: Final = "id:"
 SEED_SCHEMA: Final = f"`{DEDUP_KEY}` string, `{ARRIVAL.source}` timestamp"
 _TASK_SCHEMA: Final = "task binary"

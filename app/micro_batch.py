@@ -29,6 +29,7 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Final
 
 from app.config import JobConfig
+from app.dedup import deduplicated
 from app.record import ARRIVAL, UNDECLARED_FIELDS, column_name
 from app.retry import with_retries
 from app.sinks.batch_task import RESULT_SCHEMA as TASK_SCHEMA
@@ -37,7 +38,7 @@ from app.sinks.kafka_settings import KafkaSettings
 from app.table.catalog import ensure_table, file_io_properties
 from app.table.commit import already_committed, commit_batch, expire_snapshots
 from app.table.layout import table_columns
-from app.transform import classify, deduplicated
+from app.transform import classify
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

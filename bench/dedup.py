@@ -116,9 +116,10 @@ _READ_METRICS: Final = ("rocksdbTotalBytesRead", "rocksdbTotalBytesReadThroughIt
 def builtin_prepare(raw: DataFrame, config: JobConfig) -> DataFrame:
     """The job's plan as it was: the same classification and key, de-duplicated
     by ``dropDuplicatesWithinWatermark`` on arrival time."""
+    from app.dedup import DEDUP_KEY, dedup_input
     from app.sources.schema import ARRIVAL_TIMESTAMP
     from app.table.layout import column_name
-    from app.transform import DEDUP_KEY, classify, dedup_input
+    from app.transform import classify
 
     classified = classify(raw, fields=config.event_fields, max_record_bytes=config.max_record_bytes)
     keyed = dedup_input(classified, column_name(config.id_field))

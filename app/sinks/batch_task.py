@@ -86,7 +86,7 @@ def output_rows(batch: DataFrame, *, fields: Sequence[EventField], batch_id: int
 
     ``batch`` is what :func:`app.micro_batch.prepare` made: classified and
     de-duplicated, a valid row's bytes already dropped before the shuffle
-    (:func:`app.transform.dedup_input`), so they never cross into Python."""
+    (:func:`app.dedup.dedup_input`), so they never cross into Python."""
     from pyspark.sql import functions as sf
 
     return batch.select(

@@ -18,13 +18,11 @@ from app.transform import (
     REASONS,
     UNDECLARED_KEYS,
     classify,
-    dedup_key,
-    deduplicated,
     failures,
     parse_timestamp,
     utc_date,
 )
-from tests.app.job_helpers import event, exchanges_in_plan, raw_frame
+from tests.app.job_helpers import event, raw_frame
 
 MAX = 2_048
 
@@ -410,55 +408,3 @@ def test_every_reason_has_an_error_class_in_precedence_order() -> None:
         "wrong_type",
         "bad_timestamp",
     )
-
-
-def _deduplicated(spark: Any, records: list[bytes], **kw: Any) -> Any:
-    frame = classify(raw_frame(spark, records, **kw), max_record_bytes=MAX)
-    return deduplicated(frame, id_column="id", horizon_hours=24)
-
-
-def test_one_record_per_id_and_failures_are_never_merged(spark: Any) -> None:
-    records = [event("a"), event("b"), event("a", payload={"v": 2}), b"bad", b"bad"]
-    out = _deduplicated(spark, records).collect()
-    assert sorted(r["id"] for r in out if r[REASON] is None) == ["a", "b"]
-    # Two identical bad records at different positions are two failures.
-    assert sorted(r["sequenceNumber"] for r in out if r[REASON] is not None) == ["4", "5"]
-    assert "_dedup_key" not in _deduplicated(spark, records).columns
-
-
-def test_only_failure_records_keep_their_bytes_across_the_shuffle(spark: Any) -> None:
-    records = [event("a"), event("a"), b"bad"]
-    out = _deduplicated(spark, records)
-    classified = classify(raw_frame(spark, records), max_record_bytes=MAX)
-    assert out.columns == classified.columns, "the packed row comes back in its order"
-    rows = out.collect()
-    assert [(r["id"], r["data"]) for r in rows if r[REASON] is None] == [("a", None)]
-    assert [bytes(r["data"]) for r in rows if r[REASON] is not None] == [b"bad"]
-
-
-def test_dedup_key_is_the_id_or_the_source_coordinates(spark: Any) -> None:
-    frame = classify(raw_frame(spark, [event("a"), b"bad"]), max_record_bytes=MAX)
-    keys = sorted(r[0] for r in frame.select(dedup_key("id")).collect())
-    assert keys == ["id:a", "src:stream-a/shardId-000000000000/2"]
-
-
-def test_two_failing_user_records_of_one_aggregate_keep_two_dedup_keys(spark: Any) -> None:
-    from pyspark.sql import functions as sf
-
-    from app.sources.schema import SEQUENCE_NUMBER, SUB_SEQUENCE_NUMBER
-
-    raw = raw_frame(spark, [b"bad-1", b"bad-2"]).withColumn(SEQUENCE_NUMBER, sf.lit("7"))
-    subs = raw.withColumn(SUB_SEQUENCE_NUMBER, sf.monotonically_increasing_id())
-    frame = classify(subs, max_record_bytes=MAX)
-    keys = sorted(r[0] for r in frame.select(dedup_key("id")).collect())
-    assert len(set(keys)) == 2, keys
-    assert all(k.startswith("src:stream-a/shardId-000000000000/7/") for k in keys), keys
-
-
-def test_dedup_plan_has_exactly_one_exchange(spark: Any) -> None:
-    out = _deduplicated(spark, [event("a"), event("a"), event("b"), b"bad"])
-    before = out._jdf.queryExecution().executedPlan().toString()
-    assert len(exchanges_in_plan(before)) == 1, before
-    out.collect()
-    after = out._jdf.queryExecution().executedPlan().toString()
-    assert len(exchanges_in_plan(after)) == 1, after
