@@ -41,6 +41,9 @@ FIELD_COLUMN_TYPES: Final[dict[str, ColumnType]] = {
     "array": "string",
 }
 
+# The field types kept as their JSON text (compact, as ``to_json`` prints them).
+JSON_TEXT_TYPES: Final = ("object", "array")
+
 # The SQL type names of the table's column types: Glue's for an Iceberg
 # table's columns (Athena's names for the same types), and Spark SQL's for an
 # event field's parsed value (``try_variant_get``): the same words.

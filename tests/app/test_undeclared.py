@@ -1,4 +1,4 @@
-"""The undeclared-key gate of :func:`app.transform.with_undeclared` never misses
+"""The undeclared-key gate of :func:`app.undeclared.with_undeclared` never misses
 a key: only rows whose text is longer than their declared members can take
 pay the key scan, so every spelling that could make the lower bound wrong is
 here (doubles printed longer than sent, escapes, whitespace, the shortest
