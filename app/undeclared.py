@@ -99,7 +99,7 @@ def with_undeclared(
     (docs/job.md, "Keys no field declares: the cost", with the alternatives
     tried): the capture's extra core time in ``classify`` went from 0.78 s to
     0.53 s per 200,000 records, half of the rest being the gate itself; the
-    whole batch still measured 12–15 % below the job without capture (issue
+    whole batch still measured 12-15 % below the job without capture (issue
     34's bar: 5 %). Keys are compared exactly, as JSON spells them: ``Channel`` is not a declared
     ``channel``."""
     from pyspark.sql import functions as sf
