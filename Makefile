@@ -3,9 +3,10 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# The de-duplication processor (jvm/src), compiled offline against the wheel's
-# Spark jars (infra/dedup_jar.py); app/dedup.py says why it is on the JVM.
-DEDUP_JAR := build/jvm/streaming-dedup.jar
+# The job's JVM code (jvm/src: the de-duplication processor, the undeclared-key
+# functions), compiled offline against the wheel's Spark jars (infra/job_jar.py);
+# app/jvm.py says why they are on the JVM.
+JOB_JAR := build/jvm/streaming-job.jar
 JAVA_SOURCES := $(shell find jvm/src -name '*.java')
 # The venv's own installers, current releases: the ones venv copies from the
 # system Python are old and carry published advisories.
@@ -28,11 +29,11 @@ $(STAMP): requirements-dev.txt package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
-$(DEDUP_JAR): $(STAMP) $(JAVA_SOURCES)
-	$(PY) -m infra.dedup_jar
+$(JOB_JAR): $(STAMP) $(JAVA_SOURCES)
+	$(PY) -m infra.job_jar
 
 .PHONY: install
-install: $(STAMP) $(DEDUP_JAR) ## Create/reuse .venv, install the pinned Python and npm dependencies, build the dedup jar
+install: $(STAMP) $(JOB_JAR) ## Create/reuse .venv, install the pinned Python and npm dependencies, build the job's jar
 
 .PHONY: check
 check: install ## ruff (lint + format check) and mypy strict on app/, infra/, ops/, local/, bench/, scripts/

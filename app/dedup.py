@@ -5,8 +5,8 @@ every id it holds, at the end of every batch and again in the no-data batch
 that follows (``evictDupInfoFromState``, Spark 4.0 and 4.1): at the example
 cluster's rate and horizon the scans alone outlast the trigger. This module
 plans the same rule on ``transformWithState`` instead, with a small JVM
-``StatefulProcessor`` (``jvm/src/streaming/dedup``, built offline by
-``infra.dedup_jar``). Its grouping key is one of :data:`BUCKETS` buckets of
+``StatefulProcessor`` (``jvm/src/streaming/dedup``, in the job's jar,
+:mod:`app.jvm`). Its grouping key is one of :data:`BUCKETS` buckets of
 ids; per bucket it keeps each id's horizon end in a map (a point read, which
 RocksDB's bloom filters answer for a new id whatever the ids held) and, per
 batch and expiry slot, one event-time timer with the ids it forgets. Spark
@@ -28,22 +28,19 @@ runs on arrival time with a delay of the horizon, which is at least the stream's
 retention, so no record the stream can still return is late; of several rows
 of one new id in a batch, the earliest arrival passes.
 
-On EMR the jar travels beside ``app.zip`` (``spark-submit --jars``); locally
-:func:`app.spark_conf.local_conf` puts :func:`local_jar` on ``spark.jars``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
+from app.jvm import jvm_class
 from app.record import ARRIVAL, DATA, REASON, SEQUENCE, SHARD, STREAM, SUB_SEQUENCE
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-JAR_NAME: Final = "streaming-dedup.jar"
 # The processor's state variables (ArrivalDedupProcessor.HORIZON_ENDS and
 # EXPIRING_IDS): the checkpoint check tells this processor's state by them.
 STATE_VARIABLES: Final = ("horizonEnds", "expiringIds")
@@ -59,12 +56,6 @@ ENTRY_CLASS: Final = "streaming.dedup.ArrivalDedup"
 _MS_PER_HOUR: Final = 3_600_000
 # The state store's de-duplication key (never a table column).
 DEDUP_KEY: Final = "_dedup_key"
-
-
-def local_jar(root: Path | None = None) -> Path:
-    """Where ``make install`` builds the jar in a checkout (git-ignored)."""
-    base = root if root is not None else Path(__file__).resolve().parents[1]
-    return base / "build" / "jvm" / JAR_NAME
 
 
 def arrival_deduplicated(
@@ -85,7 +76,7 @@ def arrival_deduplicated(
     from pyspark.sql import DataFrame
 
     spark = frame.sparkSession
-    entry = _entry_class(spark)
+    entry = jvm_class(spark, ENTRY_CLASS)
     watermarked = frame.withWatermark(arrival_column, f"{horizon_hours} hours")
     horizon_ms = horizon_hours * _MS_PER_HOUR
     if seed is None:
@@ -96,22 +87,6 @@ def arrival_deduplicated(
             seed._jdf, key_column, arrival_column,
         )  # fmt: skip
     return DataFrame(planned, spark)
-
-
-def _entry_class(spark: object) -> Any:
-    """The processor's entry point, or an error that says how to get it: py4j
-    answers a missing class with a package object that fails later, obscurely."""
-    from py4j.java_gateway import JavaClass
-
-    entry = getattr(spark, "_jvm")  # noqa: B009 - py4j's gateway, not a typed attribute
-    for part in ENTRY_CLASS.split("."):
-        entry = getattr(entry, part)
-    if not isinstance(entry, JavaClass):
-        raise RuntimeError(
-            f"{ENTRY_CLASS}: not on the Spark classpath; expected {JAR_NAME} in spark.jars "
-            f"(locally: make install builds {local_jar()}; on EMR the step passes --jars)"
-        )
-    return entry
 
 
 def dedup_key(id_column: str) -> Column:

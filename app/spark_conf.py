@@ -104,9 +104,9 @@ LOCAL_SIZING: Final = ExecutorSizing(instances=1, cores=2, memory_mb=1024)
 def local_conf(work_dir: str) -> dict[str, str]:
     """The same streaming conf, plus what a laptop needs: an embedded Derby
     metastore and a warehouse under ``work_dir`` (never the repo root), no UI,
-    and the de-duplication processor's jar as ``make install`` built it (on EMR
+    and the job's jar (``app.jvm``) as ``make install`` built it (on EMR
     the step's ``--jars`` carries it)."""
-    from app.dedup import local_jar
+    from app.jvm import local_jar
 
     conf = streaming_conf(LOCAL_SIZING)
     conf.update(

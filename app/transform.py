@@ -56,7 +56,7 @@ from app.record import (
 from app.sources.kpl import DIGEST_SIZE as KPL_DIGEST_SIZE
 from app.sources.kpl import MAGIC as KPL_MAGIC
 from app.table import layout
-from app.undeclared import read_text, with_undeclared
+from app.undeclared import with_undeclared
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -152,7 +152,8 @@ def _json_path(name: str) -> str:
 
 
 # The event inside the parse's ``[<text>,"\u0000"]`` wrapper.
-_DOC_PATH: Final = "$[0]"
+_DOC_ELEMENT: Final = 0
+_DOC_PATH: Final = f"$[{_DOC_ELEMENT}]"
 
 
 def _bad_aggregate_message(data: Column) -> Column:
@@ -255,9 +256,7 @@ def classify(
         sf.col("_doc"),
         fields,
         subs=[sf.col(f"_v{i}") for i in range(len(fields))],
-        kinds=[sf.col(f"_k{i}") for i in range(len(fields))],
-        texts=[read_text(spec) for spec in fields],
-        doc_path=_DOC_PATH,
+        element=_DOC_ELEMENT,
     )
     return judge(staged, raw.columns, fields, max_record_bytes)
 

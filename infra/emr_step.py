@@ -31,7 +31,7 @@ from typing import Any, Final, Literal
 
 from app import contract
 from app.config import JobConfig
-from app.dedup import JAR_NAME as DEDUP_JAR
+from app.jvm import JAR_NAME as JOB_JAR
 from app.lease import lease_path
 from infra.config import DEFAULT_RELEASE_LABEL
 from infra.releases import release_for
@@ -133,7 +133,7 @@ class StepSpec:
     bucket name) at synth time; redeploy gets them resolved from the stack output.
 
     ``package_uri`` is the versioned S3 prefix holding ``app.zip``, ``main.py``,
-    the dedup jar and ``job-config.json``: a new version never overwrites files a running job
+    the job's jar and ``job-config.json``: a new version never overwrites files a running job
     (or a YARN container it restarts) still localizes.
     """
 
@@ -213,7 +213,7 @@ def build_step(spec: StepSpec) -> dict[str, Any]:
         "--stop-timeout-sec",
         str(spec.stop_timeout_sec),
     ]
-    job_jar = f"{spec.package_uri}/{DEDUP_JAR}"
+    job_jar = f"{spec.package_uri}/{JOB_JAR}"
     submit = [
         "spark-submit",
         "--master",

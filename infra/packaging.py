@@ -7,7 +7,7 @@ change at different speeds (``infra.constructs.job_deployment`` uploads them):
 * :func:`stage_bootstrap`: the bootstrap scripts, their shell library and the
   locks. Its hash names the S3 prefix the cluster's bootstrap actions point at.
 * :func:`stage_package`: ``app.zip`` (:func:`zip_package`), the entry point and
-  the de-duplication processor's jar (:mod:`infra.dedup_jar`); its hash (which
+  the job's JVM jar (:mod:`infra.job_jar`); its hash (which
   also covers the job config) is the job version.
 
 Plain functions of files: no CDK here, so tests and tools can build and inspect
@@ -23,8 +23,8 @@ import zipfile
 from pathlib import Path
 from typing import Final
 
-from app.dedup import JAR_NAME as DEDUP_JAR
-from infra import dedup_jar
+from app.jvm import JAR_NAME as JOB_JAR
+from infra import job_jar
 from infra.emr_step import ENTRY_POINT, JOB_CONFIG_FILE, PACKAGE_ZIP
 
 # The bootstrap actions' shared shell helpers; each action downloads it first.
@@ -88,7 +88,7 @@ def stage_package(root: Path, stage_dir: Path, config_text: str) -> tuple[Path, 
     files = {
         PACKAGE_ZIP: zip_package(root / "app"),
         ENTRY_POINT: entry.read_bytes(),
-        DEDUP_JAR: dedup_jar.build(root).read_bytes(),
+        JOB_JAR: job_jar.build(root).read_bytes(),
     }
     digest = content_digest({**files, JOB_CONFIG_FILE: config_text.encode()})
     target = stage_dir / f"job-package-{digest}"

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # (docs/design.md, "One source of truth for every shared setting").
 LIGHT_APP_MODULES = (
     *("app.contract", "app.record", "app.config", "app.config_kit", "app.failure_limits"),
-    *("app.table", "app.table.layout", "app.transform"),
+    *("app.table", "app.table.layout", "app.transform", "app.jvm", "app.undeclared"),
     *("app.sinks.kafka", "app.sinks.kafka_settings"),
 )
 LIGHT_PACKAGES = ("infra", "scripts", "ops")

@@ -1,8 +1,11 @@
-"""The undeclared-key gate of :func:`app.undeclared.with_undeclared` never misses
-a key: only rows whose text is longer than their declared members can take
-pay the key scan, so every spelling that could make the lower bound wrong is
-here (doubles printed longer than sent, escapes, whitespace, the shortest
-undeclared member ``"":0``), checked against Python's own reading of the JSON."""
+"""The undeclared-key step of :func:`app.undeclared.with_undeclared` never misses
+a key and keeps what was sent: only rows whose object has more members than
+the declared keys they hold call the JVM function that finds them, so every
+spelling that could confuse a count or a key comparison is here (escaped and
+non-ASCII keys, a declared name spelled with an escape, case, JSON ``null``
+values, whitespace, a byte order mark, the empty key), and the kept values
+(doubles, nested objects, arrays) are checked against Python's own reading of
+the JSON."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ def test_step_runs_the_launcher_then_cluster_mode_spark_submit() -> None:
     assert submit[submit.index("--jars") + 1] == (
         "local:/opt/streaming/jars/jackson-core-2.18.2.jar,"
         "local:/opt/streaming/jars/jackson-databind-2.18.2.jar,"
-        "s3://artifacts/artifacts/job/abc/streaming-dedup.jar"  # job code: its version's
+        "s3://artifacts/artifacts/job/abc/streaming-job.jar"  # job code: its version's
     )
     assert "spark.yarn.submit.waitAppCompletion=false" in submit
     assert "spark.yarn.appMasterEnv.PYSPARK_PYTHON=/usr/bin/python3.11" in submit

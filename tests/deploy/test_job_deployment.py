@@ -132,7 +132,7 @@ def test_bootstrap_upload_carries_the_repository_scripts_and_locks(
 
 def test_package_upload_has_the_zipped_app_and_the_entry_point(synthesized: Synthesized) -> None:
     staged = asset_dir(synthesized, "PackageUpload")
-    assert sorted(p.name for p in staged.iterdir()) == ["app.zip", "main.py", "streaming-dedup.jar"]
+    assert sorted(p.name for p in staged.iterdir()) == ["app.zip", "main.py", "streaming-job.jar"]
     # Exactly the zip infra.packaging builds (test_app_package checks its contents).
     assert (staged / "app.zip").read_bytes() == zip_package(synthesized.source_root / "app")
     assert (staged / "main.py").read_bytes() == (REPO / "app" / "main.py").read_bytes()
@@ -185,7 +185,7 @@ def test_package_version_moves_with_the_job_but_not_the_bootstrap(tmp_path: Path
     assert stage_bootstrap(root, stage)[1] == boot_before
 
 
-def test_the_dedup_jar_ships_with_the_job_and_a_java_change_is_a_new_version(
+def test_the_job_jar_ships_with_the_job_and_a_java_change_is_a_new_version(
     tmp_path: Path,
 ) -> None:
     import zipfile
@@ -195,8 +195,10 @@ def test_the_dedup_jar_ships_with_the_job_and_a_java_change_is_a_new_version(
     root = source_root(tmp_path)
     stage = tmp_path / "stage"
     target, before = stage_package(root, stage, "{}")
-    with zipfile.ZipFile(target / "streaming-dedup.jar") as jar:
-        assert "streaming/dedup/ArrivalDedupProcessor.class" in jar.namelist()
+    with zipfile.ZipFile(target / "streaming-job.jar") as jar:
+        names = jar.namelist()
+        assert "streaming/dedup/ArrivalDedupProcessor.class" in names
+        assert "streaming/undeclared/UndeclaredMembers.class" in names
     source = root / "jvm" / "src" / "streaming" / "dedup" / "ArrivalDedupProcessor.java"
     text = source.read_text(encoding="utf-8")
     # A comment compiles to the same bytes: the same version.

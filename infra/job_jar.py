@@ -1,14 +1,15 @@
-"""Builds the de-duplication processor's jar (``jvm/src``) offline.
+"""Builds the job's JVM jar (``jvm/src``) offline.
 
-The job's de-duplication is a small JVM ``StatefulProcessor``
-(:mod:`app.dedup` says why). Its jar is built here, never downloaded:
+The jar holds the de-duplication's ``StatefulProcessor`` and the
+undeclared-key functions (:mod:`app.jvm` says why each is JVM code). It is
+built here, never downloaded:
 ``javac`` (Java 17, on every machine this project runs on) compiles the sources
 against the jars of the pinned pyspark wheel, which hold every Spark class the
-processor uses, and the classes are zipped with fixed timestamps and order, so
+jar uses, and the classes are zipped with fixed timestamps and order, so
 the same sources and the same JDK give the same bytes and an unchanged job is
 not a new version (:func:`infra.packaging.stage_package` ships it).
 
-``make install`` runs ``python -m infra.dedup_jar``; the local run, the tests
+``make install`` runs ``python -m infra.job_jar``; the local run, the tests
 and the benchmarks load the result through :func:`app.spark_conf.local_conf`.
 """
 
@@ -23,7 +24,7 @@ import zipfile
 from pathlib import Path
 from typing import Final
 
-from app.dedup import JAR_NAME, local_jar
+from app.jvm import JAR_NAME, local_jar
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 SOURCES: Final = "jvm/src"
@@ -46,7 +47,7 @@ def spark_jars_dir() -> Path:
 def source_files(root: Path = ROOT) -> list[Path]:
     files = sorted((root / SOURCES).rglob("*.java"))
     if not files:
-        raise ValueError(f"{root / SOURCES}: no .java file; expected the processor's sources")
+        raise ValueError(f"{root / SOURCES}: no .java file; expected the job's Java sources")
     return files
 
 
