@@ -98,3 +98,15 @@ def test_gated_rows_still_fail_as_before(spark: Any) -> None:
     frame = classify(raw_frame(spark, [r.encode() for r in records]), max_record_bytes=MAX)
     row = frame.collect()[0]
     assert (row[REASON], row[UNDECLARED_KEYS]) == ("wrong_type", ["q"])
+
+
+def test_records_that_are_not_objects_keep_nothing(spark: Any) -> None:
+    # The JVM functions read the wrapper's element: for these it is no object
+    # (or there is no parse at all), and they answer null, not an error.
+    texts = ['["id","x"]', '"id"', "7", "null", "{", '{"id":"a"} {"x":1}', "", "\xff"]
+    records = [t.encode("latin-1") for t in texts]
+    frame = classify(raw_frame(spark, records), max_record_bytes=MAX)
+    rows = sorted(frame.collect(), key=lambda r: int(r["sequenceNumber"]))
+    assert len(rows) == len(texts)
+    assert all(r[REASON] is not None for r in rows)
+    assert [(r[UNDECLARED_KEYS], r[UNDECLARED_FIELDS]) for r in rows] == [(None, None)] * len(texts)
