@@ -62,8 +62,7 @@ def without_undeclared(staged: DataFrame, *_: Any, **__: Any) -> DataFrame:
     was before undeclared keys were kept (the before side)."""
     from pyspark.sql import functions as sf
 
-    from app.table.layout import UNDECLARED_FIELDS
-    from app.transform import UNDECLARED_KEYS
+    from app.record import UNDECLARED_FIELDS, UNDECLARED_KEYS
 
     return staged.select(
         "*",

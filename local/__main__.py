@@ -28,7 +28,7 @@ from types import FrameType
 from typing import Any, Final
 
 from app.polling import poll_until
-from app.table.layout import UNDECLARED_FIELDS
+from app.record import UNDECLARED_FIELDS
 from local.declare_field import write_declared_copy
 from local.emulators import running_emulators
 from local.harness import (

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Final, TextIO, get_args
 
 from app.config import KafkaSecurity
-from app.transform import REASONS
+from app.record import REASONS
 from infra.config import InstanceConfig
 from ops.kinesis_put import (
     MAX_RECORDS_PER_CALL,

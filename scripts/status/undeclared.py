@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from app import contract
-from app.table.layout import UNDECLARED_FIELDS
+from app.record import UNDECLARED_FIELDS
 from scripts.status.metrics import metric_data
 
 # GetMetricData takes at most 500 queries per call; one is the input rows'.

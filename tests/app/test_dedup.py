@@ -16,8 +16,9 @@ from typing import Any
 
 from app.dedup import dedup_key, deduplicated
 from app.micro_batch import prepare
+from app.record import REASON
 from app.sources.schema import SOURCE_SCHEMA
-from app.transform import REASON, classify
+from app.transform import classify
 from local.spark_stages import shuffles_of
 from tests.app.job_helpers import event, exchanges_in_plan, job_config, raw_frame, raw_rows
 

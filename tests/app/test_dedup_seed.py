@@ -31,9 +31,9 @@ from app.config import JobConfig
 from app.dedup_seed import read_seed
 from app.job import EXIT_BAD_CONFIG, main
 from app.micro_batch import prepare
+from app.record import REASON
 from app.sources.schema import SOURCE_SCHEMA
 from app.table.catalog import ensure_table
-from app.transform import REASON
 from bench.dedup import builtin_prepare
 from local.emulators import Endpoints
 from tests.app.job_helpers import event, job_config, raw_rows

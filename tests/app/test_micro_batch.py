@@ -245,8 +245,8 @@ def test_files_a_killed_attempt_wrote_are_never_read_and_are_found_as_orphans(
 def test_each_task_counts_the_undeclared_keys_of_its_valid_rows_only() -> None:
     import pyarrow as pa
 
+    from app.record import REASON, UNDECLARED_KEYS
     from app.sinks.batch_task import undeclared_key_counts
-    from app.transform import REASON, UNDECLARED_KEYS
 
     batch = pa.RecordBatch.from_pydict(
         {

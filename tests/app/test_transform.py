@@ -9,8 +9,9 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from app.config import DEFAULT_EVENT_FIELDS, EventField
+from app.record import UNDECLARED_FIELDS
 from app.sinks.batch_task import valid_rows
-from app.table.layout import UNDECLARED_FIELDS, column_name, table_columns
+from app.table.layout import column_name, table_columns
 from app.transform import (
     ERROR_CLASS,
     MESSAGE,

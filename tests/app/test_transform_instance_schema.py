@@ -13,9 +13,10 @@ from typing import Any
 
 from app.config import RESERVED_COLUMNS, JobConfig
 from app.micro_batch import prepare
+from app.record import ERROR_CLASS, MESSAGE, REASON, UNDECLARED_KEYS
 from app.sinks.batch_task import valid_rows
 from app.sources.schema import SOURCE_COLUMNS
-from app.transform import ERROR_CLASS, MESSAGE, REASON, UNDECLARED_KEYS, failures
+from app.transform import failures
 from infra.config import InstanceConfig, load_instances, read_cdk_context
 from infra.job_config import job_config_for
 from tests.app.job_helpers import raw_frame

@@ -13,8 +13,8 @@ import json
 from typing import Any
 
 from app.config import DEFAULT_EVENT_FIELDS, EventField
-from app.table.layout import UNDECLARED_FIELDS
-from app.transform import REASON, UNDECLARED_KEYS, classify
+from app.record import REASON, UNDECLARED_FIELDS, UNDECLARED_KEYS
+from app.transform import classify
 from tests.app.job_helpers import raw_frame
 
 MAX = 2_048

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from app import contract
+from app.record import UNDECLARED_FIELDS
 from app.table.catalog import load_table
-from app.table.layout import UNDECLARED_FIELDS
 from local.declare_field import write_declared_copy
 from local.emulators import Emulators
 from local.harness import LocalInstance, load_example_instances

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app import contract
-from app.transform import REASONS
+from app.record import REASONS
 from infra.constructs.alarms import FAILURE_RECORDS, FALLING_BEHIND
 from tests.infra.conftest import Synthesized
 from tests.infra.stacks.test_templates import ALL
