@@ -21,22 +21,30 @@ The rules, in order:
 
 1. The lease is held and fresh: the job runs. Nothing to do; a give-up is
    cleared (someone started it again), the time is remembered.
-2. A start is under way (a restart step not finished yet, or a restart less
-   than ``start_grace_sec`` ago that has written no exit since): wait.
-3. Which exit explains the job being down: the exit record, if it was
+2. An operator asked the job to stop (their stop marker is present, or was
+   seen while the job still ran): left stopped, no alarm, whether or not the
+   job wrote its exit record before it died (a SIGKILL or an OOM kill while
+   it finished its batch). Only a deliberate new start (``make redeploy``,
+   whose launcher clears the marker) brings it back.
+3. A start is under way (a restart step not finished yet, or a restart less
+   than ``start_grace_sec`` ago whose job has not taken its lease yet): wait.
+   A restarted job that took its lease (``last_seen_running`` later than the
+   restart) and died is not starting any more: it is judged at once, and
+   restarted after the back-off, however soon after the restart it died.
+4. Which exit explains the job being down: the exit record, if it was
    written after the job was last seen running and after the last restart (the
    job writes it before releasing its lease, so a record older than that is an
    earlier run's); otherwise ``vanished`` (seen running, left no record:
    SIGKILL, a lost node) or ``never_started``.
-4. A stop on request by an operator (``make stop-job``, SIGTERM): left
+5. A stop on request by an operator (``make stop-job``, SIGTERM): left
    stopped, no alarm, until the job runs again.
-5. A stop by a deploy's handover: the new version is expected to take the
+6. A stop by a deploy's handover: the new version is expected to take the
    lease; after ``handover_grace_sec`` without it (its step failed), the
    deployed version is restarted like any other exit: a failed handover
    cannot leave the instance down for ever.
-6. An exit a restart cannot cure (``app.contract.UNRECOVERABLE_EXITS``):
+7. An exit a restart cannot cure (``app.contract.UNRECOVERABLE_EXITS``):
    alarm once with the reason, never restart.
-7. Anything else: restart, unless the budget (``max_restarts`` in the rolling
+8. Anything else: restart, unless the budget (``max_restarts`` in the rolling
    ``window_sec``) is spent, which alarms once naming the last exit and stops
    restarting; between restarts a back-off doubling from ``backoff_sec`` up to
    ``backoff_max_sec``.
@@ -109,6 +117,9 @@ class Observation:
     start_pending: bool = False  # a start the supervisor asked for is still under way
     cluster: ClusterState = "ready"
     cluster_detail: str = ""
+    # An operator's stop marker is present (``make stop-job``; not a
+    # handover's, whose first word is ``handover``: app.graceful_stop).
+    stop_requested: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,6 +133,8 @@ class SupervisorState:
     gave_up_at: float | None = None
     last_seen_running: float | None = None
     since: float | None = None  # its first check
+    # An operator asked the job to stop (an exit record saying so, or their
+    # stop marker seen) and it has not been started again since.
     stopped_by_operator: bool = False
     checks: int = field(default=0)
 
@@ -188,7 +201,9 @@ def decide(observation: Observation, state: SupervisorState, policy: Policy) -> 
             last_seen_running=now,
             gave_up=None,
             gave_up_at=None,
-            stopped_by_operator=False,
+            # A job running with an operator's marker is stopping: remember
+            # it, should it die before its exit record says so.
+            stopped_by_operator=observation.stop_requested,
         )
         return Decision("none", "running", "the job runs (its lease is held)", running)
 
@@ -202,6 +217,21 @@ def decide(observation: Observation, state: SupervisorState, policy: Policy) -> 
             now,
         )
     record = current_exit(observation, state)
+    if observation.stop_requested or (state.stopped_by_operator and record is None):
+        return Decision(
+            "none",
+            contract.EXIT_STOPPED_ON_REQUEST,
+            "stopped by an operator (their stop marker "
+            + ("is present" if observation.stop_requested else "was seen while it ran")
+            + "; an exit record is not needed); not restarted until it is started again "
+            "(make redeploy)",
+            replace(
+                state,
+                stopped_by_operator=True,
+                last_reason=contract.EXIT_STOPPED_ON_REQUEST,
+                last_detail="an operator's stop marker",
+            ),
+        )
     if state.gave_up is not None and (record is None or record.at <= (state.gave_up_at or 0)):
         return Decision(
             "none",
@@ -223,7 +253,14 @@ def _without_exit(state: SupervisorState, since: float, now: float, policy: Poli
     """The job is down and left no exit record: still starting (within the
     start grace, after a deploy or a restart), or a restart to try."""
     last_restart = state.restarts[-1] if state.restarts else None
-    if last_restart is not None and now - last_restart < policy.start_grace_sec:
+    # The restarted job took its lease (seen running since): it is not
+    # starting any more, it died; judged now, restarted after the back-off.
+    took_lease = (
+        last_restart is not None
+        and state.last_seen_running is not None
+        and state.last_seen_running >= last_restart
+    )
+    if last_restart is not None and not took_lease and now - last_restart < policy.start_grace_sec:
         return Decision(
             "none",
             "starting",

@@ -5,6 +5,7 @@ a handover that did not complete, and the state's JSON."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import pytest
@@ -258,3 +259,110 @@ def test_a_launcher_that_gave_up_on_the_handover_is_followed_by_a_restart() -> N
     decision = decide(Observation(200, running=False, exit=gave_up), state, POLICY)
     assert decision.action == "restart"
     assert decision.reason == contract.EXIT_HANDOVER_TIMEOUT
+
+
+def test_a_restarted_job_killed_soon_after_its_lease_is_restarted_after_the_back_off() -> None:
+    """Issue 41 item 9, the case seen locally: a restarted job ran 15 s and was
+    killed (no exit record). It is restarted after the back-off (here 1 s),
+    not ``start_grace_sec`` (240 s) after the restart."""
+    policy = Policy(max_restarts=4, backoff_sec=1, backoff_max_sec=2, start_grace_sec=240)
+    state = decide(Observation(0, running=True), SupervisorState(), policy).state
+    first = decide(Observation(10, running=False), state, policy)
+    assert first.action == "restart" and first.reason == contract.EXIT_VANISHED
+    state = first.state
+    for t in range(11, 26):  # the restarted job holds its lease 15 s
+        state = decide(Observation(t, running=t >= 12), state, policy).state
+    killed_at = 26
+    restarted_at = None
+    for t in range(killed_at, killed_at + 240):
+        decision = decide(Observation(t, running=False), state, policy)
+        state = decision.state
+        if decision.action == "restart":
+            restarted_at = t
+            break
+    assert restarted_at is not None
+    assert restarted_at - killed_at <= policy.backoff(1), restarted_at - killed_at
+    assert decision.reason == contract.EXIT_VANISHED
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_repeated_kills_at_random_moments_after_each_recovery_are_each_restarted_soon(
+    seed: int,
+) -> None:
+    """A simulated timeline, checked every second: after each restart the job
+    takes its lease after a random start time, then is SIGKILLed (no exit
+    record) at a random moment, mostly within ``start_grace_sec``. Every kill
+    is followed by a restart within the back-off (plus one check), and every
+    restart but the ones the back-off delays comes as soon as it is due."""
+    rng = random.Random(seed)
+    policy = Policy(
+        max_restarts=8, window_sec=3_600, backoff_sec=2, backoff_max_sec=8, start_grace_sec=300
+    )
+    kills = 6
+    state = SupervisorState()
+    lease_at, killed_at = 0.0, float(rng.randint(30, 120))  # the deployed run
+    pending_until = 0.0
+    restarts: list[float] = []
+    downtimes: list[float] = []
+    t = 0.0
+    while len(restarts) < kills and t < 20_000:
+        running = lease_at <= t < killed_at
+        obs = Observation(t, running=running, start_pending=t < pending_until)
+        decision = decide(obs, state, policy)
+        state = decision.state
+        assert decision.action != "alarm", decision.message
+        if decision.action == "restart":
+            assert not running
+            downtimes.append(t - killed_at)
+            restarts.append(t)
+            # The step is under way for a while, the job then takes its lease
+            # and is killed again at a random moment, often well inside the grace.
+            pending_until = t + rng.randint(0, 5)
+            lease_at = pending_until + rng.randint(1, 10)
+            killed_at = lease_at + rng.choice([rng.randint(1, 30), rng.randint(30, 400)])
+        t += 1
+    assert len(restarts) == kills, (restarts, t)
+    for n, downtime in enumerate(downtimes):
+        # Restart n+1 waits for the back-off after restart n (counted from
+        # the restart, so from the kill it is at most that), plus one check.
+        bound = policy.backoff(n) + 1
+        assert 0 <= downtime <= bound, (n, downtimes)
+
+
+def test_a_job_an_operator_stopped_that_died_before_its_exit_record_stays_stopped() -> None:
+    """Issue 41 item 10: the operator's stop marker is present, the job was
+    killed while it finished its batch and wrote no exit record."""
+    state = running(100, SupervisorState()).state
+    for now in (200, 1_000, 10_000, 100_000):
+        decision = decide(Observation(now, running=False, stop_requested=True), state, POLICY)
+        assert decision.action == "none", decision.message
+        assert decision.reason == contract.EXIT_STOPPED_ON_REQUEST
+        assert "stopped by an operator" in decision.message
+        state = decision.state
+    assert state.restarts == () and state.gave_up is None
+
+
+def test_a_marker_seen_while_it_ran_keeps_it_stopped_once_the_marker_is_gone() -> None:
+    """The job took the marker (deleted it) and was killed before writing its
+    exit record: the supervisor saw the marker while the job still ran."""
+    stopping = decide(
+        Observation(100, running=True, stop_requested=True), SupervisorState(), POLICY
+    )
+    assert stopping.action == "none" and stopping.state.stopped_by_operator
+    later = decide(Observation(200, running=False), stopping.state, POLICY)
+    assert later.action == "none" and later.reason == contract.EXIT_STOPPED_ON_REQUEST
+    # A deliberate new start (make redeploy: the launcher clears the marker)
+    # runs without it; a kill after that is restarted again.
+    redeployed = running(5_000, later.state)
+    assert not redeployed.state.stopped_by_operator
+    killed = decide(Observation(5_100, running=False), redeployed.state, POLICY)
+    assert killed.action == "restart" and killed.reason == contract.EXIT_VANISHED
+
+
+def test_a_newer_failure_under_an_operators_marker_is_not_restarted() -> None:
+    state = running(100, SupervisorState()).state
+    failed = record(150)  # the batch failed before the job saw the marker
+    decision = decide(
+        Observation(200, running=False, exit=failed, stop_requested=True), state, POLICY
+    )
+    assert decision.action == "none" and decision.state.restarts == ()
