@@ -8,8 +8,10 @@ process on the same configuration (what ``AddJobFlowSteps`` of the stack's
 step does on EMR; :meth:`local.harness.LocalInstance.start_job` clears a stale
 stop marker as the launcher does), an alarm is kept in :attr:`alarms` (the
 Lambda publishes it to the alarm topic), and the metrics go to the emulated
-CloudWatch. Its state is written to ``<instance dir>/supervisor.json``, where
-``make status --work-dir`` reads it.
+CloudWatch. An operator's stop marker (``make stop-job --work-dir``) is
+read as the Lambda reads it: the job is left stopped. Its state is written
+to ``<instance dir>/supervisor.json``, where ``make status --work-dir``
+reads it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from app import contract
 from app.exit_record import read_exit_record
+from app.graceful_stop import StopMarker
 from app.lease import file_lease_state, lease_path
 from app.storage_uri import local_path
 from infra.supervisor.decision import Decision, Observation, Policy, SupervisorState, decide
@@ -63,12 +66,17 @@ class LocalSupervisor:
         checkpoint = self.local.config.checkpoint_location
         lease = file_lease_state(Path(local_path(lease_path(checkpoint))))
         job = self.local.job
+        marker_path = self.local.config.stop_marker_path
+        marker = StopMarker(marker_path) if marker_path is not None else None
         return Observation(
             now=self.clock(),
             running=lease.running,
             exit=read_exit_record(checkpoint),
             # YARN has the application but its driver has not taken the lease yet.
             start_pending=job is not None and job.running and not lease.running,
+            stop_requested=marker is not None
+            and marker.present()
+            and marker.requester() == contract.STOP_BY_OPERATOR,
         )
 
     def check(self) -> Decision:

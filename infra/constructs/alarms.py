@@ -43,6 +43,12 @@ SCHEDULING_DELAY: Final = "SchedulingDelay"
 FAILURE_RECORDS: Final = "FailureRecords"
 HEARTBEAT_MISSING: Final = "HeartbeatMissing"
 SUPERVISOR_GAVE_UP: Final = "SupervisorGaveUp"
+# The supervisor's own function (infra/constructs/supervisor.py builds these
+# alarms): it fails, or it stops being invoked. Named here so the topic lets
+# them publish (its policy names every alarm that may).
+SUPERVISOR_ERRORS: Final = "SupervisorErrors"
+SUPERVISOR_NOT_RUNNING: Final = "SupervisorNotRunning"
+SUPERVISOR_FUNCTION_ALARMS: Final = (SUPERVISOR_ERRORS, SUPERVISOR_NOT_RUNNING)
 GT: Final = cw.ComparisonOperator.GREATER_THAN_THRESHOLD
 
 
@@ -202,7 +208,7 @@ class Alarms(Construct):
                 name_prefix=props.name_prefix,
                 instance_id=props.instance_id,
                 emails=props.config.emails,
-                alarm_names=tuple(spec.name for spec in specs),
+                alarm_names=(*(spec.name for spec in specs), *SUPERVISOR_FUNCTION_ALARMS),
                 cluster_id=props.cluster_id,
                 removal_policy=props.removal_policy,
             ),

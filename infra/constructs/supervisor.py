@@ -10,11 +10,17 @@ job (infra/emr_step.py).
 
 Least privilege, each grant on this instance's own resources only:
 
-* S3: read the lease and the exit record (``checkpoints/<instance>/_lease``,
-  ``_exit``), read and write its state (``control/<instance>/supervisor.json``);
-  ``s3:ListBucket`` limited to those keys by ``s3:prefix``, so a missing key
-  reads as 404, not 403
-  (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html);
+* S3: read the lease, the exit record and the stop marker
+  (``checkpoints/<instance>/_lease``, ``_exit``, ``control/<instance>/stop``),
+  read and write its state (``control/<instance>/supervisor.json``); and
+  ``s3:ListBucket`` limited by ``s3:prefix`` to exactly those keys, for the
+  call that tells whether each exists: ``ListObjectsV2`` with ``Prefix`` equal
+  to the key (its ``prefix`` parameter is what ``s3:prefix`` matches:
+  https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html,
+  https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html;
+  the call: https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html).
+  GetObject's 404-vs-403 is not relied on: whether its implicit ListBucket
+  check carries ``s3:prefix`` is not documented;
 * EMR: ``DescribeCluster``, ``ListSteps``, ``AddJobFlowSteps`` on this cluster's
   ARN (resource type ``cluster``,
   https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelasticmapreduce.html);
@@ -22,6 +28,20 @@ Least privilege, each grant on this instance's own resources only:
 * CloudWatch: ``PutMetricData`` in the instance's namespace only (a condition:
   the action has no resource-level permissions);
 * SNS: publish to the instance's alarm topic (and its key).
+
+A broken supervisor does not fail silently: an alarm on the function's
+``Errors`` and one on its ``Invocations`` missing (missing data breaches), both
+to the instance's alarm topic (Lambda's metrics:
+https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html).
+A failed check is retried by Lambda's asynchronous queue (twice by default,
+https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html),
+bounded here by the event's age, and the schedule's target retries a failed
+delivery. Reserved concurrency 1: two checks never run at once (a second
+concurrent delivery is throttled and goes back to the queue, same page). A
+duplicate delivery, which that page says may happen, is then only one more
+check after the first: it reads the state the first one wrote (S3 reads
+after writes are strongly consistent) and sees the restart's step PENDING or
+RUNNING (a start under way: wait), so it never restarts twice.
 
 The schedule is an EventBridge rule (``rate(N minute[s])``,
 https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rate-expressions.html);
@@ -46,6 +66,8 @@ from aws_cdk import (
     Stage,
     Validations,
 )
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -59,6 +81,7 @@ from app.config import JobConfig
 from app.lease import lease_path
 from app.storage_uri import parse_s3_uri
 from infra.config import InstanceConfig
+from infra.constructs.alarms import SUPERVISOR_ERRORS, SUPERVISOR_NOT_RUNNING
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 from infra.packaging import SUPERVISOR_HANDLER, stage_supervisor
 from infra.supervisor import handler
@@ -68,6 +91,11 @@ from infra.supervisor.decision import Policy
 # within this, and shorter than the shortest schedule, so checks never overlap.
 TIMEOUT_SEC: Final = 50
 MEMORY_MB: Final = 256
+# The schedule's target retries a delivery that failed (EventBridge's retry
+# policy, https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-retry-policy.html).
+SCHEDULE_RETRY_ATTEMPTS: Final = 4
+# One check at a time: a concurrent delivery is throttled and queued again.
+RESERVED_CONCURRENCY: Final = 1
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 
 
@@ -118,6 +146,7 @@ class Supervisor(Construct):
         read_keys = [
             _key(lease_path(checkpoint)),
             _key(contract.exit_record_path(checkpoint)),
+            _key(config.stop_marker_path),
             _key(state_uri),
         ]
         log_group = encrypted_log_group(
@@ -137,7 +166,7 @@ class Supervisor(Construct):
         bucket = props.data_bucket
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="ReadLeaseExitAndState",
+                sid="ReadLeaseExitMarkerAndState",
                 actions=["s3:GetObject"],
                 resources=[bucket.arn_for_objects(key) for key in read_keys],
             )
@@ -151,7 +180,9 @@ class Supervisor(Construct):
         )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="MissingKeysRead404",
+                # ListObjectsV2 with Prefix equal to one of these keys, and
+                # nothing else: whether it exists (handler.key_exists).
+                sid="ListOwnKeysByExactPrefix",
                 actions=["s3:ListBucket"],
                 resources=[bucket.bucket_arn],
                 conditions={"StringEquals": {"s3:prefix": read_keys}},
@@ -210,7 +241,9 @@ class Supervisor(Construct):
             handler.ENV_STEP: stack.to_json_string(props.step),
             handler.ENV_POLICY: json.dumps(asdict(props.policy), sort_keys=True),
             handler.ENV_TOPIC: props.alarm_topic.topic_arn,
+            handler.ENV_STOP_MARKER: config.stop_marker_path,
         }
+        minutes = instance.supervisor.check_minutes
         self.function = lambda_.Function(
             self,
             "Function",
@@ -224,6 +257,12 @@ class Supervisor(Construct):
             log_group=log_group,
             environment=environment,
             description=f"Supervisor of {instance.instance_id}: restarts its job within a budget",
+            reserved_concurrent_executions=RESERVED_CONCURRENCY,
+            # A queued check older than the next one is worth nothing: the
+            # next one observes afresh (60 s is the least allowed,
+            # https://docs.aws.amazon.com/lambda/latest/api/API_PutFunctionEventInvokeConfig.html).
+            max_event_age=Duration.seconds(max(60, minutes * 60)),
+            retry_attempts=2,
         )
         # The function waits for its policy, not only the role (W3005: keep
         # only the policy dependency, as sg_cleanup.py does).
@@ -232,11 +271,59 @@ class Supervisor(Construct):
         policy_resource = policy.node.default_child if policy is not None else None
         if isinstance(function_resource, CfnResource) and isinstance(policy_resource, CfnResource):
             function_resource.add_override("DependsOn", [policy_resource.logical_id])
-        minutes = instance.supervisor.check_minutes
         self.schedule = events.Rule(
             self,
             "Schedule",
             description=f"Checks the job of {instance.instance_id}",
             schedule=events.Schedule.rate(Duration.minutes(minutes)),
-            targets=[targets.LambdaFunction(self.function, retry_attempts=0)],
+            targets=[
+                targets.LambdaFunction(
+                    self.function,
+                    retry_attempts=SCHEDULE_RETRY_ATTEMPTS,
+                    max_event_age=Duration.seconds(max(60, minutes * 60)),
+                )
+            ],
         )
+        self.alarms = self._alarms(instance, props.alarm_topic, minutes)
+
+    def _alarms(
+        self, instance: InstanceConfig, topic: sns.ITopic, minutes: int
+    ) -> dict[str, cw.Alarm]:
+        """Its errors, and it not running: a period of three checks with no
+        invocation (missing data breaches: a function never invoked publishes
+        nothing)."""
+        period = Duration.minutes(3 * minutes)
+        errors = cw.Alarm(
+            self,
+            "ErrorsAlarm",
+            alarm_name=f"{instance.stack_name}-{SUPERVISOR_ERRORS}",
+            alarm_description=(
+                f"The supervisor of {instance.instance_id} failed a check: it cannot restart "
+                "the job while it fails. Its log group has the error."
+            ),
+            metric=self.function.metric_errors(period=period, statistic="Sum"),
+            threshold=0,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+        missing = cw.Alarm(
+            self,
+            "NotRunningAlarm",
+            alarm_name=f"{instance.stack_name}-{SUPERVISOR_NOT_RUNNING}",
+            alarm_description=(
+                f"The supervisor of {instance.instance_id} was not invoked for "
+                f"{3 * minutes} minutes: its schedule is disabled or it is throttled; "
+                "nothing restarts the job meanwhile."
+            ),
+            metric=self.function.metric_invocations(period=period, statistic="Sum"),
+            threshold=1,
+            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.BREACHING,
+        )
+        action = cw_actions.SnsAction(topic)
+        for alarm in (errors, missing):
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+        return {SUPERVISOR_ERRORS: errors, SUPERVISOR_NOT_RUNNING: missing}

@@ -6,6 +6,9 @@ Observations, all of which survive the cluster:
 * the lease ``<checkpoint>/_lease`` in S3: held and fresh (``expires_at`` in
   the future) means the job runs, wherever (:func:`app.lease.s3_lease_state`);
 * the exit record ``<checkpoint>/_exit`` (:mod:`app.exit_record`);
+* the stop marker (``stop_marker_path``): an operator's (any first word but
+  ``handover``, :meth:`app.graceful_stop.StopMarker.requester`) keeps the job
+  stopped even when it died before writing its exit record;
 * the cluster's state (``DescribeCluster``; steps can be added only in
   STARTING, BOOTSTRAPPING, RUNNING or WAITING,
   https://docs.aws.amazon.com/emr/latest/APIReference/API_AddJobFlowSteps.html;
@@ -13,6 +16,20 @@ Observations, all of which survive the cluster:
   and whether the job's step is still PENDING or RUNNING (``ListSteps``,
   https://docs.aws.amazon.com/emr/latest/APIReference/API_ListSteps.html): a
   start under way.
+
+Whether a key exists is asked with ``ListObjectsV2`` and ``Prefix`` equal to
+the key (:func:`read_if_present`), never inferred from GetObject's 404-vs-403:
+that call needs ``s3:ListBucket`` on the bucket
+(https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html), and
+its ``prefix`` request parameter is what the ``s3:prefix`` condition key
+matches (Service Authorization Reference, "Actions, resources, and condition
+keys for Amazon S3", ListBucket:
+https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html;
+the user guide's example "limit listing to a prefix":
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html),
+so the construct grants it with ``s3:prefix`` equal to each key. The listing
+returns keys in ascending order, so the key itself, when present, is the
+first one with that prefix: ``MaxKeys=1`` suffices.
 
 The heartbeat metric is not read: the lease says the same (a live job renews
 it every ``lease_ttl_sec / 3``), and ``GetMetricData`` has no resource-level
@@ -41,7 +58,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app import contract
-from app.exit_record import ExitRecordError, read_exit_record
+from app.exit_record import ExitRecord, ExitRecordError
 from app.lease import lease_path, s3_lease_state
 from app.storage_uri import parse_s3_uri
 from infra.supervisor.decision import (
@@ -65,6 +82,7 @@ ENV_STATE: Final = "STATE_URI"
 ENV_STEP: Final = "STEP"
 ENV_POLICY: Final = "POLICY"
 ENV_TOPIC: Final = "ALARM_TOPIC_ARN"
+ENV_STOP_MARKER: Final = "STOP_MARKER_URI"
 
 CLUSTER_READY: Final = frozenset({"RUNNING", "WAITING"})
 CLUSTER_STARTING: Final = frozenset({"STARTING", "BOOTSTRAPPING"})
@@ -83,12 +101,20 @@ class Settings:
     step: dict[str, Any]
     policy: Policy
     topic_arn: str
+    stop_marker_uri: str
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
         missing = [
             name
-            for name in (ENV_INSTANCE, ENV_CLUSTER_ID, ENV_CHECKPOINT, ENV_STATE, ENV_STEP)
+            for name in (
+                ENV_INSTANCE,
+                ENV_CLUSTER_ID,
+                ENV_CHECKPOINT,
+                ENV_STATE,
+                ENV_STEP,
+                ENV_STOP_MARKER,
+            )
             if not env.get(name)
         ]
         if missing:
@@ -104,6 +130,7 @@ class Settings:
             step=step,
             policy=Policy(**json.loads(env.get(ENV_POLICY) or "{}")),
             topic_arn=env.get(ENV_TOPIC, ""),
+            stop_marker_uri=env[ENV_STOP_MARKER],
         )
 
 
@@ -122,18 +149,48 @@ def _cluster(emr: Any, settings: Settings) -> tuple[ClusterState, str, bool]:
     return "ready", state, pending
 
 
+def key_exists(s3: Any, bucket: str, key: str) -> bool:
+    """Whether ``key`` exists, by ``ListObjectsV2`` with ``Prefix=key`` (the
+    call the construct's ``s3:prefix``-conditioned grant allows; see the
+    module's docstring for the pages). Keys come in ascending order, so the
+    key itself is the first with its own prefix."""
+    reply = s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+    return any(item.get("Key") == key for item in reply.get("Contents", ()))
+
+
+def read_if_present(s3: Any, uri: str) -> bytes | None:
+    """The object's body, or None when the listing says it does not exist (or
+    it was deleted between the listing and the read)."""
+    bucket, key = parse_s3_uri(uri)
+    if not key_exists(s3, bucket, key):
+        return None
+    try:
+        body: bytes = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except s3.exceptions.NoSuchKey:
+        return None
+    return body
+
+
+def operator_stop_requested(body: bytes | None) -> bool:
+    """An operator's stop marker: present, and not a handover's (whose first
+    word is ``handover``; app.graceful_stop.StopMarker.requester)."""
+    if body is None:
+        return False
+    words = body.decode("utf-8", errors="replace").split()
+    return words[:1] != [contract.STOP_BY_HANDOVER]
+
+
 def observe(s3: Any, emr: Any, settings: Settings, now: float) -> Observation:
     lease = lease_path(settings.checkpoint_uri)
-    bucket, key = parse_s3_uri(lease)
-    try:
-        body: bytes | None = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except s3.exceptions.NoSuchKey:
-        body = None
-    try:
-        record = read_exit_record(settings.checkpoint_uri, s3)
-    except ExitRecordError as exc:  # a record we cannot read explains nothing
-        log.warning("%s", exc)
-        record = None
+    body = read_if_present(s3, lease)
+    record = None
+    exit_path = contract.exit_record_path(settings.checkpoint_uri)
+    exit_body = read_if_present(s3, exit_path)
+    if exit_body is not None:
+        try:
+            record = ExitRecord.from_json(exit_body, exit_path)
+        except ExitRecordError as exc:  # a record we cannot read explains nothing
+            log.warning("%s", exc)
     cluster, detail, pending = _cluster(emr, settings)
     return Observation(
         now=now,
@@ -142,14 +199,13 @@ def observe(s3: Any, emr: Any, settings: Settings, now: float) -> Observation:
         start_pending=pending,
         cluster=cluster,
         cluster_detail=detail,
+        stop_requested=operator_stop_requested(read_if_present(s3, settings.stop_marker_uri)),
     )
 
 
 def load_state(s3: Any, settings: Settings) -> SupervisorState:
-    bucket, key = parse_s3_uri(settings.state_uri)
-    try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except s3.exceptions.NoSuchKey:
+    body = read_if_present(s3, settings.state_uri)
+    if body is None:
         return SupervisorState()
     return SupervisorState.from_json(body, settings.state_uri)
 

@@ -9,12 +9,19 @@ import json
 from typing import Any
 
 from app import contract
-from infra.constructs.alarms import SUPERVISOR_GAVE_UP
+from infra.constructs.alarms import SUPERVISOR_ERRORS, SUPERVISOR_GAVE_UP, SUPERVISOR_NOT_RUNNING
+from infra.constructs.supervisor import SCHEDULE_RETRY_ATTEMPTS
 from infra.supervisor import handler
 from tests.infra.conftest import Synthesized
 
 STACK = "Streaming-orders-ap-northeast-2"
 INSTANCE = "orders-ap-northeast-2"
+KEYS = (
+    f"checkpoints/{INSTANCE}/_lease",
+    f"checkpoints/{INSTANCE}/_exit",
+    f"control/{INSTANCE}/stop",
+    f"control/{INSTANCE}/supervisor.json",
+)
 
 
 def _function(synthesized: Synthesized) -> dict[str, Any]:
@@ -52,7 +59,13 @@ def test_the_function_runs_every_minute_with_the_stacks_step(synthesized: Synthe
     rules = synthesized.resources(STACK, "AWS::Events::Rule")
     schedules = [r["Properties"] for r in rules.values() if "ScheduleExpression" in r["Properties"]]
     assert [s["ScheduleExpression"] for s in schedules] == ["rate(1 minute)"]
-    assert schedules[0]["Targets"][0]["RetryPolicy"]["MaximumRetryAttempts"] == 0
+    # Issue 41 item 8: a failed delivery is retried; one check at a time.
+    assert schedules[0]["Targets"][0]["RetryPolicy"]["MaximumRetryAttempts"] == (
+        SCHEDULE_RETRY_ATTEMPTS
+    )
+    assert SCHEDULE_RETRY_ATTEMPTS > 0
+    assert function["Properties"]["ReservedConcurrentExecutions"] == 1
+    assert f"/control/{INSTANCE}/stop" in json.dumps(env[handler.ENV_STOP_MARKER])
 
 
 def test_the_role_reaches_only_this_instances_objects_cluster_and_namespace(
@@ -61,20 +74,22 @@ def test_the_role_reaches_only_this_instances_objects_cluster_and_namespace(
     role_ref = _function(synthesized)["Properties"]["Role"]["Fn::GetAtt"][0]
     every = _role_statements(synthesized, role_ref)
     statements = {s["Sid"]: s for s in every if "Sid" in s}
-    read = json.dumps(statements["ReadLeaseExitAndState"]["Resource"])
-    for key in (f"checkpoints/{INSTANCE}/_lease", f"checkpoints/{INSTANCE}/_exit",
-                f"control/{INSTANCE}/supervisor.json"):  # fmt: skip
+    read = json.dumps(statements["ReadLeaseExitMarkerAndState"]["Resource"])
+    for key in KEYS:
         assert key in read
     assert "*" not in read.replace('"*"', "")
     write = statements["WriteState"]
     assert write["Action"] == "s3:PutObject"
     assert f"control/{INSTANCE}/supervisor.json" in json.dumps(write["Resource"])
-    listing = statements["MissingKeysRead404"]
-    assert set(listing["Condition"]["StringEquals"]["s3:prefix"]) == {
-        f"checkpoints/{INSTANCE}/_lease",
-        f"checkpoints/{INSTANCE}/_exit",
-        f"control/{INSTANCE}/supervisor.json",
-    }
+    # Issue 41 item 7: ListObjectsV2 with Prefix equal to each key, on the
+    # bucket, and nothing else (handler.key_exists; pages in its docstring).
+    listing = statements["ListOwnKeysByExactPrefix"]
+    assert listing["Effect"] == "Allow"
+    assert listing["Action"] == "s3:ListBucket"
+    assert isinstance(listing["Resource"], dict) and "Fn::GetAtt" in listing["Resource"]
+    assert list(listing["Condition"]) == ["StringEquals"]
+    assert list(listing["Condition"]["StringEquals"]) == ["s3:prefix"]
+    assert set(listing["Condition"]["StringEquals"]["s3:prefix"]) == set(KEYS)
     emr = statements["RestartOnOwnCluster"]
     assert sorted(emr["Action"]) == [
         "elasticmapreduce:AddJobFlowSteps",
@@ -109,6 +124,36 @@ def test_giving_up_has_an_alarm_on_the_instances_topic(synthesized: Synthesized)
     assert alarm["TreatMissingData"] == "notBreaching"
     topic = synthesized.one(STACK, "AWS::SNS::Topic")[0]
     assert alarm["AlarmActions"] == [{"Ref": topic}]
+
+
+def test_a_broken_supervisor_alarms_on_its_errors_and_on_not_running(
+    synthesized: Synthesized,
+) -> None:
+    """Issue 41 item 8: both alarms on the function, to the instance's topic,
+    whose policies let them publish."""
+    function_ref = [
+        name for name, f in synthesized.resources(STACK, "AWS::Lambda::Function").items()
+        if f["Properties"].get("Handler") == "infra.supervisor.handler.handler"
+    ]  # fmt: skip
+    alarms = {
+        a["Properties"]["AlarmName"]: a["Properties"]
+        for a in synthesized.resources(STACK, "AWS::CloudWatch::Alarm").values()
+    }
+    topic = synthesized.one(STACK, "AWS::SNS::Topic")[0]
+    errors = alarms[f"{STACK}-{SUPERVISOR_ERRORS}"]
+    assert (errors["Namespace"], errors["MetricName"]) == ("AWS/Lambda", "Errors")
+    assert errors["ComparisonOperator"] == "GreaterThanThreshold" and errors["Threshold"] == 0
+    missing = alarms[f"{STACK}-{SUPERVISOR_NOT_RUNNING}"]
+    assert (missing["Namespace"], missing["MetricName"]) == ("AWS/Lambda", "Invocations")
+    assert missing["ComparisonOperator"] == "LessThanThreshold" and missing["Threshold"] == 1
+    assert missing["TreatMissingData"] == "breaching"
+    for alarm in (errors, missing):
+        assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": function_ref[0]}}]
+        assert alarm["AlarmActions"] == [{"Ref": topic}]
+    # The topic's policy names the alarms that may publish: these two too.
+    policies = json.dumps(synthesized.resources(STACK, "AWS::SNS::TopicPolicy"))
+    for name in (SUPERVISOR_ERRORS, SUPERVISOR_NOT_RUNNING):
+        assert f"alarm:{STACK}-{name}" in policies
 
 
 def _longest(value: Any) -> str:

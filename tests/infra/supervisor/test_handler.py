@@ -25,6 +25,7 @@ INSTANCE = "orders-us-east-1"
 BUCKET = "data-bucket"
 CHECKPOINT = f"s3://{BUCKET}/checkpoints/{INSTANCE}/"
 STATE = f"s3://{BUCKET}/control/{INSTANCE}/{contract.SUPERVISOR_STATE_NAME}"
+MARKER = f"s3://{BUCKET}/control/{INSTANCE}/stop"
 STEP = build_step(
     StepSpec(
         step_name=f"streaming-{INSTANCE}-v1",
@@ -68,6 +69,7 @@ def aws() -> Iterator[dict[str, Any]]:
             handler.ENV_STEP: json.dumps(STEP),
             handler.ENV_POLICY: json.dumps(POLICY.__dict__),
             handler.ENV_TOPIC: topic,
+            handler.ENV_STOP_MARKER: MARKER,
         }
         yield {**clients, "env": env, "cluster": cluster["JobFlowId"], "queue": queue}
 
@@ -158,6 +160,81 @@ def test_missing_settings_name_the_variable() -> None:
         handler.ENV_CHECKPOINT: CHECKPOINT,
         handler.ENV_STATE: STATE,
         handler.ENV_STEP: "{}",
+        handler.ENV_STOP_MARKER: MARKER,
     }
     with pytest.raises(ValueError, match="STEP is not an EMR step"):
         handler.Settings.from_env(env)
+
+
+class ListOnlyS3:
+    """The S3 client as the supervisor's role sees it when GetObject of a
+    missing key answers 403 (the implicit ListBucket check not granted):
+    every call passes through, a GetObject of a missing key is AccessDenied.
+    Records the prefixes listed."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.listed: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def list_objects_v2(self, **kw: Any) -> Any:
+        self.listed.append(kw["Prefix"])
+        return self._client.list_objects_v2(**kw)
+
+    def get_object(self, **kw: Any) -> Any:
+        try:
+            return self._client.get_object(**kw)
+        except self._client.exceptions.NoSuchKey:
+            from botocore.exceptions import ClientError
+
+            raise ClientError(
+                {"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "GetObject"
+            ) from None
+
+
+def test_whether_a_key_exists_is_asked_by_listing_its_exact_prefix(aws: dict[str, Any]) -> None:
+    """Issue 41 item 7: nothing exists yet (first deploy) and GetObject of a
+    missing key would be denied: the check still works, by ListObjectsV2."""
+    s3 = ListOnlyS3(aws["s3"])
+    clients = {**aws, "s3": s3}
+    decision = handler.check(clients, settings(aws), time.time())
+    assert decision.action == "none" and decision.reason == "starting"
+    assert sorted(set(s3.listed)) == sorted(
+        {
+            f"checkpoints/{INSTANCE}/_lease",
+            f"checkpoints/{INSTANCE}/_exit",
+            f"control/{INSTANCE}/stop",
+            f"control/{INSTANCE}/{contract.SUPERVISOR_STATE_NAME}",
+        }
+    )
+
+
+def test_a_key_that_only_shares_the_prefix_does_not_exist(aws: dict[str, Any]) -> None:
+    aws["s3"].put_object(Bucket=BUCKET, Key=f"checkpoints/{INSTANCE}/_exit.tmp", Body=b"{}")
+    s3 = ListOnlyS3(aws["s3"])
+    assert not handler.key_exists(s3, BUCKET, f"checkpoints/{INSTANCE}/_exit")
+    assert handler.read_if_present(s3, f"s3://{BUCKET}/checkpoints/{INSTANCE}/_exit") is None
+    aws["s3"].put_object(Bucket=BUCKET, Key=f"checkpoints/{INSTANCE}/_exit", Body=b"{}")
+    assert handler.key_exists(s3, BUCKET, f"checkpoints/{INSTANCE}/_exit")
+
+
+def test_an_operators_marker_keeps_a_job_that_died_without_a_record_stopped(
+    aws: dict[str, Any],
+) -> None:
+    """Issue 41 item 10 on AWS: the lease expired (the job was killed while it
+    stopped), no exit record, the operator's marker is there: no step."""
+    now = time.time()
+    put_lease(aws, now + 30)
+    handler.check(aws, settings(aws), now)
+    put_lease(aws, now - 1)
+    aws["s3"].put_object(Bucket=BUCKET, Key=f"control/{INSTANCE}/stop", Body=b"stop\n")
+    for later in (now + 60, now + 3_600):
+        decision = handler.check(aws, settings(aws), later)
+        assert decision.action == "none" and decision.reason == contract.EXIT_STOPPED_ON_REQUEST
+    assert job_steps(aws) == []
+    # A handover's marker is not an operator's (the launcher's own).
+    assert handler.operator_stop_requested(b"handover requested 2026-01-01T00:00:00Z\n") is False
+    assert handler.operator_stop_requested(b"") is True
+    assert handler.operator_stop_requested(None) is False
