@@ -43,6 +43,7 @@ from local.report import render
 from local.run_dump import DUMP_NAME, collect, write_dump
 from local.summary import Summary
 from ops import local_run
+from ops.arguments import non_negative_float, non_negative_int, positive_float, share
 from ops.events import FAILURE_KINDS, MixSpec, generate, now_utc
 from ops.producer import ProduceReport, add_aggregate_arguments
 
@@ -66,10 +67,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="",
         help="comma-separated instance ids or domains from cdk.json (default: the first)",
     )
-    parser.add_argument("--count", type=int, default=5000, help="records per instance")
-    parser.add_argument("--rate", type=float, default=1000.0, help="records/s per instance")
-    parser.add_argument("--malformed-share", type=float, default=0.02)
-    parser.add_argument("--duplicate-share", type=float, default=0.05)
+    parser.add_argument("--count", type=non_negative_int, default=5000, help="records per instance")
+    parser.add_argument(
+        "--rate", type=non_negative_float, default=1000.0, help="records/s per instance"
+    )
+    parser.add_argument("--malformed-share", type=share, default=0.02)
+    parser.add_argument("--duplicate-share", type=share, default=0.05)
     parser.add_argument("--nanos", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
@@ -85,7 +88,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--timeout", type=float, default=240.0, help="max seconds to wait for the job"
     )
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR)
-    parser.add_argument("--progress-every", type=float, default=3.0, help="seconds")
+    parser.add_argument("--progress-every", type=positive_float, default=3.0, help="seconds")
     # Half of the events travel in KPL aggregates of up to 10, half as plain
     # records: the source's de-aggregation is part of every local run.
     add_aggregate_arguments(parser, size=RUN_AGGREGATE_SIZE, share=RUN_AGGREGATE_SHARE)
@@ -97,7 +100,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "events (kept and counted), then a copy of cdk.json declares it (optional string), "
         "each job is redeployed through the handover and --count more events carry it",
     )
-    parser.add_argument("--undeclared-share", type=float, default=0.2, help="with --declare")
+    parser.add_argument("--undeclared-share", type=share, default=0.2, help="with --declare")
     return parser.parse_args(argv)
 
 

@@ -47,6 +47,8 @@ from app.sinks.kafka import record_key
 from app.transform import BAD_AGGREGATE, TOO_LARGE
 from ops import kinesis_put
 from ops.aggregation import aggregate
+from ops.arguments import non_negative_float, non_negative_int, positive_int
+from ops.arguments import share as share_type
 from ops.events import (
     DEFAULT_FAILURE_KINDS,
     DEFAULT_SCHEMA,
@@ -331,12 +333,17 @@ def ensure_stream(client: Any, stream: str, shard_count: int | None, timeout: fl
 def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt") -> None:
     """The options of the event mix and its pace: shared by ``python -m
     ops.producer`` and ``python -m scripts.produce`` (``make produce``)."""
-    parser.add_argument("--count", type=int, default=5000, help="records to put (default 5000)")
     parser.add_argument(
-        "--rate", type=float, default=0.0, help="max records per second (default 0: unthrottled)"
+        "--count", type=non_negative_int, default=5000, help="records to put (default 5000)"
     )
-    parser.add_argument("--malformed-share", type=float, default=0.02, help="default 0.02")
-    parser.add_argument("--duplicate-share", type=float, default=0.05, help="default 0.05")
+    parser.add_argument(
+        "--rate",
+        type=non_negative_float,
+        default=0.0,
+        help="max records per second (default 0: unthrottled)",
+    )
+    parser.add_argument("--malformed-share", type=share_type, default=0.02, help="default 0.02")
+    parser.add_argument("--duplicate-share", type=share_type, default=0.05, help="default 0.05")
     parser.add_argument(
         "--nanos",
         action=argparse.BooleanOptionalAction,
@@ -350,7 +357,7 @@ def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt"
     )
     parser.add_argument(
         "--too-large-bytes",
-        type=int,
+        type=non_negative_int,
         default=0,
         help=f"size of {TOO_LARGE} records (above the job's max_record_bytes)",
     )
@@ -361,7 +368,7 @@ def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt"
     )
     parser.add_argument(
         "--undeclared-share",
-        type=float,
+        type=share_type,
         default=0.0,
         help="share of the valid events carrying --undeclared-key (default 0)",
     )
@@ -379,7 +386,7 @@ def add_aggregate_arguments(
     """``--aggregate N`` and ``--aggregate-share S`` (:func:`plan_entries`)."""
     parser.add_argument(
         "--aggregate",
-        type=int,
+        type=non_negative_int,
         default=size,
         metavar="N",
         help="pack up to N records into one KPL aggregated record (awslabs' format, as the "
@@ -387,7 +394,7 @@ def add_aggregate_arguments(
     )
     parser.add_argument(
         "--aggregate-share",
-        type=float,
+        type=share_type,
         default=share,
         metavar="S",
         help=f"with --aggregate: the share of groups packed, the rest sent plain (default {share})",
@@ -406,7 +413,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--create", action="store_true", help="create the stream if absent (--shards)"
     )
-    parser.add_argument("--shards", type=int, default=None, help="with --create; none: on-demand")
+    parser.add_argument(
+        "--shards", type=positive_int, default=None, help="with --create; none: on-demand"
+    )
     parser.add_argument(
         "--instance",
         help="a declared instance (domain-region) whose job.event_fields the events follow "

@@ -62,6 +62,7 @@ from app.checkpoint_state import (
 from app.contract import EXIT_RECORD_NAME
 from app.lease import LEASE_NAME, LeaseHeldError, LeaseKeeper, make_lease
 from app.storage_uri import is_s3, local_path, parse_s3_uri
+from ops.arguments import positive_int
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status.lease import job_state
 from scripts.status.target import Target, target_arguments, target_command
@@ -384,7 +385,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="say what would move; change nothing")
     p.add_argument(
         "--max-attempts",
-        type=int,
+        type=positive_int,
         default=DEFAULT_ATTEMPTS,
         help=f"tries per S3 call before the move stops (default {DEFAULT_ATTEMPTS})",
     )

@@ -34,6 +34,7 @@ from typing import Any
 from app import aws_clients, contract
 from app.polling import poll_until
 from infra.emr_step import CLUSTER_ID_OUTPUT, STEP_SPEC_OUTPUT, StepSpec, build_step
+from ops.arguments import non_negative_float, positive_float
 from scripts.command import EXIT_USAGE, OperatorError, run_command
 
 INSTANCE_PATTERN = re.compile(
@@ -185,11 +186,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--endpoint-url", help="AWS endpoint override (emulators)")
     p.add_argument(
         "--wait-sec",
-        type=float,
+        type=non_negative_float,
         default=900.0,
         help="bound on waiting for the step (handover + submit); 0 = do not wait",
     )
-    p.add_argument("--poll-sec", type=float, default=10.0, help="step poll interval")
+    p.add_argument("--poll-sec", type=positive_float, default=10.0, help="step poll interval")
     return p
 
 

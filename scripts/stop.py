@@ -16,9 +16,11 @@ A job that is not running gets no marker: a marker left behind would stop
 the next start of the job at its first check.
 
 Exit codes: 0 the job stopped (or was not running); 1 the job exited without
-taking the marker (it failed or was killed meanwhile; the marker is removed);
-2 bad arguments, unknown instance, unreachable endpoint, no stop marker in
-the config; 4 still running after ``--timeout`` (the marker stays: the job
+taking the marker (it failed or was killed meanwhile; the marker stays, so
+the supervisor leaves it stopped until ``make redeploy``); 2 bad arguments
+(checked before anything is written: a negative ``--timeout``, a
+``--poll-sec`` not above 0), unknown instance, unreachable endpoint, no stop
+marker in the config; 4 still running after ``--timeout`` (the marker stays: the job
 still stops at its next check; ``graceful_stop_timeout_sec`` bounds a batch
 that will not finish); 5 another AWS call failed.
 """
@@ -35,6 +37,7 @@ from typing import Any, Final
 from app.graceful_stop import StopMarker
 from app.polling import wait_for
 from app.storage_uri import is_s3, local_path, parse_s3_uri
+from ops.arguments import non_negative_float, positive_float
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status.lease import JobState, job_state, process_alive
 from scripts.status.target import Target, target_arguments, target_command
@@ -109,10 +112,13 @@ def stop(
         return EXIT_TIMEOUT
     seconds = time.monotonic() - started
     if marker.present():
-        marker.consume()
+        # The operator's stop stands: the marker stays, so the supervisor
+        # leaves the job stopped (it died before recording why); only a
+        # deliberate new start (make redeploy: its launcher clears it) runs it.
         log(
             f"{target.instance_id}: job exited after {seconds:.1f}s without taking the stop "
-            "marker (it failed or was killed meanwhile; see its log); marker removed"
+            "marker (it failed or was killed meanwhile; see its log); the marker stays: the "
+            "supervisor leaves the job stopped until make redeploy starts it again"
         )
         return EXIT_NOT_TAKEN
     log(f"{target.instance_id}: job stopped gracefully after {seconds:.1f}s")
@@ -124,11 +130,13 @@ def parser() -> argparse.ArgumentParser:
     target_arguments(p)
     p.add_argument(
         "--timeout",
-        type=float,
+        type=non_negative_float,
         default=300.0,
-        help="seconds to wait for the job to exit (default 300; 0: write the marker only)",
+        help="seconds to wait for the job to exit, >= 0 (default 300; 0: write the marker only)",
     )
-    p.add_argument("--poll-sec", type=float, default=1.0, help="lease poll interval (default 1)")
+    p.add_argument(
+        "--poll-sec", type=positive_float, default=1.0, help="lease poll interval (default 1)"
+    )
     return p
 
 

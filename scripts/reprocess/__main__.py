@@ -35,6 +35,7 @@ from typing import Final, TextIO, get_args
 from app.config import KafkaSecurity
 from app.record import REASONS
 from infra.config import InstanceConfig
+from ops.arguments import int_between, non_negative_float, positive_int
 from ops.kinesis_put import (
     MAX_RECORDS_PER_CALL,
     KinesisCallError,
@@ -406,16 +407,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dry-run", action="store_true", help="print what would be sent; touch nothing")
     p.add_argument(
         "--batch-records",
-        type=int,
+        type=int_between(1, MAX_RECORDS_PER_CALL),
         default=MAX_RECORDS_PER_CALL,
         help=f"records per PutRecords request, 1..{MAX_RECORDS_PER_CALL} (default: the most)",
     )
     p.add_argument(
-        "--rate", type=float, default=0.0, help="max records per second (default 0: no limit)"
+        "--rate",
+        type=non_negative_float,
+        default=0.0,
+        help="max records per second (default 0: no limit)",
     )
     p.add_argument(
         "--max-attempts",
-        type=int,
+        type=positive_int,
         default=DEFAULT_MAX_ATTEMPTS,
         help=f"PutRecords calls per request before its refused records fail "
         f"(default {DEFAULT_MAX_ATTEMPTS})",

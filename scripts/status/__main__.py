@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from ops.arguments import non_negative_float, non_negative_int, positive_float, positive_int
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status.checkpoint import SHARD_END, CheckpointFiles, read_checkpoint
 from scripts.status.kinesis import Budget, list_shards, position_for, shard_status
@@ -134,31 +135,33 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m scripts.status", description=__doc__.split("\n")[0])
     target_arguments(p)
     p.add_argument("--json", action="store_true", help="print the status as JSON")
-    p.add_argument("--batches", type=int, default=5, help="last batch rows to show (default 5)")
     p.add_argument(
-        "--metrics-minutes", type=float, default=15.0, help="metrics window (default 15)"
+        "--batches", type=non_negative_int, default=5, help="last batch rows to show (default 5)"
+    )
+    p.add_argument(
+        "--metrics-minutes", type=positive_float, default=15.0, help="metrics window (default 15)"
     )
     p.add_argument(
         "--metrics-period",
-        type=int,
+        type=positive_int,
         help=f"seconds per row (default {LOCAL_PERIOD_SEC} locally, {AWS_PERIOD_SEC} on AWS)",
     )
     scan = Budget()
     p.add_argument(
         "--scan-calls",
-        type=int,
+        type=positive_int,
         default=scan.max_calls,
         help=f"GetRecords calls per shard at most (default {scan.max_calls})",
     )
     p.add_argument(
         "--scan-records",
-        type=int,
+        type=positive_int,
         default=scan.max_records,
         help=f"records counted per shard at most (default {scan.max_records})",
     )
     p.add_argument(
         "--tip-window-sec",
-        type=float,
+        type=non_negative_float,
         default=60.0,
         help="when the backlog exceeds the scan, look for the tip this far back (default 60)",
     )

@@ -85,8 +85,10 @@ def test_errors_are_one_line_with_exit_2(
 ) -> None:
     assert produce.main(["--instance", "nope-eu-west-1", "--count", "1"]) == 2
     assert "declared: orders-ap-northeast-2" in capsys.readouterr().err
-    assert produce.main(["--instance", INSTANCE, "--malformed-share", "2"]) == 2
-    assert "malformed_share=2.0: must be between 0 and 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # refused as it is parsed
+        produce.main(["--instance", INSTANCE, "--malformed-share", "2"])
+    assert refused.value.code == 2
+    assert "argument --malformed-share: 2: allowed: 0..1" in capsys.readouterr().err
     assert produce.main(["--instance", "payments-ap-northeast-2", "--count", "1"]) == 2
     err = capsys.readouterr().err
     assert "stream streaming-payments-ap-northeast-2: not found" in err

@@ -149,8 +149,13 @@ class Outcome:
         pytest.param(
             "crash",
             ("--timeout", "30", "--poll-sec", "0.1"),
-            Outcome(stop.EXIT_NOT_TAKEN, ("without taking the stop marker",), False, 30),
-            id="a job that exits without the marker is reported",
+            Outcome(
+                stop.EXIT_NOT_TAKEN,
+                ("without taking the stop marker", "the marker stays"),
+                True,
+                30,
+            ),
+            id="a job that exits without the marker is reported and stays stopped",
         ),
         pytest.param(
             "ignore",
@@ -235,3 +240,32 @@ def test_stop_on_s3(tmp_path: Path) -> None:
         assert stop.stop(target, timeout=10, poll_sec=0.1, log=lines.append) == 0
         job.join(timeout=10)
         assert "stopped gracefully" in lines[-1]
+
+
+@pytest.mark.parametrize(
+    ("args", "refused"),
+    [
+        (("--timeout", "-1"), "--timeout"),
+        (("--timeout", "-0.5", "--poll-sec", "0.1"), "--timeout"),
+        (("--poll-sec", "-1"), "--poll-sec"),
+        (("--poll-sec", "0"), "--poll-sec"),
+        (("--timeout", "nan"), "--timeout"),
+        (("--timeout", "ten"), "--timeout"),
+    ],
+)
+def test_a_bad_number_exits_2_and_writes_no_marker(
+    tmp_path: Path,
+    local_job: tuple[JobConfig, list[subprocess.Popen[bytes]]],
+    capsys: pytest.CaptureFixture[str],
+    args: tuple[str, ...],
+    refused: str,
+) -> None:
+    """Issue 41 item 11: a typo must not stop a production job; the job runs."""
+    config, started = local_job
+    start(config, "ignore", started)
+    with pytest.raises(SystemExit) as exited:
+        run_stop(tmp_path, *args)
+    assert exited.value.code == 2
+    assert f"argument {refused}" in capsys.readouterr().err
+    assert not marker_left(config)
+    assert started[0].poll() is None

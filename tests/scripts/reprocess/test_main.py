@@ -307,7 +307,6 @@ def usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (["--instance", "orders-eu-west-1", "--reason", "bad"], "--reason 'bad': not a failure"),
         (["--instance", "orders-eu-west-1", "--from-time", "2026-01-01T00:00:00"], "no UTC offset"),
         (["--instance", "orders-eu-west-1", "--from-offset", "a:b"], "--from-offset 'a:b'"),
-        (["--instance", "orders-eu-west-1", "--batch-records", "501"], "must be 1..500"),
         (["--instance", "orders-eu-west-1", "--fix", "nowhere_module_x:f"], "cannot import"),
         (
             ["--instance", "orders-eu-west-1", "--from-time", "2026-01-02T00:00:00Z",
