@@ -39,16 +39,26 @@ REASON_DIMENSION: Final = "Reason"
 
 # Valid events carrying each key that job.event_fields does not declare (the
 # key is kept in the row's undeclared_fields column): one series per key name,
-# with the Key dimension besides the instance's, for the UNDECLARED_KEYS_PER_BATCH
-# most frequent keys of each batch. Not in ALL_METRICS, like the per-reason counts.
+# with the Key dimension besides the instance's: one series for each of the
+# first UNDECLARED_KEY_SERIES keys the instance sees (kept across batches and
+# restarts), every later key counted under OTHER_KEYS, so a producer that
+# invents keys cannot create series without bound (app.monitoring). The
+# table keeps every key. Not in ALL_METRICS, like the per-reason counts.
 UNDECLARED_KEY_RECORDS: Final = "UndeclaredKeyRecords"
 KEY_DIMENSION: Final = "Key"
-UNDECLARED_KEYS_PER_BATCH: Final = 10
+UNDECLARED_KEY_SERIES: Final = 20
+OTHER_KEYS: Final = "(other)"
+# Where the job keeps the keys it named (a JSON list), beside the lease.
+KEY_SERIES_NAME: Final = "_undeclared_key_series"
 # A dimension value is 1-1024 ASCII characters, not all whitespace, no control
 # characters (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_Dimension.html);
 # a key that cannot be one is counted under this value.
 UNNAMEABLE_KEY: Final = "(not ascii)"
 _MAX_DIMENSION_VALUE: Final = 1024
+
+
+def key_series_path(checkpoint_location: str) -> str:
+    return checkpoint_location.rstrip("/") + "/" + KEY_SERIES_NAME
 
 
 def key_dimension_value(key: str) -> str:

@@ -321,7 +321,12 @@ def run(
 
     ``checkpoint``: what :func:`checked_checkpoint` found (read here when not given)."""
     from app.micro_batch import BatchProcessor, prepare
-    from app.monitoring import BatchResults, CloudWatchPublisher, make_listener
+    from app.monitoring import (
+        BatchResults,
+        CloudWatchPublisher,
+        UndeclaredKeySeries,
+        make_listener,
+    )
     from app.sinks.kafka_settings import KafkaSettings, resolve_bootstrap_servers
     from app.sources import read_stream
 
@@ -344,7 +349,11 @@ def run(
             config.metrics.timeout_sec,
             config.metrics.max_attempts,
         )
-        listener = make_listener(publisher, results, config.trigger_interval_sec)
+        # Undeclared keys by name up to a bound, kept across restarts.
+        key_series = UndeclaredKeySeries.stored(config.checkpoint_location, s3_client)
+        listener = make_listener(
+            publisher, results, config.trigger_interval_sec, key_series=key_series
+        )
         spark.streams.addListener(listener)
     on_result = results.put if seed is None else _releasing(seed, results.put)
     processor = BatchProcessor(config, kafka, on_result=on_result, table=table)

@@ -1,9 +1,10 @@
 """Keys events carry that the instance does not declare, from CloudWatch.
 
 The job counts, per batch, the valid events carrying each key that
-``job.event_fields`` does not declare, and publishes the most frequent ones as
-``UndeclaredKeyRecords`` with a ``Key`` dimension (:mod:`app.monitoring`); the
-values are kept in the row's ``undeclared_fields`` column. This reads those
+``job.event_fields`` does not declare, and publishes them as
+``UndeclaredKeyRecords`` with a ``Key`` dimension (:mod:`app.monitoring`): the
+first 20 keys the instance sees by name, every later one under ``(other)``;
+the values are kept in the row's ``undeclared_fields`` column. This reads those
 series back over the status window: per key, how many events carried it, the
 share of the window's input records, and when it was first seen in the window.
 So the owner of an instance reads "field ``channel`` arrived in 12 % of events
@@ -136,6 +137,13 @@ def undeclared_lines(keys: list[KeyCount], minutes: float, shown: int = 10) -> l
     for key in keys[:shown]:
         share = f"{key.share:.1%} of input records" if key.share is not None else "share unknown"
         since = f", since {key.first_seen:%Y-%m-%d %H:%M:%S}" if key.first_seen else ""
+        if key.key == contract.OTHER_KEYS:
+            lines.append(
+                f"  other keys (past the first {contract.UNDECLARED_KEY_SERIES} the instance "
+                f"named) arrived in {key.records:,} events ({share}{since}); the table keeps "
+                "each"
+            )
+            continue
         lines.append(f"  field {key.key!r} arrived in {key.records:,} events ({share}{since})")
     if len(keys) > shown:
         lines.append(f"  ... and {len(keys) - shown} more")

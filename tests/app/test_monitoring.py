@@ -9,11 +9,13 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import boto3
 import pytest
+from moto import mock_aws
 
 from app import contract
 from app.micro_batch import BatchResult
@@ -21,6 +23,7 @@ from app.monitoring import (
     BatchResults,
     CloudWatchPublisher,
     Datum,
+    UndeclaredKeySeries,
     make_listener,
     metric_data,
     progress_datums,
@@ -77,16 +80,22 @@ def test_failures_by_reason_become_one_datum_each_with_the_reason_dimension() ->
     assert total == sum(by_reason.values())
 
 
-def test_undeclared_keys_become_one_datum_per_top_key_with_the_key_dimension() -> None:
-    many = tuple((f"k{i:02d}", 100 - i) for i in range(contract.UNDECLARED_KEYS_PER_BATCH + 3))
+def test_undeclared_keys_become_one_datum_per_named_key_with_the_key_dimension() -> None:
+    many = tuple((f"k{i:02d}", 100 - i) for i in range(contract.UNDECLARED_KEY_SERIES + 3))
     counts = (("channel", 200), ("", 7), ("caf\u00e9", 5), *many)
     result = BatchResult(7, 1200, 0, None, (), undeclared_keys=counts)
-    datums = progress_datums(PROGRESS, trigger_interval_sec=10, result=result, now=NOW)
+    series = UndeclaredKeySeries()
+    datums = progress_datums(
+        PROGRESS, trigger_interval_sec=10, result=result, now=NOW, key_series=series
+    )
     by_key = {d.key: d.value for d in datums if d.name == contract.UNDECLARED_KEY_RECORDS}
-    assert len(by_key) == contract.UNDECLARED_KEYS_PER_BATCH
+    assert len(by_key) == contract.UNDECLARED_KEY_SERIES + 1
     assert by_key["channel"] == 200
-    assert by_key[contract.UNNAMEABLE_KEY] == 12, "an empty and a non-ASCII key share one series"
-    assert "k00" in by_key and "k12" not in by_key, "only the most frequent"
+    assert by_key[contract.UNNAMEABLE_KEY] == 12, "an empty and a non-ASCII key share one name"
+    # 20 names: channel, (not ascii) and k00..k17; k18..k22 fall under (other).
+    assert "k17" in by_key and "k18" not in by_key, "the first (most frequent) keys are named"
+    assert by_key[contract.OTHER_KEYS] == sum(c for k, c in many[18:])
+    assert sum(by_key.values()) == sum(c for _, c in counts), "every record is counted"
     payload = metric_data(
         [d for d in datums if d.name == contract.UNDECLARED_KEY_RECORDS], "orders-eu-west-1"
     )
@@ -97,6 +106,50 @@ def test_undeclared_keys_become_one_datum_per_top_key_with_the_key_dimension() -
     none = progress_datums(PROGRESS, trigger_interval_sec=10, result=BatchResult(
         8, 10, 0, None, ()), now=NOW)  # fmt: skip
     assert not [d for d in none if d.name == contract.UNDECLARED_KEY_RECORDS]
+
+
+def test_a_thousand_invented_keys_make_at_most_21_series_kept_across_restarts(
+    tmp_path: Path,
+) -> None:
+    """Issue 41 item 14: 1,000 distinct undeclared keys over 50 batches of one
+    run, published to (emulated) CloudWatch: at most 21 series (the first 20
+    keys by name, the rest under ``(other)``), every record counted. A
+    restart keeps the same 20 names."""
+    checkpoint = str(tmp_path / "checkpoint")
+    series = UndeclaredKeySeries.stored(checkpoint)
+    datums: list[Datum] = []
+    for batch in range(50):
+        keys = tuple((f"invented_{batch}_{i}", 1 + i % 3) for i in range(20))
+        datums += series.datums(keys, NOW + timedelta(seconds=batch))
+    instance = "orders-eu-west-1"
+    with mock_aws():
+        cloudwatch = boto3.client("cloudwatch", region_name="eu-west-1")
+        payload = metric_data(datums, instance)
+        for start in range(0, len(payload), 500):
+            cloudwatch.put_metric_data(
+                Namespace=contract.metric_namespace(instance),
+                MetricData=payload[start : start + 500],
+            )
+        listed = cloudwatch.list_metrics(
+            Namespace=contract.metric_namespace(instance),
+            MetricName=contract.UNDECLARED_KEY_RECORDS,
+        )["Metrics"]
+    keys = {
+        d["Value"] for m in listed for d in m["Dimensions"] if d["Name"] == contract.KEY_DIMENSION
+    }
+    # (moto lists a series once per data point: count the distinct ones)
+    distinct = {tuple(sorted((d["Name"], d["Value"]) for d in m["Dimensions"])) for m in listed}
+    assert len(distinct) <= contract.UNDECLARED_KEY_SERIES + 1
+    assert len(keys) == contract.UNDECLARED_KEY_SERIES + 1
+    assert contract.OTHER_KEYS in keys
+    assert sum(d.value for d in datums) == 50 * sum(1 + i % 3 for i in range(20))
+    first = {f"invented_0_{i}" for i in range(20)}
+    assert keys - {contract.OTHER_KEYS} == first
+    # A restart: the same names, so a key seen first after it is (other).
+    again = UndeclaredKeySeries.stored(checkpoint)
+    assert set(again.named) == first
+    after = again.datums((("invented_0_3", 4), ("brand_new", 5)), NOW)
+    assert {d.key: d.value for d in after} == {"invented_0_3": 4, contract.OTHER_KEYS: 5}
 
 
 def test_no_latency_without_records_and_no_lag_when_the_source_reports_none() -> None:

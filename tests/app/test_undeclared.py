@@ -110,3 +110,28 @@ def test_records_that_are_not_objects_keep_nothing(spark: Any) -> None:
     assert len(rows) == len(texts)
     assert all(r[REASON] is not None for r in rows)
     assert [(r[UNDECLARED_KEYS], r[UNDECLARED_FIELDS]) for r in rows] == [(None, None)] * len(texts)
+
+
+def test_a_thousand_invented_keys_all_stay_in_the_table_under_21_series(spark: Any) -> None:
+    """Issue 41 item 14: 1,000 distinct undeclared keys in one run: each is
+    kept in its row's ``undeclared_fields``; the metric names the first 20
+    and counts the rest under ``(other)``."""
+    from collections import Counter
+    from datetime import UTC, datetime
+
+    from app import contract
+    from app.monitoring import UndeclaredKeySeries
+
+    texts = [
+        '{"id":"e' + str(i) + '","type":"t",' + TS + ',"payload":{},"invented_' + str(i) + '":1}'
+        for i in range(1_000)
+    ]
+    got = _undeclared(spark, texts, DEFAULT_EVENT_FIELDS)
+    assert [keys for keys, _ in got] == [[f"invented_{i}"] for i in range(1_000)]
+    assert all(json.loads(kept) == {f"invented_{i}": 1} for i, (_, kept) in enumerate(got))
+    counts = Counter(key for keys, _ in got for key in keys or ())
+    series = UndeclaredKeySeries()
+    datums = series.datums(tuple(counts.most_common()), datetime.now(UTC))
+    assert len(datums) == contract.UNDECLARED_KEY_SERIES + 1
+    assert sum(d.value for d in datums) == 1_000
+    assert {d.key for d in datums if d.value > 1} == {contract.OTHER_KEYS}

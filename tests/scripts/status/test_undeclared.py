@@ -41,3 +41,19 @@ def test_queries_read_each_key_and_the_input_rows_of_the_instance() -> None:
     metric = queries[1]["MetricStat"]["Metric"]
     assert metric["MetricName"] == contract.UNDECLARED_KEY_RECORDS
     assert metric["Dimensions"][-1] == {"Name": contract.KEY_DIMENSION, "Value": "channel"}
+
+
+def test_the_other_keys_series_reads_as_what_it_is() -> None:
+    from datetime import UTC, datetime
+
+    from app import contract
+    from scripts.status.undeclared import KeyCount
+
+    found = [
+        KeyCount("channel", 50, 0.05, datetime(2026, 1, 1, tzinfo=UTC)),
+        KeyCount(contract.OTHER_KEYS, 900, 0.9, None),
+    ]
+    lines = undeclared_lines(found, 60)
+    assert "  field 'channel' arrived in 50 events" in "\n".join(lines)
+    [other] = [line for line in lines if contract.OTHER_KEYS in line or "other keys" in line]
+    assert other.startswith("  other keys (past the first 20 the instance named) arrived in 900")
