@@ -135,6 +135,11 @@ class SourceOptions(SourceSettings):
     # Why this reader runs, as the stack decided it: the job logs it at start.
     format_reason: str | None = None
     consumer_name: str | None = None
+    # The stack's enhanced fan-out consumer (AWS::Kinesis::StreamConsumer,
+    # infra/constructs/stream.py), by ARN: the job subscribes through it and
+    # never registers one. None: the reader registers ``consumer_name``
+    # itself (a direct format("python-kinesis") user).
+    consumer_arn: str | None = None
     fail_on_data_loss: bool = True
 
     @model_validator(mode="after")

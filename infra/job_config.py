@@ -13,7 +13,7 @@ from infra.config import InstanceConfig
 
 
 def efo_consumer_name(instance: InstanceConfig) -> str:
-    """The enhanced fan-out consumer registered for the instance's job."""
+    """The enhanced fan-out consumer the stack registers for the instance's job."""
     return f"{instance.instance_id}-job"
 
 
@@ -43,6 +43,7 @@ def job_config_for(
     aws_endpoint_url: str | None = None,
     source_format: SourceFormat | None = None,
     failure_store_location: str | None = None,
+    efo_consumer_arn: str | None = None,
 ) -> JobConfig:
     """The job's configuration for ``instance``.
 
@@ -56,12 +57,15 @@ def job_config_for(
     model's (:class:`app.config.KafkaOptions`, ``PLAINTEXT``, the local broker's);
     the stack passes its topic's ``MSK_IAM`` (``FailureTopic.client_security``).
     ``source_format`` left out is the instance's choice or its release's default.
+    ``efo_consumer_arn``: the enhanced fan-out consumer the stack owns
+    (``EventStream.consumer_arn``; locally the one the harness registers), the
+    job's ``source.consumer_arn``; ignored without enhanced fan-out.
     """
     fmt, reason = source_choice(instance, source_format)
     # Enhanced fan-out works with either reader: the connector's own, or
     # python-kinesis through app/sources/kinesis_efo.py (locally too, against
     # the harness's SubscribeToShard endpoint). Both subscribe through the
-    # consumer named here, which the job registers at start.
+    # consumer named here, which the stack registers (infra/constructs/stream.py).
     efo = instance.job.source.consumer_type == "SubscribeToShard"
     # Every setting the instance chose (JobSettings, the job's own model) is
     # carried over as is; the rest is derived here. One dict through the
@@ -88,6 +92,9 @@ def job_config_for(
                 "format_reason": reason,
                 "consumer_type": "SubscribeToShard" if efo else "GetRecords",
                 "consumer_name": efo_consumer_name(instance) if efo else None,
+                # The stack's consumer (item 15 of issue 41): the job uses it,
+                # never registers one.
+                "consumer_arn": efo_consumer_arn if efo else None,
             },
             "kafka": {
                 "topic": instance.failure_topic_name,

@@ -95,6 +95,21 @@ def build_job_config(
     return config
 
 
+def register_stack_consumer(kinesis: Any, stream_name: str, consumer_name: str) -> str:
+    """The enhanced fan-out consumer the stack would own
+    (``AWS::Kinesis::StreamConsumer``, infra/constructs/stream.py), registered
+    on the emulator once (idempotent across runs on the same moto): its ARN."""
+    stream_arn = kinesis.describe_stream_summary(StreamName=stream_name)[
+        "StreamDescriptionSummary"
+    ]["StreamARN"]
+    try:
+        found = kinesis.describe_stream_consumer(StreamARN=stream_arn, ConsumerName=consumer_name)
+        return str(found["ConsumerDescription"]["ConsumerARN"])
+    except kinesis.exceptions.ResourceNotFoundException:
+        made = kinesis.register_stream_consumer(StreamARN=stream_arn, ConsumerName=consumer_name)
+        return str(made["Consumer"]["ConsumerARN"])
+
+
 def replace_fields(config: JobConfig, overrides: Mapping[str, Any]) -> JobConfig:
     """``dataclasses.replace`` that also takes nested ``{"source": {...}}`` dicts,
     re-validated through ``JobConfig.from_dict``."""
@@ -171,6 +186,15 @@ class LocalInstance:
         shards = shard_count if shard_count is not None else instance.stream.shard_count
         local = cls(instance, root, endpoints, config, shards, overrides=dict(overrides or {}))
         ensure_stream(local.kinesis, config.stream_name, shards)
+        if config.source.consumer_type == "SubscribeToShard" and config.source.consumer_name:
+            # As the stack does (AWS::Kinesis::StreamConsumer): the job gets
+            # the consumer's ARN and never registers one.
+            arn = register_stack_consumer(
+                local.kinesis, config.stream_name, config.source.consumer_name
+            )
+            source = {**local.overrides.get("source", {}), "consumer_arn": arn}
+            local.overrides["source"] = source
+            local.config = replace_fields(config, {"source": source})
         ensure_topic(
             endpoints.kafka_bootstrap,
             config.kafka.topic,

@@ -73,8 +73,9 @@ def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
         if config.source.consumer_type == "SubscribeToShard":
             from app.sources.kinesis_efo import register_consumer
 
-            # Once, on the driver, before the query: a consumer that cannot be
-            # registered stops the start; the tasks subscribe through it.
+            # Once, on the driver, before the query: the stack's consumer (by
+            # ARN) must be ACTIVE, or the start stops; the tasks subscribe
+            # through it.
             log.info("enhanced fan-out consumer %s", register_consumer(options))
         frame = spark.readStream.format(FORMAT_NAME).options(**options).load()
     else:
@@ -88,7 +89,12 @@ def python_reader_options(spark: SparkSession, config: JobConfig) -> dict[str, s
     batch may have (Spark's default parallelism: the executors' total cores
     on a cluster, ``n`` for ``local[n]``), and the S3 endpoint for an
     ``s3://`` checkpoint."""
-    from app.sources.kinesis_options import METADATA_PATH, READ_TASKS, S3_ENDPOINT_URL
+    from app.sources.kinesis_options import (
+        CONSUMER_ARN,
+        METADATA_PATH,
+        READ_TASKS,
+        S3_ENDPOINT_URL,
+    )
 
     options = {
         METADATA_PATH: config.source_ends_uri,
@@ -96,6 +102,8 @@ def python_reader_options(spark: SparkSession, config: JobConfig) -> dict[str, s
     }
     if config.s3_endpoint_url:
         options[S3_ENDPOINT_URL] = config.s3_endpoint_url
+    if config.source.consumer_type == "SubscribeToShard" and config.source.consumer_arn:
+        options[CONSUMER_ARN] = config.source.consumer_arn
     return options
 
 

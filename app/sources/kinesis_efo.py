@@ -1,5 +1,14 @@
 """Enhanced fan-out for the ``python-kinesis`` source: a shard read through a
-``SubscribeToShard`` subscription of the instance's registered consumer.
+``SubscribeToShard`` subscription of the instance's consumer.
+
+Who owns the consumer: on AWS the stack (``AWS::Kinesis::StreamConsumer`` in
+infra/constructs/stream.py, deleted with the stack), whose ARN reaches the job
+in its config (``source.consumer_arn``, option ``kinesis.python.consumerArn``):
+:func:`ensure_consumer` only describes it and waits for it to be ACTIVE,
+never registers one. Locally the harness registers it on moto as the stack
+would and passes the ARN the same way (local/harness.py). Only a direct
+``format("python-kinesis")`` user without an ARN gets the consumer named
+``kinesis.consumerName`` registered by :func:`ensure_consumer`.
 
 What Kinesis promises, and what this module does about it:
 
@@ -16,8 +25,8 @@ What Kinesis promises, and what this module does about it:
   shard" (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_SubscribeToShardEvent.html).
 * A consumer "can't read data while in the CREATING or DELETING states"
   (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_Consumer.html);
-  RegisterStreamConsumer answers CREATING and becomes ACTIVE later, so
-  :func:`ensure_consumer` polls DescribeStreamConsumer, bounded.
+  a new one is CREATING and becomes ACTIVE later, so :func:`ensure_consumer`
+  polls DescribeStreamConsumer, bounded.
 
 boto3 consumes it: botocore models ``SubscribeToShard``'s output as an event
 stream (``OperationModel.has_event_stream_output``; its JSON parser reads the
@@ -163,10 +172,22 @@ def ensure_consumer(
     clock: Callable[[], float] = time.monotonic,
     timeout: float = CONSUMER_ACTIVE_TIMEOUT_SEC,
 ) -> str:
-    """The ARN of ``options.consumer_name`` on the stream, registered if absent,
-    once ACTIVE. Run once on the driver at start. On AWS the stack registers
-    it (infra/constructs/stream.py), so this only describes it; locally and
-    for a direct ``format("python-kinesis")`` user it registers it."""
+    """The consumer's ARN once it is ACTIVE. Run once on the driver at start.
+
+    With ``options.consumer_arn`` (the job: the stack's consumer on AWS, the
+    harness's locally) it is described by ARN and never registered: a
+    missing one stops the start with a message naming the stack. Without it
+    (a direct ``format("python-kinesis")`` user) ``options.consumer_name`` is
+    registered on the stream if absent."""
+    if options.consumer_arn:
+        return _await_active(
+            partial(client.describe_stream_consumer, ConsumerARN=options.consumer_arn),
+            f"enhanced fan-out consumer {options.consumer_arn}",
+            options,
+            sleep=sleep,
+            clock=clock,
+            timeout=timeout,
+        )
     name = options.consumer_name
     if not name:
         raise ValueError(
@@ -219,9 +240,42 @@ def ensure_consumer(
         sleep(CONSUMER_POLL_SEC)
 
 
+def _await_active(
+    describe: Callable[[], Any],
+    what: str,
+    options: ReaderOptions,
+    *,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+    timeout: float,
+) -> str:
+    """Describe the stack's consumer until ACTIVE; it is never registered here."""
+    backoff = _backoff(options)
+    deadline = clock() + timeout
+    while True:
+        try:
+            description = call_with_backoff(describe, backoff, sleep)["ConsumerDescription"]
+        except Exception as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                raise RuntimeError(
+                    f"{what} does not exist: the stack owns it (AWS::Kinesis::StreamConsumer); "
+                    "deploy the instance's stack, the job does not register one"
+                ) from exc
+            raise
+        status = str(description.get("ConsumerStatus"))
+        if status == "ACTIVE":
+            return str(description["ConsumerARN"])
+        if status == "DELETING":
+            raise RuntimeError(f"{what} is being deleted")
+        if clock() >= deadline:
+            raise TimeoutError(f"{what} still {status} after {timeout:.0f}s")
+        sleep(CONSUMER_POLL_SEC)
+
+
 def register_consumer(options: Mapping[str, str]) -> str:
     """:func:`ensure_consumer` from the source's option strings (the job's
-    start, on the driver): the consumer's ARN."""
+    start, on the driver): the consumer's ARN (the stack's, when the options
+    carry it)."""
     parsed = parse_options(options)
     return ensure_consumer(make_client(parsed), parsed)
 

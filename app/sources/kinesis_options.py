@@ -40,6 +40,9 @@ METADATA_PATH: Final = "kinesis.metadataPath"
 READ_TASKS: Final = "kinesis.python.readTasks"
 # An S3 endpoint for an s3:// metadata path (the job's s3_endpoint_url).
 S3_ENDPOINT_URL: Final = "kinesis.python.s3EndpointUrl"
+# The stack's enhanced fan-out consumer by ARN (app.config.SourceOptions.consumer_arn):
+# subscribed through, never registered. python-kinesis only.
+CONSUMER_ARN: Final = "kinesis.python.consumerArn"
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$")
 _UNIT_MS: Final = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
@@ -78,6 +81,8 @@ class ReaderOptions:
     # consumer named consumer_name, registered on the stream).
     consumer_type: str = "GetRecords"
     consumer_name: str | None = None
+    # The consumer the stack owns; when set it is only described, never registered.
+    consumer_arn: str | None = None
     read_tasks: int | None = None
     s3_endpoint_url: str | None = None
 
@@ -191,6 +196,9 @@ def parse_options(options: Mapping[str, str]) -> ReaderOptions:
         metadata_path=metadata,
         consumer_type=consumer_type,
         consumer_name=consumer_name,
+        consumer_arn=(raw.get(CONSUMER_ARN.lower()) or None)
+        if consumer_type == "SubscribeToShard"
+        else None,
     )
     per_fetch = _int(raw, names.RECORDS_PER_FETCH, base.records_per_fetch)
     if per_fetch > RECORDS_PER_FETCH_MAX:

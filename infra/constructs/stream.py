@@ -14,6 +14,7 @@ from constructs import Construct
 from app.config import ConsumerType
 from infra.config import InstanceConfig, StreamConfig
 from infra.constructs.instance import removal_policy, stack_output
+from infra.job_config import efo_consumer_name
 
 # Pinned: a changed logical ID would replace the stream and lose its data.
 STREAM_LOGICAL_ID: Final = "EventsStream"
@@ -24,17 +25,37 @@ class EventStreamProps:
     stream_name: str
     config: StreamConfig
     removal_policy: RemovalPolicy
+    # The enhanced fan-out consumer the stack registers (SubscribeToShard
+    # instances only; infra.job_config.efo_consumer_name).
+    consumer_name: str | None = None
 
     @classmethod
     def of(cls, instance: InstanceConfig) -> EventStreamProps:
-        return cls(instance.stream_name, instance.stream, removal_policy(instance))
+        efo = instance.job.source.consumer_type == "SubscribeToShard"
+        return cls(
+            instance.stream_name,
+            instance.stream,
+            removal_policy(instance),
+            efo_consumer_name(instance) if efo else None,
+        )
 
 
 class EventStream(Construct):
     """Exposes ``stream`` (output ``StreamName``); :meth:`grant_job` lets the job read it. Encrypted
     with the AWS managed ``aws/kinesis`` key: access is decided by the role's
     Kinesis permissions alone, which are per-instance, and the key costs
-    nothing per stream."""
+    nothing per stream.
+
+    With enhanced fan-out (``consumer_name``) the stack owns the consumer:
+    ``AWS::Kinesis::StreamConsumer``
+    (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-kinesis-streamconsumer.html),
+    exposed as ``consumer_arn`` (its ``ConsumerARN``, which reaches the job in
+    its config, ``source.consumer_arn``; the job describes it and never
+    registers one). It is deleted with the stack whatever the instance's
+    removal policy: it holds no data, and a consumer bills per consumer-shard
+    hour while it is registered (https://aws.amazon.com/kinesis/data-streams/pricing/),
+    so one left behind by a RETAIN destroy would bill for nothing. None
+    without enhanced fan-out."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: EventStreamProps) -> None:
         super().__init__(scope, construct_id)
@@ -55,20 +76,34 @@ class EventStream(Construct):
         if isinstance(cfn, kinesis.CfnStream):
             cfn.override_logical_id(STREAM_LOGICAL_ID)
         stack_output(self, "StreamName", self.stream.stream_name)
+        self.consumer: kinesis.CfnStreamConsumer | None = None
+        self.consumer_arn: str | None = None
+        if props.consumer_name is not None:
+            self.consumer = kinesis.CfnStreamConsumer(
+                self,
+                "FanOutConsumer",
+                consumer_name=props.consumer_name,
+                stream_arn=self.stream.stream_arn,
+            )
+            self.consumer.apply_removal_policy(RemovalPolicy.DESTROY)
+            self.consumer_arn = self.consumer.attr_consumer_arn
+            stack_output(self, "FanOutConsumerArn", self.consumer_arn)
 
     def grant_job(self, role: iam.IRole, *, consumer_type: ConsumerType) -> None:
         """Read this stream; with enhanced fan-out (``SubscribeToShard``) also
-        register consumers on this stream and subscribe through them.
+        describe consumers of this stream and subscribe through them.
 
-        The job registers its consumer at start (``app.sources.kinesis_efo.
-        ensure_consumer``), so the stack holds no consumer of its own: the
-        permissions are the ones AWS lists for an enhanced fan-out consumer
-        application, RegisterStreamConsumer on the stream and
-        DescribeStreamConsumer and SubscribeToShard on
+        The stack owns the consumer (``consumer_arn``); the ``python-kinesis``
+        reader only describes it by ARN (``app.sources.kinesis_efo.
+        ensure_consumer``). The permissions stay the ones AWS lists for an
+        enhanced fan-out consumer application, RegisterStreamConsumer on the
+        stream and DescribeStreamConsumer and SubscribeToShard on
         ``stream/NAME/consumer/*``
         (https://docs.aws.amazon.com/streams/latest/dev/kcl-iam-permissions.html),
-        scoped to this instance's stream. The job never deregisters or lists
-        consumers, so it may not."""
+        scoped to this instance's stream: the ``aws-kinesis`` connector takes
+        its consumer by name (``kinesis.consumerName``) and registers it when
+        it does not find it, so it finds the stack's. The job never
+        deregisters or lists consumers, so it may not."""
         self.stream.grant_read(role)
         if consumer_type != "SubscribeToShard":
             return

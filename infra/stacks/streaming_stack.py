@@ -64,6 +64,7 @@ class StreamingStack(Stack):
             database_location=buckets.database_location(config.database_name),
             stop_marker_path=buckets.stop_marker_path,
             failure_store_location=buckets.failure_store_location,
+            efo_consumer_arn=stream.consumer_arn,
         )
         failures.check_producer(self.job_config.kafka, instance_id=config.instance_id)
         catalog = CatalogDatabase(

@@ -304,3 +304,18 @@ def test_the_emulators_run_the_front_and_report_its_figures(endpoints: Endpoints
         kinesis_efo.close_subscriptions()
     assert [r["Data"] for r in batch.records] == [b"via-child"]
     assert read_stats(endpoints.kinesis_efo_url)["served"] == before["served"] + 1
+
+
+def test_the_harness_registers_the_consumer_as_the_stack_would(front: EfoEndpoint) -> None:
+    """Issue 41 item 15, locally: the harness registers the consumer once
+    (what AWS::Kinesis::StreamConsumer does on AWS) and the job's reader,
+    given its ARN, only describes it through the front: one consumer."""
+    from local.harness import register_stack_consumer
+
+    client, options, _ = new_stream(front.url)
+    arn = register_stack_consumer(client, options.stream_name, "stack-job")
+    assert register_stack_consumer(client, options.stream_name, "stack-job") == arn
+    by_arn = replace(options, consumer_name="stack-job", consumer_arn=arn)
+    assert ensure_consumer(client, by_arn) == arn
+    listed = client.list_stream_consumers(StreamARN=kinesis_efo.stream_arn_of(arn))["Consumers"]
+    assert sorted(c["ConsumerName"] for c in listed) == ["job", "stack-job"]

@@ -527,3 +527,55 @@ def test_ensure_consumer_is_bounded() -> None:
         ensure_consumer(client, OPTIONS, sleep=clock.sleep, clock=clock, timeout=5)
     with pytest.raises(ValueError, match="consumerName"):
         ensure_consumer(client, replace(OPTIONS, consumer_name=None))
+
+
+class StackConsumer:
+    """Kinesis with the stack's consumer only describable by ARN; a
+    registration is a failure of the test (the job must never register)."""
+
+    def __init__(self, statuses: list[str], exists: bool = True) -> None:
+        self.statuses = statuses
+        self.exists = exists
+        self.described: list[str] = []
+
+    def describe_stream_consumer(self, ConsumerARN: str) -> Any:
+        self.described.append(ConsumerARN)
+        if not self.exists:
+            raise client_error("ResourceNotFoundException")
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        return {"ConsumerDescription": {"ConsumerARN": ConsumerARN, "ConsumerStatus": status}}
+
+    def register_stream_consumer(self, **_: Any) -> Any:
+        raise AssertionError("the job registered a consumer")
+
+
+STACK_ARN = "arn:aws:kinesis:eu-west-1:1:stream/s/consumer/orders-eu-west-1-job:1700000000"
+
+
+def test_the_stacks_consumer_is_described_by_arn_and_never_registered() -> None:
+    """Issue 41 item 15: the stack owns the consumer; the job only waits for
+    it to be ACTIVE, and a missing one stops the start naming the stack."""
+    clock = Clock()
+    client = StackConsumer(["CREATING", "ACTIVE"])
+    options = replace(OPTIONS, consumer_arn=STACK_ARN)
+    assert ensure_consumer(client, options, sleep=clock.sleep, clock=clock) == STACK_ARN
+    assert client.described == [STACK_ARN, STACK_ARN]
+    gone = StackConsumer(["ACTIVE"], exists=False)
+    with pytest.raises(RuntimeError, match="the stack owns it"):
+        ensure_consumer(gone, options, sleep=clock.sleep, clock=clock)
+
+
+def test_the_consumer_arn_option_reaches_the_reader() -> None:
+    from app.sources.kinesis_options import CONSUMER_ARN, parse_options
+
+    raw = {
+        "kinesis.streamName": "s",
+        "kinesis.region": "eu-west-1",
+        "kinesis.metadataPath": "/tmp/m",
+        "kinesis.consumerType": "SubscribeToShard",
+        "kinesis.consumerName": "c",
+        CONSUMER_ARN: STACK_ARN,
+    }
+    assert parse_options(raw).consumer_arn == STACK_ARN
+    polling = {**raw, "kinesis.consumerType": "GetRecords"}
+    assert parse_options(polling).consumer_arn is None

@@ -3,6 +3,7 @@ stack (the synthesized stacks: tests/infra/stacks/test_templates.py)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -87,3 +88,50 @@ def test_only_enhanced_fan_out_registers_consumers_and_reaches_them(
         assert "kinesis:RegisterStreamConsumer" not in actions
         assert on_consumers == []
     assert not {"kinesis:DeregisterStreamConsumer", "kinesis:ListStreamConsumers"} & actions
+
+
+def _with_consumer(name: str | None) -> dict[str, Any]:
+    app = cdk.App()
+    stack = cdk.Stack(app, "Bare", env=cdk.Environment(region="eu-west-1"))
+    props = EventStreamProps(
+        "unit-events", StreamConfig(shard_count=1), cdk.RemovalPolicy.RETAIN, name
+    )
+    EventStream(stack, "Stream", props=props)
+    template: dict[str, Any] = Template.from_stack(stack).to_json()
+    return template
+
+
+def test_the_stack_owns_the_fan_out_consumer_and_deletes_it_with_the_stack() -> None:
+    """Issue 41 item 15: ``AWS::Kinesis::StreamConsumer`` on the stream, deleted
+    with the stack even when the instance retains its stream (a consumer holds
+    no data and bills while registered); none without enhanced fan-out."""
+    template = _with_consumer("unit-job")
+    [consumer] = [r for r in template["Resources"].values()
+                  if r["Type"] == "AWS::Kinesis::StreamConsumer"]  # fmt: skip
+    assert consumer["Properties"] == {
+        "ConsumerName": "unit-job",
+        "StreamARN": {"Fn::GetAtt": [STREAM_LOGICAL_ID, "Arn"]},
+    }
+    assert consumer["DeletionPolicy"] == "Delete"
+    assert template["Resources"][STREAM_LOGICAL_ID]["DeletionPolicy"] == "Retain"
+    outputs = json.dumps(template["Outputs"])
+    assert "ConsumerARN" in outputs
+    none = _with_consumer(None)
+    assert not [r for r in none["Resources"].values()
+                if r["Type"] == "AWS::Kinesis::StreamConsumer"]  # fmt: skip
+
+
+def test_the_jobs_config_carries_the_stacks_consumer(synthesized: Any) -> None:
+    """In the synthesized EFO instance, the job's ``source.consumer_arn`` is
+    the ConsumerARN of the stack's one consumer: the job uses it, registers none."""
+    stack = synthesized.stacks["Streaming-payments-ap-northeast-2"]
+    [(logical_id, consumer)] = synthesized.resources(
+        "Streaming-payments-ap-northeast-2", "AWS::Kinesis::StreamConsumer"
+    ).items()
+    assert consumer["Properties"]["ConsumerName"] == "payments-ap-northeast-2-job"
+    resolved = stack.resolve(stack.job_config.source.consumer_arn)
+    assert resolved == {"Fn::GetAtt": [logical_id, "ConsumerARN"]}
+    polling = synthesized.stacks["Streaming-orders-ap-northeast-2"]
+    assert polling.job_config.source.consumer_arn is None
+    resources = synthesized.templates["Streaming-orders-ap-northeast-2"]["Resources"]
+    assert "AWS::Kinesis::StreamConsumer" not in {r["Type"] for r in resources.values()}
