@@ -21,7 +21,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from types import FrameType
@@ -214,8 +214,10 @@ def _produce_and_wait(
     start = now_utc()
     deadline = time.monotonic() + args.timeout
     futures: list[Future[ProduceReport]] = []
+    # Records sent so far, per instance (put_all's on_progress).
+    progress: list[list[int]] = [[0] for _ in locals_]
     with ThreadPoolExecutor(max_workers=len(locals_)) as pool:
-        for local in locals_:
+        for local, sent in zip(locals_, progress, strict=True):
             spec = MixSpec(
                 count=args.count,
                 malformed_share=args.malformed_share,
@@ -236,9 +238,18 @@ def _produce_and_wait(
                     rate=args.rate,
                     aggregate_size=args.aggregate,
                     aggregate_share=args.aggregate_share,
+                    on_progress=_progress_into(sent),
                 )
             )
-        wait(futures)  # each producer is bounded (client limits, attempts per record)
+        # Each producer is bounded (client limits, attempts per record); say
+        # how far each got while they run.
+        began = time.monotonic()
+        while wait(futures, timeout=args.progress_every).not_done:
+            for local, sent in zip(locals_, progress, strict=True):
+                _say(
+                    f"[{local.name}] {time.monotonic() - began:5.0f}s  producing "
+                    f"{args.count:,} events: {sent[0]:,} Kinesis records sent so far"
+                )
         for local, future in zip(locals_, futures, strict=True):
             report = future.result()
             _say(
@@ -273,6 +284,15 @@ def _produce_and_wait(
             + "\n".join(lo.log_tail(30) for lo in pending)
         ),
     )
+
+
+def _progress_into(cell: list[int]) -> Callable[[int], None]:
+    """A ``put_all`` progress callback keeping the latest count in ``cell``."""
+
+    def record(sent: int) -> None:
+        cell[0] = sent
+
+    return record
 
 
 def _stop_all(locals_: list[LocalInstance]) -> dict[str, int]:

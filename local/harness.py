@@ -30,7 +30,13 @@ from local.metrics import PublishedMetrics, cloudwatch_client, read_published
 from local.summary import RunFigures, Summary, source_line, summarize
 from local.table import TableFigures, figures, read_rows, sql_catalog
 from ops.events import EventSchema
-from ops.local_run import FAKE_CREDENTIALS, JOB_CONFIG_FILE
+from ops.local_run import (
+    FAKE_CREDENTIALS,
+    JOB_CONFIG_FILE,
+    PRODUCED_DIR,
+    OutsideProduce,
+    read_outside,
+)
 from ops.producer import ProduceReport, ensure_stream, kinesis_client, put_all
 
 # An on-demand stream has no shard count in the config; moto creates 4 shards
@@ -133,10 +139,16 @@ class Observation:
     expected_rows: int
     expected_failures: int
     job_running: bool
+    # make produce --work-dir runs into this run still under way (ops.local_run).
+    outside_pending: int = 0
 
     @property
     def accounted(self) -> bool:
-        return self.rows >= self.expected_rows and self.failures >= self.expected_failures
+        return (
+            self.rows >= self.expected_rows
+            and self.failures >= self.expected_failures
+            and self.outside_pending == 0
+        )
 
     @property
     def lag(self) -> int:
@@ -150,6 +162,7 @@ class Observation:
             f"[{name}] {self.seconds:5.0f}s  {state:7}  batches {self.batches:4d}  "
             f"rows {self.rows:,}/{self.expected_rows:,}  "
             f"failures {self.failures:,}/{self.expected_failures:,}  lag {self.lag:,}"
+            + (f"  make produce under way: {self.outside_pending}" if self.outside_pending else "")
         )
 
 
@@ -245,9 +258,11 @@ class LocalInstance:
         rate: float = 0.0,
         aggregate_size: int = 0,
         aggregate_share: float = 1.0,
+        on_progress: Callable[[int], None] | None = None,
     ) -> ProduceReport:
         """Put ``records``; ``aggregate_size``/``aggregate_share``: KPL
-        aggregation (:func:`ops.producer.plan_entries`)."""
+        aggregation (:func:`ops.producer.plan_entries`); ``on_progress``: the
+        records sent so far (:func:`ops.producer.put_all`)."""
         report = put_all(
             self.kinesis,
             self.config.stream_name,
@@ -255,6 +270,7 @@ class LocalInstance:
             rate=rate,
             aggregate_size=aggregate_size,
             aggregate_share=aggregate_share,
+            on_progress=on_progress,
         )
         self.reports.append(report)
         return report
@@ -263,11 +279,21 @@ class LocalInstance:
     def produced(self) -> list[Any]:
         return [p for r in self.reports for p in r.placed]
 
+    def outside(self) -> list[OutsideProduce]:
+        """What ``make produce --work-dir`` put into this run from outside
+        (:func:`ops.local_run.produced_dir`): accepted and counted."""
+        return read_outside(self.root / PRODUCED_DIR)
+
     def expected_ids(self) -> set[str]:
-        return {i for r in self.reports for i in r.expected_ids()}
+        own = {i for r in self.reports for i in r.expected_ids()}
+        return own.union(*(o.ids for o in self.outside() if o.done))
 
     def expected_failures(self) -> dict[str, str]:
-        return {k: v for r in self.reports for k, v in r.expected_failures().items()}
+        own = {k: v for r in self.reports for k, v in r.expected_failures().items()}
+        for produce in self.outside():
+            if produce.done:
+                own.update(produce.failures)
+        return own
 
     # ------------------------------------------------------------------ job
 
@@ -374,6 +400,7 @@ class LocalInstance:
             expected_rows=len(expected),
             expected_failures=len(failures),
             job_running=self.job is not None and self.job.running,
+            outside_pending=sum(not o.done for o in self.outside()),
         )
 
     def wait_until_accounted(
@@ -450,16 +477,21 @@ class LocalInstance:
                 served = read_stats(self.endpoints.kinesis_efo_url)["served"]
             except OSError:  # the figure is reported, never a reason to lose the verdict
                 served = None
+        outside = [o for o in self.outside() if o.done]
         by_kind: dict[str, int] = {}
-        for report in self.reports:
-            for kind, n in report.counts().items():
+        for counts in [r.counts() for r in self.reports] + [o.counts for o in outside]:
+            for kind, n in counts.items():
                 by_kind[kind] = by_kind.get(kind, 0) + n
+        outside_records = sum(o.records for o in outside)
         figures = RunFigures(
             instance=self.name,
-            produced_records=len(self.produced),
+            produced_records=len(self.produced) + outside_records,
+            outside_records=outside_records,
             produced_by_kind=by_kind,
-            produced_kinesis_records=sum(r.kinesis_records for r in self.reports),
-            produced_aggregates=sum(r.aggregates for r in self.reports),
+            produced_kinesis_records=sum(r.kinesis_records for r in self.reports)
+            + sum(o.kinesis_records for o in outside),
+            produced_aggregates=sum(r.aggregates for r in self.reports)
+            + sum(o.aggregates for o in outside),
             expected_ids=frozenset(self.expected_ids()),
             expected_failures=self.expected_failures(),
             table_ids=ids,

@@ -50,6 +50,9 @@ class RunFigures:
     # counted as events, whatever carried them.
     produced_kinesis_records: int = 0
     produced_aggregates: int = 0
+    # Of produced_records, those ``make produce --work-dir`` put in from
+    # outside while the run ran (ops.local_run.produced_dir): accepted.
+    outside_records: int = 0
     # How the job read the stream (:func:`source_line`).
     source: str = ""
     # Enhanced fan-out: subscriptions the local SubscribeToShard endpoint
@@ -101,6 +104,7 @@ class Summary:
     kinesis_records: int = 0
     aggregates: int = 0
     source: str = ""
+    outside_records: int = 0
 
     @property
     def ok(self) -> bool:
@@ -116,6 +120,14 @@ class Summary:
             *([f"  Kinesis source        {self.source}"] if self.source else []),
             f"  records produced      {self.produced_records:>8,}  "
             f"({self.resent_records:,} re-sent ids, {self.unique_events:,} unique events)",
+            *(
+                [
+                    f"  of which from outside {self.outside_records:>8,}  "
+                    "(make produce --work-dir while the run ran)"
+                ]
+                if self.outside_records
+                else []
+            ),
             f"  Kinesis records       {self.kinesis_records:>8,}  "
             f"({self.aggregates:,} KPL aggregates holding "
             f"{self.produced_records - (self.kinesis_records - self.aggregates):,} of the records)",
@@ -226,4 +238,5 @@ def summarize(figures: RunFigures) -> Summary:
         kinesis_records=figures.produced_kinesis_records,
         aggregates=figures.produced_aggregates,
         source=figures.source,
+        outside_records=figures.outside_records,
     )

@@ -12,6 +12,9 @@ once, here.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -55,3 +58,67 @@ def instances_run(work_dir: Path) -> list[str]:
     if not work_dir.is_dir():
         return []
     return sorted(d.name for d in work_dir.iterdir() if (d / JOB_CONFIG_FILE).is_file())
+
+
+# ``make produce --work-dir`` into a running ``make run``: each invocation
+# leaves a record here (<work dir>/<instance>/produced/<name>.json), first
+# "producing" with the ids it is about to send, then "done" with what it sent;
+# the run waits for the ones under way and counts the done ones in its summary
+# (local/harness.py), so records produced from outside are accepted.
+PRODUCED_DIR: Final = "produced"
+
+
+def produced_dir(work_dir: Path, instance: str) -> Path:
+    """Where ``make produce --work-dir`` records what it put into ``instance``."""
+    return instance_dir(work_dir, instance) / PRODUCED_DIR
+
+
+@dataclass(frozen=True)
+class OutsideProduce:
+    """One ``make produce`` into the run: ``done`` once every record was put."""
+
+    name: str
+    done: bool
+    ids: frozenset[str]
+    failures: Mapping[str, str] = field(default_factory=dict)
+    records: int = 0
+    counts: Mapping[str, int] = field(default_factory=dict)
+    kinesis_records: int = 0
+    aggregates: int = 0
+
+    def to_json(self) -> str:
+        raw = asdict(self)
+        raw["ids"] = sorted(self.ids)
+        return json.dumps(raw, indent=1, sort_keys=True)
+
+
+def write_outside(directory: Path, produce: OutsideProduce) -> Path:
+    """Write (or replace) ``produce``'s record atomically: a reader never sees half."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{produce.name}.json"
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(produce.to_json(), encoding="utf-8")
+    temporary.replace(path)
+    return path
+
+
+def read_outside(directory: Path) -> list[OutsideProduce]:
+    """Every ``make produce`` recorded in ``directory`` (none: no directory)."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        found.append(
+            OutsideProduce(
+                name=str(raw["name"]),
+                done=bool(raw["done"]),
+                ids=frozenset(str(i) for i in raw["ids"]),
+                failures={str(k): str(v) for k, v in raw.get("failures", {}).items()},
+                records=int(raw.get("records", 0)),
+                counts={str(k): int(v) for k, v in raw.get("counts", {}).items()},
+                kinesis_records=int(raw.get("kinesis_records", 0)),
+                aggregates=int(raw.get("aggregates", 0)),
+            )
+        )
+    return found

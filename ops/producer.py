@@ -24,8 +24,10 @@ de-duplication, on the topic and in the claim-check store). A
 ``bad_aggregate`` record (a corrupt aggregate) always goes alone.
 
 ``--instance ID`` makes the events follow that instance's own schema (its
-``job.event_fields`` in ``cdk.json``, ``--cdk-json`` to read another file);
-without it they carry the default fields.
+``job.event_fields`` in ``cdk.json``, ``--cdk-json`` to read another file)
+and, unless given, takes ``--stream`` and ``--region`` from it too
+(``python -m ops.producer --instance orders-eu-west-1 --count N``); without
+it the events carry the default fields and both are required.
 """
 
 from __future__ import annotations
@@ -406,8 +408,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="python -m ops.producer",
         description="Put a known mix of sample events on a Kinesis stream (moto or real).",
     )
-    parser.add_argument("--stream", required=True, help="Kinesis stream name")
-    parser.add_argument("--region", required=True, help="AWS region of the stream")
+    parser.add_argument(
+        "--stream", help="Kinesis stream name (default: the --instance's, from --cdk-json)"
+    )
+    parser.add_argument(
+        "--region", help="AWS region of the stream (default: the --instance's, from --cdk-json)"
+    )
     parser.add_argument("--endpoint-url", help="Kinesis endpoint (moto: http://127.0.0.1:PORT)")
     add_mix_arguments(parser)
     parser.add_argument(
@@ -424,7 +430,28 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--cdk-json", type=Path, default=CDK_JSON, help="where --instance is declared"
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.instance is None and (args.stream is None or args.region is None):
+        parser.error("--stream and --region are required without --instance")
+    return args
+
+
+def stream_and_region(args: argparse.Namespace) -> tuple[str, str]:
+    """``--stream`` and ``--region``, or the declared ``--instance``'s stream
+    and region from ``--cdk-json`` for what they leave out. Raises
+    ValueError naming the declared instances when there is no such one."""
+    if args.stream is not None and args.region is not None:
+        return args.stream, args.region
+    from infra.config import UndeclaredInstanceError, declared_instance
+
+    try:
+        declared = declared_instance(args.cdk_json, args.instance)
+    except UndeclaredInstanceError as exc:
+        raise ValueError(
+            f"--instance: {args.instance!r} is not declared in {args.cdk_json}; "
+            f"allowed: {', '.join(exc.declared)}"
+        ) from exc
+    return args.stream or declared.stream_name, args.region or declared.region
 
 
 def instance_schema(instance_id: str, cdk_json: Path = CDK_JSON) -> EventSchema:
@@ -513,14 +540,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         spec = spec_from_args(args, schema)
         plan_entries([], args.aggregate, args.aggregate_share)  # validates both
+        stream, region = stream_and_region(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    client = kinesis_client(args.region, args.endpoint_url)
+    client = kinesis_client(region, args.endpoint_url)
     if args.create:
-        ensure_stream(client, args.stream, args.shards)
+        ensure_stream(client, stream, args.shards)
     try:
-        report = produce_as_asked(client, args.stream, spec, args)
+        report = produce_as_asked(client, stream, spec, args)
     except ProduceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

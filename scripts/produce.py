@@ -6,7 +6,11 @@ per PutRecords call, rejected entries re-sent with a bounded backoff), aimed
 at an instance instead of a stream name:
 
 * ``--work-dir DIR``: a local run's stream, on that run's moto server (the
-  endpoint from the run's job config, ``DIR/<instance>/job.json``);
+  endpoint from the run's job config, ``DIR/<instance>/job.json``); while
+  ``make run`` runs, it accepts these records and counts them in its
+  summary: this command records what it sends in
+  ``DIR/<instance>/produced/`` (:mod:`ops.local_run`), and the run waits
+  for it before it stops;
 * otherwise the instance's stream on AWS (name and region from ``cdk.json``,
   credentials from boto3's default chain); ``--endpoint-url`` overrides.
 
@@ -26,18 +30,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from ops.events import EventSchema
+from ops import local_run
+from ops.events import EventSchema, MixSpec, generate, now_utc
 from ops.producer import (
     PRODUCER_LIMITS,
     ProduceError,
+    ProduceReport,
     add_mix_arguments,
     plan_entries,
     produce_as_asked,
+    put_all,
     spec_from_args,
     write_report,
 )
@@ -87,6 +95,44 @@ def stream_target(args: argparse.Namespace) -> tuple[str, Any, EventSchema]:
     return declared.stream_name, client, EventSchema.of(declared.job)
 
 
+def produce_into_run(
+    args: argparse.Namespace, kinesis: Any, stream: str, spec: MixSpec
+) -> ProduceReport:
+    """Put the mix into a local run, recording it where the run reads it
+    (:func:`ops.local_run.produced_dir`): "producing" with the ids about to be
+    sent, then "done" with what was sent. A ``make run`` under way waits for
+    it and counts its records (local/harness.py), instead of failing on ids
+    it did not produce itself."""
+    records = generate(spec, now_utc())
+    directory = local_run.produced_dir(args.work_dir, args.instance)
+    name = f"{spec.id_prefix}-{os.getpid()}"
+    ids = frozenset(r.event_id for r in records if r.event_id is not None and not r.is_failure)
+    local_run.write_outside(directory, local_run.OutsideProduce(name, done=False, ids=ids))
+    done = local_run.OutsideProduce(name, done=True, ids=ids, records=len(records))
+    try:
+        report = put_all(
+            kinesis,
+            stream,
+            records,
+            rate=args.rate,
+            aggregate_size=args.aggregate,
+            aggregate_share=args.aggregate_share,
+        )
+        done = local_run.OutsideProduce(
+            name,
+            done=True,
+            ids=frozenset(report.expected_ids()),
+            failures=report.expected_failures(),
+            records=len(report.placed),
+            counts=report.counts(),
+            kinesis_records=report.kinesis_records,
+            aggregates=report.aggregates,
+        )
+    finally:  # a failed put still ends the record: the run stops waiting for it
+        local_run.write_outside(directory, done)
+    return report
+
+
 def produce(args: argparse.Namespace, out: Any) -> int:
     if args.id_prefix == AUTO_PREFIX:
         args.id_prefix = default_id_prefix(args.instance.split("-", 1)[0], datetime.now(UTC))
@@ -101,7 +147,10 @@ def produce(args: argparse.Namespace, out: Any) -> int:
     except kinesis.exceptions.ResourceNotFoundException as exc:
         raise OperatorError(EXIT_USAGE, f"stream {stream}: not found") from exc
     try:
-        report = produce_as_asked(kinesis, stream, spec, args)
+        if args.work_dir is not None:
+            report = produce_into_run(args, kinesis, stream, spec)
+        else:
+            report = produce_as_asked(kinesis, stream, spec, args)
     except ProduceError as exc:
         print(f"produce: {exc}", file=sys.stderr)
         return EXIT_REJECTED

@@ -118,3 +118,73 @@ def test_produce_follows_the_instances_own_event_fields() -> None:
         ]
     assert len(events) == 20
     assert all("paymentId" in e and "id" not in e for e in events), events[0]
+
+
+def test_a_run_accepts_and_counts_what_produce_puts_into_it(stream: Any, tmp_path: Path) -> None:
+    """Issue 41 item 12: make produce --work-dir into a running make run
+    records what it sends; the run expects those ids and failure keys, waits
+    while a produce is under way, and its summary counts them (no
+    "unexpected ids")."""
+    from local.emulators import Endpoints
+    from local.harness import LocalInstance, Observation
+    from local.summary import RunFigures, summarize
+    from ops import local_run
+
+    config = write_local_run(tmp_path)
+    local = LocalInstance(
+        instance=None,
+        root=tmp_path / INSTANCE,
+        endpoints=Endpoints("http://127.0.0.1:1", "127.0.0.1:2"),
+        config=config,
+        shard_count=2,
+    )
+    assert local.expected_ids() == set() and local.outside() == []
+    # Under way: the run does not stop meanwhile.
+    pending = local_run.OutsideProduce("x-1", done=False, ids=frozenset({"x-0000001"}))
+    local_run.write_outside(local_run.produced_dir(tmp_path, INSTANCE), pending)
+    assert [o.done for o in local.outside()] == [False]
+    assert local.expected_ids() == set(), "ids under way are not required yet"
+    waiting = Observation(0, 0, 0, 0, 0, 0, job_running=True, outside_pending=1)
+    assert not waiting.accounted and "make produce under way: 1" in waiting.line(INSTANCE)
+    (local_run.produced_dir(tmp_path, INSTANCE) / "x-1.json").unlink()
+
+    out = io.StringIO()
+    args = ["--instance", INSTANCE, "--work-dir", str(tmp_path), "--count", "200"]
+    assert produce.main(args, out) == 0
+    [done] = local.outside()
+    assert done.done and done.records == 200 and len(done.ids) == 186
+    assert local.expected_ids() == set(done.ids)
+    assert len(local.expected_failures()) == 4 == len(done.failures)
+    # The table holds every valid id once, the topic every failure: PASS.
+    figures = RunFigures(
+        instance=INSTANCE,
+        produced_records=done.records,
+        outside_records=done.records,
+        produced_by_kind=done.counts,
+        expected_ids=frozenset(local.expected_ids()),
+        expected_failures=local.expected_failures(),
+        table_ids=sorted(done.ids),
+        topic_reasons_by_key={k: [v] for k, v in done.failures.items()},
+        topic_records=len(done.failures),
+    )
+    summary = summarize(figures)
+    assert summary.ok, summary.problems
+    assert any("of which from outside      200" in line for line in summary.lines())
+
+
+def test_ops_producer_takes_the_stream_and_region_from_the_instance(
+    stream: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 41 item 12: ``python -m ops.producer --instance X`` needs no
+    ``--stream``/``--region``; without ``--instance`` they are required."""
+    from ops import producer
+    from tests.scripts.local_runs import EXAMPLE_CDK_JSON
+
+    args = ["--instance", INSTANCE, "--cdk-json", str(EXAMPLE_CDK_JSON), "--count", "12"]
+    assert producer.main(args) == 0
+    assert json.loads(capsys.readouterr().out)["stream"] == STREAM
+    assert len(records_on(stream)) == 12
+    with pytest.raises(SystemExit) as refused:
+        producer.main(["--count", "1"])
+    assert refused.value.code == 2
+    assert "--stream and --region are required without --instance" in capsys.readouterr().err
