@@ -11,6 +11,7 @@ second), so a case takes a minute or two, not an hour.
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,44 @@ def test_a_killed_job_is_restarted_and_an_operator_stop_is_not(
     assert shown["restarts_in_window"] == 1
     assert shown["stopped_by_operator"] is True
     assert shown["last_reason"] == contract.EXIT_STOPPED_ON_REQUEST
+
+
+def test_a_job_killed_again_soon_after_its_restart_is_restarted_after_the_back_off(
+    emulators: Emulators, make_local: MakeLocal, supervised: list[LocalSupervisor]
+) -> None:
+    """Issue 41 item 9 on the real job: killed, restarted, seen holding its
+    lease, killed again well inside start_grace_sec (240 s): the second
+    restart comes within the back-off plus a check, not after the grace."""
+    local = make_local(emulators, INSTANCE, shards=1)
+    local.start_job()
+    supervisor = supervise(local, supervised)
+    local.produce(mix(300, seed=71, prefix="k2-a"))
+    local.wait_until_accounted(timeout=300)
+    poll(lambda: seen_running(supervisor), "the supervisor saw the job run", 30)
+    local.kill_job()
+    poll(lambda: len(supervisor.restarts) == 1, "the first restart", RESTART_BOUND_SEC)
+    first = supervisor.restarts[0].state.restarts[-1]
+
+    def took_its_lease() -> bool:
+        seen = supervisor.state.last_seen_running
+        return seen is not None and seen > first
+
+    poll(took_its_lease, "the restarted job held its lease", 180, interval=0.5)
+    killed_at = time.time()
+    assert killed_at - first < POLICY.start_grace_sec
+    local.kill_job()
+    bound = POLICY.backoff(1) + RESTART_BOUND_SEC
+    poll(lambda: len(supervisor.restarts) == 2, "the second restart", bound, interval=0.2)
+    second = supervisor.restarts[1]
+    assert second.reason == contract.EXIT_VANISHED, second.message
+    waited = second.state.restarts[-1] - killed_at
+    print(f"\nsecond kill {killed_at - first:.0f}s after restart 1; restarted {waited:.1f}s later")
+    assert waited < bound
+    local.produce(mix(300, seed=72, prefix="k2-b"))
+    local.wait_until_accounted(timeout=300)
+    summary = local.summary()
+    assert summary.duplicate_ids == 0 and summary.missing_ids == ()
+    assert not supervisor.errors, supervisor.errors
 
 
 def status_supervisor(text: str) -> dict[str, Any]:
