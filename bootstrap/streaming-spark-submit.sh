@@ -140,7 +140,11 @@ if [[ -n "$LEASE" ]] && lease_held; then
   log "the old version released $LEASE"
 fi
 if [[ -n "$STOP_MARKER" ]]; then
-  # The new version must not see the old version's stop request.
+  # The new version must not see the old version's stop request. An
+  # operator's stop marker is cleared here only by a deliberate new start (a
+  # deploy, make redeploy): the supervisor never submits this step while one
+  # is present, even for a job that died before writing its exit record
+  # (infra/supervisor/decision.py).
   aws s3 rm --only-show-errors "$STOP_MARKER" >/dev/null 2>&1 || true
 fi
 
