@@ -25,6 +25,7 @@ from app.failure_limits import FailureLimits, check_limits
 from infra.config import InstanceConfig, KafkaConfig, RetentionConfig
 from infra.constructs.instance import removal_policy, stack_output
 from infra.constructs.logs_key import encrypted_log_group, retention_days
+from infra.constructs.network import shared_region_stack
 
 TOPIC_LOGICAL_ID: Final = "FailureTopic"
 IAM_TLS_PORT: Final = 9098  # MSK brokers' listener for IAM auth over TLS
@@ -136,6 +137,8 @@ class FailureTopicProps:
     subnets: tuple[ec2.ISubnet, ...]
     removal_policy: RemovalPolicy
     retention: RetentionConfig
+    # The instance's Region (for ``config.shared``: whose shared cluster).
+    region: str | None = None
 
     @classmethod
     def of(
@@ -150,6 +153,7 @@ class FailureTopicProps:
             subnets,
             removal_policy(instance),
             instance.retention,
+            instance.region,
         )
 
 
@@ -167,6 +171,8 @@ class FailureTopic(Construct):
         self.security_group: ec2.SecurityGroup | None = None
         if config.cluster_arn is not None:
             self.cluster_arn = config.cluster_arn
+        elif config.shared and props.region is not None:
+            self.cluster_arn = shared_region_stack(self, props.region).shared_cluster_arn
         else:
             self.cluster_arn = self._create_cluster(props)
         self.topic_name = props.topic_name
