@@ -26,6 +26,7 @@ from infra.config import InstanceConfig
 from infra.constructs.failure_topic import TOPIC_LOGICAL_ID
 from infra.constructs.stream import STREAM_LOGICAL_ID
 from scripts.preflight.result import Clients, Result, error_code, error_text, iam_fix
+from scripts.preflight.shared_cluster import failure_cluster_arn
 
 # CloudFormation can bring existing resources under a stack for the types it
 # lists (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/resource-import-supported-resources.html);
@@ -111,7 +112,9 @@ def _cluster_left(config: InstanceConfig, clients: Clients) -> Found:
 
 def _topic_left(config: InstanceConfig, clients: Clients) -> Found:
     """The failure topic the stack created on an imported cluster."""
-    arn, topic = config.kafka.cluster_arn, config.failure_topic_name
+    arn, topic = failure_cluster_arn(config, clients), config.failure_topic_name
+    if arn is None:  # the shared stack is not deployed: no topic on it yet
+        return []
     clients["kafka"].describe_topic(ClusterArn=arn, TopicName=topic)
     return [
         (
@@ -141,7 +144,7 @@ def left_behind(config: InstanceConfig, clients: Clients) -> tuple[list[str], li
     absent; a list call that fails leaves its resource unchecked."""
     kafka_probe, kafka_label, kafka_absent_ok = (
         (_cluster_left, "MSK cluster", False)
-        if config.kafka.cluster_arn is None
+        if config.creates_cluster
         else (_topic_left, "failure topic", True)
     )
     probes: tuple[tuple[Callable[[InstanceConfig, Clients], Found], str, bool], ...] = (
