@@ -43,7 +43,7 @@ from infra.releases import (
 )
 from infra.schema_change import EventSchemaDeclaration, is_additive
 from infra.sizes import SIZES, SizeName
-from infra.sizing import INSTANCE_TYPES
+from infra.sizing import INSTANCE_TYPES, size_executors
 
 CONTEXT_KEY: Final = "streaming"
 DEFAULT_RELEASE_LABEL: Final = "emr-spark-8.1.0"
@@ -500,6 +500,10 @@ class DeployedConfig(ConfigModel):
     shard_count: PositiveInt | None = None
     # The failure topic's ReplicationFactor (null: not deployed).
     topic_replication_factor: PositiveInt | None = None
+    # The job's spark.sql.shuffle.partitions when the instance was created:
+    # the de-duplication state's partition count, which its checkpoint keeps
+    # (InstanceConfig.shuffle_partitions; docs/sizing.md, "Executors and cores").
+    shuffle_partitions: PositiveInt | None = None
 
 
 class SupervisorConfig(ConfigModel):
@@ -699,6 +703,26 @@ class InstanceConfig(ConfigModel):
         if not self.kafka.shared and not self.network.shared:
             check_broker_count(self.kafka.broker_count, self.network, "the created MSK cluster")
         return self
+
+    @property
+    def shuffle_partitions(self) -> int:
+        """The job's ``spark.sql.shuffle.partitions``: one per executor core of
+        the instance's sizing when it is created, then the count it was
+        created with (``deployed.shuffle_partitions``), whatever the size.
+
+        The de-duplication state is split into that many partitions and the
+        checkpoint records the count: Structured Streaming does not let a
+        restarted query change it ("Several configurations are not modifiable
+        after the query has run": the Structured Streaming Programming Guide,
+        https://spark.apache.org/docs/latest/streaming/additional-information.html,
+        "Miscellaneous Notes"), so a new ``size`` changes the executors and
+        keeps the partitions."""
+        if self.deployed.shuffle_partitions is not None:
+            return self.deployed.shuffle_partitions
+        emr = self.emr
+        return size_executors(
+            emr.core_instance_type, emr.core_instance_count, emr.executor_cores
+        ).shuffle_partitions
 
     @property
     def creates_vpc(self) -> bool:

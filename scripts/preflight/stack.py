@@ -233,9 +233,18 @@ def deployed_values(template: Mapping[str, Any]) -> dict[str, int | None]:
     topic = resources.get(TOPIC_LOGICAL_ID, {}).get("Properties", {})
     shards = stream.get("ShardCount")
     factor = topic.get("ReplicationFactor")
+    partitions = None
+    for resource in resources.values():
+        if resource.get("Type") != "AWS::EMR::Cluster":
+            continue
+        for classification in resource.get("Properties", {}).get("Configurations", []):
+            if classification.get("Classification") == "spark-defaults":
+                found = classification.get("ConfigurationProperties", {})
+                partitions = found.get("spark.sql.shuffle.partitions", partitions)
     return {
         "shard_count": int(shards) if shards is not None else None,
         "topic_replication_factor": int(factor) if factor is not None else None,
+        "shuffle_partitions": int(partitions) if partitions is not None else None,
     }
 
 
@@ -285,7 +294,8 @@ def check_deployed_record(config: InstanceConfig, clients: Clients) -> Result:
             name,
             True,
             f"stack {config.stack_name} holds {wanted}, which cdk.json does not record: synth "
-            "cannot refuse a shard or replication change CloudFormation would fail",
+            "cannot refuse a shard or replication change CloudFormation would fail, nor keep "
+            "the job's shuffle partitions across a new size",
             fix,
             warn=True,
         )
