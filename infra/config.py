@@ -44,6 +44,7 @@ from infra.releases import (
 from infra.schema_change import EventSchemaDeclaration, is_additive
 from infra.sizes import SIZES, SizeName
 from infra.sizing import INSTANCE_TYPES, size_executors
+from infra.table_definition import pinned_seed_fields
 
 CONTEXT_KEY: Final = "streaming"
 DEFAULT_RELEASE_LABEL: Final = "emr-spark-8.1.0"
@@ -744,14 +745,24 @@ class InstanceConfig(ConfigModel):
         if self.table_seed is not None:
             source: JobSettings = self.table_seed
         elif self.table_definition_sha256 is not None:
-            source = self.job
+            # The pin is the fingerprint of the seed: the declared fields less
+            # the optional ones added since (infra/table_definition.py).
+            job = self.job
+            grown_from = pinned_seed_fields(
+                job.event_fields, self.table_definition_sha256, self.database_name
+            )
+            return EventSchemaDeclaration(
+                tuple(job.event_fields if grown_from is None else grown_from),
+                job.id_field,
+                job.event_time_field,
+            )
         else:
             source = JobSettings()
         seed = EventSchemaDeclaration(
             tuple(source.event_fields), source.id_field, source.event_time_field
         )
         declared = self.declared_schema()
-        if source is not self.job and self.table_seed is None and not is_additive(seed, declared):
+        if self.table_seed is None and not is_additive(seed, declared):
             # Unpinned, and not a growth of the default schema: a new table of
             # its own schema, which the definition pin then asks to pin.
             return declared

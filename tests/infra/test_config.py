@@ -475,7 +475,9 @@ def test_the_shared_tls_check_looks_only_at_instances_with_an_emr_cluster() -> N
     a, b = load_instances(
         _context(
             _instance(emr={"tls_certificates_s3_uri": "s3://certs-bucket/a.zip"}),
-            _instance(domain="payments", emr={"tls_certificates_s3_uri": "s3://certs-bucket/b.zip"}),
+            _instance(
+                domain="payments", emr={"tls_certificates_s3_uri": "s3://certs-bucket/b.zip"}
+            ),
             defaults={},
         )
     )
