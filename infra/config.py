@@ -655,7 +655,8 @@ class InstanceConfig(ConfigModel):
         if self.region not in release.regions:
             raise bad_value(
                 self.region,
-                f"a Region {release.label} exists in ({release.source})",
+                f"a Region {release.label} exists in: {', '.join(release.regions)} "
+                "(infra/releases.py)",
                 "region",
             )
         bound = self.stream.shard_quota or default_shard_quota(self.region)
@@ -936,7 +937,7 @@ def refuse_shared_tls(instances: Sequence[InstanceConfig]) -> None:
     lines = [
         f"instance {other}: field emr.tls_certificates_s3_uri: bad value {uri!r}, already "
         f"{ids[0]}'s; allowed: a zip of its own, `make certs INSTANCE={other}` "
-        '(docs/deploy.md, "TLS certificates")'
+        '(docs/infra.md, "TLS certificates")'
         for uri, ids in users.items()
         for other in ids[1:]
     ]

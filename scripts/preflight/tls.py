@@ -182,7 +182,7 @@ def check_tls_object(config: InstanceConfig, clients: Clients) -> Result:
         expired, text = problem
         renew = (
             f"{certs_fix(config)}; the new URI is a new security configuration, so the "
-            'deploy replaces the cluster (docs/deploy.md, "TLS certificates")'
+            'deploy replaces the cluster (docs/infra.md, "TLS certificates")'
         )
         return Result(name, not expired, f"{detail}; {text}", renew, warn=not expired)
     return Result(

@@ -459,7 +459,7 @@ def test_one_tls_zip_shared_by_two_instances_is_refused() -> None:
     assert message.splitlines() == [
         f"instance {other}: field emr.tls_certificates_s3_uri: bad value "
         "'s3://certs-bucket/one.zip', already orders-eu-west-1's; allowed: a zip of its own, "
-        f'`make certs INSTANCE={other}` (docs/deploy.md, "TLS certificates")'
+        f'`make certs INSTANCE={other}` (docs/infra.md, "TLS certificates")'
         for other in ("payments-eu-west-1", "refunds-ap-northeast-2")
     ]
     own = [
