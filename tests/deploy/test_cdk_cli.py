@@ -147,3 +147,59 @@ def test_a_bad_configuration_prints_its_problem_in_a_few_lines_without_a_traceba
     assert not [line for line in output if "Traceback" in line or 'File "' in line]
     assert any(expected in line for line in output), output
     assert not any("cluster_arn" in line for line in output), "the region is blamed, nothing else"
+
+
+def _make_variable(name: str) -> str:
+    """A variable as the Makefile exports it to its recipes."""
+    shown = subprocess.run(
+        [
+            "make",
+            "-s",
+            "--no-print-directory",
+            "--eval",
+            f'show-it:\n\t@echo "$${name}"',
+            "show-it",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return shown.stdout.strip()
+
+
+def test_make_synth_counts_the_stacks_of_its_own_run(tmp_path: Path) -> None:
+    """Item 4: cdk.out is cleared first and the count comes from this run's
+    manifest, so a template left by an earlier run is not counted."""
+    out = tmp_path / "cdk.out"
+    out.mkdir()
+    for stale in ("Streaming-old-eu-west-1", "Streaming-a-eu-west-1", "Streaming-b-eu-west-1"):
+        (out / f"{stale}.template.json").write_text("{}", encoding="utf-8")
+    artifacts = {
+        "Streaming-a-eu-west-1": {"type": "aws:cloudformation:stack"},
+        "Streaming-b-eu-west-1": {"type": "aws:cloudformation:stack"},
+        "Tree": {"type": "cdk:tree"},
+    }
+    (out / "manifest.json").write_text(json.dumps({"artifacts": artifacts}), encoding="utf-8")
+    counted = subprocess.run(
+        [sys.executable, "-c", _make_variable("SYNTH_COUNT")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert counted.stdout.strip() == "2"
+    recipe = subprocess.run(
+        ["make", "-n", "--no-print-directory", "synth", f"STAMP={tmp_path / 'stamp'}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.splitlines()
+    clear = recipe.index("rm -rf cdk.out")
+    assert any("cdk synth" in line for line in recipe[clear + 1 :])
+
+
+def test_the_makefile_silences_the_node_banners_for_this_machines_node() -> None:
+    assert _make_variable("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION") == node_major()
+    assert _make_variable("AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED") == "true"
