@@ -85,11 +85,12 @@ class Network(Construct):
         super().__init__(scope, construct_id)
         config = props.config
         self.egress_ready: list[IDependable] = []
+        self.vpc: ec2.IVpc
         if config.shared and props.region is not None:
             # Its egress exists before this stack's deploy starts (a stack dependency).
             self.vpc = shared_region_stack(self, props.region).shared_vpc
         elif config.vpc_id is not None:
-            self.vpc: ec2.IVpc = ec2.Vpc.from_vpc_attributes(
+            self.vpc = ec2.Vpc.from_vpc_attributes(
                 self,
                 "Vpc",
                 vpc_id=config.vpc_id,

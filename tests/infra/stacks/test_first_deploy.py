@@ -297,3 +297,16 @@ def test_failure_topic_is_durable_by_default(synthesized: Synthesized, name: str
     msk = synthesized.one(name, "AWS::MSK::Cluster")[1]["Properties"]
     assert msk["NumberOfBrokerNodes"] == 3
     assert len(msk["BrokerNodeGroupInfo"]["ClientSubnets"]) == 3
+
+
+def test_a_shared_stack_can_be_selected_alone() -> None:
+    """``-c streaming:instances=shared-eu-west-1``: the shared stack only, no
+    instance, whatever placeholders the instances hold."""
+    context = json.loads(json.dumps(read_cdk_context(EXAMPLE_CDK_JSON)))
+    context["streaming"]["shared"] = [{"region": "eu-west-1"}, {"region": "ap-northeast-2"}]
+    context[SELECTION_CONTEXT_KEY] = "shared-eu-west-1"
+    app, stacks = build_app(context)
+    assert stacks == []
+    assert [c.node.id for c in app.node.children if isinstance(c, Stack)] == [
+        "Streaming-shared-eu-west-1"
+    ]
