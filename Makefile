@@ -13,6 +13,19 @@ JAVA_SOURCES := $(shell find jvm/src -name '*.java')
 PIP_PINS := pip==26.3 setuptools==84.2.1
 ARGS ?=
 INSTANCE ?=
+# jsii prints an 11-line banner on every CDK run under a Node release it no
+# longer supports (Node 20 since 2026-10-30; the README names Node 22 or later):
+# silenced for the machine's major version, deprecated ones too (jsii reads
+# JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION as a list of major versions).
+NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(NODE_MAJOR)
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+# The CDK CLI's AWS SDK warns the same way (8 lines) under Node < 22.
+export AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED := true
+# The stacks of this synth, from its manifest (cdk.out is cleared first, so no
+# template of an earlier run is counted).
+export SYNTH_COUNT := import json; m = json.load(open("cdk.out/manifest.json")); \
+print(sum(a["type"] == "aws:cloudformation:stack" for a in m["artifacts"].values()))
 
 .DEFAULT_GOAL := help
 
@@ -43,8 +56,9 @@ check: install ## ruff (lint + format check) and mypy strict on app/, infra/, op
 
 .PHONY: synth
 synth: install ## Synthesize every instance with the real CDK CLI, offline (a check: placeholders allowed)
+	rm -rf cdk.out
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk synth --quiet -c streaming:synth-check=true >/dev/null
-	@echo "synth ok: $$(ls cdk.out/*.template.json | wc -l) templates in cdk.out/"
+	@echo "synth ok: $$($(PY) -c "$$SYNTH_COUNT") templates in cdk.out/"
 
 # Test tiers: tests/conftest.py puts every test in exactly one (unit, synth,
 # integration, e2e) from the fixtures it uses; `make test` runs them all in one

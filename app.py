@@ -4,16 +4,26 @@ declared under the ``streaming`` context key, and one per region's shared
 stack. Configuration is read and validated once, here, before any construct
 exists. After synthesis, one line per stack on stderr says what it costs a
 month (infra/cost.py; stdout stays the CLI's, so ``cdk synth --quiet`` prints
-nothing else)."""
+nothing else). Invalid configuration prints its problems, one line each, and
+exits non-zero without a traceback."""
 
 import sys
 
+from infra.config import InstanceConfigError
 from infra.cost import NO_LOAD, synth_line, synth_line_at
 from infra.stacks.application import build_app
 from infra.stacks.shared_stack import SharedRegionStack
 
+# The CLI reports an app that exits non-zero ("subprocess exited with error 1")
+# after what the app printed: the problems, one line each, and no traceback.
+CONFIG_ERROR_EXIT = 1
+
 if __name__ == "__main__":
-    app, stacks = build_app()
+    try:
+        app, stacks = build_app()
+    except InstanceConfigError as exc:
+        print(f"cdk.json: {exc}".replace("\n", "\ncdk.json: "), file=sys.stderr)
+        sys.exit(CONFIG_ERROR_EXIT)
     assembly = app.synth()
     for stack in stacks:
         template = assembly.get_stack_by_name(stack.stack_name).template

@@ -58,13 +58,26 @@ _SYNTH: Final = "from bench.scale import synth_main; synth_main()"
 
 def synth_context(instances: int) -> dict[str, Any]:
     """cdk.json's context with ``instances`` generated instances on its defaults."""
-    from infra.config import CONTEXT_KEY, SYNTH_CHECK_CONTEXT_KEY, read_cdk_context
+    from infra.config import (
+        CONTEXT_KEY,
+        SYNTH_CHECK_CONTEXT_KEY,
+        placeholder_tls_uri,
+        read_cdk_context,
+    )
 
     context = dict(read_cdk_context(REPO / "cdk.json"))
     declared = context[CONTEXT_KEY]
+    # Each its own TLS zip: synth refuses one zip for two instances.
     context[CONTEXT_KEY] = {
         "defaults": declared.get("defaults", {}),
-        "instances": [{"domain": f"scale{i}", "region": SYNTH_REGION} for i in range(instances)],
+        "instances": [
+            {
+                "domain": f"scale{i}",
+                "region": SYNTH_REGION,
+                "emr": {"tls_certificates_s3_uri": placeholder_tls_uri(f"scale{i}-{SYNTH_REGION}")},
+            }
+            for i in range(instances)
+        ],
     }
     # The example's TLS zip is a placeholder; a synth meant as a check says so.
     context[SYNTH_CHECK_CONTEXT_KEY] = True

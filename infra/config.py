@@ -33,10 +33,18 @@ from app.config import JobSettings, MaxMessageBytes
 from app.config_kit import Allowed, ConfigModel, JsonTuple, bad_value, problems
 from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES
 from infra.deployed import replication_factor_problem, shard_count_problem
-from infra.releases import JOB_SPARK_VERSION, Release, release_for, supported_labels
+from infra.releases import (
+    EMR_REGIONS_PAGE,
+    JOB_SPARK_VERSION,
+    Release,
+    known_regions,
+    release_for,
+    supported_labels,
+)
 from infra.schema_change import EventSchemaDeclaration, is_additive
 from infra.sizes import SIZES, SizeName
-from infra.sizing import INSTANCE_TYPES
+from infra.sizing import INSTANCE_TYPES, size_executors
+from infra.table_definition import pinned_seed_fields
 
 CONTEXT_KEY: Final = "streaming"
 DEFAULT_RELEASE_LABEL: Final = "emr-spark-8.1.0"
@@ -47,7 +55,6 @@ RemovalPolicyName = Literal["RETAIN", "DESTROY"]
 # Kinesis stream name, a Kafka topic name and a CloudFormation stack name (no
 # `_`): lowercase alphanumerics fit all four.
 DOMAIN_PATTERN: Final = re.compile(r"^[a-z][a-z0-9]{1,30}$")
-REGION_PATTERN: Final = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 ACCOUNT_PATTERN: Final = re.compile(r"^\d{12}$")
 MSK_CLUSTER_ARN_PATTERN: Final = re.compile(
     r"^arn:aws(-[a-z]+)*:kafka:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):"
@@ -66,12 +73,44 @@ EMAIL_PATTERN: Final = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 SHA256_PATTERN: Final = re.compile(r"^[0-9a-f]{64}$")
 
 MIN_KAFKA_VERSION: Final = (3, 6)  # AWS::MSK::Topic needs Kafka >= 3.6
+# A created cluster's Kafka: MSK's recommended version, with no end-of-support
+# date published; MSK phases out newly created clusters on versions that have
+# one ("Supported Apache Kafka versions",
+# https://docs.aws.amazon.com/msk/latest/developerguide/supported-kafka-versions.html;
+# "Amazon MSK version support",
+# https://docs.aws.amazon.com/msk/latest/developerguide/version-support.html).
+MSK_VERSIONS_PAGE: Final = (
+    "https://docs.aws.amazon.com/msk/latest/developerguide/supported-kafka-versions.html"
+)
+DEFAULT_KAFKA_VERSION: Final = "3.8.x"
+# Versions >= 3.6 with a published end-of-support date (the same page), refused
+# for a cluster the stack creates.
+KAFKA_END_OF_SUPPORT: Final = {"3.6.0": "2026-06-01"}
+# Kinesis Data Streams' default shard quota per account and Region, provisioned
+# mode: 20,000 in us-east-1, us-west-2 and eu-west-1, "1,000 or 6,000" in the
+# others (the lower is the bound: "Quotas and limits",
+# https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html).
+# ``stream.shard_quota`` raises it to the account's real quota, which
+# ``make preflight`` reads (scripts/preflight/shard_bound.py).
+KINESIS_QUOTAS_PAGE: Final = (
+    "https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html"
+)
+KINESIS_LARGE_QUOTA_REGIONS: Final = ("us-east-1", "us-west-2", "eu-west-1")
+KINESIS_LARGE_DEFAULT_SHARDS: Final = 20_000
+KINESIS_DEFAULT_SHARDS: Final = 1_000
 CREATED_VPC_ZONES: Final = 3  # zones a created VPC spans when none are listed
-# The shipped example's TLS zip: it does not exist, so a cluster created with it
-# fails. ``build_app`` refuses it unless the synth is a check of the example
-# (``SYNTH_CHECK_CONTEXT_KEY``); ``make certs`` creates the real one.
-PLACEHOLDER_TLS_URI: Final = "s3://example-emr-tls-certificates/streaming/certificates.zip"
+# The shipped example's TLS zips live in this bucket: it does not exist, so a
+# cluster created with one fails. ``build_app`` refuses them unless the synth is
+# a check of the example (``SYNTH_CHECK_CONTEXT_KEY``); ``make certs`` creates
+# the real one. The example gives each instance its own key under it
+# (:func:`placeholder_tls_uri`): synth refuses a zip two instances share.
+PLACEHOLDER_TLS_BUCKET: Final = "example-emr-tls-certificates"
+PLACEHOLDER_TLS_URI: Final = f"s3://{PLACEHOLDER_TLS_BUCKET}/streaming/certificates.zip"
 SYNTH_CHECK_CONTEXT_KEY: Final = "streaming:synth-check"
+# ``-c streaming:instances=orders-eu-west-1,...``: synthesize (and so deploy)
+# only these instances and the shared stacks they use; the placeholder refusal
+# looks at them only (infra/stacks/application.py, docs/deploy.md "First deploy").
+SELECTION_CONTEXT_KEY: Final = "streaming:instances"
 MAX_RETENTION_HOURS: Final = 8760  # Kinesis allows 24 h .. 365 days
 
 
@@ -105,7 +144,14 @@ def _kafka_version_supported(value: str) -> bool:
 
 
 Domain = Annotated[str, _matches(DOMAIN_PATTERN, "2-31 lowercase letters/digits, starting a-z")]
-Region = Annotated[str, _matches(REGION_PATTERN, "an AWS region name such as eu-west-1")]
+Region = Annotated[
+    str,
+    Allowed(
+        lambda value: value in known_regions(),
+        f"a Region where Amazon EMR runs, such as eu-west-1 ({EMR_REGIONS_PAGE}; "
+        "infra/releases.py EMR_REGIONS)",
+    ),
+]
 Account = Annotated[str, _matches(ACCOUNT_PATTERN, "12 digits or null")]
 ReleaseLabel = Annotated[
     str,
@@ -150,6 +196,10 @@ class StreamConfig(ConfigModel):
 
     shard_count: int | None = Field(default=None, ge=1)
     retention_hours: int = Field(default=24, ge=24, le=MAX_RETENTION_HOURS)
+    # The account's Kinesis shard quota in the instance's Region, when it is
+    # above the default one (``make preflight`` prints it): the upper bound of
+    # ``shard_count``. Null: the Region's default quota (default_shard_quota).
+    shard_quota: PositiveInt | None = None
 
     @property
     def on_demand(self) -> bool:
@@ -204,7 +254,7 @@ class EmrConfig(ConfigModel):
 
     @property
     def tls_is_placeholder(self) -> bool:
-        return self.tls_certificates_s3_uri == PLACEHOLDER_TLS_URI
+        return self.tls_certificates_bucket == PLACEHOLDER_TLS_BUCKET
 
     @property
     def tls_certificates_bucket(self) -> str:
@@ -300,10 +350,28 @@ class NetworkConfig(ConfigModel):
     private_subnet_ids: JsonTuple[SubnetId] = ()
     vpc_cidr: Cidr = "10.0.0.0/16"
     nat_gateways: int = Field(default=1, ge=1, description="private egress")
+    # The VPC of the Region's shared stack (``Streaming-shared-<region>``,
+    # infra/shared_config.py), referenced from it: its ids are never copied
+    # into cdk.json, and a shared-stack change that would replace the VPC or
+    # its subnets is refused while an instance uses them (docs/infra.md).
+    shared: bool = False
 
     @model_validator(mode="after")
     def _subnets_match_the_vpc(self) -> Self:
         zones, subnets = list(self.availability_zones), list(self.private_subnet_ids)
+        if self.shared:
+            for field, value in (
+                ("vpc_id", self.vpc_id),
+                ("availability_zones", zones),
+                ("private_subnet_ids", subnets),
+            ):
+                if value:
+                    raise bad_value(
+                        value,
+                        "null or empty when network.shared is true (the shared stack's own)",
+                        field,
+                    )
+            return self
         if self.vpc_id is None:
             if len(zones) == 1:
                 raise bad_value(
@@ -336,7 +404,7 @@ class KafkaConfig(ConfigModel):
     """
 
     cluster_arn: MskClusterArn | None = None
-    version: str = "3.6.0"
+    version: str = DEFAULT_KAFKA_VERSION
     broker_instance_type: str = "kafka.m5.large"
     # The failure topic is the only copy of a failed record: 3 brokers in 3 AZs,
     # 3 replicas, and acks=all writes that need 2 of them in sync (one broker or
@@ -354,6 +422,10 @@ class KafkaConfig(ConfigModel):
     # batch.size, the topic's max.message.bytes (+ the record batch framing)
     # and the claim-check threshold all derive from it (app/failure_limits.py).
     max_message_bytes: MaxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES
+    # The failure topic on the Region's shared cluster (``Streaming-shared-<region>``),
+    # its ARN referenced from that stack. Needs ``network.shared`` too: the
+    # brokers admit the shared VPC's CIDR only.
+    shared: bool = False
 
     @model_validator(mode="after")
     def _created_cluster_can_hold_the_topic(self) -> Self:
@@ -364,10 +436,28 @@ class KafkaConfig(ConfigModel):
                 "acks=all write blocks as soon as one replica is down",
                 "topic_min_insync_replicas",
             )
-        if self.cluster_arn is not None:
+        if self.shared and self.cluster_arn is not None:
+            raise bad_value(
+                self.cluster_arn,
+                "null when kafka.shared is true (the shared stack's cluster)",
+                "cluster_arn",
+            )
+        if self.cluster_arn is not None or self.shared:
             return self
         if not _kafka_version_supported(self.version):
-            raise bad_value(self.version, "an MSK Kafka version >= 3.6 such as 3.6.0", "version")
+            raise bad_value(
+                self.version,
+                f"an MSK Kafka version >= 3.6 such as {DEFAULT_KAFKA_VERSION}",
+                "version",
+            )
+        if self.version in KAFKA_END_OF_SUPPORT:
+            raise bad_value(
+                self.version,
+                f"a version with no published end of support, such as {DEFAULT_KAFKA_VERSION}: "
+                f"{self.version}'s ends {KAFKA_END_OF_SUPPORT[self.version]} and MSK phases out "
+                f"new clusters on it ({MSK_VERSIONS_PAGE})",
+                "version",
+            )
         if MSK_BROKER_TYPE_PATTERN.fullmatch(self.broker_instance_type) is None:
             raise bad_value(
                 self.broker_instance_type,
@@ -411,6 +501,10 @@ class DeployedConfig(ConfigModel):
     shard_count: PositiveInt | None = None
     # The failure topic's ReplicationFactor (null: not deployed).
     topic_replication_factor: PositiveInt | None = None
+    # The job's spark.sql.shuffle.partitions when the instance was created:
+    # the de-duplication state's partition count, which its checkpoint keeps
+    # (InstanceConfig.shuffle_partitions; docs/sizing.md, "Executors and cores").
+    shuffle_partitions: PositiveInt | None = None
 
 
 class SupervisorConfig(ConfigModel):
@@ -557,6 +651,37 @@ class InstanceConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _cross_section_rules(self) -> Self:
+        release = self.emr.release
+        if self.region not in release.regions:
+            raise bad_value(
+                self.region,
+                f"a Region {release.label} exists in: {', '.join(release.regions)} "
+                "(infra/releases.py)",
+                "region",
+            )
+        bound = self.stream.shard_quota or default_shard_quota(self.region)
+        shards = self.stream.shard_count
+        if shards is not None and shards > bound:
+            quota = (
+                "stream.shard_quota"
+                if self.stream.shard_quota
+                else f"the default Kinesis shard quota of {self.region} ({KINESIS_QUOTAS_PAGE})"
+            )
+            raise bad_value(
+                shards,
+                f"1..{bound}: {quota}; an account with a higher quota sets stream.shard_quota "
+                "to it (make preflight prints it)",
+                "stream",
+                "shard_count",
+            )
+        if self.kafka.shared and not self.network.shared:
+            raise bad_value(
+                True,
+                "false unless network.shared is true too: the shared cluster's brokers admit "
+                "only the shared VPC's CIDR",
+                "kafka",
+                "shared",
+            )
         arn = self.kafka.cluster_arn
         if arn is not None:
             found = MSK_CLUSTER_ARN_PATTERN.fullmatch(arn)
@@ -567,9 +692,49 @@ class InstanceConfig(ConfigModel):
                     "kafka",
                     "cluster_arn",
                 )
+            if f":cluster/{shared_cluster_name(self.region)}/" in arn:
+                raise bad_value(
+                    arn,
+                    "kafka.shared and network.shared true instead of the shared cluster's ARN "
+                    "copied as a literal: the instance then references the shared stack, which "
+                    "can no longer replace the cluster under it",
+                    "kafka",
+                    "cluster_arn",
+                )
             return self
-        check_broker_count(self.kafka.broker_count, self.network, "the created MSK cluster")
+        if not self.kafka.shared and not self.network.shared:
+            check_broker_count(self.kafka.broker_count, self.network, "the created MSK cluster")
         return self
+
+    @property
+    def shuffle_partitions(self) -> int:
+        """The job's ``spark.sql.shuffle.partitions``: one per executor core of
+        the instance's sizing when it is created, then the count it was
+        created with (``deployed.shuffle_partitions``), whatever the size.
+
+        The de-duplication state is split into that many partitions and the
+        checkpoint records the count: Structured Streaming does not let a
+        restarted query change it ("Several configurations are not modifiable
+        after the query has run": the Structured Streaming Programming Guide,
+        https://spark.apache.org/docs/latest/streaming/additional-information.html,
+        "Miscellaneous Notes"), so a new ``size`` changes the executors and
+        keeps the partitions."""
+        if self.deployed.shuffle_partitions is not None:
+            return self.deployed.shuffle_partitions
+        emr = self.emr
+        return size_executors(
+            emr.core_instance_type, emr.core_instance_count, emr.executor_cores
+        ).shuffle_partitions
+
+    @property
+    def creates_vpc(self) -> bool:
+        """Whether the instance's stack creates its own VPC."""
+        return self.network.vpc_id is None and not self.network.shared
+
+    @property
+    def creates_cluster(self) -> bool:
+        """Whether the instance's stack creates its own MSK cluster."""
+        return self.kafka.cluster_arn is None and not self.kafka.shared
 
     @property
     def instance_id(self) -> str:
@@ -581,14 +746,24 @@ class InstanceConfig(ConfigModel):
         if self.table_seed is not None:
             source: JobSettings = self.table_seed
         elif self.table_definition_sha256 is not None:
-            source = self.job
+            # The pin is the fingerprint of the seed: the declared fields less
+            # the optional ones added since (infra/table_definition.py).
+            job = self.job
+            grown_from = pinned_seed_fields(
+                job.event_fields, self.table_definition_sha256, self.database_name
+            )
+            return EventSchemaDeclaration(
+                tuple(job.event_fields if grown_from is None else grown_from),
+                job.id_field,
+                job.event_time_field,
+            )
         else:
             source = JobSettings()
         seed = EventSchemaDeclaration(
             tuple(source.event_fields), source.id_field, source.event_time_field
         )
         declared = self.declared_schema()
-        if source is not self.job and self.table_seed is None and not is_additive(seed, declared):
+        if self.table_seed is None and not is_additive(seed, declared):
             # Unpinned, and not a growth of the default schema: a new table of
             # its own schema, which the definition pin then asks to pin.
             return declared
@@ -614,6 +789,24 @@ class InstanceConfig(ConfigModel):
     @property
     def failure_topic_name(self) -> str:
         return contract.failure_topic_name(self.domain, self.region)
+
+
+def shared_cluster_name(region: str) -> str:
+    """The MSK cluster of ``region``'s shared stack (infra/shared_config.py)."""
+    return f"{contract.STACK_PREFIX.lower()}-failures-{region}"
+
+
+def default_shard_quota(region: str) -> int:
+    """The default Kinesis shard quota of an account in ``region`` (see
+    :data:`KINESIS_DEFAULT_SHARDS`)."""
+    if region in KINESIS_LARGE_QUOTA_REGIONS:
+        return KINESIS_LARGE_DEFAULT_SHARDS
+    return KINESIS_DEFAULT_SHARDS
+
+
+def placeholder_tls_uri(instance_id: str) -> str:
+    """The example's TLS zip of one instance (the key ``make certs`` uploads to)."""
+    return f"s3://{PLACEHOLDER_TLS_BUCKET}/tls/{instance_id}/certificates.zip"
 
 
 def msk_client_subnets(network: NetworkConfig) -> int:
@@ -721,7 +914,35 @@ def load_instances(context: Mapping[str, Any]) -> list[InstanceConfig]:
             )
         seen[key] = index
         instances.append(config)
+    refuse_shared_tls(instances)
     return instances
+
+
+def runs_an_emr_cluster(config: InstanceConfig) -> bool:
+    """Whether the instance's job runs on an EMR cluster of its own, the only
+    compute that loads ``emr.tls_certificates_s3_uri`` (an instance without a
+    cluster neither needs nor reads a TLS zip)."""
+    return getattr(config, "compute", "emr") == "emr"
+
+
+def refuse_shared_tls(instances: Sequence[InstanceConfig]) -> None:
+    """Refuse one TLS zip for two instances with an EMR cluster: it holds a
+    private key, which each instance's job role can then read, and one
+    certificate's expiry or renewal then reaches every instance at once.
+    ``make certs INSTANCE=...`` makes one zip per instance."""
+    users: dict[str, list[str]] = {}
+    for config in instances:
+        if runs_an_emr_cluster(config):
+            users.setdefault(config.emr.tls_certificates_s3_uri, []).append(config.instance_id)
+    lines = [
+        f"instance {other}: field emr.tls_certificates_s3_uri: bad value {uri!r}, already "
+        f"{ids[0]}'s; allowed: a zip of its own, `make certs INSTANCE={other}` "
+        '(docs/infra.md, "TLS certificates")'
+        for uri, ids in users.items()
+        for other in ids[1:]
+    ]
+    if lines:
+        raise InstanceConfigError("\n".join(lines))
 
 
 def _label(index: int, entry: Mapping[str, Any]) -> str:

@@ -33,6 +33,54 @@ JOB_SPARK_VERSION: Final = "4.1.1"
 
 KinesisSource = Literal["python-kinesis", "aws-kinesis"]
 
+# Where Amazon EMR (on EC2) exists: the Regions of its service-endpoint table,
+# https://docs.aws.amazon.com/general/latest/gr/emr.html ("Amazon EMR endpoints
+# and quotas"), as botocore 1.44.8's endpoint data lists them for ``emr`` in
+# the aws, aws-cn and aws-us-gov partitions. A region not
+# listed stops synth naming the field ``region`` (infra.config). A release
+# page that limits its Regions gives its :attr:`Release.regions` a subset.
+EMR_REGIONS_PAGE: Final = "https://docs.aws.amazon.com/general/latest/gr/emr.html"
+EMR_REGIONS: Final = (
+    "af-south-1",
+    "ap-east-1",
+    "ap-east-2",
+    "ap-northeast-1",
+    "ap-northeast-2",
+    "ap-northeast-3",
+    "ap-south-1",
+    "ap-south-2",
+    "ap-southeast-1",
+    "ap-southeast-2",
+    "ap-southeast-3",
+    "ap-southeast-4",
+    "ap-southeast-5",
+    "ap-southeast-6",
+    "ap-southeast-7",
+    "ca-central-1",
+    "ca-west-1",
+    "cn-north-1",
+    "cn-northwest-1",
+    "eu-central-1",
+    "eu-central-2",
+    "eu-north-1",
+    "eu-south-1",
+    "eu-south-2",
+    "eu-west-1",
+    "eu-west-2",
+    "eu-west-3",
+    "il-central-1",
+    "me-central-1",
+    "me-south-1",
+    "mx-central-1",
+    "sa-east-1",
+    "us-east-1",
+    "us-east-2",
+    "us-gov-east-1",
+    "us-gov-west-1",
+    "us-west-1",
+    "us-west-2",
+)
+
 
 @dataclass(frozen=True)
 class Release:
@@ -49,6 +97,9 @@ class Release:
     source_reason: str
     source: str  # the release page the facts come from
     end_of_support: str  # ISO date, from the same page
+    # Regions the release can be launched in (its page names no restriction:
+    # every Region EMR runs in, :data:`EMR_REGIONS`).
+    regions: tuple[str, ...] = EMR_REGIONS
 
     @property
     def supported(self) -> bool:
@@ -121,6 +172,11 @@ def release_for(label: str) -> Release:
             f"{allowed}"
         )
     return release
+
+
+def known_regions() -> tuple[str, ...]:
+    """Every Region one of the supported releases exists in, sorted."""
+    return tuple(sorted({region for r in RELEASES.values() if r.supported for region in r.regions}))
 
 
 def applications_for(label: str) -> tuple[str, ...]:

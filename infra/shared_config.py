@@ -5,10 +5,19 @@
 Each entry is one stack, ``Streaming-shared-<region>``
 (infra/stacks/shared_stack.py): a VPC with its NAT, and one MSK cluster that
 the region's small instances put their failure topics on. An instance joins
-it through the import options it already has (``network.vpc_id``,
-``private_subnet_ids``, ``availability_zones``, ``kafka.cluster_arn``: the
-shared stack's outputs), so it still owns its topic, its stream, its cluster
-and its IAM role; what it shares is brokers and a NAT. Why MSK provisioned,
+it with ``"network": {"shared": true}`` and ``"kafka": {"shared": true}``:
+its stack then references the shared stack's VPC, subnets and cluster ARN
+(CloudFormation exports and ``Fn::ImportValue``, which CDK writes for a
+reference between two stacks of one Region) and depends on it, so
+``cdk deploy`` deploys the shared stack first, and CloudFormation refuses a
+shared-stack update that would change an exported id (replace the VPC, a
+subnet or the cluster) while an instance imports it, naming the importing
+stack ("After another stack imports an output value, you can't delete the
+stack that is exporting the output value or modify the exported output
+value", https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/intrinsic-function-reference-importvalue.html).
+No id is copied into cdk.json, and a copied literal of the shared cluster's
+ARN is refused (infra.config). The instance still owns its topic, its stream,
+its EMR cluster and its IAM role; what it shares is brokers and a NAT. Why MSK provisioned,
 not Serverless: ``AWS::MSK::Topic`` exists for provisioned clusters only
 (failure_topic.py), and at small volume Serverless's per-cluster-hour and
 per-partition-hour charges exceed three kafka.t3.small brokers (docs/sizing.md,
@@ -35,12 +44,11 @@ from infra.config import (
     RemovalPolicyName,
     RetentionConfig,
     check_broker_count,
+    shared_cluster_name,
     validated,
 )
 
 SHARED_KEY: Final = "shared"
-# In the shipped example's cluster ARNs: synth for a deploy refuses them.
-PLACEHOLDER_CLUSTER_MARK: Final = "/example-"
 
 
 def _shared_kafka() -> KafkaConfig:
@@ -65,6 +73,9 @@ class SharedRegionConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _creates_both(self) -> Self:
+        for section, shared in (("network", self.network.shared), ("kafka", self.kafka.shared)):
+            if shared:
+                raise bad_value(shared, "false: this is the shared stack", section, "shared")
         if self.network.vpc_id is not None:
             raise bad_value(
                 self.network.vpc_id, "null: the shared stack creates the VPC", "network", "vpc_id"
@@ -85,13 +96,45 @@ class SharedRegionConfig(ConfigModel):
 
     @property
     def cluster_name(self) -> str:
-        return f"{STACK_PREFIX.lower()}-failures-{self.region}"
+        return shared_cluster_name(self.region)
 
 
 def sharing(instance: InstanceConfig, shared: SharedRegionConfig) -> bool:
     """Whether ``instance`` puts its failure topic on ``shared``'s cluster."""
-    arn = instance.kafka.cluster_arn or ""
-    return instance.region == shared.region and f":cluster/{shared.cluster_name}/" in arn
+    return instance.region == shared.region and instance.kafka.shared
+
+
+def uses_shared(instance: InstanceConfig) -> bool:
+    """Whether ``instance`` needs its Region's shared stack (VPC, cluster or both)."""
+    return instance.network.shared or instance.kafka.shared
+
+
+def check_shared_users(instances: list[InstanceConfig], shared: list[SharedRegionConfig]) -> None:
+    """Refuse an instance that uses a Region's shared stack none declares, and
+    one that creates its own cluster in the shared VPC with a broker count its
+    subnets cannot spread evenly; one line per instance."""
+    by_region = {config.region: config for config in shared}
+    lines: list[str] = []
+    for instance in instances:
+        if not uses_shared(instance):
+            continue
+        entry = by_region.get(instance.region)
+        if entry is None:
+            field = "network.shared" if instance.network.shared else "kafka.shared"
+            lines.append(
+                f"instance {instance.instance_id}: field {field}: bad value True; allowed: "
+                f'false, or declare {{"region": "{instance.region}"}} under '
+                f'{CONTEXT_KEY}.{SHARED_KEY} (docs/infra.md, "A region\'s shared stack")'
+            )
+        elif instance.creates_cluster:
+            try:
+                check_broker_count(
+                    instance.kafka.broker_count, entry.network, "the shared VPC's cluster"
+                )
+            except ValueError as exc:
+                lines.append(f"instance {instance.instance_id}: field kafka.broker_count: {exc}")
+    if lines:
+        raise InstanceConfigError("\n".join(lines))
 
 
 def load_shared(context: Mapping[str, Any]) -> list[SharedRegionConfig]:

@@ -29,6 +29,7 @@ anything. The construct that builds the resources from them is
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Sequence
@@ -104,6 +105,14 @@ DEPLOYED_DEFINITION_SHA256: Final = (
 )
 
 
+# Where the data bucket keeps a Glue database's tables (``Buckets.database_prefix``;
+# tests/infra/test_table_definition.py holds the two equal).
+WAREHOUSE_PREFIX: Final = "warehouse/"
+# How many candidate seeds :func:`pinned_seed_fields` fingerprints at most
+# (every subset of 12 optional fields).
+MAX_SEED_CANDIDATES: Final = 4096
+
+
 class TableDefinitionChangedError(ValueError):
     """The events table's CloudFormation definition is not the deployed one."""
 
@@ -143,6 +152,37 @@ def table_definition(fields: Sequence[EventField], location: str) -> dict[str, A
             }
         },
     }
+
+
+def database_prefix(database_name: str) -> str:
+    """The key prefix of a Glue database in the instance's data bucket."""
+    return f"{WAREHOUSE_PREFIX}{database_name}.db/"
+
+
+def pinned_seed_fields(
+    declared: Sequence[EventField], pin: str, database_name: str
+) -> tuple[EventField, ...] | None:
+    """The event fields a pinned table was created with, read back from the
+    pin itself: ``declared`` less the optional fields added since, i.e. the
+    subset of ``declared`` (fewest fields removed first, only optional ones)
+    whose definition's fingerprint is ``pin``. So a pin (``table_definition_sha256``)
+    carries what the next additive change needs: appending or inserting an
+    optional field to a pinned instance keeps its table's definition, with no
+    ``table_seed`` to write. None when no candidate matches (a widened type, a
+    required field made optional: those need ``table_seed``) or there are more
+    than :data:`MAX_SEED_CANDIDATES`. Pure: a SHA-256 per candidate."""
+    prefix = database_prefix(database_name)
+    optional = [index for index, field in enumerate(declared) if not field.required]
+    tried = 0
+    for removed in range(len(optional) + 1):
+        for dropped in itertools.combinations(optional, removed):
+            tried += 1
+            if tried > MAX_SEED_CANDIDATES:
+                return None
+            fields = tuple(f for index, f in enumerate(declared) if index not in dropped)
+            if definition_fingerprint(fields, database_name, prefix) == pin:
+                return fields
+    return None
 
 
 def definition_fingerprint(

@@ -36,15 +36,21 @@ from infra.constructs.sg_cleanup import security_group_cleanup
 from infra.sizing import size_executors
 
 
-def cluster_configurations(config: EmrConfig) -> list[dict[str, Any]]:
+def cluster_configurations(
+    config: EmrConfig, shuffle_partitions: int | None = None
+) -> list[dict[str, Any]]:
     """EMR classifications, pure so tests can check them without synthesizing.
 
     YARN's own attempt ceiling must be at least Spark's, or Spark's
     ``spark.yarn.maxAppAttempts`` is silently capped (YARN defaults to 2).
+    ``shuffle_partitions``: the instance's fixed count
+    (``InstanceConfig.shuffle_partitions``; None: the sizing's).
     """
     spark_defaults = streaming_conf(
         size_executors(config.core_instance_type, config.core_instance_count, config.executor_cores)
     )
+    if shuffle_partitions is not None:
+        spark_defaults["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     return [
         {"classification": "spark-defaults", "configurationProperties": spark_defaults},
         {"classification": "spark-hive-site", "configurationProperties": dict(GLUE_HIVE_SITE)},
@@ -114,6 +120,8 @@ class EmrClusterProps:
     # route and the S3 endpoint (bootstrap actions download packages at first
     # boot), and the buckets' auto-delete (emptied only once EMR stopped writing).
     depends_on: tuple[IDependable, ...] = ()
+    # The job's fixed spark.sql.shuffle.partitions (InstanceConfig.shuffle_partitions).
+    shuffle_partitions: int | None = None
 
     @classmethod
     def of(
@@ -141,6 +149,7 @@ class EmrClusterProps:
             removal_policy=removal_policy(instance),
             retention=instance.retention,
             depends_on=(*network.egress_ready, *depends_on),
+            shuffle_partitions=instance.shuffle_partitions,
         )
 
 
@@ -209,7 +218,9 @@ class EmrCluster(Construct):
             applications=[
                 emr.CfnCluster.ApplicationProperty(name=name) for name in config.applications
             ],
-            configurations=[_configuration(c) for c in cluster_configurations(config)],
+            configurations=[
+                _configuration(c) for c in cluster_configurations(config, props.shuffle_partitions)
+            ],
             instances=emr.CfnCluster.JobFlowInstancesConfigProperty(
                 ec2_subnet_id=props.subnet.subnet_id,
                 emr_managed_master_security_group=self.master_security_group.security_group_id,

@@ -25,6 +25,7 @@ from app.failure_limits import FailureLimits, check_limits
 from infra.config import InstanceConfig, KafkaConfig, RetentionConfig
 from infra.constructs.instance import removal_policy, stack_output
 from infra.constructs.logs_key import encrypted_log_group, retention_days
+from infra.constructs.network import shared_region_stack
 
 TOPIC_LOGICAL_ID: Final = "FailureTopic"
 IAM_TLS_PORT: Final = 9098  # MSK brokers' listener for IAM auth over TLS
@@ -136,6 +137,8 @@ class FailureTopicProps:
     subnets: tuple[ec2.ISubnet, ...]
     removal_policy: RemovalPolicy
     retention: RetentionConfig
+    # The instance's Region (for ``config.shared``: whose shared cluster).
+    region: str | None = None
 
     @classmethod
     def of(
@@ -150,6 +153,7 @@ class FailureTopicProps:
             subnets,
             removal_policy(instance),
             instance.retention,
+            instance.region,
         )
 
 
@@ -158,7 +162,8 @@ class FailureTopic(Construct):
     ``client_security`` (the job's ``kafka.security``) and, when it created the
     cluster, ``cluster`` and ``security_group`` (clients are let in with
     :meth:`allow_clients`, the job's role with :meth:`grant_job`). Outputs
-    ``FailureTopicArn`` and ``MskClusterArn``."""
+    ``FailureTopicArn`` and ``MskClusterArn`` (not on the shared cluster: that
+    is ``Streaming-shared-<region>``'s output)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: FailureTopicProps) -> None:
         super().__init__(scope, construct_id)
@@ -167,6 +172,8 @@ class FailureTopic(Construct):
         self.security_group: ec2.SecurityGroup | None = None
         if config.cluster_arn is not None:
             self.cluster_arn = config.cluster_arn
+        elif config.shared and props.region is not None:
+            self.cluster_arn = shared_region_stack(self, props.region).shared_cluster_arn
         else:
             self.cluster_arn = self._create_cluster(props)
         self.topic_name = props.topic_name
@@ -187,7 +194,11 @@ class FailureTopic(Construct):
         self.topic_arn = self.topic.attr_topic_arn
         self.client_security = CLIENT_SECURITY
         stack_output(self, "FailureTopicArn", self.topic_arn)
-        stack_output(self, "MskClusterArn", self.cluster_arn)
+        if not config.shared:
+            # A shared cluster's ARN is the shared stack's own MskClusterArn
+            # output (an output re-exporting an import is what cfn-lint W6001
+            # warns against).
+            stack_output(self, "MskClusterArn", self.cluster_arn)
 
     def _create_cluster(self, props: FailureTopicProps) -> str:
         created = add_failure_cluster(

@@ -123,7 +123,7 @@ def scope_auto_delete_provider(
             ],
         },
     )
-    log_group.add_dependency(policy)
+    log_group.add_resource_dependency(policy)  # addDependency is deprecated
     Validations.of(policy).acknowledge(
         Acknowledgment(
             id="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:"

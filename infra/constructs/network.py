@@ -1,22 +1,29 @@
-"""The instance's network: an imported VPC (no lookups) or one created for it.
+"""The instance's network: an imported VPC (no lookups), one created for it,
+or its Region's shared stack's (``network.shared``).
 
 Importing uses ``Vpc.from_vpc_attributes`` with ids from the config instead of
 ``Vpc.from_lookup`` so ``cdk synth`` needs neither credentials nor a network.
+The shared VPC is the shared stack's own ``ec2.Vpc`` object: CDK turns each
+id the instance uses (VPC, subnets) into an export of the shared stack and an
+``Fn::ImportValue`` here, and makes the instance's stack depend on the shared
+one (infra/shared_config.py says what that protects).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol, runtime_checkable
 
-from aws_cdk import Aws, Fn, RemovalPolicy, Tags
+from aws_cdk import Annotations, Aws, Fn, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable
 
+from app.contract import STACK_PREFIX
 from infra.config import (
     CREATED_VPC_ZONES,
     InstanceConfig,
+    InstanceConfigError,
     NetworkConfig,
     RetentionConfig,
     msk_client_subnets,
@@ -28,15 +35,44 @@ from infra.constructs.logs_key import encrypted_log_group, retention_days
 EMR_MANAGED_TAG: Final = ("for-use-with-amazon-emr-managed-policies", "true")
 
 
+@runtime_checkable
+class SharedResources(Protocol):
+    """What a Region's shared stack (infra/stacks/shared_stack.py) lends its instances."""
+
+    @property
+    def shared_vpc(self) -> ec2.IVpc: ...
+
+    @property
+    def shared_cluster_arn(self) -> str: ...
+
+
+def shared_region_stack(scope: Construct, region: str) -> SharedResources:
+    """The shared stack of ``region`` in ``scope``'s app, which the stack of
+    ``scope`` then depends on (deployed first, destroyed last). The app
+    builds the shared stacks before the instances (infra/stacks/application.py)."""
+    stack = Stack.of(scope)
+    name = f"{STACK_PREFIX}-shared-{region}"
+    app = stack.node.scope
+    found = app.node.try_find_child(name) if app is not None else None
+    if not isinstance(found, Stack) or not isinstance(found, SharedResources):
+        raise InstanceConfigError(f"{stack.stack_name}: uses {name}, which the app does not build")
+    stack.add_stack_dependency(
+        found, "the instance runs in the shared VPC or on the shared cluster"
+    )
+    return found
+
+
 @dataclass(frozen=True)
 class NetworkProps:
     config: NetworkConfig
     removal_policy: RemovalPolicy
     retention: RetentionConfig
+    # The instance's Region (for ``config.shared``: whose shared stack).
+    region: str | None = None
 
     @classmethod
     def of(cls, instance: InstanceConfig) -> NetworkProps:
-        return cls(instance.network, removal_policy(instance), instance.retention)
+        return cls(instance.network, removal_policy(instance), instance.retention, instance.region)
 
 
 class Network(Construct):
@@ -49,14 +85,27 @@ class Network(Construct):
         super().__init__(scope, construct_id)
         config = props.config
         self.egress_ready: list[IDependable] = []
-        if config.vpc_id is not None:
-            self.vpc: ec2.IVpc = ec2.Vpc.from_vpc_attributes(
+        self.vpc: ec2.IVpc
+        if config.shared and props.region is not None:
+            # Its egress exists before this stack's deploy starts (a stack dependency).
+            self.vpc = shared_region_stack(self, props.region).shared_vpc
+        elif config.vpc_id is not None:
+            self.vpc = ec2.Vpc.from_vpc_attributes(
                 self,
                 "Vpc",
                 vpc_id=config.vpc_id,
                 availability_zones=list(config.availability_zones),
                 private_subnet_ids=list(config.private_subnet_ids),
             )
+            # Imported subnets carry no route table id, and CDK warns that
+            # reading one returns nothing. Nothing here reads it (the S3
+            # gateway endpoint, the one route-table user, is only added to a
+            # created VPC), so the warning is acknowledged, not shown per subnet.
+            for subnet in self.vpc.private_subnets:
+                Annotations.of(subnet).acknowledge_warning(
+                    "@aws-cdk/aws-ec2:noSubnetRouteTableId",
+                    "an imported VPC's route tables are never read (no endpoint is added to it)",
+                )
         else:
             self.flow_log_group = encrypted_log_group(
                 self,

@@ -8,8 +8,11 @@ only (FailureTopic.grant_job: ``Connect`` on the cluster, ``WriteData`` and
 ``DescribeTopic`` on its topic ARN; no cluster-wide admin), so IAM, not the
 network, keeps instance A off instance B's topic (tests/infra/stacks/test_shared_stack.py).
 The brokers admit the VPC's own CIDR on the IAM/TLS listener: the instances
-that import this VPC run their EMR nodes in it. Its outputs are what an
-instance's ``network`` and ``kafka.cluster_arn`` import.
+that use this VPC (``network.shared``) run their EMR nodes in it, and an
+instance on the cluster (``kafka.shared``) must use it (infra.config). Those
+instances reference :attr:`shared_vpc` and :attr:`shared_cluster_arn`: CDK
+exports what they use, and they depend on this stack. The outputs below are
+for operators (``make reprocess --msk-cluster-arn``).
 """
 
 from __future__ import annotations
@@ -72,3 +75,13 @@ class SharedRegionStack(Stack):
             self, "AvailabilityZones", value=Fn.join(",", [s.availability_zone for s in subnets])
         )
         CfnOutput(self, "MskClusterArn", value=self.cluster.attr_arn)
+
+    @property
+    def shared_vpc(self) -> ec2.IVpc:
+        """The VPC the instances with ``network.shared`` run in (referenced: exported)."""
+        return self.network.vpc
+
+    @property
+    def shared_cluster_arn(self) -> str:
+        """The cluster the instances with ``kafka.shared`` put their topic on."""
+        return self.cluster.attr_arn

@@ -8,6 +8,7 @@ from typing import Any
 
 from infra.config import InstanceConfig
 from scripts.preflight.result import Clients, Result, error_text, iam_fix
+from scripts.preflight.shared_cluster import failure_cluster_arn
 
 
 def check_failure_message_size(config: InstanceConfig, clients: Clients) -> Result:
@@ -48,7 +49,7 @@ def check_failure_message_size(config: InstanceConfig, clients: Clients) -> Resu
         return Result(
             name, False, "; ".join(problems), "derive both from app.failure_limits.FailureLimits"
         )
-    arn = config.kafka.cluster_arn
+    arn = failure_cluster_arn(config, clients)
     if arn is None:
         return Result(name, True, detail)
     return _against_the_broker(name, detail, topic, arn, clients["kafka"])

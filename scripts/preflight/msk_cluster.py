@@ -5,11 +5,19 @@ from __future__ import annotations
 
 from infra.config import MIN_KAFKA_VERSION, InstanceConfig
 from scripts.preflight.result import Clients, Result, error_text, iam_fix
+from scripts.preflight.shared_cluster import failure_cluster_arn, shared_stack_name
 
 
 def check_msk_cluster(config: InstanceConfig, clients: Clients) -> Result:
     name = "imported MSK cluster"
-    arn = config.kafka.cluster_arn
+    arn = failure_cluster_arn(config, clients)
+    if arn is None and config.kafka.shared:
+        return Result(
+            name,
+            True,
+            f"the shared cluster of {shared_stack_name(config)}, not deployed yet "
+            "(cdk deploy deploys it before the instance)",
+        )
     if arn is None:
         return Result(name, True, "the stack creates its own cluster")
     try:

@@ -251,7 +251,9 @@ def _count_check(
     permission: str,
 ) -> Result:
     if needed == 0:
-        return Result(name, True, f"the stack creates no {what} (network.vpc_id is set)")
+        return Result(
+            name, True, f"the stack creates no {what} (network.vpc_id is set, or network.shared)"
+        )
     quota = quota_or_failure(name, clients, quota_id)
     if isinstance(quota, Result):
         return quota
@@ -266,7 +268,7 @@ def _count_check(
 
 def check_vpc_quota(config: InstanceConfig, clients: Clients) -> Result:
     ec2 = clients["ec2"]
-    needed = 1 if config.network.vpc_id is None else 0
+    needed = 1 if config.creates_vpc else 0
     return _count_check(
         config,
         clients,
@@ -281,7 +283,7 @@ def check_vpc_quota(config: InstanceConfig, clients: Clients) -> Result:
 
 def check_eip_quota(config: InstanceConfig, clients: Clients) -> Result:
     ec2 = clients["ec2"]
-    needed = config.network.nat_gateways if config.network.vpc_id is None else 0
+    needed = config.network.nat_gateways if config.creates_vpc else 0
     return _count_check(
         config,
         clients,

@@ -26,6 +26,7 @@ from infra.config import InstanceConfig
 from infra.constructs.failure_topic import TOPIC_LOGICAL_ID
 from infra.constructs.stream import STREAM_LOGICAL_ID
 from scripts.preflight.result import Clients, Result, error_code, error_text, iam_fix
+from scripts.preflight.shared_cluster import failure_cluster_arn
 
 # CloudFormation can bring existing resources under a stack for the types it
 # lists (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/resource-import-supported-resources.html);
@@ -111,7 +112,9 @@ def _cluster_left(config: InstanceConfig, clients: Clients) -> Found:
 
 def _topic_left(config: InstanceConfig, clients: Clients) -> Found:
     """The failure topic the stack created on an imported cluster."""
-    arn, topic = config.kafka.cluster_arn, config.failure_topic_name
+    arn, topic = failure_cluster_arn(config, clients), config.failure_topic_name
+    if arn is None:  # the shared stack is not deployed: no topic on it yet
+        return []
     clients["kafka"].describe_topic(ClusterArn=arn, TopicName=topic)
     return [
         (
@@ -141,7 +144,7 @@ def left_behind(config: InstanceConfig, clients: Clients) -> tuple[list[str], li
     absent; a list call that fails leaves its resource unchecked."""
     kafka_probe, kafka_label, kafka_absent_ok = (
         (_cluster_left, "MSK cluster", False)
-        if config.kafka.cluster_arn is None
+        if config.creates_cluster
         else (_topic_left, "failure topic", True)
     )
     probes: tuple[tuple[Callable[[InstanceConfig, Clients], Found], str, bool], ...] = (
@@ -230,9 +233,18 @@ def deployed_values(template: Mapping[str, Any]) -> dict[str, int | None]:
     topic = resources.get(TOPIC_LOGICAL_ID, {}).get("Properties", {})
     shards = stream.get("ShardCount")
     factor = topic.get("ReplicationFactor")
+    partitions = None
+    for resource in resources.values():
+        if resource.get("Type") != "AWS::EMR::Cluster":
+            continue
+        for classification in resource.get("Properties", {}).get("Configurations", []):
+            if classification.get("Classification") == "spark-defaults":
+                found = classification.get("ConfigurationProperties", {})
+                partitions = found.get("spark.sql.shuffle.partitions", partitions)
     return {
         "shard_count": int(shards) if shards is not None else None,
         "topic_replication_factor": int(factor) if factor is not None else None,
+        "shuffle_partitions": int(partitions) if partitions is not None else None,
     }
 
 
@@ -282,7 +294,8 @@ def check_deployed_record(config: InstanceConfig, clients: Clients) -> Result:
             name,
             True,
             f"stack {config.stack_name} holds {wanted}, which cdk.json does not record: synth "
-            "cannot refuse a shard or replication change CloudFormation would fail",
+            "cannot refuse a shard or replication change CloudFormation would fail, nor keep "
+            "the job's shuffle partitions across a new size",
             fix,
             warn=True,
         )

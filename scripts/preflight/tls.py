@@ -1,10 +1,15 @@
 """The TLS certificate zip: readable (``GetObject`` with
 ``ExpectedBucketOwner``), holding ``privateKey.pem`` and
-``certificateChain.pem``, its certificate naming the region's node domain.
-The zip and PEM parsing is pure; only :func:`check_tls_object` calls AWS."""
+``certificateChain.pem``, its certificate naming the region's node domain and
+valid for :data:`EXPIRY_WARNING_DAYS` more days (a warning below, a failure
+once expired: ``make certs`` makes 365-day certificates, and a renewed zip is a
+new security configuration, which replaces the cluster; docs/deploy.md, "TLS
+certificates"). The zip and PEM parsing is pure; only :func:`check_tls_object`
+calls AWS."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import zipfile
 from collections.abc import Iterable
@@ -25,6 +30,7 @@ from scripts.preflight.result import ACCESS_DENIED_CODES, Clients, Result, error
 # scripts.certs.node_domain.
 TLS_ZIP_MAX_BYTES: Final = 5 * 1024 * 1024
 TLS_REQUIRED_MEMBERS: Final = (PRIVATE_KEY, CHAIN)
+EXPIRY_WARNING_DAYS: Final = 30
 
 
 class TlsZipError(ValueError):
@@ -57,9 +63,31 @@ def certificate_names(pem: bytes) -> tuple[list[str], str]:
     return common, "common name"
 
 
-def tls_zip_names(data: bytes) -> tuple[list[str], str]:
-    """The certificate names of an EMR TLS zip (:func:`certificate_names` of
-    its ``certificateChain.pem``); raises :class:`TlsZipError`. Pure."""
+def certificate_expiry(pem: bytes) -> dt.datetime:
+    """When the first (leaf) certificate of a PEM chain expires (UTC). Pure."""
+    from cryptography import x509
+
+    try:
+        return x509.load_pem_x509_certificates(pem)[0].not_valid_after_utc
+    except ValueError as exc:
+        raise TlsZipError(f"{CHAIN} holds no readable PEM certificate ({exc})") from exc
+
+
+def expiry_problem(expires: dt.datetime, now: dt.datetime) -> tuple[bool, str] | None:
+    """None when the certificate has :data:`EXPIRY_WARNING_DAYS` days left;
+    else (expired, what to say). Pure."""
+    left = expires - now
+    if left >= dt.timedelta(days=EXPIRY_WARNING_DAYS):
+        return None
+    day = expires.date().isoformat()
+    if left <= dt.timedelta(0):
+        return True, f"the certificate expired on {day}"
+    return False, f"the certificate expires on {day}, in {left.days} day(s)"
+
+
+def tls_zip_chain(data: bytes) -> bytes:
+    """The ``certificateChain.pem`` of an EMR TLS zip that holds what EMR
+    needs; raises :class:`TlsZipError`. Pure."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = set(archive.namelist())
@@ -69,10 +97,15 @@ def tls_zip_names(data: bytes) -> tuple[list[str], str]:
                     f"no {' or '.join(missing)} in the zip (it holds: "
                     f"{', '.join(sorted(members)) or 'nothing'}); EMR needs these exact names"
                 )
-            chain = archive.read(CHAIN)
+            return archive.read(CHAIN)
     except zipfile.BadZipFile as exc:
         raise TlsZipError(f"not a zip archive ({exc})") from exc
-    return certificate_names(chain)
+
+
+def tls_zip_names(data: bytes) -> tuple[list[str], str]:
+    """The certificate names of an EMR TLS zip (:func:`certificate_names` of
+    its ``certificateChain.pem``); raises :class:`TlsZipError`. Pure."""
+    return certificate_names(tls_zip_chain(data))
 
 
 def covers_region(names: Iterable[str], region: str) -> bool:
@@ -136,14 +169,22 @@ def check_tls_object(config: InstanceConfig, clients: Clients) -> Result:
         )
     try:
         names, origin = tls_zip_names(data)
+        expires = certificate_expiry(tls_zip_chain(data))
     except TlsZipError as exc:
         return Result(name, False, f"{uri}: {exc}", certs_fix(config))
     wanted = node_domain(config.region)
     found = ", ".join(names) or "no DNS name"
     if covers_region(names, config.region):
-        return Result(
-            name, True, f"{uri}: {CHAIN} names {found}, which covers {config.region} ({wanted})"
+        detail = f"{uri}: {CHAIN} names {found}, which covers {config.region} ({wanted})"
+        problem = expiry_problem(expires, dt.datetime.now(dt.UTC))
+        if problem is None:
+            return Result(name, True, f"{detail}; valid until {expires.date().isoformat()}")
+        expired, text = problem
+        renew = (
+            f"{certs_fix(config)}; the new URI is a new security configuration, so the "
+            'deploy replaces the cluster (docs/infra.md, "TLS certificates")'
         )
+        return Result(name, not expired, f"{detail}; {text}", renew, warn=not expired)
     return Result(
         name,
         False,

@@ -10,7 +10,18 @@ import pytest
 
 from app import contract
 from app.config import MIN_FETCH_TIME_SEC, JobSettings, SourceSettings
-from infra.config import InstanceConfig, InstanceConfigError, load_instances, read_cdk_context
+from infra.config import (
+    DEFAULT_KAFKA_VERSION,
+    KAFKA_END_OF_SUPPORT,
+    InstanceConfig,
+    InstanceConfigError,
+    default_shard_quota,
+    load_instances,
+    read_cdk_context,
+    refuse_shared_tls,
+    runs_an_emr_cluster,
+)
+from infra.releases import EMR_REGIONS, EMR_REGIONS_PAGE, release_for
 from tests.infra.conftest import EXAMPLE_CDK_JSON
 
 
@@ -377,3 +388,128 @@ def test_kafka_cluster_settings_are_ignored_with_an_existing_cluster() -> None:
         _context(_instance(kafka={"cluster_arn": arn, "version": "2.8.1", "broker_count": 3}))
     )
     assert config.kafka.cluster_arn == arn
+
+
+# ------------------------------------------------ issue 41: what passed when it should not
+
+
+def test_a_shard_count_above_the_regions_default_quota_is_refused() -> None:
+    """Item 3: the bound is the cited default Kinesis shard quota (20,000 in
+    eu-west-1, 1,000 where the page says "1,000 or 6,000")."""
+    assert default_shard_quota("eu-west-1") == 20_000
+    assert default_shard_quota("ap-northeast-2") == 1_000
+    message = _error(_context(_instance(stream={"shard_count": 100_000})))
+    assert message.startswith(
+        "instance instances[0] (orders/eu-west-1): field stream.shard_count: bad value 100000; "
+        "allowed: 1..20000: the default Kinesis shard quota of eu-west-1 ("
+        "https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html)"
+    )
+    assert "an account with a higher quota sets stream.shard_quota to it" in message
+    seoul = _instance(region="ap-northeast-2", stream={"shard_count": 1_001})
+    assert "allowed: 1..1000" in _error(_context(seoul))
+    (config,) = load_instances(_context(_instance(stream={"shard_count": 20_000})))
+    assert config.stream.shard_count == 20_000
+
+
+def test_the_accounts_shard_quota_raises_the_bound() -> None:
+    raised = _instance(stream={"shard_count": 30_000, "shard_quota": 40_000})
+    (config,) = load_instances(_context(raised))
+    assert config.stream.shard_count == 30_000
+    over = _instance(stream={"shard_count": 50_000, "shard_quota": 40_000})
+    assert "bad value 50000; allowed: 1..40000: stream.shard_quota" in _error(_context(over))
+
+
+@pytest.mark.parametrize("region", ["ap-northeast-9", "eu-west-9", "mars-north-1"])
+def test_a_region_where_emr_does_not_exist_is_refused(region: str) -> None:
+    """Item 3: regions come from the cited list (infra/releases.py)."""
+    message = _error(_context(_instance(region=region)))
+    assert message == (
+        f"instance instances[0] (orders/{region}): field region: bad value {region!r}; "
+        "allowed: a Region where Amazon EMR runs, such as eu-west-1 "
+        f"({EMR_REGIONS_PAGE}; infra/releases.py EMR_REGIONS)"
+    )
+
+
+def test_eu_west_9_is_blamed_on_the_region_not_on_the_cluster_arn() -> None:
+    arn = "arn:aws:kafka:eu-west-1:123456789012:cluster/failures/0b1c2d3e-1111-2222"
+    message = _error(_context(_instance(region="eu-west-9", kafka={"cluster_arn": arn})))
+    (line,) = message.splitlines()
+    assert "field region: bad value 'eu-west-9'" in line
+    assert "cluster_arn" not in line
+
+
+def test_every_listed_region_passes_and_the_release_names_its_regions() -> None:
+    assert "ap-northeast-2" in EMR_REGIONS and "eu-west-1" in EMR_REGIONS
+    assert release_for("emr-spark-8.1.0").regions == EMR_REGIONS
+    for region in EMR_REGIONS:
+        assert load_instances(_context(_instance(region=region)))[0].region == region
+
+
+def test_one_tls_zip_shared_by_two_instances_is_refused() -> None:
+    """Item 5: the zip holds a private key; each instance gets its own."""
+    shared = {"tls_certificates_s3_uri": "s3://certs-bucket/one.zip"}
+    message = _error(
+        _context(
+            _instance(emr=shared),
+            _instance(domain="payments", emr=shared),
+            _instance(domain="refunds", region="ap-northeast-2", emr=shared),
+            defaults={},
+        )
+    )
+    assert message.splitlines() == [
+        f"instance {other}: field emr.tls_certificates_s3_uri: bad value "
+        "'s3://certs-bucket/one.zip', already orders-eu-west-1's; allowed: a zip of its own, "
+        f'`make certs INSTANCE={other}` (docs/infra.md, "TLS certificates")'
+        for other in ("payments-eu-west-1", "refunds-ap-northeast-2")
+    ]
+    own = [
+        _instance(domain=d, emr={"tls_certificates_s3_uri": f"s3://certs-bucket/{d}.zip"})
+        for d in ("orders", "payments")
+    ]
+    assert len(load_instances(_context(*own, defaults={}))) == 2
+
+
+def test_the_shared_tls_check_looks_only_at_instances_with_an_emr_cluster() -> None:
+    """An instance without a cluster (``compute`` other than emr) loads no zip."""
+    shared = {"tls_certificates_s3_uri": "s3://certs-bucket/one.zip"}
+    a, b = load_instances(
+        _context(
+            _instance(emr={"tls_certificates_s3_uri": "s3://certs-bucket/a.zip"}),
+            _instance(
+                domain="payments", emr={"tls_certificates_s3_uri": "s3://certs-bucket/b.zip"}
+            ),
+            defaults={},
+        )
+    )
+    b_without_cluster = _NoCluster(b)
+    assert runs_an_emr_cluster(a) and not runs_an_emr_cluster(b_without_cluster)  # type: ignore[arg-type]
+    same_a = a.model_copy(update={"emr": a.emr.model_copy(update=shared)})
+    same_b = b.model_copy(update={"emr": b.emr.model_copy(update=shared)})
+    refuse_shared_tls([same_a, _NoCluster(same_b)])  # type: ignore[list-item]
+    with pytest.raises(InstanceConfigError, match="already orders-eu-west-1's"):
+        refuse_shared_tls([same_a, same_b])
+
+
+class _NoCluster:
+    """An instance as one with ``"compute": "serverless"`` looks to the check."""
+
+    compute = "serverless"
+
+    def __init__(self, config: InstanceConfig) -> None:
+        self.emr = config.emr
+        self.instance_id = config.instance_id
+
+
+def test_a_created_cluster_defaults_to_a_kafka_version_with_no_end_of_support() -> None:
+    """Item 6: 3.6.0 ends 2026-06-01 and MSK phases out new clusters on it;
+    3.8.x (MSK's recommended) has no published date."""
+    (config,) = load_instances(_context(_instance()))
+    assert config.kafka.version == DEFAULT_KAFKA_VERSION == "3.8.x"
+    assert DEFAULT_KAFKA_VERSION not in KAFKA_END_OF_SUPPORT
+    message = _error(_context(_instance(kafka={"version": "3.6.0"})))
+    assert "field kafka.version: bad value '3.6.0'; allowed: a version with no published end" in (
+        message
+    )
+    assert "3.6.0's ends 2026-06-01" in message
+    for version in ("3.7.x", "3.9.x", "4.0.x"):
+        assert load_instances(_context(_instance(kafka={"version": version})))[0].kafka.version

@@ -11,7 +11,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from infra.config import DEFAULT_RELEASE_LABEL, InstanceConfigError, load_instances
+from infra.config import DEFAULT_RELEASE_LABEL, InstanceConfig, InstanceConfigError, load_instances
+from infra.constructs.emr_cluster import cluster_configurations
 from infra.sizes import (
     SIZES,
     SMALL_RECORDS_PER_SEC,
@@ -112,3 +113,34 @@ def test_small_keeps_its_trigger_at_500_records_per_second() -> None:
     # 20,000 records/s (the two cores' 13,000 a second over 24 s of work).
     assert not holds_trigger(SMALL_RECORDS_PER_SEC, 6, executor_cores)
     assert not holds_trigger(20_000, trigger, executor_cores)
+
+
+# ------------------------------------------------ issue 41 item 13: shuffle partitions
+
+
+def _sized(**entry: Any) -> InstanceConfig:
+    base = {"domain": "orders", "region": "eu-west-1"}
+    base["emr"] = {"tls_certificates_s3_uri": "s3://certs-bucket/orders.zip"}
+    (config,) = load_instances({"streaming": {"instances": [{**base, **entry}]}})
+    return config
+
+
+def test_the_shuffle_partitions_follow_the_sizing_until_the_instance_is_deployed() -> None:
+    large = _sized(emr={"tls_certificates_s3_uri": "s3://certs-bucket/orders.zip",
+                        "core_instance_type": "m5.2xlarge", "core_instance_count": 3})  # fmt: skip
+    small = _sized(size="small")
+    assert large.shuffle_partitions == 20  # 5 executors x 4 cores
+    assert small.shuffle_partitions != large.shuffle_partitions
+
+
+def test_the_recorded_count_is_kept_across_a_new_size() -> None:
+    """The checkpoint keeps the count it was created with: a new size changes
+    the executors, and the spark-defaults keep the recorded partitions."""
+    small = _sized(size="small", deployed={"shuffle_partitions": 20})
+    assert small.shuffle_partitions == 20
+    (defaults, *_rest) = cluster_configurations(small.emr, small.shuffle_partitions)
+    properties = defaults["configurationProperties"]
+    assert properties["spark.sql.shuffle.partitions"] == "20"
+    assert properties["spark.executor.cores"] == "2"
+    (unpinned, *_rest) = cluster_configurations(small.emr)
+    assert unpinned["configurationProperties"]["spark.sql.shuffle.partitions"] != "20"

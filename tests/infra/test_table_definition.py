@@ -73,3 +73,33 @@ def test_lake_formation_permissions_follow_what_each_optimizer_does() -> None:
         assert ("ALTER" in permissions) == ("glue:UpdateTable" in optimizer_table_actions(kind))
         assert ("INSERT" in permissions) == ("s3:PutObject" in optimizer_object_actions(kind))
         assert {"DELETE", "DESCRIBE"} <= permissions
+
+
+def test_the_warehouse_prefix_is_the_data_buckets() -> None:
+    from infra.constructs.buckets import Buckets
+    from infra.table_definition import database_prefix
+
+    assert database_prefix("streaming_orders_eu_west_1") == Buckets.database_prefix(
+        "streaming_orders_eu_west_1"
+    )
+
+
+def test_a_pin_gives_back_the_fields_its_table_was_created_with() -> None:
+    """Issue 41 item 16: optional fields appended (or inserted) after the pin
+    are found out; a widened type is not (it needs table_seed)."""
+    from app.config import EventField
+    from infra.table_definition import database_prefix, definition_fingerprint, pinned_seed_fields
+
+    created = (
+        EventField("paymentId"),
+        EventField("authorizedAt", "timestamp"),
+        EventField("amount", "int"),
+        EventField("note", required=False),
+    )
+    pin = definition_fingerprint(created, "db", database_prefix("db"))
+    grown = (*created[:2], EventField("channel", required=False), *created[2:])
+    grown += (EventField("tier", required=False),)
+    assert pinned_seed_fields(grown, pin, "db") == created
+    assert pinned_seed_fields(created, pin, "db") == created
+    widened = (*created[:2], EventField("amount", "long"), created[3])
+    assert pinned_seed_fields(widened, pin, "db") is None

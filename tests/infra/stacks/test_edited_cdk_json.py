@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from app import contract
+from infra.config import placeholder_tls_uri
 from tests.infra.conftest import DECLARED_CDK_JSON, REPO_ROOT
 
 pytestmark = pytest.mark.synth
@@ -55,8 +56,11 @@ def _unused_domain(instances: Instances) -> str:
 
 def with_one_added(instances: Instances) -> Instances:
     """A fourth (n+1th) instance beside the first one, in its region: the pair
-    the isolation checks find hardest (same account and region)."""
-    return [*instances, {"domain": _unused_domain(instances), "region": instances[0]["region"]}]
+    the isolation checks find hardest (same account and region). It names a
+    TLS zip of its own, as every instance must (infra.config.refuse_shared_tls)."""
+    domain, region = _unused_domain(instances), instances[0]["region"]
+    own = {"tls_certificates_s3_uri": placeholder_tls_uri(f"{domain}-{region}")}
+    return [*instances, {"domain": domain, "region": region, "emr": own}]
 
 
 def with_one_removed(instances: Instances) -> Instances:

@@ -9,8 +9,14 @@ import json
 from typing import Any
 
 import pytest
+from aws_cdk import Stack
 
-from infra.config import PLACEHOLDER_TLS_URI, InstanceConfigError, read_cdk_context
+from infra.config import (
+    PLACEHOLDER_TLS_URI,
+    SELECTION_CONTEXT_KEY,
+    InstanceConfigError,
+    read_cdk_context,
+)
 from infra.constructs.buckets import (
     ACCESS_LOGS_BUCKET_LOGICAL_ID,
     ARTIFACTS_BUCKET_LOGICAL_ID,
@@ -66,13 +72,35 @@ def test_a_deployable_synth_refuses_the_placeholder_tls_uri() -> None:
 
 
 def test_a_real_tls_uri_synthesizes_without_the_flag() -> None:
-    context = dict(read_cdk_context(EXAMPLE_CDK_JSON))
-    context["streaming"] = {
-        **context["streaming"],
-        "defaults": {"emr": {"tls_certificates_s3_uri": "s3://my-bucket/tls/certs.zip"}},
-    }
+    context = json.loads(json.dumps(read_cdk_context(EXAMPLE_CDK_JSON)))
+    for entry in context["streaming"]["instances"]:
+        own = f"s3://my-bucket/tls/{entry['domain']}-{entry['region']}/certs.zip"
+        entry["emr"] = {**entry.get("emr", {}), "tls_certificates_s3_uri": own}
     _app, stacks = build_app(context)
     assert len(stacks) == 3
+
+
+def test_a_selection_refuses_the_placeholders_of_the_selected_instances_only() -> None:
+    """Issue 41 item 1: ``-c streaming:instances=...`` builds the selected
+    instances (and the shared stacks they use) and refuses only their
+    placeholders; an unknown name is refused with the names there are."""
+    context = json.loads(json.dumps(read_cdk_context(EXAMPLE_CDK_JSON)))
+    (orders,) = [i for i in context["streaming"]["instances"] if i["region"] == "eu-west-1"]
+    orders["emr"] = {"tls_certificates_s3_uri": "s3://my-bucket/tls/orders-eu-west-1/c.zip"}
+    context[SELECTION_CONTEXT_KEY] = "orders-eu-west-1"
+    app, stacks = build_app(context)
+    assert [s.stack_name for s in stacks] == ["Streaming-orders-eu-west-1"]
+    assert [c.node.id for c in app.node.children if isinstance(c, Stack)] == [
+        "Streaming-orders-eu-west-1"
+    ]
+    context[SELECTION_CONTEXT_KEY] = "orders-eu-west-1,payments-ap-northeast-2"
+    with pytest.raises(InstanceConfigError) as caught:
+        build_app(context)
+    (line,) = str(caught.value).splitlines()
+    assert line.startswith("instance payments-ap-northeast-2: field emr.tls_certificates_s3_uri")
+    context[SELECTION_CONTEXT_KEY] = "orders-eu-west-2"
+    with pytest.raises(InstanceConfigError, match="bad value 'orders-eu-west-2'; allowed: "):
+        build_app(context)
 
 
 # ------------------------------------------------------------ item 3: EBS customer key
@@ -269,3 +297,16 @@ def test_failure_topic_is_durable_by_default(synthesized: Synthesized, name: str
     msk = synthesized.one(name, "AWS::MSK::Cluster")[1]["Properties"]
     assert msk["NumberOfBrokerNodes"] == 3
     assert len(msk["BrokerNodeGroupInfo"]["ClientSubnets"]) == 3
+
+
+def test_a_shared_stack_can_be_selected_alone() -> None:
+    """``-c streaming:instances=shared-eu-west-1``: the shared stack only, no
+    instance, whatever placeholders the instances hold."""
+    context = json.loads(json.dumps(read_cdk_context(EXAMPLE_CDK_JSON)))
+    context["streaming"]["shared"] = [{"region": "eu-west-1"}, {"region": "ap-northeast-2"}]
+    context[SELECTION_CONTEXT_KEY] = "shared-eu-west-1"
+    app, stacks = build_app(context)
+    assert stacks == []
+    assert [c.node.id for c in app.node.children if isinstance(c, Stack)] == [
+        "Streaming-shared-eu-west-1"
+    ]

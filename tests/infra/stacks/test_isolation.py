@@ -56,6 +56,10 @@ def render(value: Any, stack: str, region: str) -> str:
             return re.sub(r"\$\{([^}]+)\}", lambda m: pseudo.get(m[1], f"<{stack}:{m[1]}>"), arg)
         if fn == "Fn::GetAtt":
             return f"<{stack}:{arg[0]}.{arg[1]}>"
+        if fn == "Fn::ImportValue":
+            # An export of the Region's shared stack (its cluster's ARN): the
+            # same opaque value in every instance that imports it.
+            return f"<import:{arg}>"
         if fn == "Fn::Join":
             separator, parts = arg
             return str(separator).join(render(part, stack, region) for part in parts)

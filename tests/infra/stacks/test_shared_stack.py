@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from cfnlint.api import ManualArgs, lint_file
 
-from infra.config import InstanceConfigError
 from tests.fixtures import EXAMPLE_CDK_JSON
 from tests.infra.conftest import Synthesized, check_context, synthesize
 
@@ -49,13 +48,13 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Synthesized, Path]
     small = {
         "region": REGION,
         "size": "small",
-        "network": NETWORK,
-        "kafka": {"cluster_arn": CLUSTER},
+        "network": {"shared": True},
+        "kafka": {"shared": True},
     }
     context["streaming"]["shared"] = [{"region": REGION}]
     context["streaming"]["instances"] = [
-        {"domain": "refunds", **small},
-        {"domain": "invoices", **small},
+        {"domain": domain, "emr": {"tls_certificates_s3_uri": f"s3://b-1/{domain}/c.zip"}, **small}
+        for domain in ("refunds", "invoices")
     ]
     outdir = tmp_path_factory.mktemp("cdk.out.shared")
     return synthesize(context, outdir), outdir
@@ -70,7 +69,18 @@ def _of_type(template: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
     return {k: r for k, r in template["Resources"].items() if r["Type"] == type_}
 
 
-def kafka_problems(statements: list[dict[str, Any]], own_topic: Any) -> list[str]:
+def imported(synth: Synthesized, name: str, value: Any) -> str:
+    """The export of the shared stack that ``value`` (a template value of
+    instance ``name``) imports, or fail."""
+    assert isinstance(value, dict) and set(value) == {"Fn::ImportValue"}, (name, value)
+    export: str = value["Fn::ImportValue"]
+    assert export.startswith(f"{SHARED}:"), export
+    return export
+
+
+def kafka_problems(
+    statements: list[dict[str, Any]], own_topic: Any, cluster: Any = CLUSTER
+) -> list[str]:
     """Every statement with a Kafka action must be the cluster's few actions on
     the cluster ARN, or the topic's two on this instance's own topic."""
     found = []
@@ -82,7 +92,7 @@ def kafka_problems(statements: list[dict[str, Any]], own_topic: Any) -> list[str
             continue
         resources = statement["Resource"]
         resources = resources if isinstance(resources, list) else [resources]
-        if resources == [CLUSTER] and set(kafka) <= CLUSTER_ACTIONS:
+        if resources == [cluster] and set(kafka) <= CLUSTER_ACTIONS:
             continue
         if resources == [own_topic] and set(kafka) <= TOPIC_ACTIONS:
             continue
@@ -129,10 +139,11 @@ def test_each_instance_reaches_only_its_own_topic_on_the_shared_cluster(
     shared: tuple[Synthesized, Path],
 ) -> None:
     synth = shared[0]
-    topics = {}
+    topics, clusters = {}, {}
     for name in (A, B):
         (logical_id, topic) = synth.one(name, "AWS::MSK::Topic")
-        assert topic["Properties"]["ClusterArn"] == CLUSTER
+        clusters[name] = topic["Properties"]["ClusterArn"]
+        assert "Cluster" in imported(synth, name, clusters[name])
         topics[name] = {"Fn::GetAtt": [logical_id, "TopicArn"]}
         assert not [
             t
@@ -142,7 +153,7 @@ def test_each_instance_reaches_only_its_own_topic_on_the_shared_cluster(
     for name in (A, B):
         role = synth.role_assumed_by(name, "ec2.amazonaws.com")
         statements = synth.policy_statements(name, role)
-        assert kafka_problems(statements, topics[name]) == []
+        assert kafka_problems(statements, topics[name], clusters[name]) == []
         granted = {
             json.dumps(s["Resource"], sort_keys=True)
             for s in statements
@@ -174,19 +185,30 @@ def test_control_a_topic_wildcard_or_admin_action_on_the_cluster_is_caught() -> 
     assert kafka_problems(ok, own) == []
 
 
-def test_a_deployable_synth_refuses_the_examples_shared_cluster_arn() -> None:
-    from infra.config import read_cdk_context
-    from infra.stacks.application import build_app
-
-    context = json.loads(json.dumps(read_cdk_context(EXAMPLE_CDK_JSON)))
-    context["streaming"]["defaults"] = {"emr": {"tls_certificates_s3_uri": "s3://b-1/tls/c.zip"}}
-    example = CLUSTER.rsplit("/", 1)[0] + "/example-0000-1"
-    context["streaming"]["instances"] = [
-        {"domain": "refunds", "region": REGION, "kafka": {"cluster_arn": example}},
-        {"domain": "invoices", "region": REGION, "kafka": {"cluster_arn": CLUSTER}},
-    ]
-    with pytest.raises(InstanceConfigError) as caught:
-        build_app(context)
-    (line,) = str(caught.value).splitlines()
-    assert line.startswith("instance refunds-us-east-1: field kafka.cluster_arn: still the example")
-    assert "MskClusterArn output of Streaming-shared-us-east-1" in line
+@pytest.mark.synth
+def test_instances_reference_the_shared_ids_and_deploy_after_the_shared_stack(
+    shared: tuple[Synthesized, Path],
+) -> None:
+    """Issue 41 items 1-2: the VPC, subnets and cluster ARN are imports of the
+    shared stack's exports (CloudFormation then refuses a shared-stack update
+    that changes one while an instance imports it), and each instance's stack
+    depends on the shared one (``cdk deploy`` deploys it first)."""
+    synth, outdir = shared
+    template, _path = _shared_template(shared)
+    exports = {o["Export"]["Name"] for o in template["Outputs"].values() if "Export" in o}
+    for name in (A, B):
+        resources = synth.templates[name]["Resources"]
+        (cluster,) = [r for r in resources.values() if r["Type"] == "AWS::EMR::Cluster"]
+        subnet = cluster["Properties"]["Instances"]["Ec2SubnetId"]
+        assert imported(synth, name, subnet) in exports
+        groups = [r for r in resources.values() if r["Type"] == "AWS::EC2::SecurityGroup"]
+        assert groups, name
+        for group in groups:
+            assert imported(synth, name, group["Properties"]["VpcId"]) in exports
+        topic = synth.properties(name, "FailureTopic")
+        assert imported(synth, name, topic["ClusterArn"]) in exports
+        assert "vpc-" not in json.dumps(synth.templates[name]), "no literal VPC id"
+        assert [d.stack_name for d in synth.stacks[name].dependencies] == [SHARED]
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    for name in (A, B):
+        assert SHARED in manifest["artifacts"][name]["dependencies"]

@@ -98,7 +98,7 @@ IAM_ONLY = [
 
 def _healthy_clients(config: InstanceConfig) -> dict[str, Any]:
     """Stubs every check passes with (for ``config``'s region)."""
-    zipped = certs.certificate_zip(config.region, days=2)
+    zipped = certs.certificate_zip(config.region, days=365)
     return {
         "emr": Stub(list_release_labels={"ReleaseLabels": [config.emr.release_label]}),
         "s3": Stub(get_object=lambda: {"Body": io.BytesIO(zipped)}),
@@ -121,7 +121,7 @@ def _healthy_clients(config: InstanceConfig) -> dict[str, Any]:
                 }
             }
         ),
-        "kinesis": Stub(describe_limits={"OpenShardCount": 0, "ShardLimit": 500,
+        "kinesis": Stub(describe_limits={"OpenShardCount": 0, "ShardLimit": 20000,
                                          "OnDemandStreamCount": 0, "OnDemandStreamCountLimit": 50},
                         describe_stream_summary=_not_found("DescribeStreamSummary")),
         "cloudformation": Stub(describe_stacks=ClientError(

@@ -77,7 +77,7 @@ def test_the_command_reports_each_check_with_its_fix(moto_url: str, tmp_path: Pa
     s3.put_object(
         Bucket="tls-bucket",
         Key="tls/orders-eu-west-1/certificates.zip",
-        Body=certs.certificate_zip("eu-west-1", days=2),
+        Body=certs.certificate_zip("eu-west-1", days=365),
     )
     glue = boto3.client("glue", region_name="eu-west-1", endpoint_url=moto_url)
     glue.create_database(DatabaseInput={"Name": "default"})
@@ -101,7 +101,7 @@ def test_the_command_reports_each_check_with_its_fix(moto_url: str, tmp_path: Pa
         "FAIL  Elastic IP quota",
     ]
     assert all("GetAWSDefaultServiceQuota ec2/L-" in line for line in failed)
-    assert "preflight orders-eu-west-1: 13 passed, 0 warning(s), 2 failed" in second.stdout
+    assert "preflight orders-eu-west-1: 14 passed, 0 warning(s), 2 failed" in second.stdout
     assert second.returncode == 1
 
 
@@ -127,5 +127,5 @@ def test_output_format_prints_pass_fail_and_fix() -> None:
         "FAIL  Kinesis capacity: 50 of 50 on-demand streams in use\n      fix: request a higher"
         in text
     )
-    assert text.count("PASS  ") == 13
-    assert "preflight orders-eu-west-1: 13 passed, 0 warning(s), 1 failed" in text
+    assert text.count("PASS  ") == 14
+    assert "preflight orders-eu-west-1: 14 passed, 0 warning(s), 1 failed" in text

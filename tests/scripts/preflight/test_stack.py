@@ -143,6 +143,11 @@ def _template(shards: int | None = 4, factor: int = 3) -> dict[str, Any]:
             "EventsStream": {"Type": "AWS::Kinesis::Stream", "Properties": stream},
             "FailureTopic": {"Type": "AWS::MSK::Topic",
                              "Properties": {"TopicName": TOPIC, "ReplicationFactor": factor}},
+            "EmrCluster": {"Type": "AWS::EMR::Cluster", "Properties": {"Configurations": [
+                {"Classification": "spark-hive-site", "ConfigurationProperties": {}},
+                {"Classification": "spark-defaults",
+                 "ConfigurationProperties": {"spark.sql.shuffle.partitions": "20"}},
+            ]}},
         }
     }  # fmt: skip
 
@@ -163,13 +168,19 @@ def _stack(template: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def test_the_template_values_the_record_holds() -> None:
-    assert deployed_values(_template()) == {"shard_count": 4, "topic_replication_factor": 3}
-    assert deployed_values(_template(None)) == {"shard_count": None, "topic_replication_factor": 3}
+    assert deployed_values(_template()) == {
+        "shard_count": 4,
+        "topic_replication_factor": 3,
+        "shuffle_partitions": 20,
+    }
+    assert deployed_values(_template(None))["shard_count"] is None
+    assert deployed_values({"Resources": {}})["shuffle_partitions"] is None
 
 
 def test_a_record_that_matches_the_stack_passes() -> None:
     config = config_of(stream={"shard_count": 4},
-                       deployed={"shard_count": 4, "topic_replication_factor": 3})  # fmt: skip
+                       deployed={"shard_count": 4, "topic_replication_factor": 3,
+                                 "shuffle_partitions": 20})  # fmt: skip
     result = check_deployed_record(config, _stack(_template()))
     assert result.status == "PASS"
 
@@ -181,8 +192,8 @@ def test_a_record_that_differs_from_the_stack_fails_with_the_values() -> None:
     assert result.status == "FAIL"
     assert "deployed.shard_count 2 (the stack holds 4)" in result.detail
     assert result.fix == (
-        'set "deployed": {"shard_count": 4, "topic_replication_factor": 3} in the '
-        "orders-eu-west-1 entry of cdk.json"
+        'set "deployed": {"shard_count": 4, "topic_replication_factor": 3, '
+        '"shuffle_partitions": 20} in the orders-eu-west-1 entry of cdk.json'
     )
 
 
@@ -190,7 +201,9 @@ def test_a_deployed_stack_without_a_record_is_a_warning() -> None:
     result = check_deployed_record(config_of(stream={"shard_count": 4}), _stack(_template()))
     assert result.status == "WARN"
     assert "synth cannot refuse" in result.detail
-    assert '"deployed": {"shard_count": 4, "topic_replication_factor": 3}' in result.fix
+    assert (
+        '"deployed": {"shard_count": 4, "topic_replication_factor": 3, "shuffle_partitions": 20}'
+    ) in result.fix
 
 
 def test_a_record_without_a_stack_is_a_warning_and_no_record_passes() -> None:

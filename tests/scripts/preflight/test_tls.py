@@ -55,7 +55,7 @@ def _certificate(common_name: str, dns_names: list[str]) -> bytes:
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=365))
     )
     if dns_names:
         builder = builder.add_extension(
@@ -71,7 +71,7 @@ def _tls_check(config: InstanceConfig, zipped: bytes) -> tuple[Result, Stub]:
 
 
 def test_a_certificate_from_make_certs_covers_its_region_and_is_read_from_our_bucket() -> None:
-    result, s3 = _tls_check(_config(), certs.certificate_zip("eu-west-1", days=2))
+    result, s3 = _tls_check(_config(), certs.certificate_zip("eu-west-1", days=365))
     assert result.status == "PASS"
     assert "certificateChain.pem names *.eu-west-1.compute.internal, which covers eu-west-1" in (
         result.detail
@@ -90,7 +90,7 @@ def test_a_certificate_from_make_certs_covers_its_region_and_is_read_from_our_bu
 
 def test_the_account_in_cdk_json_is_the_expected_bucket_owner_without_sts() -> None:
     config = _config(account="210987654321")
-    s3 = Stub(get_object=lambda: {"Body": io.BytesIO(certs.certificate_zip("eu-west-1", days=2))})
+    s3 = Stub(get_object=lambda: {"Body": io.BytesIO(certs.certificate_zip("eu-west-1", days=365))})
     assert tls.check_tls_object(config, {"s3": s3}).ok
     assert s3.calls[0][1]["ExpectedBucketOwner"] == "210987654321"
 
@@ -98,7 +98,7 @@ def test_the_account_in_cdk_json_is_the_expected_bucket_owner_without_sts() -> N
 def test_a_certificate_for_another_region_fails_naming_region_and_names() -> None:
     """cdk.json's defaults give one TLS URI to ap-northeast-2 and eu-west-1
     instances: a zip made for one region does not serve the other."""
-    result, _ = _tls_check(_config(), certs.certificate_zip("ap-northeast-2", days=2))
+    result, _ = _tls_check(_config(), certs.certificate_zip("ap-northeast-2", days=365))
     assert result.status == "FAIL"
     assert (
         "certificateChain.pem names *.ap-northeast-2.compute.internal (subject alternative "
@@ -165,3 +165,36 @@ def test_a_refused_read_names_the_expected_owner() -> None:
     result = tls.check_tls_object(_config(), {"s3": s3, "sts": sts})
     assert result.status == "FAIL" and "AccessDenied" in result.detail
     assert "the bucket must belong to account 123456789012" in result.fix
+
+
+# ------------------------------------------------------------------ expiry (issue 41 item 5)
+
+
+@pytest.mark.parametrize(
+    ("days", "status", "said"),
+    [
+        (365, "PASS", "valid until "),
+        (31, "PASS", "valid until "),
+        (29, "WARN", "the certificate expires on "),
+        (1, "WARN", "in 0 day(s)"),
+    ],
+)
+def test_a_certificate_expiring_within_30_days_is_a_warning(
+    days: int, status: str, said: str
+) -> None:
+    result, _ = _tls_check(_config(), certs.certificate_zip("eu-west-1", days=days))
+    assert result.status == status, result.detail
+    assert said in result.detail
+    if status == "WARN":
+        assert "make certs INSTANCE=orders-eu-west-1" in result.fix
+        assert "replaces the cluster" in result.fix
+
+
+def test_an_expired_certificate_fails() -> None:
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    expired = certs.certificate_zip("eu-west-1", days=10, now=now - datetime.timedelta(days=20))
+    result, _ = _tls_check(_config(), expired)
+    assert result.status == "FAIL"
+    assert "the certificate expired on " in result.detail
+    assert tls.expiry_problem(now, now) == (True, "the certificate expired on 2026-01-01")
+    assert tls.expiry_problem(now + datetime.timedelta(days=30), now) is None
