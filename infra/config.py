@@ -35,6 +35,7 @@ from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES
 from infra.deployed import replication_factor_problem, shard_count_problem
 from infra.releases import JOB_SPARK_VERSION, Release, release_for, supported_labels
 from infra.schema_change import EventSchemaDeclaration, is_additive
+from infra.serverless_config import NO_TLS_ON_SERVERLESS, ComputeName, ServerlessConfig
 from infra.sizes import SIZES, SizeName
 from infra.sizing import INSTANCE_TYPES
 
@@ -486,6 +487,9 @@ class InstanceConfig(ConfigModel):
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     expected_load: ExpectedLoadConfig = Field(default_factory=ExpectedLoadConfig)
     supervisor: SupervisorConfig = Field(default_factory=SupervisorConfig)
+    # B1 (issue 40): where the job runs, and the EMR Serverless shape (infra/serverless_config.py).
+    compute: ComputeName = "emr"
+    serverless: ServerlessConfig = Field(default_factory=ServerlessConfig)
     # Accounts where Lake Formation governs the Glue Data Catalog: grant the
     # job role and the table optimizer roles their table and database
     # permissions through Lake Formation too (``make preflight`` detects such
@@ -614,6 +618,23 @@ class InstanceConfig(ConfigModel):
     @property
     def failure_topic_name(self) -> str:
         return contract.failure_topic_name(self.domain, self.region)
+
+    # ---- B1 (issue 40): a serverless instance needs no TLS zip ----
+    @model_validator(mode="before")
+    @classmethod
+    def _serverless_needs_no_tls_zip(cls, data: Any) -> Any:
+        """``"compute": "serverless"`` runs no cluster: its ``emr`` section is
+        not used, so a missing (or the example's placeholder) TLS zip is not
+        asked for (infra/serverless_config.py)."""
+        if not isinstance(data, Mapping) or data.get("compute") != "serverless":
+            return data
+        emr = data.get("emr")
+        emr = dict(emr) if isinstance(emr, Mapping) else {}
+        if emr.get("tls_certificates_s3_uri") in (None, PLACEHOLDER_TLS_URI):
+            emr["tls_certificates_s3_uri"] = NO_TLS_ON_SERVERLESS
+        return {**data, "emr": emr}
+
+    # ---- end B1 ----
 
 
 def msk_client_subnets(network: NetworkConfig) -> int:
