@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack, Tags
+from aws_cdk import CfnOutput, Stack, Tags
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -34,7 +34,7 @@ from infra.constructs.serverless_supervisor import (
 )
 from infra.constructs.stream import EventStream, EventStreamProps
 from infra.constructs.supervisor import Supervisor, SupervisorProps, policy_for
-from infra.emr_step import build_step
+from infra.emr_step import STEP_SPEC_OUTPUT, build_step
 from infra.job_config import job_config_for
 
 INSTANCE_TAG = "streaming:instance"
@@ -197,6 +197,15 @@ class StreamingStack(Stack):
             ),
         )
         failures.allow_clients([job.security_group])
+        # make status finds the deployed job config through this output, as on EMR
+        # (scripts/status/target.py); make redeploy refuses: there is no cluster.
+        spec_output = CfnOutput(
+            self.job,
+            STEP_SPEC_OUTPUT,
+            value=self.to_json_string(self.job.step_spec.to_dict()),
+            description="The job's package and config (make status reads its config_uri)",
+        )
+        spec_output.override_logical_id(STEP_SPEC_OUTPUT)
         self.alarms = alarms = Alarms(
             self, "Alarms", props=AlarmsProps.of(config, stream.stream, job.application_id)
         )

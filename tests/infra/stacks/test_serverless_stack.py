@@ -159,3 +159,16 @@ def test_the_emr_neighbour_keeps_its_cluster_and_runs_no_serverless_resource(
     assert not {"AWS::EMRServerless::Application", "Custom::ServerlessJobRun"} & types
     light = {r["Type"] for r in synthesized_serverless.templates[LIGHT]["Resources"].values()}
     assert not {"AWS::EMR::Cluster", "AWS::EMR::Step", "AWS::IAM::InstanceProfile"} & light
+
+
+def test_make_status_finds_the_deployed_config_as_on_emr(
+    synthesized_serverless: Synthesized,
+) -> None:
+    from infra.emr_step import CLUSTER_ID_OUTPUT, STEP_SPEC_OUTPUT, StepSpec
+
+    outputs = synthesized_serverless.templates[LIGHT]["Outputs"]
+    stack = synthesized_serverless.stacks[LIGHT]
+    raw = stack.resolve(outputs[STEP_SPEC_OUTPUT]["Value"])
+    assert raw == stack.resolve(stack.to_json_string(stack.job.step_spec.to_dict()))
+    assert StepSpec.from_dict(stack.job.step_spec.to_dict()).config_uri.endswith("/job-config.json")
+    assert CLUSTER_ID_OUTPUT not in outputs  # make redeploy refuses: no cluster
