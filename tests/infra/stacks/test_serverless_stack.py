@@ -1,5 +1,6 @@
 """The serverless stack (issue 40), synthesized from tests/fixtures/cdk_serverless.json:
-the application, the job run resource, the supervisor, cdk-nag and cfn-lint;
+the application, the job run resource, the supervisor (cdk-nag and cfn-lint:
+tests/infra/stacks/test_nag_and_lint.py);
 the EMR neighbour in the same region keeps its cluster."""
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ import json
 from typing import Any
 
 import pytest
-from cfnlint.api import ManualArgs, lint_file
 
 from app.spark_conf import GLUE_HIVE_SITE
 from infra.constructs.emr_cluster import cluster_configurations
@@ -28,19 +28,6 @@ def _application(synth: Synthesized) -> dict[str, Any]:
     _, resource = synth.one(LIGHT, "AWS::EMRServerless::Application")
     properties: dict[str, Any] = resource["Properties"]
     return properties
-
-
-def test_cdk_nag_and_cfn_lint_are_clean_for_the_serverless_stacks(
-    synthesized_serverless: Synthesized,
-) -> None:
-    assert synthesized_serverless.error is None
-    assert synthesized_serverless.report is not None
-    assert synthesized_serverless.report["pluginReports"] == []
-    for name, path in synthesized_serverless.template_paths.items():
-        region = synthesized_serverless.config(name).region
-        matches = lint_file(path, config=ManualArgs(regions=[region]))
-        found = [f"{m.rule.id} {m.message}" for m in matches if m.rule.id[0] in "EFW"]
-        assert found == [], name
 
 
 def test_the_application_is_the_release_on_arm64_bounded_to_the_driver_and_executors(
