@@ -35,7 +35,12 @@ from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES
 from infra.deployed import replication_factor_problem, shard_count_problem
 from infra.releases import JOB_SPARK_VERSION, Release, release_for, supported_labels
 from infra.schema_change import EventSchemaDeclaration, is_additive
-from infra.serverless_config import NO_TLS_ON_SERVERLESS, ComputeName, ServerlessConfig
+from infra.serverless_config import (
+    NO_TLS_ON_SERVERLESS,
+    ComputeName,
+    ServerlessConfig,
+    serverless_problem,
+)
 from infra.sizes import SIZES, SizeName
 from infra.sizing import INSTANCE_TYPES
 
@@ -628,6 +633,7 @@ class InstanceConfig(ConfigModel):
         asked for (infra/serverless_config.py)."""
         if not isinstance(data, Mapping) or data.get("compute") != "serverless":
             return data
+        serverless_problem(data)  # the limits of the job run (infra/serverless_config.py)
         emr = data.get("emr")
         emr = dict(emr) if isinstance(emr, Mapping) else {}
         if emr.get("tls_certificates_s3_uri") in (None, PLACEHOLDER_TLS_URI):

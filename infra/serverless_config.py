@@ -19,7 +19,8 @@ is what ``spark.driver.memory`` / ``spark.executor.memory`` get.
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal, Self
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import Field, PositiveInt, model_validator
 
@@ -120,3 +121,28 @@ class ServerlessConfig(ConfigModel):
 # What a serverless instance's unused ``emr.tls_certificates_s3_uri`` holds when
 # it declares none (infra.config fills it): nothing reads it, no cluster exists.
 NO_TLS_ON_SERVERLESS: Final = "s3://unused-on-emr-serverless/no-tls-certificates.zip"
+
+# The service's retries and the supervisor's restarts share the restart
+# budget, one each at least (infra/serverless_job_run.restart_budget_split);
+# checked before the sections are parsed (a value of the wrong type is left to
+# its own field's check).
+MIN_SERVERLESS_RESTARTS: Final = 2
+
+
+def serverless_problem(data: Mapping[str, Any]) -> None:
+    """Raise the error naming the field when a serverless instance's
+    ``supervisor`` section cannot be split with the service's retries."""
+    supervisor = data.get("supervisor")
+    restarts = supervisor.get("max_restarts_per_hour") if isinstance(supervisor, Mapping) else None
+    if _integer(restarts) and restarts < MIN_SERVERLESS_RESTARTS:
+        raise bad_value(
+            restarts,
+            f'>= {MIN_SERVERLESS_RESTARTS} on "compute": "serverless" (the service retries '
+            "with all but one of them, the supervisor restarts with the last)",
+            "supervisor",
+            "max_restarts_per_hour",
+        )
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -113,3 +113,19 @@ def test_the_shipped_example_runs_its_small_instances_on_serverless_and_the_heav
     assert declared["payments-ap-northeast-2"].compute == "serverless"
     assert declared["orders-eu-west-1"].compute == "serverless"
     assert {c.size for c in declared.values() if c.compute == "serverless"} == {"small"}
+
+
+def test_a_restart_budget_of_one_cannot_be_split_with_the_service() -> None:
+    message = _error(compute="serverless", supervisor={"max_restarts_per_hour": 1})
+    assert "instances[0] (orders/us-east-1): field supervisor.max_restarts_per_hour: " in message
+    assert 'bad value 1; allowed: >= 2 on "compute": "serverless"' in message
+    assert _load(
+        supervisor={"max_restarts_per_hour": 1}, emr={"tls_certificates_s3_uri": "s3://b-b/a.zip"}
+    )
+
+
+def test_the_serverless_log_retentions_are_the_instances() -> None:
+    from infra.config import LOG_RETENTION_DAYS
+    from infra.serverless_config import SERVERLESS_LOG_RETENTION_DAYS
+
+    assert SERVERLESS_LOG_RETENTION_DAYS == LOG_RETENTION_DAYS
