@@ -134,7 +134,7 @@ def serverless_problem(data: Mapping[str, Any]) -> None:
     ``supervisor`` section cannot be split with the service's retries."""
     supervisor = data.get("supervisor")
     restarts = supervisor.get("max_restarts_per_hour") if isinstance(supervisor, Mapping) else None
-    if _integer(restarts) and restarts < MIN_SERVERLESS_RESTARTS:
+    if isinstance(restarts, int) and _integer(restarts) and restarts < MIN_SERVERLESS_RESTARTS:
         raise bad_value(
             restarts,
             f'>= {MIN_SERVERLESS_RESTARTS} on "compute": "serverless" (the service retries '
