@@ -41,6 +41,7 @@ from app import contract
 from app.record import REASONS
 from infra.config import InstanceConfig
 from infra.prices import (
+    FIRST_READ,
     HOURS_PER_MONTH,
     PRICE_ROWS,
     PRICES_READ,
@@ -505,7 +506,8 @@ def render(estimate_: Estimate) -> str:
 def preamble(load_note: str) -> str:
     return (
         f"Monthly estimate ({HOURS_PER_MONTH} h), AWS on-demand LIST prices read "
-        f"{PRICES_READ} (infra/prices.py; each row cites its pricing page). "
+        f"{FIRST_READ} to {PRICES_READ} (infra/prices.py; each row cites its pricing page "
+        "and date). "
         f"No discounts, free tiers, data transfer or taxes. {load_note}"
     )
 

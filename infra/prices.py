@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Final
 
 PRICES_READ: Final = "2026-11-28"
+# When the rows before issue 40 were read (the rest: PRICES_READ).
+FIRST_READ: Final = "2026-11-26"
 REGIONS: Final = ("us-east-1", "ap-northeast-2", "eu-west-1")
 HOURS_PER_MONTH: Final = 730  # AWS's own monthly convention on its pricing pages
 
@@ -63,15 +65,19 @@ class PriceRow:
     usd: float
     unit: str
     source: str
-    read: str = PRICES_READ
+    read: str = FIRST_READ
     note: str = ""
 
 
 def _rows(
-    key: str, unit: str, source: str, by_region: dict[str, tuple[float, str]]
+    key: str,
+    unit: str,
+    source: str,
+    by_region: dict[str, tuple[float, str]],
+    read: str = FIRST_READ,
 ) -> tuple[PriceRow, ...]:
     return tuple(
-        PriceRow(key, region, usd, unit, source, note=note)
+        PriceRow(key, region, usd, unit, source, read=read, note=note)
         for region, (usd, note) in by_region.items()
     )
 
@@ -117,12 +123,15 @@ def _emr(instance: str, fee: float) -> tuple[PriceRow, ...]:
     )
 
 
-def _flat(key: str, unit: str, source: str, usd: float, note: str = _SAME) -> tuple[PriceRow, ...]:
+def _flat(
+    key: str, unit: str, source: str, usd: float, note: str = _SAME, *, read: str = FIRST_READ
+) -> tuple[PriceRow, ...]:
     return _rows(
         key,
         unit,
         source,
         _per_region(usd, usd, usd, us_note=note, seoul_note=note, ireland_note=note),
+        read=read,
     )
 
 
@@ -339,6 +348,7 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
             seoul_note=_SERVERLESS,
             ireland_note=_SERVERLESS,
         ),
+        read=PRICES_READ,
     ),
     *_rows(
         "emr-serverless:gb-x86",
@@ -352,6 +362,7 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
             seoul_note=_SERVERLESS,
             ireland_note=_SERVERLESS,
         ),
+        read=PRICES_READ,
     ),
     *_rows(
         "emr-serverless:vcpu-arm",
@@ -365,6 +376,7 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
             seoul_note=_ARM,
             ireland_note=_ARM,
         ),
+        read=PRICES_READ,
     ),
     *_rows(
         "emr-serverless:gb-arm",
@@ -378,6 +390,7 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
             seoul_note=_ARM,
             ireland_note=_ARM,
         ),
+        read=PRICES_READ,
     ),
     *_flat(
         "emr-serverless:storage",
@@ -385,6 +398,7 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
         EMR_PAGE,
         0.000111,
         "worker storage beyond 20 GB a worker; " + _SERVERLESS,
+        read=PRICES_READ,
     ),
     # NAT gateway data processing: every GB through the gateway, either way.
     *_rows(
@@ -399,6 +413,7 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
             seoul_note="data processed; the page lists the hourly rate for it too",
             ireland_note="data processed; the page lists the hourly rate for it too",
         ),
+        read=PRICES_READ,
     ),
     # Kinesis enhanced fan-out (provisioned streams): per consumer-shard-hour,
     # and per GB the consumer retrieves.
@@ -414,6 +429,7 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
             seoul_note="us-east-1 x the shard-hour ratio",
             ireland_note="us-east-1 x the shard-hour ratio",
         ),
+        read=PRICES_READ,
     ),
     *_rows(
         "kinesis:efo-data",
@@ -427,6 +443,7 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
             seoul_note="us-east-1 x the shard-hour ratio",
             ireland_note="us-east-1 x the shard-hour ratio",
         ),
+        read=PRICES_READ,
     ),
     # On-demand streams bill enhanced fan-out per GB retrieved (the page's
     # on-demand tab lists Enhanced Fan-Out among the optional charges).
@@ -442,6 +459,7 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
             seoul_note="us-east-1 x the stream-hour ratio; " + _RECALLED,
             ireland_note="us-east-1 x the stream-hour ratio; " + _RECALLED,
         ),
+        read=PRICES_READ,
     ),
     # S3 standard and the Glue Data Catalog.
     *_rows(
