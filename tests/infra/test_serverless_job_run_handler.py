@@ -8,8 +8,10 @@ the cancel). Time is the test's clock: no sleeps."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
-from typing import Any
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any, ClassVar
 
 import boto3
 import pytest
@@ -17,6 +19,7 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.emrserverless.models import emrserverless_backends
 
+from infra import serverless_job_run_handler as handler_module
 from infra.serverless_job_run_handler import (
     Checkpoint,
     Clock,
@@ -243,3 +246,64 @@ def test_the_waits_end_before_the_functions_deadline(aws: dict[str, Any]) -> Non
     start = job.now
     assert stop_runs(runs, Checkpoint(aws["s3"], handover), [old], clock, why="handover") == [old]
     assert job.now - start <= 120 - 30 + 5
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """CloudFormation's pre-signed response URL: records each PUT body."""
+
+    bodies: ClassVar[list[dict[str, Any]]] = []
+
+    def do_PUT(self) -> None:
+        length = int(self.headers["Content-Length"])
+        type(self).bodies.append(json.loads(self.rfile.read(length)))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def response_url() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    _Recorder.bodies = []
+    server = HTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/response", _Recorder.bodies
+    server.shutdown()
+    thread.join(timeout=10)
+
+
+class _Context:
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+def test_the_lambda_replies_success_with_the_run_and_failed_with_the_reason(
+    aws: dict[str, Any],
+    response_url: tuple[str, list[dict[str, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url, bodies = response_url
+    monkeypatch.setattr(handler_module, "_clients", lambda: aws)
+    base = {
+        "StackId": "stack",
+        "RequestId": "r1",
+        "LogicalResourceId": "JobRun",
+        "ResponseURL": url,
+    }
+    handler_module.handler(
+        {**base, **_event("Create", _request(aws["application_id"]))}, _Context()
+    )
+    [ok] = bodies
+    assert ok["Status"] == "SUCCESS"
+    run = aws["emr-serverless"].get_job_run(
+        applicationId=aws["application_id"], jobRunId=ok["PhysicalResourceId"]
+    )
+    assert ok["Data"] == {"JobRunId": run["jobRun"]["jobRunId"]}
+    # A request the API refuses (an unknown application) still gets its answer.
+    handler_module.handler({**base, **_event("Create", _request("nosuchapp"))}, _Context())
+    failed = bodies[-1]
+    assert failed["Status"] == "FAILED"
+    assert failed["PhysicalResourceId"] == "not-started"
+    assert "ResourceNotFoundException" in failed["Reason"]
