@@ -46,6 +46,7 @@ import sys
 import tarfile
 import time
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -238,8 +239,16 @@ def _local_defaults(defaults: dict[str, str], work_dir: str, scratch: Path) -> d
     return conf
 
 
-def plan(instance: Any, config: JobConfig, root: Path, base_env: dict[str, str]) -> LaunchPlan:
-    """Stage the package, map the request's URIs, and build the command line."""
+def plan(
+    instance: Any,
+    config: JobConfig,
+    root: Path,
+    base_env: dict[str, str],
+    spark_overrides: Mapping[str, str] | None = None,
+) -> LaunchPlan:
+    """Stage the package, map the request's URIs, and build the command line.
+    ``spark_overrides``: local settings on top (the sizing bench's
+    ``spark.master`` ``local[1]``: the shape's one executor core)."""
     serverless = root / "serverless"
     launches = serverless / "packages"
     launches.mkdir(parents=True, exist_ok=True)
@@ -267,6 +276,7 @@ def plan(instance: Any, config: JobConfig, root: Path, base_env: dict[str, str])
     for key in _STRIPPED_ENV:
         env.pop(key, None)
     conf = _local_defaults(defaults, work_dir, serverless / "spark-local")
+    conf.update(spark_overrides or {})
     params: list[str] = []
     tokens = shlex.split(driver["sparkSubmitParameters"])
     for flag, value in zip(tokens[::2], tokens[1::2], strict=True):
@@ -289,13 +299,19 @@ def plan(instance: Any, config: JobConfig, root: Path, base_env: dict[str, str])
     return LaunchPlan(request, defaults, command, env, cwd, archive)
 
 
-def start(instance: Any, config: JobConfig, config_path: Path, log_path: Path) -> JobProcess:
+def start(
+    instance: Any,
+    config: JobConfig,
+    config_path: Path,
+    log_path: Path,
+    spark_overrides: Mapping[str, str] | None = None,
+) -> JobProcess:
     """Launch the job run's spark-submit as a :class:`JobProcess` (its own
     process group: a crash test kills the driver, its JVM and workers at once).
     ``config_path`` (the run's copy of the config, read by the local tools)
     is written too; its directory is the instance's root."""
     write_config(config, config_path)
-    launch = plan(instance, config, config_path.parent, dict(os.environ))
+    launch = plan(instance, config, config_path.parent, dict(os.environ), spark_overrides)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("ab")
     log.write(f"\n===== start {time.strftime('%H:%M:%S')} {launch.describe()} =====\n".encode())
