@@ -80,8 +80,11 @@ HANDLER_FILES: Final = (
 )
 HANDLER: Final = "infra.serverless_job_run_handler.handler"
 
-_INTEGER_PATHS: Final = (("executionTimeoutMinutes",), ("retryPolicy", "maxFailedAttemptsPerHour"))
-_BOOLEAN_PATHS: Final = (
+_INTEGER_PATHS: Final[tuple[tuple[str, ...], ...]] = (
+    ("executionTimeoutMinutes",),
+    ("retryPolicy", "maxFailedAttemptsPerHour"),
+)
+_BOOLEAN_PATHS: Final[tuple[tuple[str, ...], ...]] = (
     (
         "configurationOverrides",
         "monitoringConfiguration",
