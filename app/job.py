@@ -240,7 +240,11 @@ def _under_lease(
     try:
         # Before Spark starts: a checkpoint the query cannot resume stops here.
         checkpoint = checked_checkpoint(config, s3)
-        spark = _session(config, local_work_dir(config, args.work_dir))
+        # On EMR Serverless every Spark setting comes from spark-submit (the
+        # application's spark-defaults and the run's parameters; locally
+        # local/serverless_launch.py passes the local ones the same way).
+        serverless = args.platform == PLATFORM_SERVERLESS
+        spark = _session(config, None if serverless else local_work_dir(config, args.work_dir))
         try:
             return run(
                 spark,

@@ -59,6 +59,8 @@ REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 ARCHIVE_FILE: Final = "job-python-deps.tar.gz"
 # The directory the service unpacks the archive into (``spark.archives`` URI#alias).
 ARCHIVE_ALIAS: Final = "jobdeps"
+# The job's own app.zip, unpacked beside it (archive_spark_conf's package_zip_uri).
+PACKAGE_ALIAS: Final = "jobapp"
 LOCK: Final = "app/requirements.lock"
 BUILD_DIR: Final = "build/serverless"
 SERVERLESS_RELEASE: Final = "emr-spark-8.1.0"
@@ -136,7 +138,9 @@ def archive_path(platform: str, root: Path = REPO_ROOT) -> Path:
     return path
 
 
-def archive_spark_conf(archive_uri: str, python: str | None = None) -> dict[str, str]:
+def archive_spark_conf(
+    archive_uri: str, python: str | None = None, *, package_zip_uri: str | None = None
+) -> dict[str, str]:
     """The Spark settings that make the release's interpreter import the archive's
     packages: ``spark.archives`` ``<uri>#jobdeps`` (unpacked to ``./jobdeps`` in
     the working directory of the driver and of each executor), and through
@@ -144,18 +148,33 @@ def archive_spark_conf(archive_uri: str, python: str | None = None) -> dict[str,
     (the executors) ``PYSPARK_PYTHON`` (the release's interpreter, default
     :func:`release_python`) and ``PYTHONPATH`` (the unpacked directory). UG "Spark
     job properties" (jobs-spark) names the two environment prefixes:
-    https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/jobs-spark.html"""
-    if not archive_uri or "#" in archive_uri:
+    https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/jobs-spark.html
+
+    ``package_zip_uri`` (the job's ``app.zip``): also unpacked, to ``./jobapp``,
+    and put on the same ``PYTHONPATH``. ``--py-files`` alone is not enough for
+    this job: its Kinesis source is a Python streaming data source, whose
+    planner runs in a Python process the driver's JVM starts with the JVM's own
+    ``PYTHONPATH`` (Spark's PythonStreamingSourceRunner), where ``--py-files``
+    is not (local spark-submit fails with "No module named 'app'"; YARN's
+    cluster mode happens to put the py-files there, EMR Serverless does not
+    document it). The archives' working-directory unpacking is the one
+    mechanism both the dependencies and the code then rely on."""
+    uris = [archive_uri] + ([package_zip_uri] if package_zip_uri else [])
+    if any(not uri or "#" in uri or "," in uri for uri in uris):
         raise ArchiveError(
-            f"archive URI {archive_uri!r}: expected a location without '#' "
-            "(the alias is added here)"
+            f"archive URIs {uris!r}: expected locations without '#' or ',' "
+            "(the aliases are added here)"
         )
     interpreter = python or release_python()
-    path = f"./{ARCHIVE_ALIAS}"
-    conf = {"spark.archives": f"{archive_uri}#{ARCHIVE_ALIAS}"}
+    archives = [f"{archive_uri}#{ARCHIVE_ALIAS}"]
+    paths = [f"./{ARCHIVE_ALIAS}"]
+    if package_zip_uri:
+        archives.append(f"{package_zip_uri}#{PACKAGE_ALIAS}")
+        paths.append(f"./{PACKAGE_ALIAS}")
+    conf = {"spark.archives": ",".join(archives)}
     for prefix in ("spark.emr-serverless.driverEnv.", "spark.executorEnv."):
         conf[prefix + "PYSPARK_PYTHON"] = interpreter
-        conf[prefix + "PYTHONPATH"] = path
+        conf[prefix + "PYTHONPATH"] = ":".join(paths)
     conf["spark.emr-serverless.driverEnv.PYSPARK_DRIVER_PYTHON"] = interpreter
     return conf
 

@@ -65,7 +65,7 @@ from infra.config import InstanceConfig
 from infra.constructs.instance import stack_output
 from infra.constructs.job_deployment import JOB_PREFIX, JobDeployment
 from infra.constructs.logs_key import encrypted_log_group, retention_days
-from infra.emr_step import stop_timeout_for
+from infra.emr_step import PACKAGE_ZIP, stop_timeout_for
 from infra.packaging import content_digest
 from infra.serverless_archive import ARCHIVE_FILE, archive_path, archive_spark_conf
 from infra.serverless_job_run import (
@@ -216,7 +216,12 @@ class ServerlessJob(Construct):
             package_uri=package_uri,
             max_failed_attempts_per_hour=service_attempts,
             log_group_name=self.log_group.log_group_name,
-            archive_conf=archive_spark_conf(archive_uri),
+            # B2 (issue 40): app.zip unpacked beside the dependencies, on PYTHONPATH too:
+            # the Python streaming source's planner does not see --py-files
+            # (infra/serverless_archive.archive_spark_conf).
+            archive_conf=archive_spark_conf(
+                archive_uri, package_zip_uri=f"{package_uri}/{PACKAGE_ZIP}"
+            ),
         )
         # A name unique per request: the delete of a replaced request (after an
         # update) finds only its own runs by it (the handler's docstring).

@@ -59,6 +59,17 @@ def test_archive_spark_conf_points_driver_and_executors_at_the_archive() -> None
         sa.archive_spark_conf("s3://bucket/deps.tar.gz#env")
 
 
+def test_archive_spark_conf_can_unpack_the_job_package_beside_the_dependencies() -> None:
+    """The Python streaming source's planner does not see --py-files: app.zip
+    travels as an archive too, on the same PYTHONPATH."""
+    conf = sa.archive_spark_conf("s3://b/d.tar.gz", package_zip_uri="s3://b/v1/app.zip")
+    assert conf["spark.archives"] == "s3://b/d.tar.gz#jobdeps,s3://b/v1/app.zip#jobapp"
+    assert conf["spark.emr-serverless.driverEnv.PYTHONPATH"] == "./jobdeps:./jobapp"
+    assert conf["spark.executorEnv.PYTHONPATH"] == "./jobdeps:./jobapp"
+    with pytest.raises(sa.ArchiveError, match="without '#' or ','"):
+        sa.archive_spark_conf("s3://b/d.tar.gz", package_zip_uri="s3://b/a.zip,s3://b/c.zip")
+
+
 def test_pack_is_byte_stable_and_skips_caches(tmp_path: Path) -> None:
     site = tmp_path / "site"
     (site / "pkg" / "__pycache__").mkdir(parents=True)
