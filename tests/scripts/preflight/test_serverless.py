@@ -110,3 +110,16 @@ def test_the_endpoint_table_lists_the_examples_regions() -> None:
     for region in ("eu-west-1", "ap-northeast-2", "us-east-1"):
         config = config_of(compute="serverless").model_copy(update={"region": region})
         assert check_serverless_release(config, {"emr": emr}).status == "PASS", region
+
+
+def test_the_emr_only_checks_do_not_apply_to_a_serverless_instance() -> None:
+    """No cluster: no TLS zip to find, no EC2 vCPUs to count (a placeholder
+    or missing zip would otherwise fail the run)."""
+    from scripts.preflight.quotas import check_vcpu_quota
+    from scripts.preflight.tls import check_tls_object
+
+    config = config_of(compute="serverless")
+    for check in (check_tls_object, check_vcpu_quota):
+        result = check(config, {})
+        assert result.status == "PASS"
+        assert result.detail.endswith('"compute": "serverless": n/a')
