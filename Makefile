@@ -45,8 +45,21 @@ $(STAMP): requirements-dev.txt package.json package-lock.json
 $(JOB_JAR): $(STAMP) $(JAVA_SOURCES)
 	$(PY) -m infra.job_jar
 
+# EMR Serverless has no bootstrap actions: the job's locked Python packages
+# (app/requirements.lock, hash-checked, binary wheels) ship as one archive,
+# built for the release's Python on ARM64 and for this machine (make run of a
+# serverless instance); infra/serverless_archive.py says how. Wheels are kept
+# under build/serverless/<platform>/wheels, so a rebuild needs no download.
+SERVERLESS_ARCHIVES := build/serverless/aarch64/job-python-deps.tar.gz build/serverless/local/job-python-deps.tar.gz
+
+build/serverless/%/job-python-deps.tar.gz: $(STAMP) app/requirements.lock infra/serverless_archive.py infra/releases.py
+	$(PY) -m infra.serverless_archive --platform $*
+
+.PHONY: serverless-archives
+serverless-archives: $(SERVERLESS_ARCHIVES) ## Build the job's Python dependency archives for EMR Serverless (aarch64) and this machine (local)
+
 .PHONY: install
-install: $(STAMP) $(JOB_JAR) ## Create/reuse .venv, install the pinned Python and npm dependencies, build the job's jar
+install: $(STAMP) $(JOB_JAR) $(SERVERLESS_ARCHIVES) ## Create/reuse .venv, install the pinned Python and npm dependencies, build the job's jar and the serverless dependency archives
 
 .PHONY: check
 check: install ## ruff (lint + format check) and mypy strict on app/, infra/, ops/, local/, bench/, scripts/

@@ -19,6 +19,11 @@ firing; locally and in tests the exit code is what is checked):
 Whatever the code, once the configuration is read the job also writes why it
 stopped to ``<checkpoint>/_exit`` (:mod:`app.exit_record`, best effort): the
 supervisor and ``make status`` read the reason there, not in the logs.
+
+On EMR Serverless (``--platform serverless``, the job run's entry-point
+arguments) the process ends exit 2 with status 0 instead: see
+:func:`process_status`. Every other code, the lease, the stop marker and the
+exit record are the same on both platforms.
 """
 
 from __future__ import annotations
@@ -62,6 +67,10 @@ EXIT_QUERY_FAILED: Final = 1
 EXIT_BAD_CONFIG: Final = 2
 EXIT_LEASE_HELD: Final = 3
 EXIT_LEASE_LOST: Final = 4
+
+PLATFORM_EMR: Final = "emr"
+PLATFORM_SERVERLESS: Final = "serverless"
+PLATFORMS: Final = (PLATFORM_EMR, PLATFORM_SERVERLESS)
 
 # The reason a code means when nothing more precise is known (app.contract names).
 REASON_OF_CODE: Final = {
@@ -107,7 +116,43 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="local run: Derby metastore and warehouse go here (app.spark_conf.local_conf); "
         "default: the parent of a local checkpoint_location; unused on EMR (s3:// checkpoint)",
     )
+    parser.add_argument(
+        "--platform",
+        choices=PLATFORMS,
+        default=PLATFORM_EMR,
+        help="where the job runs: emr (a step on a cluster; default) or serverless (an EMR "
+        "Serverless job run: a refused configuration or checkpoint ends the run with status 0 "
+        "so that the service does not retry it; the exit record keeps code 2)",
+    )
     return parser.parse_args(argv)
+
+
+def process_status(code: int, platform: str) -> int:
+    """The process's exit status for the job's exit ``code`` on ``platform``.
+
+    EMR Serverless retries a STREAMING job run that fails, up to
+    ``retryPolicy.maxFailedAttemptsPerHour`` ("Job resiliency": "automatically
+    restarts a job if it fails";
+    https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/jobs-resiliency.html),
+    and a Spark job run whose driver exits 0 ends in state SUCCESS ("Job run
+    states": "Success: the job run has completed successfully";
+    https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/job-states.html),
+    which is not a failure and so not retried. A refused configuration or
+    checkpoint (exit 2) cannot be cured by a restart, so on serverless it ends
+    with status 0: the run shows SUCCESS, the service does not start it again,
+    and the exit record (written before, code 2, reason config_refused or
+    checkpoint_refused) is what tells the supervisor and ``make status`` why.
+    Every other code is the process's status on both platforms: 1 and 4 (and 3)
+    fail the run, which the service retries within its budget; 0 is a stop on
+    request, left alone."""
+    if platform == PLATFORM_SERVERLESS and code == EXIT_BAD_CONFIG:
+        log.error(
+            "exit %d (refused; see the exit record): ending the EMR Serverless job run with "
+            "status 0 so that its retry policy does not start it again",
+            code,
+        )
+        return EXIT_OK
+    return code
 
 
 def load_config(location: str, s3_client: Any = None) -> JobConfig:
@@ -143,13 +188,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
+        # No checkpoint is known yet, so no exit record: the log says why.
         log.error("invalid job configuration: %s", exc)
-        return EXIT_BAD_CONFIG
+        return process_status(EXIT_BAD_CONFIG, args.platform)
 
     stop = StopRequest()
     stop.install()
     s3 = s3_client_for(config)
-    return _main(config, args, stop, s3, Outcome())
+    return process_status(_main(config, args, stop, s3, Outcome()), args.platform)
 
 
 def _main(
@@ -194,7 +240,11 @@ def _under_lease(
     try:
         # Before Spark starts: a checkpoint the query cannot resume stops here.
         checkpoint = checked_checkpoint(config, s3)
-        spark = _session(config, local_work_dir(config, args.work_dir))
+        # On EMR Serverless every Spark setting comes from spark-submit (the
+        # application's spark-defaults and the run's parameters; locally
+        # local/serverless_launch.py passes the local ones the same way).
+        serverless = args.platform == PLATFORM_SERVERLESS
+        spark = _session(config, None if serverless else local_work_dir(config, args.work_dir))
         try:
             return run(
                 spark,

@@ -98,6 +98,33 @@ GLUE_HIVE_SITE: Final[dict[str, str]] = {
     ),
 }
 
+# Keys that only YARN reads: EMR Serverless runs no YARN; its own retry policy
+# restarts a failed streaming run (infra/serverless_job_run.py).
+YARN_ONLY_PREFIX: Final = "spark.yarn."
+
+
+def serverless_conf(
+    sizing: ExecutorSizing, *, driver_cores: int, driver_memory_mb: int
+) -> dict[str, str]:
+    """The same streaming conf for an EMR Serverless application's
+    ``spark-defaults``: the YARN-only keys dropped, the driver sized to its
+    worker, and the Glue Data Catalog as the Hive metastore set as a Spark
+    (Hadoop) property, since Serverless has no ``spark-hive-site``
+    classification
+    (https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/metastore-config.html).
+    Dynamic allocation stays off: Serverless turns it on by default
+    (https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/jobs-spark.html)."""
+    conf = {
+        key: value
+        for key, value in streaming_conf(sizing).items()
+        if not key.startswith(YARN_ONLY_PREFIX)
+    }
+    conf["spark.driver.cores"] = str(driver_cores)
+    conf["spark.driver.memory"] = f"{driver_memory_mb}m"
+    conf.update({f"spark.hadoop.{key}": value for key, value in GLUE_HIVE_SITE.items()})
+    return conf
+
+
 LOCAL_SIZING: Final = ExecutorSizing(instances=1, cores=2, memory_mb=1024)
 
 

@@ -42,6 +42,12 @@ from infra.releases import (
     supported_labels,
 )
 from infra.schema_change import EventSchemaDeclaration, is_additive
+from infra.serverless_config import (
+    NO_TLS_ON_SERVERLESS,
+    ComputeName,
+    ServerlessConfig,
+    serverless_problem,
+)
 from infra.sizes import SIZES, SizeName
 from infra.sizing import INSTANCE_TYPES, size_executors
 from infra.table_definition import pinned_seed_fields
@@ -580,6 +586,9 @@ class InstanceConfig(ConfigModel):
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     expected_load: ExpectedLoadConfig = Field(default_factory=ExpectedLoadConfig)
     supervisor: SupervisorConfig = Field(default_factory=SupervisorConfig)
+    # B1 (issue 40): where the job runs, and the EMR Serverless shape (infra/serverless_config.py).
+    compute: ComputeName = "emr"
+    serverless: ServerlessConfig = Field(default_factory=ServerlessConfig)
     # Accounts where Lake Formation governs the Glue Data Catalog: grant the
     # job role and the table optimizer roles their table and database
     # permissions through Lake Formation too (``make preflight`` detects such
@@ -789,6 +798,24 @@ class InstanceConfig(ConfigModel):
     @property
     def failure_topic_name(self) -> str:
         return contract.failure_topic_name(self.domain, self.region)
+
+    # ---- B1 (issue 40): a serverless instance needs no TLS zip ----
+    @model_validator(mode="before")
+    @classmethod
+    def _serverless_needs_no_tls_zip(cls, data: Any) -> Any:
+        """``"compute": "serverless"`` runs no cluster: its ``emr`` section is
+        not used, so a missing (or the example's placeholder) TLS zip is not
+        asked for (infra/serverless_config.py)."""
+        if not isinstance(data, Mapping) or data.get("compute") != "serverless":
+            return data
+        serverless_problem(data)  # the limits of the job run (infra/serverless_config.py)
+        emr = data.get("emr")
+        emr = dict(emr) if isinstance(emr, Mapping) else {}
+        if emr.get("tls_certificates_s3_uri") in (None, PLACEHOLDER_TLS_URI):
+            emr["tls_certificates_s3_uri"] = NO_TLS_ON_SERVERLESS
+        return {**data, "emr": emr}
+
+    # ---- end B1 ----
 
 
 def shared_cluster_name(region: str) -> str:

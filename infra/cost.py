@@ -11,14 +11,20 @@ resource type the walk does not know stops it (:data:`NOT_MODELLED`).
 Two kinds of line:
 
 * hour- and month-billed resources, from the template: EMR instance groups
-  (EC2, the EMR fee, the EBS volumes EMR attaches), MSK brokers, their storage
+  (EC2, the EMR fee, the EBS volumes EMR attaches), an EMR Serverless
+  application's workers (vCPU-hours, GB-hours and storage beyond 20 GB a
+  worker, by architecture, all month: a streaming job with a fixed executor
+  count runs the application's maximum capacity), MSK brokers, their storage
   and monitoring level, NAT gateways and public IPv4 addresses, interface
   endpoints (per AZ), KMS keys, alarms, dashboards, Kinesis shards (with
   extended retention) or on-demand stream-hours;
 * volume-driven ones, from the instance's ``expected_load`` and its trigger
   interval: Kinesis PUT payload units or on-demand GB, S3 requests and Glue
-  Data Catalog requests per micro-batch, the job's PutMetricData calls, and
-  S3 storage of a month's records.
+  Data Catalog requests per micro-batch, the job's PutMetricData calls, S3
+  storage of a month's records, the NAT gateway's data processing of the
+  bytes the job reads (Kinesis is reached through the NAT; S3 through the
+  VPC's gateway endpoint, free), enhanced fan-out consumer-shard-hours and
+  data (a ``SubscribeToShard`` job), and the job's custom CloudWatch metrics.
 
 Free tiers (the account's first 10 alarms, 3 dashboards, 1 M catalog
 requests) are not subtracted: they are the account's, not the instance's.
@@ -31,8 +37,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from app import contract
+from app.record import REASONS
 from infra.config import InstanceConfig
 from infra.prices import (
+    FIRST_READ,
     HOURS_PER_MONTH,
     PRICE_ROWS,
     PRICES_READ,
@@ -90,9 +99,20 @@ NOT_MODELLED: Final = frozenset(
         "AWS::EC2::Instance",
         "AWS::RDS::DBInstance",
         "AWS::ElastiCache::CacheCluster",
-        "AWS::Kinesis::StreamConsumer",
     }
 )
+
+# The custom metrics an instance publishes in its namespace, one series each
+# (CloudWatch bills a custom metric per metric-month, prorated by the hour):
+# the job's per-batch metrics, its failure count per reason, the
+# supervisor's two. The undeclared-key counts depend on the data: not counted.
+CUSTOM_METRICS: Final = (
+    len(contract.ALL_METRICS)
+    + len(REASONS)
+    + len((contract.SUPERVISOR_RESTARTS, contract.SUPERVISOR_GAVE_UP))
+)
+# EMR Serverless bills worker storage beyond this, per worker (app-behavior page).
+SERVERLESS_FREE_DISK_GB: Final = 20
 
 
 T = TypeVar("T")
@@ -122,6 +142,8 @@ class Load:
     records_per_sec: float
     record_bytes: int
     trigger_interval_sec: int
+    # The job reads through enhanced fan-out (SubscribeToShard).
+    enhanced_fan_out: bool = False
 
     @property
     def records_per_month(self) -> float:
@@ -130,6 +152,10 @@ class Load:
     @property
     def batches_per_month(self) -> float:
         return SECONDS_PER_MONTH / self.trigger_interval_sec
+
+    @property
+    def gigabytes_per_month(self) -> float:
+        return self.records_per_month * self.record_bytes / GB
 
 
 @dataclass(frozen=True)
@@ -179,11 +205,7 @@ def estimate(
             f"{stack}: {', '.join(unpriced)} bill(s) but infra/cost.py does not price "
             f"{'it' if len(unpriced) == 1 else 'them'}; teach the walk before trusting a total"
         )
-    for logical_id, props in by_type.get("AWS::EMR::Cluster", []):
-        for group_name, group in _instance_groups(logical_id, props):
-            _emr_group(add, group_name, group)
-    for logical_id, props in by_type.get("AWS::EMR::InstanceGroupConfig", []):
-        _emr_group(add, f"{logical_id} {props.get('InstanceRole', 'TASK')}", props)
+    _emr_clusters(add, by_type)
     for logical_id, props in by_type.get("AWS::MSK::Cluster", []):
         _msk(add, logical_id, props)
     for type_, label, each, key in _COUNTED:
@@ -198,10 +220,14 @@ def estimate(
                 zones * HOURS_PER_MONTH,
                 "vpc:interface-endpoint",
             )
+    for logical_id, props in by_type.get("AWS::EMRServerless::Application", []):
+        _serverless(add, logical_id, props)
     for logical_id, props in by_type.get("AWS::Kinesis::Stream", []):
         _kinesis(add, logical_id, props, load)
-    if by_type.get("AWS::EMR::Cluster"):  # a stack that runs the job (not a shared one)
+    # A stack that runs the job (not a shared one), on EMR or EMR Serverless.
+    if by_type.get("AWS::EMR::Cluster") or by_type.get("AWS::EMRServerless::Application"):
         _per_batch(add, load)
+        _job_reads(add, load, by_type.get("AWS::Kinesis::Stream", []))
     return Estimate(stack, region, load, tuple(add.lines))
 
 
@@ -216,6 +242,14 @@ class _Lines:
     def __call__(self, resource: str, count: float, key: str) -> None:
         row = price(key, self.region, self.rows)
         self.lines.append(CostLine(resource, count, row.unit, row.usd, row.source))
+
+
+def _emr_clusters(add: _Lines, by_type: Mapping[str, list[tuple[str, Mapping[str, Any]]]]) -> None:
+    for logical_id, props in by_type.get("AWS::EMR::Cluster", []):
+        for group_name, group in _instance_groups(logical_id, props):
+            _emr_group(add, group_name, group)
+    for logical_id, props in by_type.get("AWS::EMR::InstanceGroupConfig", []):
+        _emr_group(add, f"{logical_id} {props.get('InstanceRole', 'TASK')}", props)
 
 
 def _instance_groups(
@@ -337,6 +371,103 @@ def _per_batch(add: _Lines, load: Load) -> None:
     )
 
 
+def _serverless(add: _Lines, logical_id: str, props: Mapping[str, Any]) -> None:
+    """The application's workers all month: its maximum capacity is the
+    driver plus the fixed executors (infra/constructs/serverless_app.py), and
+    a streaming run holds them all the time."""
+    capacity = props.get("MaximumCapacity", {})
+    vcpu = _quantity(logical_id, capacity, "Cpu", "vCPU")
+    memory = _quantity(logical_id, capacity, "Memory", "GB")
+    disk = _quantity(logical_id, capacity, "Disk", "GB")
+    workers = 1 + int(_spark_default(logical_id, props, "spark.executor.instances"))
+    architecture = str(props.get("Architecture", "X86_64"))
+    kind = {"ARM64": "arm", "X86_64": "x86"}.get(architecture)
+    if kind is None:
+        raise TemplateCostError(
+            f"{logical_id}: Architecture {architecture!r}; expected ARM64 or X86_64"
+        )
+    if "InitialCapacity" in props:
+        raise TemplateCostError(
+            f"{logical_id}: InitialCapacity (pre-initialized workers, billed while idle) "
+            "is not priced"
+        )
+    add(
+        f"EMR Serverless {architecture} vCPU ({vcpu:g} vCPU, {workers} workers)",
+        vcpu * HOURS_PER_MONTH,
+        f"emr-serverless:vcpu-{kind}",
+    )
+    add(
+        f"EMR Serverless {architecture} memory ({memory:g} GB)",
+        memory * HOURS_PER_MONTH,
+        f"emr-serverless:gb-{kind}",
+    )
+    extra = max(0.0, disk - SERVERLESS_FREE_DISK_GB * workers)
+    if extra:
+        add(
+            f"EMR Serverless storage beyond {SERVERLESS_FREE_DISK_GB} GB a worker ({extra:g} GB)",
+            extra * HOURS_PER_MONTH,
+            "emr-serverless:storage",
+        )
+
+
+def _quantity(where: str, props: Mapping[str, Any], name: str, unit: str) -> float:
+    """``"2 vCPU"`` / ``"4 GB"`` (the API's capacity strings) as a number."""
+    value = props.get(name)
+    number, _, found = str(value).partition(" ")
+    try:
+        amount = float(number)
+    except ValueError:
+        amount = -1.0
+    if amount < 0 or found != unit:
+        raise TemplateCostError(
+            f"{where}: MaximumCapacity.{name} is {value!r}; expected 'N {unit}'"
+        )
+    return amount
+
+
+def _spark_default(where: str, props: Mapping[str, Any], key: str) -> str:
+    for classification in props.get("RuntimeConfiguration", []):
+        if classification.get("Classification") == "spark-defaults":
+            found = classification.get("Properties", {}).get(key)
+            if isinstance(found, str):
+                return found
+    raise TemplateCostError(f"{where}: no {key} in its spark-defaults; expected a literal")
+
+
+def _job_reads(add: _Lines, load: Load, streams: list[tuple[str, Mapping[str, Any]]]) -> None:
+    """What reading the stream costs beyond Kinesis's own lines: the NAT's data
+    processing (the job reaches Kinesis through the NAT), enhanced fan-out,
+    and the job's custom metrics."""
+    gigabytes = load.gigabytes_per_month
+    add(
+        f"NAT data processing, the job's Kinesis reads ({gigabytes:,.1f} GB)",
+        gigabytes,
+        "vpc:nat-data",
+    )
+    if load.enhanced_fan_out:
+        for logical_id, props in streams:
+            mode = props.get("StreamModeDetails", {}).get("StreamMode", "PROVISIONED")
+            if mode == "ON_DEMAND":
+                add(
+                    f"Kinesis enhanced fan-out data, on-demand ({gigabytes:,.1f} GB)",
+                    gigabytes,
+                    "kinesis:on-demand-efo-data",
+                )
+                continue
+            shards = _literal(logical_id, props, "ShardCount", int)
+            add(
+                f"Kinesis enhanced fan-out, 1 consumer x{shards} shards",
+                shards * HOURS_PER_MONTH,
+                "kinesis:efo-consumer-shard",
+            )
+            add(
+                f"Kinesis enhanced fan-out data ({gigabytes:,.1f} GB)",
+                gigabytes,
+                "kinesis:efo-data",
+            )
+    add(f"CloudWatch custom metrics ({CUSTOM_METRICS})", CUSTOM_METRICS, "cloudwatch:metric")
+
+
 def _literal(where: str, props: Mapping[str, Any], name: str, kind: type[T]) -> T:
     value = props.get(name)
     if not isinstance(value, kind) or isinstance(value, bool):
@@ -375,7 +506,8 @@ def render(estimate_: Estimate) -> str:
 def preamble(load_note: str) -> str:
     return (
         f"Monthly estimate ({HOURS_PER_MONTH} h), AWS on-demand LIST prices read "
-        f"{PRICES_READ} (infra/prices.py; each row cites its pricing page). "
+        f"{FIRST_READ} to {PRICES_READ} (infra/prices.py; each row cites its pricing page "
+        "and date). "
         f"No discounts, free tiers, data transfer or taxes. {load_note}"
     )
 
@@ -397,7 +529,12 @@ def _usd(value: float) -> str:
 def load_for(config: InstanceConfig) -> Load:
     """An instance's declared ``expected_load`` at its ``job.trigger_interval_sec``."""
     expected = config.expected_load
-    return Load(expected.records_per_sec, expected.record_bytes, config.job.trigger_interval_sec)
+    return Load(
+        expected.records_per_sec,
+        expected.record_bytes,
+        config.job.trigger_interval_sec,
+        enhanced_fan_out=config.job.source.consumer_type == "SubscribeToShard",
+    )
 
 
 def synth_line(config: InstanceConfig, stack: str, template: Mapping[str, Any]) -> str:
@@ -421,5 +558,6 @@ NO_LOAD: Final = Load(0, 1024, 1)
 
 NOT_PRICED_NOTE: Final = (
     "Not priced: Glue table optimizers (DPU-hours of compaction work done), data "
-    "transfer, CloudWatch Logs ingestion."
+    "transfer, CloudWatch Logs ingestion, the NAT's processing of S3 and Glue traffic "
+    "(S3 goes through the VPC's gateway endpoint)."
 )

@@ -7,7 +7,8 @@ not depend on the network, and a price change is a reviewed diff here. The
 table's version is ``PRICES_READ``; ``make cost --live`` reads the AWS Price
 List API instead where credentials exist (scripts/cost_live.py).
 
-How the figures were read (2026-11-26): this repository's builders had no
+How the figures were read (2026-11-26; the EMR Serverless, NAT data,
+enhanced fan-out rows 2026-11-28): this repository's builders had no
 browser, only stored copies of public pages. Where a stored AWS pricing page
 showed a figure it is used as is; where it did not (AWS renders most regional
 tables with JavaScript), the row's ``note`` says where the figure comes from:
@@ -21,7 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-PRICES_READ: Final = "2026-11-26"
+PRICES_READ: Final = "2026-11-28"
+# When the rows before issue 40 were read (the rest: PRICES_READ).
+FIRST_READ: Final = "2026-11-26"
 REGIONS: Final = ("us-east-1", "ap-northeast-2", "eu-west-1")
 HOURS_PER_MONTH: Final = 730  # AWS's own monthly convention on its pricing pages
 
@@ -42,6 +45,11 @@ _REVIEW = "issue 35's review of the example stacks (its totals reproduce with th
 _SEOUL_RATIO = "us-east-1 x 1.23 (ap-northeast-2/us-east-1 ratio of m5.xlarge on the EC2 page)"
 _IRELAND_RATIO = "us-east-1 x 1.11 (eu-west-1/us-east-1 ratio of m5.xlarge on the EC2 page)"
 _SAME = "the page lists one price for every commercial region"
+_SERVERLESS = (
+    "x86 figure as the team read it on the page on 2026-11-28 (docs/serverless.md); "
+    "no stored copy showed the regional table (it renders with JavaScript)"
+)
+_ARM = "ARM64: the x86 figure less 20 % (the page's Graviton price)"
 _RECALLED = (
     "no stored copy of the page showed this region's table: the figure as last seen "
     "on the page, not re-read (make cost --live gives the exact one)"
@@ -57,15 +65,19 @@ class PriceRow:
     usd: float
     unit: str
     source: str
-    read: str = PRICES_READ
+    read: str = FIRST_READ
     note: str = ""
 
 
 def _rows(
-    key: str, unit: str, source: str, by_region: dict[str, tuple[float, str]]
+    key: str,
+    unit: str,
+    source: str,
+    by_region: dict[str, tuple[float, str]],
+    read: str = FIRST_READ,
 ) -> tuple[PriceRow, ...]:
     return tuple(
-        PriceRow(key, region, usd, unit, source, note=note)
+        PriceRow(key, region, usd, unit, source, read=read, note=note)
         for region, (usd, note) in by_region.items()
     )
 
@@ -111,12 +123,15 @@ def _emr(instance: str, fee: float) -> tuple[PriceRow, ...]:
     )
 
 
-def _flat(key: str, unit: str, source: str, usd: float, note: str = _SAME) -> tuple[PriceRow, ...]:
+def _flat(
+    key: str, unit: str, source: str, usd: float, note: str = _SAME, *, read: str = FIRST_READ
+) -> tuple[PriceRow, ...]:
     return _rows(
         key,
         unit,
         source,
         _per_region(usd, usd, usd, us_note=note, seoul_note=note, ireland_note=note),
+        read=read,
     )
 
 
@@ -314,6 +329,137 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
             seoul_note="us-east-1 x the stream-hour ratio",
             ireland_note="us-east-1 x the shard-hour ratio",
         ),
+    ),
+    # EMR Serverless (issue 40): per vCPU-hour, per GB-hour of worker memory,
+    # per GB-hour of worker storage beyond the 20 GB each worker gets free;
+    # billed per second with a one-minute minimum per worker. ARM64 (Graviton)
+    # is 20 % less than x86 (the page; AWS Big Data Blog, "Achieve up to 27%
+    # better price-performance for Spark workloads with AWS Graviton2 on Amazon
+    # EMR Serverless"). eu-west-1 lists the us-east-1 figures.
+    *_rows(
+        "emr-serverless:vcpu-x86",
+        "vCPU-hour",
+        EMR_PAGE,
+        _per_region(
+            0.052624,
+            0.060528,
+            0.052624,
+            us_note=_SERVERLESS,
+            seoul_note=_SERVERLESS,
+            ireland_note=_SERVERLESS,
+        ),
+        read=PRICES_READ,
+    ),
+    *_rows(
+        "emr-serverless:gb-x86",
+        "GB-hour",
+        EMR_PAGE,
+        _per_region(
+            0.0057785,
+            0.006643,
+            0.0057785,
+            us_note=_SERVERLESS,
+            seoul_note=_SERVERLESS,
+            ireland_note=_SERVERLESS,
+        ),
+        read=PRICES_READ,
+    ),
+    *_rows(
+        "emr-serverless:vcpu-arm",
+        "vCPU-hour",
+        EMR_PAGE,
+        _per_region(
+            round(0.052624 * 0.8, 7),
+            round(0.060528 * 0.8, 7),
+            round(0.052624 * 0.8, 7),
+            us_note=_ARM,
+            seoul_note=_ARM,
+            ireland_note=_ARM,
+        ),
+        read=PRICES_READ,
+    ),
+    *_rows(
+        "emr-serverless:gb-arm",
+        "GB-hour",
+        EMR_PAGE,
+        _per_region(
+            round(0.0057785 * 0.8, 8),
+            round(0.006643 * 0.8, 8),
+            round(0.0057785 * 0.8, 8),
+            us_note=_ARM,
+            seoul_note=_ARM,
+            ireland_note=_ARM,
+        ),
+        read=PRICES_READ,
+    ),
+    *_flat(
+        "emr-serverless:storage",
+        "GB-hour",
+        EMR_PAGE,
+        0.000111,
+        "worker storage beyond 20 GB a worker; " + _SERVERLESS,
+        read=PRICES_READ,
+    ),
+    # NAT gateway data processing: every GB through the gateway, either way.
+    *_rows(
+        "vpc:nat-data",
+        "GB",
+        VPC_PAGE,
+        _per_region(
+            0.045,
+            0.059,
+            0.048,
+            us_note="data processed",
+            seoul_note="data processed; the page lists the hourly rate for it too",
+            ireland_note="data processed; the page lists the hourly rate for it too",
+        ),
+        read=PRICES_READ,
+    ),
+    # Kinesis enhanced fan-out (provisioned streams): per consumer-shard-hour,
+    # and per GB the consumer retrieves.
+    *_rows(
+        "kinesis:efo-consumer-shard",
+        "consumer-shard-hour",
+        KINESIS_PAGE,
+        _per_region(
+            0.015,
+            0.0179,
+            0.017,
+            us_note="enhanced fan-out, provisioned",
+            seoul_note="us-east-1 x the shard-hour ratio",
+            ireland_note="us-east-1 x the shard-hour ratio",
+        ),
+        read=PRICES_READ,
+    ),
+    *_rows(
+        "kinesis:efo-data",
+        "GB",
+        KINESIS_PAGE,
+        _per_region(
+            0.013,
+            0.0155,
+            0.0147,
+            us_note="enhanced fan-out data retrieval, provisioned",
+            seoul_note="us-east-1 x the shard-hour ratio",
+            ireland_note="us-east-1 x the shard-hour ratio",
+        ),
+        read=PRICES_READ,
+    ),
+    # On-demand streams bill enhanced fan-out per GB retrieved (the page's
+    # on-demand tab lists Enhanced Fan-Out among the optional charges).
+    *_rows(
+        "kinesis:on-demand-efo-data",
+        "GB",
+        KINESIS_PAGE,
+        _per_region(
+            0.05,
+            0.0575,
+            0.0563,
+            us_note=_RECALLED,
+            seoul_note="us-east-1 x the stream-hour ratio; " + _RECALLED,
+            ireland_note="us-east-1 x the stream-hour ratio; " + _RECALLED,
+        ),
+        read=PRICES_READ,
     ),
     # S3 standard and the Glue Data Catalog.
     *_rows(

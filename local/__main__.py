@@ -41,6 +41,7 @@ from local.job_process import REPO_ROOT
 from local.metrics_dump import RunDump
 from local.report import render
 from local.run_dump import DUMP_NAME, collect, write_dump
+from local.serverless_launch import describe as describe_target
 from local.summary import Summary
 from ops import local_run
 from ops.arguments import non_negative_float, non_negative_int, positive_float, share
@@ -151,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
                     f"[{local.name}] job started (pid {local.job.pid if local.job else '?'}), "
                     f"log {local.log_path}"
                 )
+                _say(f"[{local.name}] {describe_target(local.instance)}")  # B2 (issue 40)
             _produce_and_wait(locals_, args, undeclared=args.declare)
             if args.declare:
                 _declare_and_redeploy(locals_, args.declare, root)
@@ -162,11 +164,12 @@ def run(args: argparse.Namespace) -> int:
                 local.write_summary(summary)
                 summaries.append(summary)
             report = _write_report(locals_, summaries, root)
+            targets = {lo.name: describe_target(lo.instance) for lo in locals_}  # B2 (issue 40)
         finally:
             for local in locals_:
                 for job in local.all_jobs:
                     job.close()
-    return _report(summaries, codes, report, time.monotonic() - started)
+    return _report(summaries, codes, report, time.monotonic() - started, targets)
 
 
 def _write_report(locals_: list[LocalInstance], summaries: list[Summary], root: Path) -> str:
@@ -308,7 +311,13 @@ def _stop_all(locals_: list[LocalInstance]) -> dict[str, int]:
     return codes
 
 
-def _report(summaries: list[Summary], codes: dict[str, int], report: str, seconds: float) -> int:
+def _report(
+    summaries: list[Summary],
+    codes: dict[str, int],
+    report: str,
+    seconds: float,
+    targets: dict[str, str] | None = None,
+) -> int:
     _say("")
     _say("=" * 72)
     ok = True
@@ -317,6 +326,8 @@ def _report(summaries: list[Summary], codes: dict[str, int], report: str, second
             _say(line)
         code = codes.get(summary.instance)
         _say(f"  job exit code         {code}")
+        if targets and summary.instance in targets:
+            _say(f"  {targets[summary.instance]}")
         ok = ok and summary.ok and code == 0
     _say(f"report {report}")
     _say(f"wall time {seconds:.0f}s -> {'PASS' if ok else 'FAIL'}")

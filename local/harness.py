@@ -27,6 +27,7 @@ from local.emulators import Endpoints
 from local.failures import TopicContents, ensure_topic, read_topic
 from local.job_process import JobProcess, clear_stop_marker
 from local.metrics import PublishedMetrics, cloudwatch_client, read_published
+from local.serverless_launch import start_job_process
 from local.summary import RunFigures, Summary, source_line, summarize
 from local.table import TableFigures, figures, read_rows, sql_catalog
 from ops.events import EventSchema
@@ -302,14 +303,17 @@ class LocalInstance:
             raise RuntimeError(f"{self.name}: job already running (pid {self.job.pid})")
         clear_stop_marker(self.config)
         self.runs += 1
-        self.job = JobProcess.start(self.config, self.root / JOB_CONFIG_FILE, self.log_path)
+        # B2 (issue 40): a serverless instance launches from its job run.
+        self.job = start_job_process(
+            self.instance, self.config, self.root / JOB_CONFIG_FILE, self.log_path
+        )
         self.all_jobs.append(self.job)
         return self.job
 
     def start_second_copy(self) -> JobProcess:
         """Another job process on the same config, while the first runs."""
-        copy = JobProcess.start(
-            self.config, self.root / JOB_CONFIG_FILE, self.root / "job-copy.log"
+        copy = start_job_process(
+            self.instance, self.config, self.root / JOB_CONFIG_FILE, self.root / "job-copy.log"
         )
         self.all_jobs.append(copy)
         return copy

@@ -24,7 +24,8 @@ and a shard's reads race its writes and slow down as it grows:
 
 ``python -m local.moto_server`` patches exactly those methods (the shard ones
 behind one lock, with an index of sequence numbers beside moto's dict) and then
-runs moto's own server entry point; every other API is stock moto.
+runs moto's own server entry point, with EMR Serverless patched too
+(:mod:`local.serverless_moto`); every other API is stock moto.
 """
 
 from __future__ import annotations
@@ -167,6 +168,9 @@ def patch_kinesis() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     patch_kinesis()
+    from local.serverless_moto import patch_emr_serverless
+
+    patch_emr_serverless()  # B2 (issue 40): EMR Serverless modes, retry policy, labels
     from moto.server import main as moto_main
 
     moto_main(argv if argv is not None else sys.argv[1:])

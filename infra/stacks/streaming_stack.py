@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack, Tags
+from aws_cdk import CfnOutput, Stack, Tags
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.config import InstanceConfig
@@ -25,9 +26,15 @@ from infra.constructs.instance import removal_policy
 from infra.constructs.job_deployment import JobDeployment, JobDeploymentProps
 from infra.constructs.network import Network, NetworkProps
 from infra.constructs.roles import Roles, RolesProps
+from infra.constructs.serverless_app import ServerlessJob, ServerlessJobProps
+from infra.constructs.serverless_supervisor import (
+    ServerlessSupervisor,
+    ServerlessSupervisorProps,
+    serverless_policy_for,
+)
 from infra.constructs.stream import EventStream, EventStreamProps
 from infra.constructs.supervisor import Supervisor, SupervisorProps, policy_for
-from infra.emr_step import build_step
+from infra.emr_step import STEP_SPEC_OUTPUT, build_step
 from infra.job_config import job_config_for
 
 INSTANCE_TAG = "streaming:instance"
@@ -44,7 +51,10 @@ class StreamingStack(Stack):
             scope,
             construct_id,
             stack_name=config.stack_name,
-            description=f"Streaming instance {config.instance_id}: Kinesis to Spark on EMR",
+            description=(
+                f"Streaming instance {config.instance_id}: Kinesis to Spark on "
+                + ("EMR Serverless" if config.compute == "serverless" else "EMR")
+            ),
             termination_protection=config.termination_protection,
             **kwargs,
         )
@@ -70,6 +80,39 @@ class StreamingStack(Stack):
         catalog = CatalogDatabase(
             self, "Catalog", props=CatalogDatabaseProps.of(config, self.job_config, buckets)
         )
+        self.emr: EmrCluster | None = None
+        self.serverless: ServerlessJob | None = None
+        self.supervisor: Supervisor | ServerlessSupervisor | None = None
+        if config.compute == "serverless":
+            self._serverless(
+                config=config,
+                network=network,
+                stream=stream,
+                buckets=buckets,
+                failures=failures,
+                catalog=catalog,
+            )
+        else:
+            self._emr(
+                config=config,
+                network=network,
+                stream=stream,
+                buckets=buckets,
+                failures=failures,
+                catalog=catalog,
+            )
+
+    def _emr(
+        self,
+        *,
+        config: InstanceConfig,
+        network: Network,
+        stream: EventStream,
+        buckets: Buckets,
+        failures: FailureTopic,
+        catalog: CatalogDatabase,
+    ) -> None:
+        """The job on the instance's own EMR cluster, started by an EMR step."""
         roles = Roles(self, "Roles", props=RolesProps(config.instance_id))
         self.emr = emr = EmrCluster(
             self,
@@ -107,7 +150,6 @@ class StreamingStack(Stack):
             emr.cluster, after=(*roles.job_policies, *catalog.job_needs, failures.topic)
         )
         # Restarts the job with the same step when it is down, within a budget.
-        self.supervisor: Supervisor | None = None
         if config.supervisor.enabled:
             spec = self.job.step_spec
             self.supervisor = Supervisor(
@@ -120,6 +162,80 @@ class StreamingStack(Stack):
                     cluster_id=emr.cluster.ref,
                     step=build_step(spec),
                     policy=policy_for(config, spec.stop_timeout_sec),
+                    alarm_topic=alarms.topic.topic,
+                    removal_policy=removal_policy(config),
+                ),
+            )
+
+    def _serverless(
+        self,
+        *,
+        config: InstanceConfig,
+        network: Network,
+        stream: EventStream,
+        buckets: Buckets,
+        failures: FailureTopic,
+        catalog: CatalogDatabase,
+    ) -> None:
+        """The job as a STREAMING run on an EMR Serverless application of its
+        own (docs/serverless.md): the same job package, the same grants, the
+        same alarms, dashboard and supervisor policy as on EMR."""
+        self.job = JobDeployment(
+            self, "Job", props=JobDeploymentProps.of(config, buckets.artifacts, self.job_config)
+        )
+        self.serverless = job = ServerlessJob(
+            self,
+            "Serverless",
+            props=ServerlessJobProps(
+                instance=config,
+                job_config=self.job_config,
+                vpc=network.vpc,
+                subnets=tuple(network.private_subnets),
+                artifacts_bucket=buckets.artifacts,
+                data_bucket=buckets.data,
+                job=self.job,
+                removal_policy=removal_policy(config),
+            ),
+        )
+        failures.allow_clients([job.security_group])
+        # make status finds the deployed job config through this output, as on EMR
+        # (scripts/status/target.py); make redeploy refuses: there is no cluster.
+        spec_output = CfnOutput(
+            self.job,
+            STEP_SPEC_OUTPUT,
+            value=self.to_json_string(self.job.step_spec.to_dict()),
+            description="The job's package and config (make status reads its config_uri)",
+        )
+        spec_output.override_logical_id(STEP_SPEC_OUTPUT)
+        self.alarms = alarms = Alarms(
+            self, "Alarms", props=AlarmsProps.of(config, stream.stream, job.application_id)
+        )
+        # Everything the job may touch, each scoped to this instance: the
+        # same grant_job calls as the EMR job role's.
+        role = job.execution_role
+        stream.grant_job(role, consumer_type=config.job.source.consumer_type)
+        for owner in (buckets, catalog, failures, alarms):
+            owner.grant_job(role)
+        policy = role.node.try_find_child("DefaultPolicy")
+        job.start(
+            after=(
+                *([policy] if isinstance(policy, iam.Policy) else []),
+                *catalog.job_needs,
+                failures.topic,
+                *network.egress_ready,
+            )
+        )
+        if config.supervisor.enabled:
+            self.supervisor = ServerlessSupervisor(
+                self,
+                "Supervisor",
+                props=ServerlessSupervisorProps(
+                    instance=config,
+                    job_config=self.job_config,
+                    data_bucket=buckets.data,
+                    application_id=job.application_id,
+                    request=job.request,
+                    policy=serverless_policy_for(config, job.stop_timeout_sec),
                     alarm_topic=alarms.topic.topic,
                     removal_policy=removal_policy(config),
                 ),

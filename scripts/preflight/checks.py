@@ -21,6 +21,7 @@ from scripts.preflight.network import check_network
 from scripts.preflight.quotas import check_eip_quota, check_vcpu_quota, check_vpc_quota
 from scripts.preflight.release_label import check_release_label
 from scripts.preflight.result import Clients, Result
+from scripts.preflight.serverless import check_serverless_release, check_serverless_vcpu_quota
 from scripts.preflight.shard_bound import check_shard_bound
 from scripts.preflight.shard_quota import check_shard_quota
 from scripts.preflight.stack import check_deployed_record, check_left_behind
@@ -44,4 +45,6 @@ CHECKS: Final[tuple[Check, ...]] = (
     check_vcpu_quota,
     check_vpc_quota,
     check_eip_quota,
+    check_serverless_release,
+    check_serverless_vcpu_quota,
 )

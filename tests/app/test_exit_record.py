@@ -12,6 +12,7 @@ import pytest
 from moto import mock_aws
 
 from app import contract
+from app.checkpoint_state import OldCheckpointError
 from app.config import ConfigError
 from app.exit_record import (
     ExitRecord,
@@ -21,7 +22,15 @@ from app.exit_record import (
     write_exit_record,
 )
 from app.graceful_stop import StopMarker, StopRequest
-from app.job import EXIT_BAD_CONFIG, EXIT_LEASE_HELD, EXIT_OK, Outcome, main, supervise
+from app.job import (
+    EXIT_BAD_CONFIG,
+    EXIT_LEASE_HELD,
+    EXIT_OK,
+    Outcome,
+    main,
+    process_status,
+    supervise,
+)
 from app.lease import FileLease
 from tests.app.job_helpers import job_config
 from tests.app.test_job_supervise import FakeQuery
@@ -153,3 +162,51 @@ def test_a_failed_query_is_recorded_with_its_cause() -> None:
     assert (record.code, record.reason) == (1, contract.EXIT_BATCH_FAILED)
     assert "kafka down" in record.detail
     assert record.stopped_by is None
+
+
+def test_on_serverless_a_refused_configuration_ends_with_status_0_and_records_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EMR Serverless retries a failed run, not a successful one: exit 2 must
+    not fail the run there, and the record still says 2 (app.job.process_status)."""
+    from app import job
+
+    checkpoint = tmp_path / "checkpoint"
+    config = job_config(database="d", bootstrap="b:1", checkpoint=str(checkpoint))
+    (tmp_path / "c.json").write_text(config.to_json(), encoding="utf-8")
+
+    def refuse(*_: object) -> None:
+        raise OldCheckpointError("checkpoint c: holds dropDuplicatesWithinWatermark state")
+
+    monkeypatch.setattr(job, "checked_checkpoint", refuse)
+    argv = ["--config", str(tmp_path / "c.json")]
+    assert main([*argv, "--platform", "serverless"]) == EXIT_OK
+    record = read_exit_record(str(checkpoint))
+    assert record is not None
+    assert (record.code, record.reason) == (EXIT_BAD_CONFIG, contract.EXIT_CHECKPOINT_REFUSED)
+    # The same refusal on EMR (default and explicit) keeps its status 2.
+    assert main(argv) == EXIT_BAD_CONFIG
+    assert main([*argv, "--platform", "emr"]) == EXIT_BAD_CONFIG
+
+
+def test_on_serverless_an_unreadable_configuration_ends_with_status_0(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.json")
+    assert main(["--config", missing, "--platform", "serverless"]) == EXIT_OK
+    assert main(["--config", missing]) == EXIT_BAD_CONFIG
+
+
+@pytest.mark.parametrize("code", [EXIT_OK, 1, EXIT_LEASE_HELD, 4])
+def test_on_serverless_every_other_code_is_the_process_status(code: int) -> None:
+    """A failed batch, a lease held or lost still fail the run (the service
+    retries it within its budget); a stop on request stays 0."""
+    assert process_status(code, "serverless") == code
+    assert process_status(code, "emr") == code
+    assert process_status(EXIT_BAD_CONFIG, "serverless") == EXIT_OK
+
+
+def test_an_unknown_platform_is_refused_naming_the_choices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--config", str(tmp_path / "c.json"), "--platform", "glue"])
+    assert "choose from 'emr', 'serverless'" in capsys.readouterr().err

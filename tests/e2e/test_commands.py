@@ -89,7 +89,7 @@ def test_make_cost_prints_each_instance_with_list_prices_and_their_date() -> Non
     every declared instance and shared stack, resource lines and a total,
     the prices' date and that they are list prices."""
     from infra.config import load_instances, read_cdk_context
-    from infra.prices import PRICES_READ
+    from infra.prices import FIRST_READ, PRICES_READ
     from infra.shared_config import load_shared
 
     context = read_cdk_context(ROOT / "cdk.json")
@@ -106,7 +106,7 @@ def test_make_cost_prints_each_instance_with_list_prices_and_their_date() -> Non
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    assert f"LIST prices read {PRICES_READ}" in out
+    assert f"LIST prices read {FIRST_READ} to {PRICES_READ}" in out
     printed = re.findall(r"^(Streaming-\S+) \(", out, re.MULTILINE)
     assert printed == stacks, out[:2000]
     totals = re.findall(r"total a month\s+\$([\d,]+\.\d\d)", out)

@@ -31,7 +31,7 @@ from infra.config import (
 )
 from infra.stacks.application import build_app
 from infra.stacks.streaming_stack import StreamingStack
-from tests.fixtures import EXAMPLE_CDK_JSON
+from tests.fixtures import EXAMPLE_CDK_JSON, SERVERLESS_CDK_JSON
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The user's instances: what `make synth` and `cdk deploy` build.
@@ -218,3 +218,11 @@ def synthesized_lake_formation(
         {"domain": "orders", "region": "eu-west-1", "lake_formation_permissions": True}
     ]
     return synthesize(context, tmp_path_factory.mktemp("cdk.out.lake_formation"))
+
+
+@pytest.fixture(scope="session")
+def synthesized_serverless(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """tests/fixtures/cdk_serverless.json: light (EMR Serverless) and orders
+    (EMR) in us-east-1, on the region's shared stack (issue 40)."""
+    context = check_context(SERVERLESS_CDK_JSON)
+    return synthesize(context, tmp_path_factory.mktemp("cdk.out.serverless"))

@@ -107,6 +107,10 @@ def test_orders_eu_west_1_is_recomputed_by_hand_from_its_template(
     expected += batches * 3 / 1e6 * p("glue:catalog-request")
     expected += batches / 1000 * p("cloudwatch:put-metric-data")
     expected += records * size / 1024**3 * p("s3:storage")
+    # The job's reads through the NAT, and its custom metrics: 9 per-batch
+    # metrics, 8 failure reasons, the supervisor's 2.
+    expected += records * size / 1024**3 * p("vpc:nat-data")
+    expected += (9 + 8 + 2) * p("cloudwatch:metric")
 
     found = estimate(name, template, region, Load(rate, size, trigger))
     assert found.total_usd == pytest.approx(expected, rel=1e-9)
@@ -214,8 +218,140 @@ def test_the_synth_line_of_an_unpriced_region_says_why_instead_of_failing() -> N
     class _Config:
         region = "sa-east-1"
         expected_load = type("E", (), {"records_per_sec": 0.0, "record_bytes": 1024})()
-        job = type("J", (), {"trigger_interval_sec": 10})()
+        source = type("S", (), {"consumer_type": "GetRecords"})()
+        job = type("J", (), {"trigger_interval_sec": 10, "source": source})()
 
     kms = {"Type": "AWS::KMS::Key", "Properties": {}}
     line = synth_line(_Config(), "S", _template(A=kms))  # type: ignore[arg-type]
     assert line.startswith("cost: S not estimated: no price for 'kms:key' in sa-east-1")
+
+
+# ------------------------------------------ a light instance on EMR Serverless
+
+
+@pytest.mark.synth
+def test_a_light_serverless_instance_with_its_shares_costs_at_most_150_a_month(
+    synthesized_serverless: Synthesized,
+) -> None:
+    """Issue 40's bar, recomputed by hand from the templates and the table:
+    one light instance at 10 records/s in us-east-1 on EMR Serverless, sharing
+    its region's failure-topic cluster and NAT with four other instances."""
+    name, shared, region = "Streaming-light-us-east-1", "Streaming-shared-us-east-1", "us-east-1"
+    template = synthesized_serverless.templates[name]
+    config = synthesized_serverless.config(name)
+
+    def p(key: str) -> float:
+        return _usd(key, region)
+
+    (app,) = _of_type(template, "AWS::EMRServerless::Application")
+    assert app["Architecture"] == "ARM64"
+    capacity = app["MaximumCapacity"]
+    vcpu, memory = float(capacity["Cpu"].split()[0]), float(capacity["Memory"].split()[0])
+    assert (vcpu, memory, capacity["Disk"]) == (2, 4, "40 GB")  # 2 workers x 20 GB: no extra
+    expected = HOURS * (vcpu * p("emr-serverless:vcpu-arm") + memory * p("emr-serverless:gb-arm"))
+    # ARM64 is 20 % less than x86 in the table.
+    assert p("emr-serverless:vcpu-arm") == pytest.approx(0.8 * p("emr-serverless:vcpu-x86"))
+    assert p("emr-serverless:gb-arm") == pytest.approx(0.8 * p("emr-serverless:gb-x86"))
+    assert not _of_type(template, "AWS::EMR::Cluster")
+    assert not _of_type(template, "AWS::EC2::NatGateway"), "the NAT is the shared stack's"
+    expected += len(_of_type(template, "AWS::KMS::Key")) * p("kms:key")
+    expected += len(_of_type(template, "AWS::CloudWatch::Alarm")) * p("cloudwatch:alarm")
+    expected += len(_of_type(template, "AWS::CloudWatch::Dashboard")) * p("cloudwatch:dashboard")
+    (stream,) = _of_type(template, "AWS::Kinesis::Stream")
+    expected += stream["ShardCount"] * HOURS * p("kinesis:shard")
+    rate, size, trigger = 10.0, 1024, config.job.trigger_interval_sec
+    records, batches = rate * SECONDS, SECONDS / trigger
+    gigabytes = records * size / 1024**3
+    expected += records / 1e6 * p("kinesis:put-payload-unit")
+    expected += batches * 12 / 1000 * p("s3:put") + batches * 20 / 1000 * p("s3:get")
+    expected += batches * 3 / 1e6 * p("glue:catalog-request")
+    expected += batches / 1000 * p("cloudwatch:put-metric-data")
+    expected += gigabytes * (p("s3:storage") + p("vpc:nat-data"))
+    expected += 19 * p("cloudwatch:metric")
+    found = estimate(name, template, region, load_for(config))
+    assert found.load == Load(10, 1024, trigger)
+    assert found.total_usd == pytest.approx(expected, rel=1e-9), render(found)
+
+    outdir = synthesized_serverless.template_paths[name].parent
+    shared_template = json.loads((outdir / f"{shared}.template.json").read_text())
+    shared_usd = estimate(shared, shared_template, region, Load(0, 1024, 1)).total_usd
+    (msk,) = _of_type(shared_template, "AWS::MSK::Cluster")
+    assert msk["BrokerNodeGroupInfo"]["InstanceType"] == "kafka.t3.small"
+    by_hand = msk["NumberOfBrokerNodes"] * HOURS * p("msk:kafka.t3.small")
+    by_hand += msk["NumberOfBrokerNodes"] * 20 * p("msk:storage")
+    by_hand += HOURS * (p("vpc:nat-gateway") + p("vpc:public-ipv4"))
+    by_hand += len(_of_type(shared_template, "AWS::KMS::Key")) * p("kms:key")
+    assert shared_usd == pytest.approx(by_hand, rel=1e-9)
+    all_in = found.total_usd + shared_usd / 5
+    assert all_in <= 150, f"${all_in:.2f}: {render(found)}"
+    # ... against the same shape on EMR (the orders neighbour): the saving is real.
+    emr = estimate(
+        "Streaming-orders-us-east-1",
+        synthesized_serverless.templates["Streaming-orders-us-east-1"],
+        region,
+        load_for(synthesized_serverless.config("Streaming-orders-us-east-1")),
+    )
+    assert emr.total_usd > 2.5 * found.total_usd
+
+
+def test_a_serverless_application_prices_x86_and_extra_storage_and_refuses_warm_capacity() -> None:
+    def app(**props: Any) -> dict[str, Any]:
+        base = {
+            "Architecture": "X86_64",
+            "MaximumCapacity": {"Cpu": "5 vCPU", "Memory": "10 GB", "Disk": "100 GB"},
+            "RuntimeConfiguration": [
+                {
+                    "Classification": "spark-defaults",
+                    "Properties": {"spark.executor.instances": "2"},
+                }
+            ],
+        }
+        return {"Type": "AWS::EMRServerless::Application", "Properties": {**base, **props}}
+
+    found = estimate("S", _template(A=app()), "eu-west-1", Load(0, 1024, 10))
+    lines = {line.resource.split(" (")[0]: line for line in found.lines}
+    assert lines["EMR Serverless X86_64 vCPU"].count == 5 * HOURS
+    assert lines["EMR Serverless X86_64 vCPU"].unit_usd == _usd(
+        "emr-serverless:vcpu-x86", "eu-west-1"
+    )
+    assert lines["EMR Serverless X86_64 memory"].count == 10 * HOURS
+    # 3 workers get 60 GB free; 40 GB more are billed.
+    assert lines["EMR Serverless storage beyond 20 GB a worker"].count == 40 * HOURS
+    with pytest.raises(TemplateCostError, match="InitialCapacity"):
+        estimate("S", _template(A=app(InitialCapacity=[])), "us-east-1", Load(0, 1024, 10))
+    with pytest.raises(TemplateCostError, match="expected 'N vCPU'"):
+        bad = app(MaximumCapacity={"Cpu": {"Ref": "X"}, "Memory": "1 GB", "Disk": "20 GB"})
+        estimate("S", _template(A=bad), "us-east-1", Load(0, 1024, 10))
+
+
+def test_enhanced_fan_out_bills_consumer_shard_hours_and_data() -> None:
+    stream = {"Type": "AWS::Kinesis::Stream", "Properties": {"ShardCount": 3}}
+    app = {
+        "Type": "AWS::EMRServerless::Application",
+        "Properties": {
+            "Architecture": "ARM64",
+            "MaximumCapacity": {"Cpu": "2 vCPU", "Memory": "4 GB", "Disk": "40 GB"},
+            "RuntimeConfiguration": [
+                {
+                    "Classification": "spark-defaults",
+                    "Properties": {"spark.executor.instances": "1"},
+                }
+            ],
+        },
+    }
+    polling = estimate("S", _template(S=stream, A=app), "us-east-1", Load(10, 1024, 30))
+    efo = estimate(
+        "S", _template(S=stream, A=app), "us-east-1", Load(10, 1024, 30, enhanced_fan_out=True)
+    )
+    added = {line.resource: line for line in efo.lines}.keys() - {
+        line.resource for line in polling.lines
+    }
+    assert added == {
+        "Kinesis enhanced fan-out, 1 consumer x3 shards",
+        "Kinesis enhanced fan-out data (25.1 GB)",
+    }
+    gigabytes = 10 * SECONDS * 1024 / 1024**3
+    assert efo.total_usd - polling.total_usd == pytest.approx(
+        3 * HOURS * _usd("kinesis:efo-consumer-shard", "us-east-1")
+        + gigabytes * _usd("kinesis:efo-data", "us-east-1")
+    )

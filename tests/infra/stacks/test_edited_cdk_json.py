@@ -92,6 +92,12 @@ def checkout_with(root: Path, instances: Instances) -> Path:
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, root / name)
     shutil.copytree(REPO_ROOT / "tests", root / "tests", ignore=ignore)
+    # The serverless instances' dependency archive (make install builds it;
+    # ~130 MB): linked, not copied.
+    archives = REPO_ROOT / "build" / "serverless"
+    if archives.is_dir():
+        (root / "build").mkdir(exist_ok=True)
+        (root / "build" / "serverless").symlink_to(archives, target_is_directory=True)
     raw = json.loads(DECLARED_CDK_JSON.read_text(encoding="utf-8"))
     edited = copy.deepcopy(raw)
     edited["context"]["streaming"]["instances"] = instances

@@ -131,7 +131,11 @@ def optimizer_roles(synth: Synthesized, stack: str) -> dict[str, str]:
 
 
 def job_role(synth: Synthesized, stack: str) -> str:
-    return synth.role_assumed_by(stack, "ec2.amazonaws.com")
+    """The role the job runs as: the EMR nodes' (EC2), or the EMR Serverless
+    execution role of a ``"compute": "serverless"`` instance."""
+    serverless = synth.config(stack).compute == "serverless"
+    service = "emr-serverless.amazonaws.com" if serverless else "ec2.amazonaws.com"
+    return synth.role_assumed_by(stack, service)
 
 
 GLUE = frozenset({"glue"})
@@ -400,3 +404,70 @@ def test_control_a_shared_or_wildcard_namespace_would_be_caught() -> None:
         },
     }
     assert not _allows_namespace(narrow, theirs)
+
+
+# --------------------------------------------------------------- EMR Serverless
+# The execution role of a serverless instance (issue 40) and an EMR neighbour
+# in one region (tests/fixtures/cdk_serverless.json), by the same matcher.
+
+LIGHT = "Streaming-light-us-east-1"
+ORDERS = "Streaming-orders-us-east-1"
+
+
+def execution_role(synth: Synthesized, stack: str) -> str:
+    return synth.role_assumed_by(stack, "emr-serverless.amazonaws.com")
+
+
+@pytest.mark.parametrize(("owner", "neighbour"), [(LIGHT, ORDERS), (ORDERS, LIGHT)])
+def test_serverless_no_statement_grants_the_neighbours_resources(
+    synthesized_serverless: Synthesized, owner: str, neighbour: str
+) -> None:
+    statements = allowed_statements(synthesized_serverless, owner)
+    targets = instance_targets(synthesized_serverless, neighbour, as_seen_from=owner)
+    assert reachable(statements, targets) == {}
+
+
+def test_control_the_execution_role_reaches_its_own_stream_buckets_database_and_topic(
+    synthesized_serverless: Synthesized,
+) -> None:
+    by_role = role_statements(synthesized_serverless, LIGHT)
+    role = execution_role(synthesized_serverless, LIGHT)
+    targets = instance_targets(synthesized_serverless, LIGHT, as_seen_from=LIGHT)
+    hits = reachable(by_role[role], targets)
+    # Everything the EMR job role reaches (without enhanced fan-out, no consumer).
+    assert set(hits) == {t.what for t in targets} - {"another table", "stream consumer"}
+
+
+def test_the_execution_role_alone_reaches_nothing_of_the_neighbour(
+    synthesized_serverless: Synthesized,
+) -> None:
+    by_role = role_statements(synthesized_serverless, LIGHT)
+    role = execution_role(synthesized_serverless, LIGHT)
+    targets = instance_targets(synthesized_serverless, ORDERS, as_seen_from=LIGHT)
+    assert reachable(by_role[role], targets) == {}
+    # ... and is the only role the service may assume; no EMR roles on serverless.
+    trusted = [
+        r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+        for r in synthesized_serverless.resources(LIGHT, "AWS::IAM::Role").values()
+    ]
+    assert {"Service": "emr-serverless.amazonaws.com"} in trusted
+    assert {"Service": "ec2.amazonaws.com"} not in trusted
+    assert {"Service": "elasticmapreduce.amazonaws.com"} not in trusted
+
+
+def test_the_execution_role_puts_metrics_in_its_own_namespace_only(
+    synthesized_serverless: Synthesized,
+) -> None:
+    role = execution_role(synthesized_serverless, LIGHT)
+    writers = [
+        statement
+        for owner, document in policy_documents(synthesized_serverless, LIGHT)
+        if owner == role
+        for statement in document["Statement"]
+        if "cloudwatch:PutMetricData" in _as_list(statement["Action"])
+    ]
+    assert writers, "control: the execution role does publish the job's metrics"
+    own = metric_namespace(synthesized_serverless.config(LIGHT).instance_id)
+    theirs = metric_namespace(synthesized_serverless.config(ORDERS).instance_id)
+    assert all(_allows_namespace(s, own) for s in writers)
+    assert not [s for s in writers if _allows_namespace(s, theirs)]

@@ -41,9 +41,13 @@ def test_control_the_same_checks_fail_a_non_compliant_bucket(tmp_path: Path) -> 
     assert {"AwsSolutions-S1", "AwsSolutions-S10"} <= rules
 
 
+@pytest.mark.parametrize("fixture", ["synthesized", "synthesized_serverless"])
 def test_each_acknowledgment_is_one_finding_next_to_its_resource(
-    synthesized: Synthesized,
+    fixture: str, request: pytest.FixtureRequest
 ) -> None:
+    """The example, and the serverless one (issue 40: the execution role, the
+    job-run resource and the serverless supervisor acknowledge their own)."""
+    synthesized: Synthesized = request.getfixturevalue(fixture)
     seen = 0
     for stack in synthesized.stacks.values():
         for construct in stack.node.find_all():
@@ -59,3 +63,23 @@ def test_each_acknowledgment_is_one_finding_next_to_its_resource(
                     assert "[" in rule_id or rule_id in WHOLE_RULE_ACKNOWLEDGMENTS, rule_id
                     assert len(reason) >= 60 and reason.endswith("."), (rule_id, reason)
     assert seen >= 20
+
+
+def test_the_serverless_stacks_pass_cdk_nag_and_cfn_lint(
+    synthesized_serverless: Synthesized,
+) -> None:
+    """cdk-nag and cfn-lint on tests/fixtures/cdk_serverless.json (a serverless
+    instance and an EMR one on a shared stack); the user's cdk.json is checked
+    by tests/infra/stacks/test_declared_instances.py."""
+    from cfnlint.api import ManualArgs, lint_file
+
+    assert synthesized_serverless.error is None
+    assert synthesized_serverless.report is not None
+    assert synthesized_serverless.report["pluginReports"] == []
+    assert any(
+        c.compute == "serverless"
+        for c in map(synthesized_serverless.config, synthesized_serverless.stacks)
+    )
+    for name, path in synthesized_serverless.template_paths.items():
+        matches = lint_file(path, config=ManualArgs(regions=["us-east-1"]))
+        assert [m for m in matches if m.rule.id[0] in "EFW"] == [], name

@@ -34,4 +34,4 @@ def test_the_connector_on_a_python_default_release_is_a_warning_that_does_not_fa
     text = out.getvalue()
     assert "WARN  Kinesis source: aws-kinesis on emr-spark-8.1.0" in text
     assert "\n      check: after the deploy, run ls /usr/share/aws/kinesis/" in text
-    assert "preflight orders-eu-west-1: 14 passed, 1 warning(s), 0 failed" in text
+    assert "preflight orders-eu-west-1: 16 passed, 1 warning(s), 0 failed" in text

@@ -1,0 +1,437 @@
+"""The job of a ``"compute": "serverless"`` instance: an EMR Serverless
+application of its own, an execution role, and the job run
+(docs/serverless.md).
+
+* ``AWS::EMRServerless::Application``: release ``emr.release_label``
+  (emr-spark-8.1.0), ARM64 by default, no pre-initialized capacity, maximum
+  capacity bounded to the driver plus the fixed executors (so the application
+  holds one copy of the job and no scale-out), the instance's private subnets
+  (the shared VPC where the instance uses it) and a security group of its own,
+  CloudWatch logging into an encrypted log group with the instance's
+  retention, and the ``spark-defaults`` of :mod:`infra.serverless_job_run`
+  (app/spark_conf.py, the EMR cluster's source) in its runtime configuration
+  (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-emrserverless-application.html).
+* The execution role, trusted by ``emr-serverless.amazonaws.com`` for this
+  account (the confused-deputy guard of
+  https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/security-iam-runtime-role.html):
+  the stack grants it exactly what it grants the EMR job role (its stream,
+  buckets, database, topic, metrics: the owners' ``grant_job``); this
+  construct adds reading the job's files under ``artifacts/`` and writing its
+  log group.
+* ``Custom::ServerlessJobRun`` (infra/serverless_job_run_handler.py): starts
+  the run on create, hands over on every change of the job, stops it on delete.
+
+Network, by cost (docs/serverless.md, "Network"): S3 through the created
+VPC's gateway endpoint (free); Kinesis, Glue, STS and CloudWatch through the
+NAT, whose $0.045/GB costs less than an interface endpoint's ~$0.01 per AZ-hour
+(three AZs: ~$22 a month per service, five services ~$110) below ~600 GB a
+month per service; MSK is inside the VPC (its brokers admit the job's
+security group).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Final
+
+from aws_cdk import (
+    Acknowledgment,
+    Aws,
+    CfnResource,
+    CustomResource,
+    Duration,
+    RemovalPolicy,
+    Stack,
+    Stage,
+    Validations,
+)
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_emrserverless as emrs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from constructs import Construct, IDependable
+
+from app import contract
+from app.config import JobConfig
+from app.lease import lease_path
+from infra.config import InstanceConfig
+from infra.constructs.instance import stack_output
+from infra.constructs.job_deployment import JOB_PREFIX, JobDeployment
+from infra.constructs.logs_key import encrypted_log_group, retention_days
+from infra.emr_step import PACKAGE_ZIP, stop_timeout_for
+from infra.packaging import content_digest
+from infra.serverless_archive import ARCHIVE_FILE, archive_path, archive_spark_conf
+from infra.serverless_job_run import (
+    LOG_TYPES,
+    JobRunSpec,
+    application_spark_defaults,
+    restart_budget_split,
+    start_job_run_request,
+)
+from infra.serverless_job_run_handler import HANDLER, HANDLER_FILES
+
+REPO_ROOT: Final = Path(__file__).resolve().parents[2]
+DEPS_PREFIX: Final = "artifacts/deps"
+# Where the archive is built for AWS (B2's infra/serverless_archive.py).
+TARGET_PLATFORM: Final = "aarch64"
+# Lambda allows at most 900 s (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
+LAMBDA_MAX_SEC: Final = 900
+CANCEL_TIMEOUT_SEC: Final = 120
+# StartJobRun, the S3 calls and the reply after the two waits.
+HANDLER_SLACK_SEC: Final = 60
+AUTO_STOP_IDLE_MINUTES: Final = 15  # the service's default (app-behavior page)
+JOB_RUN_OUTPUT: Final = "ServerlessJobRun"
+APPLICATION_OUTPUT: Final = "ServerlessApplicationId"
+
+
+def handover_timeout(graceful_stop_timeout_sec: int) -> int:
+    """The run's graceful stop bound, as the EMR launcher's
+    (``emr_step.stop_timeout_for``: the job's own bound plus teardown); the
+    function refuses, at synth, one that cannot fit Lambda's 15 minutes."""
+    wait = stop_timeout_for(graceful_stop_timeout_sec)
+    most = (
+        LAMBDA_MAX_SEC - CANCEL_TIMEOUT_SEC - HANDLER_SLACK_SEC - (wait - graceful_stop_timeout_sec)
+    )
+    if graceful_stop_timeout_sec > most:
+        raise ValueError(
+            f"job.graceful_stop_timeout_sec: {graceful_stop_timeout_sec}; allowed on "
+            f'"compute": "serverless": at most {most} (the job run\'s handover must fit '
+            "one 15-minute Lambda invocation)"
+        )
+    return wait
+
+
+def maximum_capacity(instance: InstanceConfig) -> dict[str, str]:
+    """The driver plus the fixed executors, in the API's units."""
+    shape = instance.serverless
+    return {
+        "cpu": f"{shape.max_vcpu} vCPU",
+        "memory": f"{shape.max_memory_gb} GB",
+        "disk": f"{shape.max_disk_gb} GB",
+    }
+
+
+@dataclass(frozen=True)
+class ServerlessJobProps:
+    instance: InstanceConfig
+    job_config: JobConfig
+    vpc: ec2.IVpc
+    subnets: tuple[ec2.ISubnet, ...]
+    artifacts_bucket: s3.IBucket
+    data_bucket: s3.IBucket
+    job: JobDeployment
+    removal_policy: RemovalPolicy
+    source_root: Path = REPO_ROOT
+
+
+class ServerlessJob(Construct):
+    """Exposes ``security_group``, ``log_group``, ``execution_role``,
+    ``application``, ``application_id``, ``spec``, ``request`` (the
+    StartJobRun body), ``archive_upload`` and, after :meth:`start`, ``job_run``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, props: ServerlessJobProps) -> None:
+        super().__init__(scope, construct_id)
+        self._props = props
+        instance = props.instance
+        shape = instance.serverless
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=props.vpc,
+            description=f"EMR Serverless job of {instance.instance_id} (egress only)",
+            allow_all_outbound=True,
+        )
+        self.log_group = encrypted_log_group(
+            self,
+            "Logs",
+            what=f"the EMR Serverless job of {instance.instance_id}",
+            retention=retention_days(shape.log_retention_days),
+            removal_policy=props.removal_policy,
+        )
+        self.execution_role = iam.Role(
+            self,
+            "ExecutionRole",
+            assumed_by=iam.ServicePrincipal(
+                "emr-serverless.amazonaws.com",
+                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            ),
+            description=f"EMR Serverless job run of streaming instance {instance.instance_id}",
+        )
+        self._grant_runtime(props)
+        self.application = emrs.CfnApplication(
+            self,
+            "Application",
+            name=contract.app_name(instance.instance_id),
+            release_label=instance.emr.release_label,
+            type="Spark",
+            architecture=shape.architecture,
+            auto_start_configuration=emrs.CfnApplication.AutoStartConfigurationProperty(
+                enabled=True
+            ),
+            auto_stop_configuration=emrs.CfnApplication.AutoStopConfigurationProperty(
+                enabled=True, idle_timeout_minutes=AUTO_STOP_IDLE_MINUTES
+            ),
+            maximum_capacity=emrs.CfnApplication.MaximumAllowedResourcesProperty(
+                **maximum_capacity(instance)
+            ),
+            network_configuration=emrs.CfnApplication.NetworkConfigurationProperty(
+                subnet_ids=[subnet.subnet_id for subnet in props.subnets],
+                security_group_ids=[self.security_group.security_group_id],
+            ),
+            monitoring_configuration=emrs.CfnApplication.MonitoringConfigurationProperty(
+                cloud_watch_logging_configuration=emrs.CfnApplication.CloudWatchLoggingConfigurationProperty(
+                    enabled=True,
+                    log_group_name=self.log_group.log_group_name,
+                    log_type_map=[
+                        emrs.CfnApplication.LogTypeMapKeyValuePairProperty(key=kind, value=types)
+                        for kind, types in LOG_TYPES.items()
+                    ],
+                )
+            ),
+            runtime_configuration=[
+                emrs.CfnApplication.ConfigurationObjectProperty(
+                    classification="spark-defaults",
+                    properties=application_spark_defaults(shape),
+                )
+            ],
+        )
+        self.application_id = self.application.attr_application_id
+        stack_output(self, APPLICATION_OUTPUT, self.application_id, "EMR Serverless application")
+        self.archive_upload, archive_uri = self._upload_archive(props)
+        service_attempts, _ = restart_budget_split(instance.supervisor.max_restarts_per_hour)
+        package_uri = (
+            f"s3://{props.artifacts_bucket.bucket_name}/{JOB_PREFIX}/{props.job.package_version}"
+        )
+        unnamed = JobRunSpec(
+            application_id=self.application_id,
+            execution_role_arn=self.execution_role.role_arn,
+            name="-",
+            package_uri=package_uri,
+            max_failed_attempts_per_hour=service_attempts,
+            log_group_name=self.log_group.log_group_name,
+            # B2 (issue 40): app.zip unpacked beside the dependencies, on PYTHONPATH too:
+            # the Python streaming source's planner does not see --py-files
+            # (infra/serverless_archive.archive_spark_conf).
+            archive_conf=archive_spark_conf(
+                archive_uri, package_zip_uri=f"{package_uri}/{PACKAGE_ZIP}"
+            ),
+        )
+        # A name unique per request: the delete of a replaced request (after an
+        # update) finds only its own runs by it (the handler's docstring).
+        digest = hashlib.sha256(
+            json.dumps(
+                Stack.of(self).resolve(start_job_run_request(unnamed)), sort_keys=True
+            ).encode()
+        ).hexdigest()[:12]
+        self.spec = replace(unnamed, name=f"{contract.app_name(instance.instance_id)}-{digest}")
+        self.request = start_job_run_request(self.spec)
+        self.stop_timeout_sec = handover_timeout(props.job_config.graceful_stop_timeout_sec)
+        self.job_run: CustomResource | None = None
+
+    def _grant_runtime(self, props: ServerlessJobProps) -> None:
+        """What the run needs beyond the job's own grants: its files (the
+        package, the jar, the archive: ``artifacts/`` of the instance's own
+        artifacts bucket) and its log group."""
+        artifacts = props.artifacts_bucket
+        self.execution_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadJobFiles",
+                actions=["s3:GetObject"],
+                resources=[artifacts.arn_for_objects("artifacts/*")],
+            )
+        )
+        self.log_group.grant_write(self.execution_role)
+        self.execution_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="DescribeOwnLogGroup",
+                actions=["logs:DescribeLogGroups", "logs:DescribeLogStreams"],
+                resources=[self.log_group.log_group_arn],
+            )
+        )
+        Validations.of(self.execution_role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::<ArtifactsBucket.Arn>/artifacts/*]",
+                reason="The job run reads its code, jar, config and dependency archive under "
+                "artifacts/ of this instance's own artifacts bucket; names carry content hashes.",
+            )
+        )
+
+    def _upload_archive(self, props: ServerlessJobProps) -> tuple[s3deploy.BucketDeployment, str]:
+        """The Python dependency archive, under a prefix named by its content."""
+        archive = archive_path(TARGET_PLATFORM)
+        digest = content_digest({ARCHIVE_FILE: archive.read_bytes()})
+        stage = Path(Stage.of(self).outdir) / f"serverless-deps-{digest}"  # type: ignore[union-attr]
+        if not (stage / ARCHIVE_FILE).is_file():
+            stage.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(archive, stage / ARCHIVE_FILE)
+            except OSError:
+                shutil.copyfile(archive, stage / ARCHIVE_FILE)
+        prefix = f"{DEPS_PREFIX}/{digest}"
+        access = props.job.handler_access
+        upload = s3deploy.BucketDeployment(
+            self,
+            "ArchiveUpload",
+            sources=[s3deploy.Source.asset(str(stage))],
+            destination_bucket=props.artifacts_bucket,
+            destination_key_prefix=f"{prefix}/",
+            prune=False,
+            role=access.role,
+            log_group=access.log_group,
+        )
+        return upload, f"s3://{props.artifacts_bucket.bucket_name}/{prefix}/{ARCHIVE_FILE}"
+
+    def start(self, *, after: tuple[IDependable, ...] = ()) -> CustomResource:
+        """The job run: waits for the job's files, the archive, the role's
+        policies and ``after`` (what the job uses that the request does not
+        reference)."""
+        if self.job_run is not None:
+            raise ValueError("start: already started; allowed: one job run per instance")
+        props = self._props
+        checkpoint = props.job_config.checkpoint_location
+        stop_marker = props.job_config.stop_marker_path
+        if stop_marker is None:
+            raise ValueError("job_config.stop_marker_path: None; the handover writes it")
+        function = self._function(checkpoint, stop_marker)
+        self.job_run = CustomResource(
+            self,
+            "JobRun",
+            service_token=function.function_arn,
+            resource_type="Custom::ServerlessJobRun",
+            properties={
+                "StartJobRun": self.request,
+                "Handover": {
+                    "LeaseUri": lease_path(checkpoint),
+                    "StopMarkerUri": stop_marker,
+                    "StopTimeoutSec": self.stop_timeout_sec,
+                    "CancelTimeoutSec": CANCEL_TIMEOUT_SEC,
+                },
+            },
+        )
+        # The application is referenced (GetAtt) already: no DependsOn on it (cfn-lint W3005).
+        self.job_run.node.add_dependency(props.job.package_upload, self.archive_upload, *after)
+        stack_output(
+            self, JOB_RUN_OUTPUT, self.job_run.ref, "EMR Serverless job run started by the stack"
+        )
+        return self.job_run
+
+    def _function(self, checkpoint: str, stop_marker: str) -> lambda_.Function:
+        props = self._props
+        instance = props.instance
+        log_group = encrypted_log_group(
+            self,
+            "JobRunLogs",
+            what=f"the job-run resource of {instance.instance_id}",
+            retention=retention_days(instance.retention.function_log_days),
+            removal_policy=props.removal_policy,
+        )
+        role = iam.Role(
+            self,
+            "JobRunRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Starts and hands over the job run of {instance.instance_id}",
+        )
+        log_group.grant_write(role)
+        application_arn = (
+            f"arn:{Aws.PARTITION}:emr-serverless:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
+            f"/applications/{self.application_id}"
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="RunsOfOwnApplication",
+                actions=[
+                    "emr-serverless:StartJobRun",
+                    "emr-serverless:ListJobRuns",
+                    "emr-serverless:GetJobRun",
+                    "emr-serverless:CancelJobRun",
+                ],
+                resources=[application_arn, f"{application_arn}/jobruns/*"],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PassExecutionRole",
+                actions=["iam:PassRole"],
+                resources=[self.execution_role.role_arn],
+                conditions={
+                    "StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}
+                },
+            )
+        )
+        bucket = props.data_bucket
+        lease_key = _key(lease_path(checkpoint))
+        marker_key = _key(stop_marker)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadLease",
+                actions=["s3:GetObject"],
+                resources=[bucket.arn_for_objects(lease_key)],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="WriteStopMarker",
+                actions=["s3:PutObject", "s3:DeleteObject"],
+                resources=[bucket.arn_for_objects(marker_key)],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="MissingLeaseReads404",
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={"StringEquals": {"s3:prefix": [lease_key]}},
+            )
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:emr-serverless:<AWS::Region>:"
+                f"<AWS::AccountId>:/applications/<{Stack.of(self).get_logical_id(self.application)}"
+                ".ApplicationId>/jobruns/*]",
+                reason="The job runs of this instance's own application: their IDs are made "
+                "when they start.",
+            )
+        )
+        staged = stage_handler(props.source_root, Path(Stage.of(self).outdir))  # type: ignore[union-attr]
+        function = lambda_.Function(
+            self,
+            "JobRunFunction",
+            # python3.14: a supported runtime (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html)
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler=HANDLER,
+            code=lambda_.Code.from_asset(str(staged)),
+            timeout=Duration.seconds(LAMBDA_MAX_SEC),
+            memory_size=256,
+            role=role,
+            log_group=log_group,
+            description=f"Custom::ServerlessJobRun of {instance.instance_id}",
+        )
+        function_resource = function.node.default_child
+        policy = role.node.try_find_child("DefaultPolicy")
+        policy_resource = policy.node.default_child if policy is not None else None
+        if isinstance(function_resource, CfnResource) and isinstance(policy_resource, CfnResource):
+            function_resource.add_override("DependsOn", [policy_resource.logical_id])
+        return function
+
+
+def _key(uri: str) -> str:
+    return uri.split("/", 3)[3]
+
+
+def stage_handler(root: Path, stage_dir: Path) -> Path:
+    """Copy :data:`HANDLER_FILES` under ``stage_dir`` by content hash."""
+    files = {rel: (root / rel).read_bytes() for rel in HANDLER_FILES}
+    target = stage_dir / f"serverless-job-run-{content_digest(files)}"
+    if target.is_dir():
+        shutil.rmtree(target)
+    for rel, content in files.items():
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        (target / rel).write_bytes(content)
+    return target

@@ -1,0 +1,235 @@
+"""The serverless supervisor (infra/supervisor/serverless.py) against
+in-process moto (EMR Serverless, S3, SNS, CloudWatch): the same ``decide``,
+observed from the lease, the exit record and the application's runs; a
+restart is StartJobRun of the stack's request. moto starts every run in
+SUCCESS and ignores ``mode`` and ``retryPolicy``: a run the service is still
+running or retrying is put in RUNNING by hand."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.emrserverless.models import emrserverless_backends
+
+from app import contract
+from app.exit_record import ExitRecord, write_exit_record
+from infra.supervisor import serverless
+from infra.supervisor.decision import Policy
+
+REPO = Path(__file__).resolve().parents[3]
+REGION = "us-east-1"
+INSTANCE = "light-us-east-1"
+BUCKET = "data-bucket"
+CHECKPOINT = f"s3://{BUCKET}/checkpoints/{INSTANCE}/"
+STATE = f"s3://{BUCKET}/control/{INSTANCE}/{contract.SUPERVISOR_STATE_NAME}"
+# The split of a budget of 5 (infra/serverless_job_run.py): 4 service attempts, 1 restart.
+POLICY = Policy(max_restarts=1, backoff_sec=1, backoff_max_sec=1, start_grace_sec=60)
+
+
+def _request(application_id: str) -> dict[str, Any]:
+    return {
+        "applicationId": application_id,
+        "executionRoleArn": f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/job",
+        "name": f"streaming-{INSTANCE}-0123abcd",
+        "mode": "STREAMING",
+        "executionTimeoutMinutes": 0,
+        "retryPolicy": {"maxFailedAttemptsPerHour": 4},
+        "jobDriver": {"sparkSubmit": {"entryPoint": "s3://artifacts/job/v1/main.py"}},
+    }
+
+
+@pytest.fixture
+def aws() -> Iterator[dict[str, Any]]:
+    with mock_aws():
+        names = ("s3", "emr-serverless", "sns", "cloudwatch", "sqs")
+        clients = {n: boto3.client(n, region_name=REGION) for n in names}
+        clients["s3"].create_bucket(Bucket=BUCKET)
+        # moto accepts only emr-X.Y.0 labels; the stack's is emr-spark-8.1.0.
+        app = clients["emr-serverless"].create_application(
+            name="a", releaseLabel="emr-7.1.0", type="SPARK"
+        )["applicationId"]
+        topic = clients["sns"].create_topic(Name="alarms")["TopicArn"]
+        queue = clients["sqs"].create_queue(QueueName="inbox")["QueueUrl"]
+        queue_arn = clients["sqs"].get_queue_attributes(
+            QueueUrl=queue, AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"]
+        clients["sns"].subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+        env = {
+            serverless.ENV_INSTANCE: INSTANCE,
+            serverless.ENV_APPLICATION_ID: app,
+            serverless.ENV_CHECKPOINT: CHECKPOINT,
+            serverless.ENV_STATE: STATE,
+            serverless.ENV_REQUEST: json.dumps(_request(app)),
+            serverless.ENV_POLICY: json.dumps(POLICY.__dict__),
+            serverless.ENV_TOPIC: topic,
+        }
+        yield {**clients, "env": env, "app": app, "queue": queue}
+
+
+def settings(aws: dict[str, Any]) -> serverless.ServerlessSettings:
+    return serverless.ServerlessSettings.from_env(aws["env"])
+
+
+def runs(aws: dict[str, Any]) -> list[Any]:
+    found: list[Any] = emrserverless_backends[DEFAULT_ACCOUNT_ID][REGION].job_runs.get(
+        aws["app"], []
+    )
+    return found
+
+
+def put_lease(aws: dict[str, Any], expires_at: float) -> None:
+    body = json.dumps({"owner": "driver:1", "instance": INSTANCE, "expires_at": expires_at})
+    aws["s3"].put_object(Bucket=BUCKET, Key=f"checkpoints/{INSTANCE}/_lease", Body=body)
+
+
+def alarms(aws: dict[str, Any]) -> list[dict[str, Any]]:
+    found = aws["sqs"].receive_message(QueueUrl=aws["queue"], MaxNumberOfMessages=10)
+    return [json.loads(m["Body"]) for m in found.get("Messages", [])]
+
+
+def deployed_run(aws: dict[str, Any], state: str) -> Any:
+    """The stack's run, in ``state`` (what the service shows)."""
+    aws["emr-serverless"].start_job_run(**_request(aws["app"]))
+    run = runs(aws)[-1]
+    run.state = state
+    return run
+
+
+def fail(aws: dict[str, Any], at: float) -> None:
+    """The job failed and the service gave up: the run FAILED, the lease expired."""
+    for run in runs(aws):
+        run.state = "FAILED"
+    put_lease(aws, at - 1)
+    record = ExitRecord(1, contract.EXIT_BATCH_FAILED, "batch 9 failed", at, "driver:1")
+    write_exit_record(CHECKPOINT, record, aws["s3"])
+
+
+def test_a_run_the_service_runs_or_retries_is_up_and_left_alone(aws: dict[str, Any]) -> None:
+    now = time.time()
+    deployed_run(aws, "RUNNING")
+    put_lease(aws, now - 100)  # the service is retrying: no lease holder right now
+    decision = serverless.check(aws, settings(aws), now)
+    assert decision.action == "none" and decision.reason == "starting"
+    assert len(runs(aws)) == 1
+    put_lease(aws, now + 90)
+    assert serverless.check(aws, settings(aws), now + 60).reason == "running"
+
+
+def test_a_failed_run_restarts_within_the_budget_then_one_alarm(aws: dict[str, Any]) -> None:
+    now = time.time()
+    deployed_run(aws, "RUNNING")
+    put_lease(aws, now + 30)
+    serverless.check(aws, settings(aws), now)
+    fail(aws, now + 5)
+    decision = serverless.check(aws, settings(aws), now + 10)
+    assert decision.action == "restart" and decision.reason == contract.EXIT_BATCH_FAILED
+    assert len(runs(aws)) == 2
+    restarted = aws["emr-serverless"].get_job_run(
+        applicationId=aws["app"], jobRunId=runs(aws)[-1].id
+    )
+    assert restarted["jobRun"]["name"] == _request(aws["app"])["name"]
+    assert restarted["jobRun"]["jobDriver"] == _request(aws["app"])["jobDriver"]
+    # It runs, then fails again within the hour: the supervisor's share is spent.
+    runs(aws)[-1].state = "RUNNING"
+    put_lease(aws, now + 100)
+    serverless.check(aws, settings(aws), now + 90)
+    fail(aws, now + 200)
+    gave_up = serverless.check(aws, settings(aws), now + 210)
+    assert gave_up.action == "alarm"
+    assert "restart budget spent" in gave_up.message
+    assert len(runs(aws)) == 2
+    [alarm] = alarms(aws)
+    assert contract.EXIT_BATCH_FAILED in alarm["Subject"]
+    # One alarm: the next check does nothing more.
+    assert serverless.check(aws, settings(aws), now + 270).action == "none"
+    assert alarms(aws) == [] and len(runs(aws)) == 2
+
+
+def test_exit_2_alarms_at_once_and_is_never_restarted(aws: dict[str, Any]) -> None:
+    now = time.time()
+    # The job refused its checkpoint and ended the run so the service does
+    # not retry it (SUCCESS; B2's side), after writing its exit record.
+    deployed_run(aws, "SUCCESS")
+    refused = ExitRecord(2, contract.EXIT_CHECKPOINT_REFUSED, "old operator", now - 5, "d:1")
+    write_exit_record(CHECKPOINT, refused, aws["s3"])
+    decision = serverless.check(aws, settings(aws), now)
+    assert decision.action == "alarm"
+    assert "a restart cannot cure it" in decision.message
+    assert len(runs(aws)) == 1
+    [alarm] = alarms(aws)
+    assert alarm["Subject"] == f"{INSTANCE} supervisor: {contract.EXIT_CHECKPOINT_REFUSED}"
+
+
+def test_make_stop_job_is_left_alone(aws: dict[str, Any]) -> None:
+    now = time.time()
+    deployed_run(aws, "SUCCESS")  # the job stopped on the operator's marker
+    stopped = ExitRecord(
+        0,
+        contract.EXIT_STOPPED_ON_REQUEST,
+        "stop requested by make stop-job",
+        now - 5,
+        "d:1",
+        stopped_by=contract.STOP_BY_OPERATOR,
+    )
+    write_exit_record(CHECKPOINT, stopped, aws["s3"])
+    for later in (0, 600, 3600):
+        decision = serverless.check(aws, settings(aws), now + later)
+        assert decision.action == "none"
+    assert len(runs(aws)) == 1 and alarms(aws) == []
+
+
+def test_a_terminated_application_alarms(aws: dict[str, Any]) -> None:
+    aws["emr-serverless"].stop_application(applicationId=aws["app"])  # moto: created STARTED
+    aws["emr-serverless"].delete_application(applicationId=aws["app"])
+    decision = serverless.check(aws, settings(aws), time.time())
+    assert decision.action == "alarm"
+    assert "TERMINATED" in decision.message
+
+
+def test_settings_refuse_a_request_that_is_not_a_streaming_run(aws: dict[str, Any]) -> None:
+    env = dict(aws["env"])
+    env[serverless.ENV_REQUEST] = json.dumps({**_request(aws["app"]), "mode": "BATCH"})
+    with pytest.raises(ValueError, match="START_JOB_RUN is not a STREAMING"):
+        serverless.ServerlessSettings.from_env(env)
+    del env[serverless.ENV_APPLICATION_ID]
+    with pytest.raises(ValueError, match="APPLICATION_ID is not set"):
+        serverless.ServerlessSettings.from_env(env)
+
+
+def test_the_staged_lambdas_import_from_their_stage_alone(tmp_path: Path) -> None:
+    """The serverless supervisor and the job-run resource's handler load with
+    only their staged files (and boto3, which the Lambda runtime brings)."""
+    from infra.constructs.serverless_app import stage_handler
+    from infra.constructs.serverless_supervisor import stage_serverless_supervisor
+    from infra.serverless_job_run_handler import HANDLER
+
+    for staged, handler_name in (
+        (stage_serverless_supervisor(REPO, tmp_path), serverless.HANDLER),
+        (stage_handler(REPO, tmp_path), HANDLER),
+    ):
+        module, _, name = handler_name.rpartition(".")
+        probe = (
+            f"import sys, importlib; sys.path[:0] = [{str(staged)!r}]\n"
+            f"assert callable(getattr(importlib.import_module({module!r}), {name!r}))\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('app', 'infra')))"
+        )
+        result = subprocess.run(
+            [sys.executable, "-I", "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=tmp_path,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "app.config" not in result.stdout, "pydantic is not in the Lambda runtime"

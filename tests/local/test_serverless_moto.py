@@ -1,0 +1,132 @@
+"""The patched EMR Serverless emulator (local/serverless_moto.py): the release
+label, mode, retry policy and timeout are kept, a run is RUNNING until its
+attempt ends, and a failed STREAMING attempt is retried within the policy.
+With app.job.process_status: a refused configuration (exit 2) is not retried."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from moto.core.models import DEFAULT_ACCOUNT_ID
+
+from app.job import EXIT_BAD_CONFIG, EXIT_QUERY_FAILED, process_status
+from local import serverless_moto as sm
+
+REGION = "eu-west-1"
+ROLE = f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/job"
+DRIVER = {"sparkSubmit": {"entryPoint": "s3://b/main.py", "entryPointArguments": ["--x"]}}
+
+
+@pytest.fixture
+def emr() -> Iterator[Any]:
+    with mock_aws(), sm.patched():
+        yield boto3.client("emr-serverless", region_name=REGION)
+
+
+def _app(emr: Any) -> str:
+    app = emr.create_application(name="a", releaseLabel="emr-spark-8.1.0", type="SPARK")
+    return str(app["applicationId"])
+
+
+def _start(emr: Any, app: str, **kw: Any) -> tuple[str, Any]:
+    run_id = emr.start_job_run(applicationId=app, executionRoleArn=ROLE, jobDriver=DRIVER, **kw)[
+        "jobRunId"
+    ]
+    return run_id, sm.job_run(app, run_id, DEFAULT_ACCOUNT_ID, REGION)
+
+
+def test_stock_moto_refuses_the_release_and_forgets_the_mode() -> None:
+    """The controls: without the patch the deviations are there."""
+    with mock_aws():
+        emr = boto3.client("emr-serverless", region_name=REGION)
+        with pytest.raises(emr.exceptions.ValidationException):
+            _app(emr)
+        app = emr.create_application(name="a", releaseLabel="emr-7.1.0", type="SPARK")
+        run_id = emr.start_job_run(
+            applicationId=app["applicationId"],
+            executionRoleArn=ROLE,
+            jobDriver=DRIVER,
+            mode="STREAMING",
+            executionTimeoutMinutes=0,
+        )["jobRunId"]
+        run = emr.get_job_run(applicationId=app["applicationId"], jobRunId=run_id)["jobRun"]
+        assert "mode" not in run and run["state"] == "SUCCESS"
+        assert run["executionTimeoutMinutes"] == 720
+
+
+def test_a_streaming_run_keeps_its_request_and_runs(emr: Any) -> None:
+    app = _app(emr)
+    assert emr.get_application(applicationId=app)["application"]["releaseLabel"] == (
+        "emr-spark-8.1.0"
+    )
+    run_id, _ = _start(
+        emr,
+        app,
+        mode="STREAMING",
+        retryPolicy={"maxFailedAttemptsPerHour": 3},
+        executionTimeoutMinutes=0,
+    )
+    run = emr.get_job_run(applicationId=app, jobRunId=run_id)["jobRun"]
+    assert (run["mode"], run["state"], run["attempt"]) == ("STREAMING", "RUNNING", 1)
+    assert run["retryPolicy"] == {"maxFailedAttemptsPerHour": 3}
+    assert run["executionTimeoutMinutes"] == 0
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"mode": "STREAMING", "retryPolicy": {"maxFailedAttemptsPerHour": 11}}, "1-10"),
+        ({"mode": "STREAMING", "retryPolicy": {"maxAttempts": 2}}, "BATCH mode only"),
+        ({"mode": "BATCH", "retryPolicy": {"maxFailedAttemptsPerHour": 2}}, "STREAMING mode"),
+    ],
+)
+def test_a_retry_policy_of_the_other_mode_is_refused(
+    emr: Any, kw: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(emr.exceptions.ValidationException, match=message):
+        _start(emr, _app(emr), **kw)
+
+
+def test_failed_streaming_attempts_are_retried_within_the_hour_then_the_run_fails(
+    emr: Any,
+) -> None:
+    retried: list[int] = []
+    sm.on_retry.append(lambda run: retried.append(run.attempt))
+    run_id, run = _start(
+        emr, _app(emr), mode="STREAMING", retryPolicy={"maxFailedAttemptsPerHour": 3}
+    )
+    assert sm.end_attempt(run, 1, now=1_000.0) == "RUNNING"
+    assert sm.end_attempt(run, 1, now=1_010.0) == "RUNNING"
+    # An hour later the first two failures no longer count.
+    assert sm.end_attempt(run, 1, now=4_700.0) == "RUNNING"
+    assert sm.end_attempt(run, 1, now=4_710.0) == "RUNNING"
+    assert sm.end_attempt(run, 4, now=4_720.0) == "FAILED"
+    assert retried == [2, 3, 4, 5]
+    got = emr.get_job_run(applicationId=run.application_id, jobRunId=run_id)["jobRun"]
+    assert (got["state"], got["attempt"]) == ("FAILED", 5)
+    with pytest.raises(ValueError, match="in FAILED, expected RUNNING"):
+        sm.end_attempt(run, 1)
+
+
+def test_a_refused_configuration_ends_the_run_without_a_retry(emr: Any) -> None:
+    """Contract 3: the job's exit 2 on --platform serverless is status 0."""
+    retried: list[int] = []
+    sm.on_retry.append(lambda run: retried.append(run.attempt))
+    _, refused = _start(emr, _app(emr), mode="STREAMING")
+    assert sm.end_attempt(refused, process_status(EXIT_BAD_CONFIG, "serverless")) == "SUCCESS"
+    _, failed = _start(emr, _app(emr), mode="STREAMING")
+    assert sm.end_attempt(failed, process_status(EXIT_QUERY_FAILED, "serverless")) == "RUNNING"
+    # The same exit 2 on the EMR code path would have been retried here.
+    _, on_emr = _start(emr, _app(emr), mode="STREAMING")
+    assert sm.end_attempt(on_emr, process_status(EXIT_BAD_CONFIG, "emr")) == "RUNNING"
+    assert retried == [2, 2]
+
+
+def test_a_batch_run_is_retried_up_to_max_attempts(emr: Any) -> None:
+    _, run = _start(emr, _app(emr), mode="BATCH", retryPolicy={"maxAttempts": 2})
+    assert sm.end_attempt(run, 1) == "RUNNING"
+    assert sm.end_attempt(run, 1) == "FAILED"
