@@ -12,9 +12,10 @@ emulators, at its own trigger interval. Three phases:
    processes the driver's JVM starts to plan the Python data source) and of
    the executor side (the Python workers of the tasks: ``pyspark.daemon``
    running ``pyspark.worker``), and the batch durations the job published.
-3. **A backlog**: records put as fast as the emulator takes them; the
-   sustained records/s of one executor core is records / (time from the
-   first put until every record is in the table or on the topic).
+3. **A backlog**: records put as fast as the emulator takes them, before the
+   next trigger; the sustained records/s of one executor core is records /
+   the summed durations of the batches that read them (the time spent
+   waiting for the trigger is not the job's speed).
 
 What local mode cannot separate: the driver and the executor share ONE JVM
 here, so the JVM's peak is reported once; on the service the executor's JVM
@@ -190,18 +191,21 @@ def run(ctx: Context) -> list[Row]:
                 },
             }
         sampler.phase = "backlog"
+        begin = datetime.now(UTC)
         put_at = time.monotonic()
         local.produce(_records(local, backlog, "backlog", 99))
         put_sec = time.monotonic() - put_at
         local.wait_until_accounted(timeout=1800, interval=0.5)
         drain_sec = time.monotonic() - put_at
+        backlog_batches = _durations(local, begin)
         peaks = sampler.peaks
     load_after = machine_load()
 
     for phase, figures in phases.items():
         figures["peak_rss_mib"] = {k: round(v, 1) for k, v in peaks.get(phase, {}).items()}
     fixed_ms = float(phases["10/s"]["batch_ms"]["median"] or 0.0)
-    sustained = backlog / drain_sec
+    busy_sec = sum(backlog_batches) / 1000.0
+    sustained = backlog / busy_sec if busy_sec > 0 else 0.0
     holds = fixed_and_rate(fixed_ms, sustained, trigger)
     result = {
         "instance": INSTANCE,
@@ -214,6 +218,7 @@ def run(ctx: Context) -> list[Row]:
             "records": backlog,
             "put_sec": round(put_sec, 1),
             "drain_sec": round(drain_sec, 1),
+            "batch_ms": [round(d, 1) for d in backlog_batches],
             "peak_rss_mib": {k: round(v, 1) for k, v in peaks.get("backlog", {}).items()},
         },
         "per_batch_fixed_cost_ms": fixed_ms,

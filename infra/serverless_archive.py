@@ -31,8 +31,9 @@ older ones, so every tag from 2_17 up is passed.
 Two platforms: ``aarch64`` (what deploys) and ``local`` (this machine's
 platform, for ``make run`` of a serverless instance: the same lock through the
 same code path). ``make install`` builds both (``python -m
-infra.serverless_archive --platform aarch64``); a rebuild reuses the
-downloaded wheels (``build/serverless/<platform>/wheels``) and the bytes of an
+infra.serverless_archive --platform aarch64``); a rebuild first tries the
+wheels already downloaded (``build/serverless/<platform>/wheels``, offline,
+hash-checked) and goes to the index only for what is missing; the bytes of an
 unchanged lock are the same archive (fixed order, times and owners).
 """
 
@@ -210,7 +211,11 @@ def build_archive(platform: str, root: Path = REPO_ROOT) -> Path:
     wheels = out_dir / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     common = ["--require-hashes", "--only-binary=:all:", "-r", str(lock)]
-    _pip(["download", "--quiet", "-d", str(wheels), *spec.pip_target_args(), *common])
+    download = ["download", "--quiet", "-d", str(wheels), *spec.pip_target_args(), *common]
+    try:  # offline first: the wheels of an earlier build, hash-checked against the lock
+        _pip([*download, "--no-index", "--find-links", str(wheels)])
+    except ArchiveError:
+        _pip(download)
     with tempfile.TemporaryDirectory(dir=out_dir) as scratch:
         site = Path(scratch) / "site"
         _pip(

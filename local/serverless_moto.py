@@ -49,8 +49,12 @@ FAILED: Final = "FAILED"
 _RELEASE: Final = re.compile(r"emr-(spark-)?[0-9]+\.[0-9]{1,2}\.[0-9]+(-[0-9]{8})?$")
 _HOUR_SEC: Final = 3600.0
 
-# Called with the run after each retry starts (a harness relaunches the job).
+# Called with the run when it starts (StartJobRun), after each retry starts,
+# and when it is cancelled (CancelJobRun): local/serverless_runs.py runs the
+# job's processes from them.
+on_start: list[Callable[[Any], None]] = []
 on_retry: list[Callable[[Any], None]] = []
+on_cancel: list[Callable[[Any], None]] = []
 _saved: dict[str, Any] = {}
 
 
@@ -110,9 +114,22 @@ def _start_job_run_response(original: Callable[..., Any]) -> Callable[..., Any]:
         run.attempt = 1
         run.attempt_created_at = run.created_at
         run.failed_attempts_at = []
+        for callback in list(on_start):
+            callback(run)
         return result
 
     return start_job_run
+
+
+def _cancel_job_run(original: Callable[..., Any]) -> Callable[..., Any]:
+    def cancel_job_run(self: Any, application_id: str, job_run_id: str) -> Any:
+        result = original(self, application_id, job_run_id)
+        run = self.get_job_run(application_id, job_run_id)
+        for callback in list(on_cancel):
+            callback(run)
+        return result
+
+    return cancel_job_run
 
 
 def patch_emr_serverless() -> None:
@@ -123,6 +140,10 @@ def patch_emr_serverless() -> None:
         return
     _saved["create_application"] = models.EMRServerlessBackend.create_application
     _saved["start_job_run"] = responses.EMRServerlessResponse.start_job_run
+    _saved["cancel_job_run"] = models.EMRServerlessBackend.cancel_job_run
+    models.EMRServerlessBackend.cancel_job_run = _cancel_job_run(  # type: ignore[method-assign]
+        _saved["cancel_job_run"]
+    )
     models.EMRServerlessBackend.create_application = _create_application(  # type: ignore[method-assign]
         _saved["create_application"]
     )
@@ -138,6 +159,7 @@ def unpatch_emr_serverless() -> None:
         return
     models.EMRServerlessBackend.create_application = _saved.pop("create_application")  # type: ignore[method-assign]
     responses.EMRServerlessResponse.start_job_run = _saved.pop("start_job_run")  # type: ignore[method-assign]
+    models.EMRServerlessBackend.cancel_job_run = _saved.pop("cancel_job_run")  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -147,7 +169,8 @@ def patched() -> Iterator[None]:
         yield
     finally:
         unpatch_emr_serverless()
-        on_retry.clear()
+        for callbacks in (on_start, on_retry, on_cancel):
+            callbacks.clear()
 
 
 def end_attempt(run: Any, status: int, *, detail: str = "", now: float | None = None) -> str:

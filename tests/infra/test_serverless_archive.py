@@ -116,3 +116,29 @@ def test_built_archive_holds_every_locked_package_at_its_pin(platform: str) -> N
         assert misfits == {}
         assert any(n.endswith(".cpython-311-aarch64-linux-gnu.so") for n in names)
         assert not any("x86_64" in n for n in names if n.endswith(".so"))
+
+
+def test_a_rebuild_tries_the_downloaded_wheels_offline_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[list[str]] = []
+
+    def pip(args: list[str]) -> None:
+        calls.append(args)
+        if args[0] == "download" and "--no-index" in args:
+            raise sa.ArchiveError("pip download failed (1): no such wheel")
+        if args[0] == "install":
+            site = Path(args[args.index("--target") + 1])
+            (site / "bin").mkdir(parents=True)
+            (site / "dep.py").write_text("x = 1\n")
+
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "requirements.lock").write_text("dep==1 --hash=sha256:00\n")
+    monkeypatch.setattr(sa, "_pip", pip)
+    archive = sa.build_archive("aarch64", root=tmp_path)
+    assert [c[0] for c in calls] == ["download", "download", "install"]
+    assert "--no-index" in calls[0] and "--no-index" not in calls[1]
+    assert "--no-index" in calls[2] and "--require-hashes" in calls[2]
+    assert "manylinux_2_28_aarch64" in calls[2]
+    with tarfile.open(archive) as tar:
+        assert tar.getnames() == ["dep.py"]  # bin/ dropped

@@ -130,3 +130,36 @@ def test_a_batch_run_is_retried_up_to_max_attempts(emr: Any) -> None:
     _, run = _start(emr, _app(emr), mode="BATCH", retryPolicy={"maxAttempts": 2})
     assert sm.end_attempt(run, 1) == "RUNNING"
     assert sm.end_attempt(run, 1) == "FAILED"
+
+
+@pytest.mark.emulators  # a moto server child process
+def test_the_local_moto_server_serves_the_patched_api() -> None:
+    """``python -m local.moto_server`` (every local run's moto) applies the patch."""
+    from local.emulators import start_moto
+
+    server = start_moto()
+    try:
+        emr = boto3.client(
+            "emr-serverless",
+            region_name=REGION,
+            endpoint_url=f"http://127.0.0.1:{server.port}",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        app = _app(emr)
+        run_id = emr.start_job_run(
+            applicationId=app,
+            executionRoleArn=ROLE,
+            jobDriver=DRIVER,
+            mode="STREAMING",
+            retryPolicy={"maxFailedAttemptsPerHour": 2},
+            executionTimeoutMinutes=0,
+        )["jobRunId"]
+        run = emr.get_job_run(applicationId=app, jobRunId=run_id)["jobRun"]
+        assert (run["mode"], run["state"], run["executionTimeoutMinutes"]) == (
+            "STREAMING",
+            "RUNNING",
+            0,
+        )
+    finally:
+        server.stop()
