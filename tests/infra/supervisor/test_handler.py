@@ -166,6 +166,19 @@ def test_missing_settings_name_the_variable() -> None:
         handler.Settings.from_env(env)
 
 
+def supervised_keys(instance: str) -> list[str]:
+    """The keys a check looks up (each by listing its exact prefix)."""
+    return sorted(
+        f"{folder}/{instance}/{name}"
+        for folder, name in (
+            ("checkpoints", "_lease"),
+            ("checkpoints", "_exit"),
+            ("control", "stop"),
+            ("control", contract.SUPERVISOR_STATE_NAME),
+        )
+    )
+
+
 class ListOnlyS3:
     """The S3 client as the supervisor's role sees it when GetObject of a
     missing key answers 403 (the implicit ListBucket check not granted):
@@ -201,14 +214,7 @@ def test_whether_a_key_exists_is_asked_by_listing_its_exact_prefix(aws: dict[str
     clients = {**aws, "s3": s3}
     decision = handler.check(clients, settings(aws), time.time())
     assert decision.action == "none" and decision.reason == "starting"
-    assert sorted(set(s3.listed)) == sorted(
-        {
-            f"checkpoints/{INSTANCE}/_lease",
-            f"checkpoints/{INSTANCE}/_exit",
-            f"control/{INSTANCE}/stop",
-            f"control/{INSTANCE}/{contract.SUPERVISOR_STATE_NAME}",
-        }
-    )
+    assert sorted(set(s3.listed)) == supervised_keys(INSTANCE)
 
 
 def test_a_key_that_only_shares_the_prefix_does_not_exist(aws: dict[str, Any]) -> None:

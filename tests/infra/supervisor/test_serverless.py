@@ -27,7 +27,7 @@ from app.exit_record import ExitRecord, write_exit_record
 from infra.packaging import stage_supervisor
 from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Policy
-from tests.infra.supervisor.test_handler import ListOnlyS3
+from tests.infra.supervisor.test_handler import ListOnlyS3, supervised_keys
 
 REPO = Path(__file__).resolve().parents[3]
 REGION = "us-east-1"
@@ -222,14 +222,7 @@ def test_whether_a_key_exists_is_asked_by_listing_its_exact_prefix(aws: dict[str
     s3 = ListOnlyS3(aws["s3"])
     decision = handler.check({**aws, "s3": s3}, settings(aws), time.time())
     assert decision.action == "none" and decision.reason == "starting"
-    assert sorted(set(s3.listed)) == sorted(
-        {
-            f"checkpoints/{INSTANCE}/_lease",
-            f"checkpoints/{INSTANCE}/_exit",
-            f"control/{INSTANCE}/stop",
-            f"control/{INSTANCE}/{contract.SUPERVISOR_STATE_NAME}",
-        }
-    )
+    assert sorted(set(s3.listed)) == supervised_keys(INSTANCE)
 
 
 def test_a_terminated_application_alarms(aws: dict[str, Any]) -> None:
