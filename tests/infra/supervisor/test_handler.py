@@ -39,6 +39,17 @@ STEP = build_step(
 POLICY = Policy(max_restarts=2, backoff_sec=1, backoff_max_sec=1, start_grace_sec=60)
 
 
+def alarm_inbox(clients: dict[str, Any]) -> tuple[str, str]:
+    """An alarm topic and the SQS queue that receives what it publishes."""
+    topic = clients["sns"].create_topic(Name="alarms")["TopicArn"]
+    queue = clients["sqs"].create_queue(QueueName="inbox")["QueueUrl"]
+    queue_arn = clients["sqs"].get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    clients["sns"].subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    return topic, queue
+
+
 @pytest.fixture
 def aws() -> Iterator[dict[str, Any]]:
     with mock_aws():
@@ -55,12 +66,7 @@ def aws() -> Iterator[dict[str, Any]]:
             JobFlowRole="EMR_EC2_DefaultRole",
             ServiceRole="EMR_DefaultRole",
         )  # fmt: skip
-        topic = clients["sns"].create_topic(Name="alarms")["TopicArn"]
-        queue = clients["sqs"].create_queue(QueueName="inbox")["QueueUrl"]
-        queue_arn = clients["sqs"].get_queue_attributes(
-            QueueUrl=queue, AttributeNames=["QueueArn"]
-        )["Attributes"]["QueueArn"]
-        clients["sns"].subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+        topic, queue = alarm_inbox(clients)
         env = {
             handler.ENV_INSTANCE: INSTANCE,
             handler.ENV_CLUSTER_ID: cluster["JobFlowId"],
