@@ -30,6 +30,10 @@ class ExecutorSizing:
     instances: int
     cores: int
     memory_mb: int
+    # ``spark.executor.memoryOverhead`` (MB); None keeps Spark's default
+    # (10 %, at least 384 MB). Set where the worker's size is fixed (EMR
+    # Serverless, infra/serverless_config.py) so the Python workers fit.
+    memory_overhead_mb: int | None = None
 
     @property
     def shuffle_partitions(self) -> int:
@@ -44,7 +48,7 @@ ROCKSDB_PROVIDER: Final = "org.apache.spark.sql.execution.streaming.state.RocksD
 
 def streaming_conf(sizing: ExecutorSizing) -> dict[str, str]:
     """Spark settings every deployment of the job must have, EMR or local."""
-    return {
+    conf = {
         "spark.dynamicAllocation.enabled": "false",
         "spark.shuffle.service.enabled": "false",
         "spark.sql.catalogImplementation": "hive",
@@ -89,6 +93,9 @@ def streaming_conf(sizing: ExecutorSizing) -> dict[str, str]:
         "spark.executor.failuresValidityInterval": "1h",
         "spark.task.maxFailures": "8",
     }
+    if sizing.memory_overhead_mb is not None:
+        conf["spark.executor.memoryOverhead"] = f"{sizing.memory_overhead_mb}m"
+    return conf
 
 
 # Glue Data Catalog as the Hive metastore on EMR (``spark-hive-site``).
@@ -104,13 +111,17 @@ YARN_ONLY_PREFIX: Final = "spark.yarn."
 
 
 def serverless_conf(
-    sizing: ExecutorSizing, *, driver_cores: int, driver_memory_mb: int
+    sizing: ExecutorSizing,
+    *,
+    driver_cores: int,
+    driver_memory_mb: int,
+    driver_memory_overhead_mb: int | None = None,
 ) -> dict[str, str]:
     """The same streaming conf for an EMR Serverless application's
     ``spark-defaults``: the YARN-only keys dropped, the driver sized to its
-    worker, and the Glue Data Catalog as the Hive metastore set as a Spark
-    (Hadoop) property, since Serverless has no ``spark-hive-site``
-    classification
+    worker (heap and, when given, memory overhead), and the Glue Data Catalog
+    as the Hive metastore set as a Spark (Hadoop) property, since Serverless
+    has no ``spark-hive-site`` classification
     (https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/metastore-config.html).
     Dynamic allocation stays off: Serverless turns it on by default
     (https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/jobs-spark.html)."""
@@ -121,6 +132,8 @@ def serverless_conf(
     }
     conf["spark.driver.cores"] = str(driver_cores)
     conf["spark.driver.memory"] = f"{driver_memory_mb}m"
+    if driver_memory_overhead_mb is not None:
+        conf["spark.driver.memoryOverhead"] = f"{driver_memory_overhead_mb}m"
     conf.update({f"spark.hadoop.{key}": value for key, value in GLUE_HIVE_SITE.items()})
     return conf
 

@@ -135,13 +135,19 @@ SUPERVISOR_FILES: Final = (
 SUPERVISOR_HANDLER: Final = "infra.supervisor.handler.handler"
 
 
-def stage_supervisor(root: Path, stage_dir: Path) -> Path:
-    """Copy :data:`SUPERVISOR_FILES` under ``stage_dir`` by content hash."""
-    files = {rel: (root / rel).read_bytes() for rel in SUPERVISOR_FILES}
-    target = stage_dir / f"supervisor-{content_digest(files)}"
+def stage_files(root: Path, stage_dir: Path, prefix: str, paths: tuple[str, ...]) -> Path:
+    """Copy ``paths`` (relative to ``root``) to ``stage_dir/<prefix>-<content hash>``,
+    replacing what a previous synth left there; the Lambda handlers' assets."""
+    files = {rel: (root / rel).read_bytes() for rel in paths}
+    target = stage_dir / f"{prefix}-{content_digest(files)}"
     if target.is_dir():
         shutil.rmtree(target)
     for rel, content in files.items():
         (target / rel).parent.mkdir(parents=True, exist_ok=True)
         (target / rel).write_bytes(content)
     return target
+
+
+def stage_supervisor(root: Path, stage_dir: Path) -> Path:
+    """Copy :data:`SUPERVISOR_FILES` under ``stage_dir`` by content hash."""
+    return stage_files(root, stage_dir, "supervisor", SUPERVISOR_FILES)

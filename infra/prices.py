@@ -92,6 +92,23 @@ def _per_region(
     }
 
 
+def _serverless(
+    key: str, unit: str, us: float, seoul: float, *, arm_digits: int | None = None
+) -> tuple[PriceRow, ...]:
+    """An EMR Serverless row from the x86 figures (eu-west-1 lists us-east-1's);
+    with ``arm_digits``, the ARM64 row: 20 % less, rounded to that many digits."""
+    note = _SERVERLESS
+    if arm_digits is not None:
+        us, seoul, note = round(us * 0.8, arm_digits), round(seoul * 0.8, arm_digits), _ARM
+    return _rows(
+        key,
+        unit,
+        EMR_PAGE,
+        _per_region(us, seoul, us, us_note=note, seoul_note=note, ireland_note=note),
+        read=PRICES_READ,
+    )
+
+
 def _ec2(instance: str, us: float, seoul: float, ireland: float) -> tuple[PriceRow, ...]:
     return _rows(
         f"ec2:{instance}",
@@ -336,62 +353,10 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
     # is 20 % less than x86 (the page; AWS Big Data Blog, "Achieve up to 27%
     # better price-performance for Spark workloads with AWS Graviton2 on Amazon
     # EMR Serverless"). eu-west-1 lists the us-east-1 figures.
-    *_rows(
-        "emr-serverless:vcpu-x86",
-        "vCPU-hour",
-        EMR_PAGE,
-        _per_region(
-            0.052624,
-            0.060528,
-            0.052624,
-            us_note=_SERVERLESS,
-            seoul_note=_SERVERLESS,
-            ireland_note=_SERVERLESS,
-        ),
-        read=PRICES_READ,
-    ),
-    *_rows(
-        "emr-serverless:gb-x86",
-        "GB-hour",
-        EMR_PAGE,
-        _per_region(
-            0.0057785,
-            0.006643,
-            0.0057785,
-            us_note=_SERVERLESS,
-            seoul_note=_SERVERLESS,
-            ireland_note=_SERVERLESS,
-        ),
-        read=PRICES_READ,
-    ),
-    *_rows(
-        "emr-serverless:vcpu-arm",
-        "vCPU-hour",
-        EMR_PAGE,
-        _per_region(
-            round(0.052624 * 0.8, 7),
-            round(0.060528 * 0.8, 7),
-            round(0.052624 * 0.8, 7),
-            us_note=_ARM,
-            seoul_note=_ARM,
-            ireland_note=_ARM,
-        ),
-        read=PRICES_READ,
-    ),
-    *_rows(
-        "emr-serverless:gb-arm",
-        "GB-hour",
-        EMR_PAGE,
-        _per_region(
-            round(0.0057785 * 0.8, 8),
-            round(0.006643 * 0.8, 8),
-            round(0.0057785 * 0.8, 8),
-            us_note=_ARM,
-            seoul_note=_ARM,
-            ireland_note=_ARM,
-        ),
-        read=PRICES_READ,
-    ),
+    *_serverless("emr-serverless:vcpu-x86", "vCPU-hour", 0.052624, 0.060528),
+    *_serverless("emr-serverless:gb-x86", "GB-hour", 0.0057785, 0.006643),
+    *_serverless("emr-serverless:vcpu-arm", "vCPU-hour", 0.052624, 0.060528, arm_digits=7),
+    *_serverless("emr-serverless:gb-arm", "GB-hour", 0.0057785, 0.006643, arm_digits=8),
     *_flat(
         "emr-serverless:storage",
         "GB-hour",

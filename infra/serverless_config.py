@@ -13,8 +13,21 @@ with a memory range and step, and 20-200 GB of disk, of which only what is
 beyond 20 GB is billed
 (https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/app-behavior.html,
 "Supported worker configurations"). Spark's memory overhead (10 %, at least
-384 MB, same page) must fit inside the worker: :attr:`WorkerConfig.spark_memory_mb`
-is what ``spark.driver.memory`` / ``spark.executor.memory`` get.
+384 MB, same page) must fit inside the worker, and it is where the Python
+processes live (the Python driver, the executors' Python workers):
+:attr:`WorkerConfig.overhead_mb` is what ``spark.driver.memoryOverhead`` /
+``spark.executor.memoryOverhead`` get (None: Spark's default) and
+:attr:`WorkerConfig.spark_memory_mb` what ``spark.driver.memory`` /
+``spark.executor.memory`` get, the rest of the worker.
+
+The defaults come from the measured peaks (docs/sizing.md, "Serverless
+shape"): the driver's JVM 958 MiB and the Python driver 771 MiB. The driver
+worker is 1 vCPU / 3 GB: a 1664 MB heap plus a 1408 MB overhead (Spark's
+384 MB for the JVM's own off-heap memory and 1 GiB for the Python driver),
+3072 MB in all. The executor worker stays 1 vCPU / 2 GB: a 1024 MB heap
+(the one local JVM, driver and executor together, peaked at 958 MiB) plus a
+1024 MB overhead (384 MB for the JVM, the Python workers' 343 MiB peak and
+RocksDB's off-heap state).
 """
 
 from __future__ import annotations
@@ -56,6 +69,16 @@ def spark_memory_mb(worker_memory_gb: int) -> int:
     return fits // 128 * 128
 
 
+# The smallest heap a worker's overhead may leave (MB): below it the JVM of a
+# streaming driver or executor does not start its query (docs/sizing.md).
+MIN_HEAP_MB: Final = 1024
+# The default workers (the module docstring gives the reasoning).
+DRIVER_MEMORY_GB: Final = 3
+DRIVER_OVERHEAD_MB: Final = MIN_OVERHEAD_MB + 1024
+EXECUTOR_MEMORY_GB: Final = 2
+EXECUTOR_OVERHEAD_MB: Final = 1024
+
+
 class WorkerConfig(ConfigModel):
     """One EMR Serverless worker: vCPU, memory (GB) and disk (GB)."""
 
@@ -64,6 +87,8 @@ class WorkerConfig(ConfigModel):
     ] = 1
     memory_gb: PositiveInt = 2
     disk_gb: int = Field(default=MIN_DISK_GB, ge=MIN_DISK_GB, le=MAX_DISK_GB)
+    # spark.*.memoryOverhead (MB); None: Spark's default (10 %, at least 384 MB).
+    overhead_mb: int | None = Field(default=None, ge=MIN_OVERHEAD_MB)
 
     @model_validator(mode="after")
     def _memory_fits_the_cpu(self) -> Self:
@@ -75,26 +100,45 @@ class WorkerConfig(ConfigModel):
                 "(EMR Serverless app-behavior page)",
                 "memory_gb",
             )
+        if self.overhead_mb is not None and self.spark_memory_mb < MIN_HEAP_MB:
+            raise bad_value(
+                self.overhead_mb,
+                f"at most {self.memory_gb * 1024 - MIN_HEAP_MB} MB on a {self.memory_gb} GB "
+                f"worker (it must leave a heap of at least {MIN_HEAP_MB} MB)",
+                "overhead_mb",
+            )
         return self
 
     @property
     def spark_memory_mb(self) -> int:
-        return spark_memory_mb(self.memory_gb)
+        """The heap: what the overhead leaves of the worker (a multiple of 128 MB)."""
+        if self.overhead_mb is None:
+            return spark_memory_mb(self.memory_gb)
+        return (self.memory_gb * 1024 - self.overhead_mb) // 128 * 128
 
 
 class ServerlessConfig(ConfigModel):
     """The EMR Serverless application of a ``"compute": "serverless"`` instance.
 
-    The shape priced in issue 40: an ARM64 1 vCPU / 2 GB driver and one 1 vCPU
-    / 2 GB executor, no pre-initialized capacity. ``executor_count`` is fixed
+    The default shape: an ARM64 1 vCPU / 3 GB driver (1664 MB heap, 1408 MB
+    overhead) and one 1 vCPU / 2 GB executor (1024 MB heap, 1024 MB overhead),
+    no pre-initialized capacity (module docstring). ``executor_count`` is fixed
     (dynamic allocation off, app/spark_conf.py): the application's maximum
     capacity is the driver plus exactly these executors, so no second copy of
     the job and no scale-out can start on it.
     """
 
     architecture: ArchitectureName = "ARM64"
-    driver: WorkerConfig = Field(default_factory=WorkerConfig)
-    executor: WorkerConfig = Field(default_factory=WorkerConfig)
+    driver: WorkerConfig = Field(
+        default_factory=lambda: WorkerConfig(
+            memory_gb=DRIVER_MEMORY_GB, overhead_mb=DRIVER_OVERHEAD_MB
+        )
+    )
+    executor: WorkerConfig = Field(
+        default_factory=lambda: WorkerConfig(
+            memory_gb=EXECUTOR_MEMORY_GB, overhead_mb=EXECUTOR_OVERHEAD_MB
+        )
+    )
     executor_count: int = Field(default=1, ge=1, le=50)
     # The job run's CloudWatch log group (driver and executor stdout/stderr).
     log_retention_days: Annotated[

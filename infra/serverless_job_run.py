@@ -100,6 +100,7 @@ def executor_sizing(shape: ServerlessConfig) -> ExecutorSizing:
         instances=shape.executor_count,
         cores=shape.executor.cpu,
         memory_mb=shape.executor.spark_memory_mb,
+        memory_overhead_mb=shape.executor.overhead_mb,
     )
 
 
@@ -111,6 +112,7 @@ def application_spark_defaults(shape: ServerlessConfig) -> dict[str, str]:
         executor_sizing(shape),
         driver_cores=shape.driver.cpu,
         driver_memory_mb=shape.driver.spark_memory_mb,
+        driver_memory_overhead_mb=shape.driver.overhead_mb,
     )
     conf[DRIVER_DISK_KEY] = f"{shape.driver.disk_gb}G"
     conf[EXECUTOR_DISK_KEY] = f"{shape.executor.disk_gb}G"

@@ -26,12 +26,17 @@ def _number(text: str, kind: type[float] | type[int]) -> float:
     return value
 
 
+def _bounded(text: str, kind: type[float] | type[int], low: float, allowed: str) -> float:
+    """``text`` as ``kind``, refused below ``low`` with ``allowed`` as the rule."""
+    value = _number(text, kind)
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{text}: allowed: {allowed}")
+    return value
+
+
 def non_negative_float(text: str) -> float:
     """Seconds, a rate: 0 or more."""
-    value = float(_number(text, float))
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text}: allowed: >= 0")
-    return value
+    return float(_bounded(text, float, 0, ">= 0"))
 
 
 def positive_float(text: str) -> float:
@@ -43,17 +48,11 @@ def positive_float(text: str) -> float:
 
 
 def non_negative_int(text: str) -> int:
-    value = int(_number(text, int))
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text}: allowed: >= 0")
-    return value
+    return int(_bounded(text, int, 0, ">= 0"))
 
 
 def positive_int(text: str) -> int:
-    value = int(_number(text, int))
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: allowed: >= 1")
-    return value
+    return int(_bounded(text, int, 1, ">= 1"))
 
 
 def share(text: str) -> float:

@@ -66,7 +66,7 @@ from infra.constructs.instance import stack_output
 from infra.constructs.job_deployment import JOB_PREFIX, JobDeployment
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 from infra.emr_step import PACKAGE_ZIP, stop_timeout_for
-from infra.packaging import content_digest
+from infra.packaging import content_digest, stage_files
 from infra.serverless_archive import ARCHIVE_FILE, archive_path, archive_spark_conf
 from infra.serverless_job_run import (
     LOG_TYPES,
@@ -445,11 +445,4 @@ def _key(uri: str) -> str:
 
 def stage_handler(root: Path, stage_dir: Path) -> Path:
     """Copy :data:`HANDLER_FILES` under ``stage_dir`` by content hash."""
-    files = {rel: (root / rel).read_bytes() for rel in HANDLER_FILES}
-    target = stage_dir / f"serverless-job-run-{content_digest(files)}"
-    if target.is_dir():
-        shutil.rmtree(target)
-    for rel, content in files.items():
-        (target / rel).parent.mkdir(parents=True, exist_ok=True)
-        (target / rel).write_bytes(content)
-    return target
+    return stage_files(root, stage_dir, "serverless-job-run", HANDLER_FILES)

@@ -7,7 +7,20 @@ from scripts.preflight.result import Clients, Result, error_text, iam_fix
 
 
 def check_release_label(config: InstanceConfig, clients: Clients) -> Result:
-    name = "EMR release label"
+    label = config.emr.release_label
+    return release_label_result(
+        config,
+        clients,
+        name="EMR release label",
+        offered=f"{label} is available in {config.region}",
+    )
+
+
+def release_label_result(
+    config: InstanceConfig, clients: Clients, *, name: str, offered: str
+) -> Result:
+    """Check ``name``: ``emr.release_label`` among the region's labels; ``offered``
+    is the message when it is (the EMR and the EMR Serverless checks share this)."""
     label = config.emr.release_label
     try:
         found = clients["emr"].list_release_labels(Filters={"Prefix": label}, MaxResults=50)
@@ -20,7 +33,7 @@ def check_release_label(config: InstanceConfig, clients: Clients) -> Result:
         )
     labels = found.get("ReleaseLabels", [])
     if label in labels:
-        return Result(name, True, f"{label} is available in {config.region}")
+        return Result(name, True, offered)
     return Result(
         name,
         False,

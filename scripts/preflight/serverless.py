@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from infra.config import InstanceConfig
 from scripts.preflight.quotas import quota_or_failure
+from scripts.preflight.release_label import release_label_result
 from scripts.preflight.result import Clients, Result, error_text, iam_fix
 
 SERVERLESS_VCPUS: Final = ("emr-serverless", "L-D05C8A75")
@@ -129,21 +130,9 @@ def check_serverless_release(
             'choose a region that offers it, or "compute": "emr"',
         )
     label = config.emr.release_label
-    try:
-        found = clients["emr"].list_release_labels(Filters={"Prefix": label}, MaxResults=50)
-    except Exception as exc:
-        return Result(
-            name,
-            False,
-            f"ListReleaseLabels failed: {error_text(exc)}",
-            iam_fix("emr:ListReleaseLabels"),
-        )
-    labels = found.get("ReleaseLabels", [])
-    if label in labels:
-        return Result(name, True, f"EMR Serverless and {label} are offered in {config.region}")
-    return Result(
-        name,
-        False,
-        f"{label} is not offered in {config.region} (found: {', '.join(labels) or 'none'})",
-        "choose a region that offers it, or a supported label in infra/releases.py",
+    return release_label_result(
+        config,
+        clients,
+        name=name,
+        offered=f"EMR Serverless and {label} are offered in {config.region}",
     )

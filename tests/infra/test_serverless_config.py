@@ -61,10 +61,12 @@ def test_a_serverless_instance_drops_the_examples_placeholder_but_keeps_a_real_z
 def test_the_default_shape_is_the_priced_one() -> None:
     shape = _load(compute="serverless").serverless
     assert shape.architecture == "ARM64"
-    assert (shape.driver.cpu, shape.driver.memory_gb, shape.driver.disk_gb) == (1, 2, 20)
+    assert (shape.driver.cpu, shape.driver.memory_gb, shape.driver.disk_gb) == (1, 3, 20)
+    assert (shape.driver.spark_memory_mb, shape.driver.overhead_mb) == (1664, 1408)
     assert (shape.executor.cpu, shape.executor.memory_gb) == (1, 2)
+    assert (shape.executor.spark_memory_mb, shape.executor.overhead_mb) == (1024, 1024)
     assert shape.executor_count == 1
-    assert (shape.max_vcpu, shape.max_memory_gb, shape.max_disk_gb) == (2, 4, 40)
+    assert (shape.max_vcpu, shape.max_memory_gb, shape.max_disk_gb) == (2, 5, 40)
 
 
 @pytest.mark.parametrize(
@@ -83,6 +85,12 @@ def test_the_default_shape_is_the_priced_one() -> None:
         ),
         ({"driver": {"disk_gb": 10}}, "serverless.driver.disk_gb", "an integer >= 20 and <= 200"),
         ({"executor_count": 0}, "serverless.executor_count", "an integer >= 1"),
+        ({"driver": {"overhead_mb": 100}}, "serverless.driver.overhead_mb", "an integer >= 384"),
+        (
+            {"executor": {"memory_gb": 2, "overhead_mb": 1500}},
+            "serverless.executor.overhead_mb",
+            "at most 1024 MB on a 2 GB worker (it must leave a heap of at least 1024 MB)",
+        ),
         ({"architecture": "ARM"}, "serverless.architecture", "ARM64 | X86_64"),
         ({"log_retention_days": 5}, "serverless.log_retention_days", "7, 14, 30"),
     ],
@@ -103,6 +111,11 @@ def test_spark_memory_leaves_the_overhead_inside_the_worker() -> None:
         memory = spark_memory_mb(gb)
         assert memory + max(384, memory * 0.10) <= gb * 1024
     assert WorkerConfig(cpu=2, memory_gb=4).spark_memory_mb == spark_memory_mb(4)
+
+
+def test_an_explicit_overhead_leaves_the_rest_of_the_worker_to_the_heap() -> None:
+    assert WorkerConfig(memory_gb=4, overhead_mb=1000).spark_memory_mb == 3072  # 3096 floored
+    assert WorkerConfig(memory_gb=2, overhead_mb=None).spark_memory_mb == spark_memory_mb(2)
 
 
 def test_the_shipped_example_runs_its_small_instances_on_serverless_and_the_heavy_on_emr() -> None:

@@ -60,6 +60,9 @@ def render(value: Any, stack: str, region: str) -> str:
             # An export of the Region's shared stack (its cluster's ARN): the
             # same opaque value in every instance that imports it.
             return f"<import:{arg}>"
+        if fn == "Fn::GetStackOutput":
+            # The same through a cross-stack output (the shared stack's cluster).
+            return f"<import:{arg['StackName']}:{arg['OutputName']}>"
         if fn == "Fn::Join":
             separator, parts = arg
             return str(separator).join(render(part, stack, region) for part in parts)

@@ -45,7 +45,13 @@ def test_the_application_is_the_release_on_arm64_bounded_to_the_driver_and_execu
         "Disk": "40 GB",
     }
     network = app["NetworkConfiguration"]
-    assert network["SubnetIds"] == list(config.network.private_subnet_ids)
+    # The private subnets of the Region's shared VPC (the fixture's network.shared).
+    subnets = network["SubnetIds"]
+    assert len(subnets) == 3
+    for subnet in subnets:
+        output = subnet["Fn::GetStackOutput"]
+        assert output["StackName"] == "Streaming-shared-us-east-1"
+        assert "PrivateSubnet" in output["OutputName"]
     (group,) = network["SecurityGroupIds"]
     assert group["Fn::GetAtt"][0] in synthesized_serverless.resources(
         LIGHT, "AWS::EC2::SecurityGroup"
