@@ -52,7 +52,7 @@ def _benchmarks() -> dict[str, Callable[[Context], list[Row]]]:
         latency_efo.NAME: latency_efo.run,
         efo.NAME: efo.run,
         scale.NAME: scale.run,
-        serverless_sizing.NAME: serverless_sizing.run,  # B2 (issue 40)
+        serverless_sizing.NAME: serverless_sizing.run,
     }
 
 

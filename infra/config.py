@@ -586,7 +586,7 @@ class InstanceConfig(ConfigModel):
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     expected_load: ExpectedLoadConfig = Field(default_factory=ExpectedLoadConfig)
     supervisor: SupervisorConfig = Field(default_factory=SupervisorConfig)
-    # B1 (issue 40): where the job runs, and the EMR Serverless shape (infra/serverless_config.py).
+    # Where the job runs, and the EMR Serverless shape (infra/serverless_config.py).
     compute: ComputeName = "emr"
     serverless: ServerlessConfig = Field(default_factory=ServerlessConfig)
     # Accounts where Lake Formation governs the Glue Data Catalog: grant the
@@ -799,7 +799,6 @@ class InstanceConfig(ConfigModel):
     def failure_topic_name(self) -> str:
         return contract.failure_topic_name(self.domain, self.region)
 
-    # ---- B1 (issue 40): a serverless instance needs no TLS zip ----
     @model_validator(mode="before")
     @classmethod
     def _serverless_needs_no_tls_zip(cls, data: Any) -> Any:
@@ -814,8 +813,6 @@ class InstanceConfig(ConfigModel):
         if emr.get("tls_certificates_s3_uri") in (None, PLACEHOLDER_TLS_URI):
             emr["tls_certificates_s3_uri"] = NO_TLS_ON_SERVERLESS
         return {**data, "emr": emr}
-
-    # ---- end B1 ----
 
 
 def shared_cluster_name(region: str) -> str:

@@ -4,7 +4,7 @@
 The stack's ``Custom::ServerlessJobRun`` (infra/constructs/serverless_app.py)
 sends :func:`start_job_run_request` as it is (its property ``StartJobRun``),
 the supervisor restarts a down job with the same request
-(infra/supervisor/serverless.py), and the local launcher (B2, ``make run``)
+(infra/supervisor/serverless.py), and the local launcher (local/serverless_launch.py, ``make run``)
 runs the same entry point, arguments and spark-submit parameters. The request
 has exactly the shape the API takes
 (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_StartJobRun.html):
@@ -18,7 +18,7 @@ has exactly the shape the API takes
 * ``jobDriver.sparkSubmit``: the same job package as the EMR step
   (infra/emr_step.py): ``main.py`` with ``--config <job-config.json>``,
   ``app.zip`` through ``--py-files``, the job's jar through ``--jars``, and the
-  Python dependency archive (B2's infra/serverless_archive.py) through
+  Python dependency archive (infra/serverless_archive.py) through
   ``spark.archives`` with the interpreter's environment;
 * ``configurationOverrides.monitoringConfiguration``: driver and executor
   stdout/stderr to the instance's CloudWatch log group (only the driver's are
@@ -60,7 +60,7 @@ MIN_SERVICE_ATTEMPTS: Final = 1
 MAX_SERVICE_ATTEMPTS: Final = 10
 # The entry-point argument that tells the job it runs on EMR Serverless, so a
 # refused configuration or checkpoint (exit 2) ends the run in a way the
-# service does not retry (issue 40 contract 3; the job's side is B2's).
+# service does not retry (app/job.py, ``process_status``).
 PLATFORM_ARGUMENTS: Final = ("--platform", "serverless")
 # CloudWatch log types: the driver's and the executors' stdout and stderr
 # (API CloudWatchLoggingConfiguration; only the driver's are sent by default).

@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
                     f"[{local.name}] job started (pid {local.job.pid if local.job else '?'}), "
                     f"log {local.log_path}"
                 )
-                _say(f"[{local.name}] {describe_target(local.instance)}")  # B2 (issue 40)
+                _say(f"[{local.name}] {describe_target(local.instance)}")
             _produce_and_wait(locals_, args, undeclared=args.declare)
             if args.declare:
                 _declare_and_redeploy(locals_, args.declare, root)
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
                 local.write_summary(summary)
                 summaries.append(summary)
             report = _write_report(locals_, summaries, root)
-            targets = {lo.name: describe_target(lo.instance) for lo in locals_}  # B2 (issue 40)
+            targets = {lo.name: describe_target(lo.instance) for lo in locals_}
         finally:
             for local in locals_:
                 for job in local.all_jobs:

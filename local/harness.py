@@ -303,7 +303,7 @@ class LocalInstance:
             raise RuntimeError(f"{self.name}: job already running (pid {self.job.pid})")
         clear_stop_marker(self.config)
         self.runs += 1
-        # B2 (issue 40): a serverless instance launches from its job run.
+        # A serverless instance launches from its job run.
         self.job = start_job_process(
             self.instance, self.config, self.root / JOB_CONFIG_FILE, self.log_path
         )

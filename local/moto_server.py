@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     patch_kinesis()
     from local.serverless_moto import patch_emr_serverless
 
-    patch_emr_serverless()  # B2 (issue 40): EMR Serverless modes, retry policy, labels
+    patch_emr_serverless()  # EMR Serverless modes, retry policy, labels
     from moto.server import main as moto_main
 
     moto_main(argv if argv is not None else sys.argv[1:])

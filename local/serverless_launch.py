@@ -3,7 +3,7 @@ the job run the stack would start, by ``spark-submit``.
 
 What comes from where, so that what would fail on EMR Serverless fails here:
 
-* the ``StartJobRun`` request: B1's one builder
+* the ``StartJobRun`` request: infra/serverless_job_run.py's one builder
   (:func:`infra.serverless_job_run.start_job_run_request`, the body the stack's
   ``Custom::ServerlessJobRun`` sends and the supervisor resends): its
   ``entryPoint``, ``entryPointArguments`` (``--config ... --platform

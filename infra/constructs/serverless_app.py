@@ -79,7 +79,7 @@ from infra.serverless_job_run_handler import HANDLER, HANDLER_FILES
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 DEPS_PREFIX: Final = "artifacts/deps"
-# Where the archive is built for AWS (B2's infra/serverless_archive.py).
+# Where the archive is built for AWS (infra/serverless_archive.py).
 TARGET_PLATFORM: Final = "aarch64"
 # Lambda allows at most 900 s (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
 LAMBDA_MAX_SEC: Final = 900
@@ -216,7 +216,7 @@ class ServerlessJob(Construct):
             package_uri=package_uri,
             max_failed_attempts_per_hour=service_attempts,
             log_group_name=self.log_group.log_group_name,
-            # B2 (issue 40): app.zip unpacked beside the dependencies, on PYTHONPATH too:
+            # app.zip unpacked beside the dependencies, on PYTHONPATH too:
             # the Python streaming source's planner does not see --py-files
             # (infra/serverless_archive.archive_spark_conf).
             archive_conf=archive_spark_conf(

@@ -64,7 +64,7 @@ CLIENT_LIMITS: Final = aws_clients.ClientLimits(
 
 SERVICES: Final = (
     "emr",
-    "emr-serverless",  # B1 (issue 40): scripts/preflight/serverless.py
+    "emr-serverless",  # scripts/preflight/serverless.py
     "s3",
     "sts",
     "ec2",

@@ -173,7 +173,7 @@ def judge_vcpus(
 
 def check_vcpu_quota(config: InstanceConfig, clients: Clients) -> Result:
     name = "EC2 vCPU quota"
-    if config.compute == "serverless":  # B1 (issue 40): scripts/preflight/serverless.py
+    if config.compute == "serverless":  # its quota: scripts/preflight/serverless.py
         return Result(name, True, f'{config.instance_id} runs on "compute": "serverless": n/a')
     ec2 = clients["ec2"]
     groups = cluster_groups(config)

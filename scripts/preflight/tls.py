@@ -133,7 +133,7 @@ def _account(config: InstanceConfig, clients: Clients) -> str:
 
 def check_tls_object(config: InstanceConfig, clients: Clients) -> Result:
     name = "TLS certificate zip"
-    if config.compute == "serverless":  # B1 (issue 40): no cluster, no TLS zip
+    if config.compute == "serverless":  # no cluster, no TLS zip
         return Result(name, True, f'{config.instance_id} runs on "compute": "serverless": n/a')
     uri = config.emr.tls_certificates_s3_uri
     if config.emr.tls_is_placeholder:
