@@ -730,6 +730,8 @@ class InstanceConfig(ConfigModel):
         keeps the partitions."""
         if self.deployed.shuffle_partitions is not None:
             return self.deployed.shuffle_partitions
+        if self.compute == "serverless":  # one per core of the fixed executors
+            return self.serverless.executor_count * self.serverless.executor.cpu
         emr = self.emr
         return size_executors(
             emr.core_instance_type, emr.core_instance_count, emr.executor_cores

@@ -104,16 +104,22 @@ def executor_sizing(shape: ServerlessConfig) -> ExecutorSizing:
     )
 
 
-def application_spark_defaults(shape: ServerlessConfig) -> dict[str, str]:
+def application_spark_defaults(
+    shape: ServerlessConfig, shuffle_partitions: int | None = None
+) -> dict[str, str]:
     """The application's ``spark-defaults`` classification: app/spark_conf.py's
     streaming conf (the EMR cluster's source) sized to the shape's workers,
-    plus their disks."""
+    plus their disks. ``shuffle_partitions``: the instance's fixed count
+    (``InstanceConfig.shuffle_partitions``, kept from creation like the EMR
+    cluster's; None: the shape's cores)."""
     conf = serverless_conf(
         executor_sizing(shape),
         driver_cores=shape.driver.cpu,
         driver_memory_mb=shape.driver.spark_memory_mb,
         driver_memory_overhead_mb=shape.driver.overhead_mb,
     )
+    if shuffle_partitions is not None:
+        conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     conf[DRIVER_DISK_KEY] = f"{shape.driver.disk_gb}G"
     conf[EXECUTOR_DISK_KEY] = f"{shape.executor.disk_gb}G"
     return conf

@@ -260,7 +260,7 @@ def plan(
     archive_uri = f"{LOCAL_BUCKET}/job-python-deps/{ARCHIVE_FILE}"
     artifacts = ArtifactMap(((package_uri, staged), (archive_uri, archive)))
     request = job_run(instance, package_uri, archive_uri, f"{package_uri}/{PACKAGE_ZIP}")
-    defaults = application_spark_defaults(instance.serverless)
+    defaults = application_spark_defaults(instance.serverless, instance.shuffle_partitions)
     driver = request["jobDriver"]["sparkSubmit"]
 
     # The driver's working directory, with spark.archives unpacked in it.

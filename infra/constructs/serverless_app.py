@@ -198,7 +198,7 @@ class ServerlessJob(Construct):
             runtime_configuration=[
                 emrs.CfnApplication.ConfigurationObjectProperty(
                     classification="spark-defaults",
-                    properties=application_spark_defaults(shape),
+                    properties=application_spark_defaults(shape, instance.shuffle_partitions),
                 )
             ],
         )

@@ -234,12 +234,19 @@ def deployed_values(template: Mapping[str, Any]) -> dict[str, int | None]:
     shards = stream.get("ShardCount")
     factor = topic.get("ReplicationFactor")
     partitions = None
+    # The EMR cluster's Configurations, or an EMR Serverless application's
+    # RuntimeConfiguration: the same spark-defaults under other property names.
+    holders = {
+        "AWS::EMR::Cluster": ("Configurations", "ConfigurationProperties"),
+        "AWS::EMRServerless::Application": ("RuntimeConfiguration", "Properties"),
+    }
     for resource in resources.values():
-        if resource.get("Type") != "AWS::EMR::Cluster":
+        if resource.get("Type") not in holders:
             continue
-        for classification in resource.get("Properties", {}).get("Configurations", []):
+        listing, properties = holders[resource["Type"]]
+        for classification in resource.get("Properties", {}).get(listing, []):
             if classification.get("Classification") == "spark-defaults":
-                found = classification.get("ConfigurationProperties", {})
+                found = classification.get(properties, {})
                 partitions = found.get("spark.sql.shuffle.partitions", partitions)
     return {
         "shard_count": int(shards) if shards is not None else None,

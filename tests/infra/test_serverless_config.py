@@ -16,6 +16,7 @@ from infra.config import (
     read_cdk_context,
 )
 from infra.serverless_config import NO_TLS_ON_SERVERLESS, WorkerConfig, spark_memory_mb
+from infra.serverless_job_run import application_spark_defaults
 from tests.infra.conftest import DECLARED_CDK_JSON
 
 
@@ -142,3 +143,22 @@ def test_the_serverless_log_retentions_are_the_instances() -> None:
     from infra.serverless_config import SERVERLESS_LOG_RETENTION_DAYS
 
     assert SERVERLESS_LOG_RETENTION_DAYS == LOG_RETENTION_DAYS
+
+
+def test_a_serverless_instance_keeps_the_shuffle_partitions_it_was_created_with() -> None:
+    """Structured Streaming refuses a new ``spark.sql.shuffle.partitions`` for an
+    existing checkpoint: a serverless shape's cores set the count at creation,
+    the ``deployed`` record keeps it through a later change of shape."""
+    created = _load(compute="serverless", serverless={"executor_count": 2})
+    assert created.shuffle_partitions == 2
+    resized = _load(
+        compute="serverless",
+        serverless={"executor_count": 3, "executor": {"cpu": 2, "memory_gb": 8}},
+        deployed={"shuffle_partitions": 2},
+    )
+    assert resized.shuffle_partitions == 2
+    defaults = application_spark_defaults(resized.serverless, resized.shuffle_partitions)
+    assert defaults["spark.sql.shuffle.partitions"] == "2"
+    assert defaults["spark.executor.instances"] == "3"
+    # Without the fixed count, the shape's cores would have set it.
+    assert application_spark_defaults(resized.serverless)["spark.sql.shuffle.partitions"] == "6"

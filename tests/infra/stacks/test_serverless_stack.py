@@ -69,9 +69,8 @@ def test_the_applications_spark_defaults_and_the_emr_clusters_come_from_one_sour
     (defaults,) = _application(synthesized_serverless)["RuntimeConfiguration"]
     assert defaults["Classification"] == "spark-defaults"
     serverless_conf = defaults["Properties"]
-    assert serverless_conf == application_spark_defaults(
-        synthesized_serverless.config(LIGHT).serverless
-    )
+    light = synthesized_serverless.config(LIGHT)
+    assert serverless_conf == application_spark_defaults(light.serverless, light.shuffle_partitions)
     _, cluster = synthesized_serverless.one(ORDERS, "AWS::EMR::Cluster")
     by_class = {c["Classification"]: c for c in cluster["Properties"]["Configurations"]}
     emr_conf = by_class["spark-defaults"]["ConfigurationProperties"]

@@ -219,3 +219,19 @@ def test_an_unreadable_stack_fails_naming_the_permission() -> None:
     }
     result = check_deployed_record(config_of(), denied)
     assert result.status == "FAIL" and "cloudformation:DescribeStacks" in result.fix
+
+
+def test_a_serverless_applications_shuffle_partitions_are_read_back() -> None:
+    application = {
+        "Type": "AWS::EMRServerless::Application",
+        "Properties": {
+            "RuntimeConfiguration": [
+                {
+                    "Classification": "spark-defaults",
+                    "Properties": {"spark.sql.shuffle.partitions": "2"},
+                }
+            ]
+        },
+    }
+    template = {"Resources": {"App": application}}
+    assert deployed_values(template)["shuffle_partitions"] == 2
