@@ -126,6 +126,7 @@ SUPERVISOR_FILES: Final = (
     "app/polling.py",
     "app/storage_uri.py",
     "infra/__init__.py",
+    "infra/s3_keys.py",
     "infra/supervisor/__init__.py",
     "infra/supervisor/decision.py",
     "infra/supervisor/handler.py",

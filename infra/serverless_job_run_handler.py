@@ -53,6 +53,7 @@ from typing import Any, Final
 
 from app.lease import s3_lease_state
 from app.storage_uri import parse_s3_uri
+from infra.s3_keys import read_if_present
 
 log = logging.getLogger()
 log.setLevel(logging.INFO)
@@ -76,6 +77,7 @@ HANDLER_FILES: Final = (
     "app/polling.py",
     "app/storage_uri.py",
     "infra/__init__.py",
+    "infra/s3_keys.py",
     "infra/serverless_job_run_handler.py",
 )
 HANDLER: Final = "infra.serverless_job_run_handler.handler"
@@ -189,11 +191,7 @@ class Checkpoint:
         self.client, self.handover = client, handover
 
     def lease_held(self, now: float) -> bool:
-        bucket, key = parse_s3_uri(self.handover.lease_uri)
-        try:
-            body: bytes | None = self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
-        except self.client.exceptions.NoSuchKey:
-            body = None
+        body = read_if_present(self.client, self.handover.lease_uri)
         return s3_lease_state(self.handover.lease_uri, body, now).running
 
     def ask_to_stop(self, why: str, now: float) -> None:

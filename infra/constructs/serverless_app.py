@@ -365,7 +365,7 @@ class ServerlessJob(Construct):
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="MissingLeaseReads404",
+                sid="ListLeaseByExactPrefix",
                 actions=["s3:ListBucket"],
                 resources=[bucket.bucket_arn],
                 conditions={"StringEquals": {"s3:prefix": [lease_key]}},

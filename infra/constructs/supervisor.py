@@ -276,7 +276,7 @@ class Supervisor(Construct):
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 # ListObjectsV2 with Prefix equal to one of these keys, and
-                # nothing else: whether it exists (handler.key_exists).
+                # nothing else: whether it exists (infra.s3_keys.key_exists).
                 sid="ListOwnKeysByExactPrefix",
                 actions=["s3:ListBucket"],
                 resources=[bucket.bucket_arn],

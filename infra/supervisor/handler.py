@@ -18,7 +18,7 @@ Observations, all of which survive the cluster:
   start under way.
 
 Whether a key exists is asked with ``ListObjectsV2`` and ``Prefix`` equal to
-the key (:func:`read_if_present`), never inferred from GetObject's 404-vs-403:
+the key (:func:`infra.s3_keys.read_if_present`), never inferred from GetObject's 404-vs-403:
 that call needs ``s3:ListBucket`` on the bucket
 (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html), and
 its ``prefix`` request parameter is what the ``s3:prefix`` condition key
@@ -67,6 +67,7 @@ from app import contract
 from app.exit_record import ExitRecord, ExitRecordError
 from app.lease import lease_path, s3_lease_state
 from app.storage_uri import parse_s3_uri
+from infra.s3_keys import read_if_present
 from infra.supervisor.decision import (
     ClusterState,
     Decision,
@@ -188,28 +189,6 @@ class Settings:
             stop_marker_uri=env[ENV_STOP_MARKER],
             target=target.from_env(env),
         )
-
-
-def key_exists(s3: Any, bucket: str, key: str) -> bool:
-    """Whether ``key`` exists, by ``ListObjectsV2`` with ``Prefix=key`` (the
-    call the construct's ``s3:prefix``-conditioned grant allows; see the
-    module's docstring for the pages). Keys come in ascending order, so the
-    key itself is the first with its own prefix."""
-    reply = s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
-    return any(item.get("Key") == key for item in reply.get("Contents", ()))
-
-
-def read_if_present(s3: Any, uri: str) -> bytes | None:
-    """The object's body, or None when the listing says it does not exist (or
-    it was deleted between the listing and the read)."""
-    bucket, key = parse_s3_uri(uri)
-    if not key_exists(s3, bucket, key):
-        return None
-    try:
-        body: bytes = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except s3.exceptions.NoSuchKey:
-        return None
-    return body
 
 
 def operator_stop_requested(body: bytes | None) -> bool:

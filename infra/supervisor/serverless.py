@@ -1,6 +1,6 @@
 """The serverless restart target of the supervisor (infra/supervisor/handler.py):
 for a ``"compute": "serverless"`` instance the same check (the lease, the exit
-record and the operator's stop marker, each read by ``handler.read_if_present``;
+record and the operator's stop marker, each read by ``infra.s3_keys.read_if_present``;
 the same :func:`~infra.supervisor.decision.decide`; the same state, alarm and
 metrics), with the platform part from the application and its job runs, and a
 restart that is ``StartJobRun`` of the stack's own request

@@ -29,6 +29,7 @@ from infra.serverless_job_run_handler import (
     stop_runs,
     typed_request,
 )
+from tests.infra.list_only_s3 import ListOnlyS3
 
 REGION = "eu-west-1"
 BUCKET = "data-bucket"
@@ -307,3 +308,18 @@ def test_the_lambda_replies_success_with_the_run_and_failed_with_the_reason(
     assert failed["Status"] == "FAILED"
     assert failed["PhysicalResourceId"] == "not-started"
     assert "ResourceNotFoundException" in failed["Reason"]
+
+
+def test_the_lease_is_looked_up_by_listing_not_by_a_denied_get(aws: dict[str, Any]) -> None:
+    """The function's role lists the lease key (``s3:prefix``-conditioned
+    ListBucket); a GetObject of a missing key may answer 403 without the
+    implicit ListBucket check, so a free lease must not depend on it."""
+    app = aws["application_id"]
+    job = FakeJob(aws["s3"], app)
+    s3 = ListOnlyS3(aws["s3"])
+    checkpoint = Checkpoint(s3, Handover(LEASE, MARKER, stop_timeout_sec=420))
+    assert not checkpoint.lease_held(job.now)  # no lease yet: free, no AccessDenied
+    handle(_event("Create", _request(app)), aws, job.clock())
+    job.start_running()
+    assert checkpoint.lease_held(job.now)
+    assert s3.listed == [LEASE.split("/", 3)[3]] * 2

@@ -107,7 +107,7 @@ def _check_s3_grants(statements: dict[str, dict[str, Any]], instance: str) -> No
     assert write["Action"] == "s3:PutObject"
     assert f"control/{instance}/supervisor.json" in json.dumps(write["Resource"])
     # Issue 41 item 7: ListObjectsV2 with Prefix equal to each key, on the
-    # bucket, and nothing else (handler.key_exists; pages in its docstring).
+    # bucket, and nothing else (infra.s3_keys.key_exists; pages in its docstring).
     listing = statements["ListOwnKeysByExactPrefix"]
     assert listing["Effect"] == "Allow"
     assert listing["Action"] == "s3:ListBucket"

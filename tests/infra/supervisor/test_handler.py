@@ -16,9 +16,11 @@ from moto import mock_aws
 
 from app import contract
 from app.exit_record import ExitRecord, write_exit_record
+from infra import s3_keys
 from infra.emr_step import StepSpec, build_step
 from infra.supervisor import handler
 from infra.supervisor.decision import Policy
+from tests.infra.list_only_s3 import ListOnlyS3
 
 REGION = "us-east-1"
 INSTANCE = "orders-us-east-1"
@@ -185,34 +187,6 @@ def supervised_keys(instance: str) -> list[str]:
     )
 
 
-class ListOnlyS3:
-    """The S3 client as the supervisor's role sees it when GetObject of a
-    missing key answers 403 (the implicit ListBucket check not granted):
-    every call passes through, a GetObject of a missing key is AccessDenied.
-    Records the prefixes listed."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self.listed: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-    def list_objects_v2(self, **kw: Any) -> Any:
-        self.listed.append(kw["Prefix"])
-        return self._client.list_objects_v2(**kw)
-
-    def get_object(self, **kw: Any) -> Any:
-        try:
-            return self._client.get_object(**kw)
-        except self._client.exceptions.NoSuchKey:
-            from botocore.exceptions import ClientError
-
-            raise ClientError(
-                {"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "GetObject"
-            ) from None
-
-
 def test_whether_a_key_exists_is_asked_by_listing_its_exact_prefix(aws: dict[str, Any]) -> None:
     """Issue 41 item 7: nothing exists yet (first deploy) and GetObject of a
     missing key would be denied: the check still works, by ListObjectsV2."""
@@ -226,10 +200,10 @@ def test_whether_a_key_exists_is_asked_by_listing_its_exact_prefix(aws: dict[str
 def test_a_key_that_only_shares_the_prefix_does_not_exist(aws: dict[str, Any]) -> None:
     aws["s3"].put_object(Bucket=BUCKET, Key=f"checkpoints/{INSTANCE}/_exit.tmp", Body=b"{}")
     s3 = ListOnlyS3(aws["s3"])
-    assert not handler.key_exists(s3, BUCKET, f"checkpoints/{INSTANCE}/_exit")
-    assert handler.read_if_present(s3, f"s3://{BUCKET}/checkpoints/{INSTANCE}/_exit") is None
+    assert not s3_keys.key_exists(s3, BUCKET, f"checkpoints/{INSTANCE}/_exit")
+    assert s3_keys.read_if_present(s3, f"s3://{BUCKET}/checkpoints/{INSTANCE}/_exit") is None
     aws["s3"].put_object(Bucket=BUCKET, Key=f"checkpoints/{INSTANCE}/_exit", Body=b"{}")
-    assert handler.key_exists(s3, BUCKET, f"checkpoints/{INSTANCE}/_exit")
+    assert s3_keys.key_exists(s3, BUCKET, f"checkpoints/{INSTANCE}/_exit")
 
 
 def test_an_operators_marker_keeps_a_job_that_died_without_a_record_stopped(

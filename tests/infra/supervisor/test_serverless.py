@@ -27,7 +27,8 @@ from app.exit_record import ExitRecord, write_exit_record
 from infra.packaging import stage_supervisor
 from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Policy
-from tests.infra.supervisor.test_handler import ListOnlyS3, alarm_inbox, supervised_keys
+from tests.infra.list_only_s3 import ListOnlyS3
+from tests.infra.supervisor.test_handler import alarm_inbox, supervised_keys
 
 REPO = Path(__file__).resolve().parents[3]
 REGION = "us-east-1"
