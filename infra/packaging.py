@@ -112,9 +112,10 @@ def _write_once(target: Path, files: dict[str, bytes]) -> None:
         (target / name).write_bytes(content)
 
 
-# The supervisor Lambda's code (infra/supervisor/handler.py) and the import-light
-# modules it uses, staged with their package paths; the Lambda runtime brings
-# boto3 (https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html).
+# The supervisor Lambda's code (infra/supervisor/handler.py and its serverless
+# target, infra/supervisor/serverless.py) and the import-light modules it uses,
+# staged with their package paths; the Lambda runtime brings boto3
+# (https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html).
 # tests/infra/supervisor/test_package.py imports the handler from the staged
 # copy alone, so a new import of one of these fails there, not in AWS.
 SUPERVISOR_FILES: Final = (
@@ -129,6 +130,7 @@ SUPERVISOR_FILES: Final = (
     "infra/supervisor/decision.py",
     "infra/supervisor/handler.py",
     "infra/supervisor/metrics.py",
+    "infra/supervisor/serverless.py",
 )
 SUPERVISOR_HANDLER: Final = "infra.supervisor.handler.handler"
 

@@ -1,6 +1,10 @@
 """The supervisor of one instance: a Lambda on a schedule that restarts the
-job with the stack's own step when it is down, within a restart budget
-(infra/supervisor/; docs/operate.md, "The supervisor").
+job when it is down, within a restart budget (infra/supervisor/;
+docs/operate.md, "The supervisor"). One construct, two restart targets: the
+stack's own step on its EMR cluster (:class:`EmrStepTarget`) or the stack's
+own ``StartJobRun`` request on its EMR Serverless application
+(:class:`ServerlessRunTarget`, docs/serverless.md). The target adds its
+platform's grant and environment; the rest below is the same for both.
 
 Why a scheduled Lambda: it survives the cluster (it reads the lease and the
 exit record in S3, not YARN), costs a few invocations a minute, and its
@@ -21,10 +25,16 @@ Least privilege, each grant on this instance's own resources only:
   the call: https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html).
   GetObject's 404-vs-403 is not relied on: whether its implicit ListBucket
   check carries ``s3:prefix`` is not documented;
-* EMR: ``DescribeCluster``, ``ListSteps``, ``AddJobFlowSteps`` on this cluster's
-  ARN (resource type ``cluster``,
+* EMR target: ``DescribeCluster``, ``ListSteps``, ``AddJobFlowSteps`` on this
+  cluster's ARN (resource type ``cluster``,
   https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelasticmapreduce.html);
   the step carries no role, so no ``iam:PassRole``;
+* serverless target: ``GetApplication``, ``ListJobRuns``, ``StartJobRun`` on
+  this application and its job runs (resource types ``applicationId`` and
+  ``jobRunId``,
+  https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonemrserverless.html),
+  and ``iam:PassRole`` of the request's execution role, to
+  ``emr-serverless.amazonaws.com`` only (``iam:PassedToService``);
 * CloudWatch: ``PutMetricData`` in the instance's namespace only (a condition:
   the action has no resource-level permissions);
 * SNS: publish to the instance's alarm topic (and its key).
@@ -41,20 +51,21 @@ concurrent delivery is throttled and goes back to the queue, same page). A
 duplicate delivery, which that page says may happen, is then only one more
 check after the first: it reads the state the first one wrote (S3 reads
 after writes are strongly consistent) and sees the restart's step PENDING or
-RUNNING (a start under way: wait), so it never restarts twice.
+RUNNING, or its job run active (a start under way: wait), so it never
+restarts twice.
 
 The schedule is an EventBridge rule (``rate(N minute[s])``,
 https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rate-expressions.html);
-the step travels as JSON in an environment variable, whose total is limited
-to 4 KB (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
+the step (or the request) travels as JSON in an environment variable, whose
+total is limited to 4 KB (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from aws_cdk import (
     Acknowledgment,
@@ -84,10 +95,12 @@ from infra.config import InstanceConfig
 from infra.constructs.alarms import SUPERVISOR_ERRORS, SUPERVISOR_NOT_RUNNING
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 from infra.packaging import SUPERVISOR_HANDLER, stage_supervisor
-from infra.supervisor import handler
+from infra.serverless_job_run import restart_budget_split
+from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Policy
 
-# A check reads three objects, one cluster and its steps, and writes two: well
+# A check lists and reads four keys, one cluster and its steps (or one
+# application and its runs), and writes two: well
 # within this, and shorter than the shortest schedule, so checks never overlap.
 TIMEOUT_SEC: Final = 50
 MEMORY_MB: Final = 256
@@ -114,8 +127,121 @@ def policy_for(instance: InstanceConfig, stop_timeout_sec: int) -> Policy:
     )
 
 
+def serverless_policy_for(instance: InstanceConfig, stop_timeout_sec: int) -> Policy:
+    """:func:`policy_for` with the supervisor's share of the restart budget
+    on EMR Serverless: the service retries with the rest."""
+    _, restarts = restart_budget_split(instance.supervisor.max_restarts_per_hour)
+    return replace(policy_for(instance, stop_timeout_sec), max_restarts=restarts)
+
+
 def _key(uri: str) -> str:
     return parse_s3_uri(uri)[1]
+
+
+class RestartTarget(Protocol):
+    """What the supervisor restarts: the Lambda's entry point, the variables
+    its ``handler.Target`` reads, and the grant it needs on its platform."""
+
+    @property
+    def handler(self) -> str: ...
+
+    def environment(self, stack: Stack) -> dict[str, str]: ...
+
+    def grant(self, role: iam.Role) -> None: ...
+
+
+@dataclass(frozen=True)
+class EmrStepTarget:
+    """The stack's own step (``infra.emr_step.build_step``) on its cluster."""
+
+    cluster_id: str
+    step: dict[str, Any]
+
+    @property
+    def handler(self) -> str:
+        return SUPERVISOR_HANDLER
+
+    def environment(self, stack: Stack) -> dict[str, str]:
+        return {
+            handler.ENV_CLUSTER_ID: self.cluster_id,
+            handler.ENV_STEP: stack.to_json_string(self.step),
+        }
+
+    def grant(self, role: iam.Role) -> None:
+        cluster_arn = (
+            f"arn:{Aws.PARTITION}:elasticmapreduce:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
+            f"cluster/{self.cluster_id}"
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="RestartOnOwnCluster",
+                actions=[
+                    "elasticmapreduce:DescribeCluster",
+                    "elasticmapreduce:ListSteps",
+                    "elasticmapreduce:AddJobFlowSteps",
+                ],
+                resources=[cluster_arn],
+            )
+        )
+
+
+@dataclass(frozen=True)
+class ServerlessRunTarget:
+    """The stack's own StartJobRun request (infra/serverless_job_run.py) on
+    its application."""
+
+    application_id: str
+    request: dict[str, Any]
+
+    @property
+    def handler(self) -> str:
+        return serverless.HANDLER
+
+    def environment(self, stack: Stack) -> dict[str, str]:
+        return {
+            serverless.ENV_APPLICATION_ID: self.application_id,
+            serverless.ENV_REQUEST: stack.to_json_string(self.request),
+        }
+
+    def grant(self, role: iam.Role) -> None:
+        application_arn = (
+            f"arn:{Aws.PARTITION}:emr-serverless:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
+            f"/applications/{self.application_id}"
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="RestartOnOwnApplication",
+                actions=[
+                    "emr-serverless:GetApplication",
+                    "emr-serverless:ListJobRuns",
+                    "emr-serverless:StartJobRun",
+                ],
+                resources=[application_arn, f"{application_arn}/jobruns/*"],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PassExecutionRole",
+                actions=["iam:PassRole"],
+                resources=[str(self.request["executionRoleArn"])],
+                conditions={
+                    "StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}
+                },
+            )
+        )
+        # cdk-nag renders the application's token as <LogicalId.ApplicationId>.
+        found = Stack.of(role).resolve(self.application_id)
+        if isinstance(found, dict) and "Fn::GetAtt" in found:
+            found = found["Fn::GetAtt"][0]
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:emr-serverless:"
+                f"<AWS::Region>:<AWS::AccountId>:/applications/<{found}.ApplicationId>"
+                "/jobruns/*]",
+                reason="The job runs of this instance's own application: their IDs are made "
+                "when they start.",
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -123,8 +249,7 @@ class SupervisorProps:
     instance: InstanceConfig
     job_config: JobConfig
     data_bucket: s3.IBucket
-    cluster_id: str
-    step: dict[str, Any]
+    target: RestartTarget
     policy: Policy
     alarm_topic: sns.ITopic
     removal_policy: RemovalPolicy
@@ -188,21 +313,7 @@ class Supervisor(Construct):
                 conditions={"StringEquals": {"s3:prefix": read_keys}},
             )
         )
-        cluster_arn = (
-            f"arn:{Aws.PARTITION}:elasticmapreduce:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
-            f"cluster/{props.cluster_id}"
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="RestartOnOwnCluster",
-                actions=[
-                    "elasticmapreduce:DescribeCluster",
-                    "elasticmapreduce:ListSteps",
-                    "elasticmapreduce:AddJobFlowSteps",
-                ],
-                resources=[cluster_arn],
-            )
-        )
+        props.target.grant(self.role)
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="PutMetricsInInstanceNamespace",
@@ -235,10 +346,9 @@ class Supervisor(Construct):
         staged = stage_supervisor(REPO_ROOT, Path(Stage.of(self).outdir))  # type: ignore[union-attr]
         environment = {
             handler.ENV_INSTANCE: instance.instance_id,
-            handler.ENV_CLUSTER_ID: props.cluster_id,
+            **props.target.environment(stack),
             handler.ENV_CHECKPOINT: checkpoint,
             handler.ENV_STATE: state_uri,
-            handler.ENV_STEP: stack.to_json_string(props.step),
             handler.ENV_POLICY: json.dumps(asdict(props.policy), sort_keys=True),
             handler.ENV_TOPIC: props.alarm_topic.topic_arn,
             handler.ENV_STOP_MARKER: config.stop_marker_path,
@@ -249,7 +359,7 @@ class Supervisor(Construct):
             "Function",
             # python3.14: a supported runtime (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html)
             runtime=lambda_.Runtime.PYTHON_3_14,
-            handler=SUPERVISOR_HANDLER,
+            handler=props.target.handler,
             code=lambda_.Code.from_asset(str(staged)),
             timeout=Duration.seconds(TIMEOUT_SEC),
             memory_size=MEMORY_MB,

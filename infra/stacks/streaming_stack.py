@@ -27,13 +27,15 @@ from infra.constructs.job_deployment import JobDeployment, JobDeploymentProps
 from infra.constructs.network import Network, NetworkProps
 from infra.constructs.roles import Roles, RolesProps
 from infra.constructs.serverless_app import ServerlessJob, ServerlessJobProps
-from infra.constructs.serverless_supervisor import (
-    ServerlessSupervisor,
-    ServerlessSupervisorProps,
+from infra.constructs.stream import EventStream, EventStreamProps
+from infra.constructs.supervisor import (
+    EmrStepTarget,
+    ServerlessRunTarget,
+    Supervisor,
+    SupervisorProps,
+    policy_for,
     serverless_policy_for,
 )
-from infra.constructs.stream import EventStream, EventStreamProps
-from infra.constructs.supervisor import Supervisor, SupervisorProps, policy_for
 from infra.emr_step import STEP_SPEC_OUTPUT, build_step
 from infra.job_config import job_config_for
 
@@ -82,7 +84,7 @@ class StreamingStack(Stack):
         )
         self.emr: EmrCluster | None = None
         self.serverless: ServerlessJob | None = None
-        self.supervisor: Supervisor | ServerlessSupervisor | None = None
+        self.supervisor: Supervisor | None = None
         if config.compute == "serverless":
             self._serverless(
                 config=config,
@@ -159,8 +161,7 @@ class StreamingStack(Stack):
                     instance=config,
                     job_config=self.job_config,
                     data_bucket=buckets.data,
-                    cluster_id=emr.cluster.ref,
-                    step=build_step(spec),
+                    target=EmrStepTarget(cluster_id=emr.cluster.ref, step=build_step(spec)),
                     policy=policy_for(config, spec.stop_timeout_sec),
                     alarm_topic=alarms.topic.topic,
                     removal_policy=removal_policy(config),
@@ -226,15 +227,14 @@ class StreamingStack(Stack):
             )
         )
         if config.supervisor.enabled:
-            self.supervisor = ServerlessSupervisor(
+            self.supervisor = Supervisor(
                 self,
                 "Supervisor",
-                props=ServerlessSupervisorProps(
+                props=SupervisorProps(
                     instance=config,
                     job_config=self.job_config,
                     data_bucket=buckets.data,
-                    application_id=job.application_id,
-                    request=job.request,
+                    target=ServerlessRunTarget(job.application_id, job.request),
                     policy=serverless_policy_for(config, job.stop_timeout_sec),
                     alarm_topic=alarms.topic.topic,
                     removal_policy=removal_policy(config),

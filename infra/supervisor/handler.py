@@ -9,7 +9,7 @@ Observations, all of which survive the cluster:
 * the stop marker (``stop_marker_path``): an operator's (any first word but
   ``handover``, :meth:`app.graceful_stop.StopMarker.requester`) keeps the job
   stopped even when it died before writing its exit record;
-* the cluster's state (``DescribeCluster``; steps can be added only in
+* on EMR, the cluster's state (``DescribeCluster``; steps can be added only in
   STARTING, BOOTSTRAPPING, RUNNING or WAITING,
   https://docs.aws.amazon.com/emr/latest/APIReference/API_AddJobFlowSteps.html;
   the states: https://docs.aws.amazon.com/emr/latest/APIReference/API_ClusterStatus.html)
@@ -35,9 +35,15 @@ The heartbeat metric is not read: the lease says the same (a live job renews
 it every ``lease_ttl_sec / 3``), and ``GetMetricData`` has no resource-level
 permissions, so reading it would widen the role for no new fact.
 
-Actions: ``restart`` adds the stack's own step (``infra.emr_step.build_step``,
-rendered at synth into ``STEP``) with ``AddJobFlowSteps``; its launcher hands
-over from whatever still holds the lease, like a deploy. ``alarm`` publishes
+Actions: ``restart`` asks the instance's restart target (a :class:`Target`):
+on EMR (:class:`EmrStep`) it adds the stack's own step
+(``infra.emr_step.build_step``, rendered at synth into ``STEP``) with
+``AddJobFlowSteps``, whose launcher hands over from whatever still holds the
+lease, like a deploy; on EMR Serverless
+(:class:`infra.supervisor.serverless.ServerlessRun`) it is ``StartJobRun`` of
+the stack's own request. The target also says whether the platform can run
+the job and whether a start is under way; the rest (lease, exit record, stop
+marker, state, alarm, metrics) is this module's, for both. ``alarm`` publishes
 the reason to the instance's alarm topic. Every check writes the state to
 ``control/<instance>/supervisor.json`` and puts ``SupervisorRestarts`` and
 ``SupervisorGaveUp`` in the instance's namespace.
@@ -55,7 +61,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final, Protocol
 
 from app import contract
 from app.exit_record import ExitRecord, ExitRecordError
@@ -92,61 +98,86 @@ STEP_UNDER_WAY: Final = ("PENDING", "RUNNING")
 MAX_SUBJECT: Final = 100
 
 
-@dataclass(frozen=True)
-class Settings:
-    instance: str
-    cluster_id: str
-    checkpoint_uri: str
-    state_uri: str
-    step: dict[str, Any]
-    policy: Policy
-    topic_arn: str
-    stop_marker_uri: str
+class Target(Protocol):
+    """Where the job runs and how it is started again: the platform part of
+    a check. ``CLIENT`` names the boto3 client it is given; ``REQUIRED`` the
+    environment variables :meth:`from_env` reads."""
+
+    CLIENT: ClassVar[str]
+    REQUIRED: ClassVar[tuple[str, ...]]
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Settings:
-        missing = [
-            name
-            for name in (
-                ENV_INSTANCE,
-                ENV_CLUSTER_ID,
-                ENV_CHECKPOINT,
-                ENV_STATE,
-                ENV_STEP,
-                ENV_STOP_MARKER,
-            )
-            if not env.get(name)
-        ]
-        if missing:
-            raise ValueError(f"environment: {missing[0]} is not set; the construct sets it")
+    def from_env(cls, env: Mapping[str, str]) -> Target: ...
+
+    def state(self, client: Any) -> tuple[ClusterState, str, bool]:
+        """(whether the platform can run the job, a detail, a start under way)."""
+        ...
+
+    def restart(self, client: Any) -> str:
+        """Start the job again; what was started, for the log."""
+        ...
+
+
+@dataclass(frozen=True)
+class EmrStep:
+    """The EMR target: the stack's own step on the instance's cluster."""
+
+    cluster_id: str
+    step: dict[str, Any]
+    CLIENT: ClassVar[str] = "emr"
+    REQUIRED: ClassVar[tuple[str, ...]] = (ENV_CLUSTER_ID, ENV_STEP)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> EmrStep:
         step = json.loads(env[ENV_STEP])
         if not isinstance(step, dict) or "HadoopJarStep" not in step:
             raise ValueError(f"environment: {ENV_STEP} is not an EMR step (no HadoopJarStep)")
+        return cls(cluster_id=env[ENV_CLUSTER_ID], step=step)
+
+    def state(self, client: Any) -> tuple[ClusterState, str, bool]:
+        """(state, detail, a start under way) from the EMR API."""
+        status = client.describe_cluster(ClusterId=self.cluster_id)["Cluster"]["Status"]
+        state = str(status["State"])
+        if state in CLUSTER_STARTING:
+            return "starting", state, False
+        if state not in CLUSTER_READY:
+            reason = status.get("StateChangeReason", {}).get("Message", "")
+            return "gone", f"{self.cluster_id} {state} {reason}".strip(), False
+        steps = client.list_steps(ClusterId=self.cluster_id, StepStates=list(STEP_UNDER_WAY))
+        name = self.step.get("Name")
+        pending = any(step.get("Name") == name for step in steps.get("Steps", ()))
+        return "ready", state, pending
+
+    def restart(self, client: Any) -> str:
+        reply = client.add_job_flow_steps(JobFlowId=self.cluster_id, Steps=[self.step])
+        return f"step {reply['StepIds']}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    instance: str
+    checkpoint_uri: str
+    state_uri: str
+    policy: Policy
+    topic_arn: str
+    stop_marker_uri: str
+    target: Target
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], target: type[Target] = EmrStep) -> Settings:
+        required = (ENV_INSTANCE, *target.REQUIRED, ENV_CHECKPOINT, ENV_STATE, ENV_STOP_MARKER)
+        missing = [name for name in required if not env.get(name)]
+        if missing:
+            raise ValueError(f"environment: {missing[0]} is not set; the construct sets it")
         return cls(
             instance=env[ENV_INSTANCE],
-            cluster_id=env[ENV_CLUSTER_ID],
             checkpoint_uri=env[ENV_CHECKPOINT],
             state_uri=env[ENV_STATE],
-            step=step,
             policy=Policy(**json.loads(env.get(ENV_POLICY) or "{}")),
             topic_arn=env.get(ENV_TOPIC, ""),
             stop_marker_uri=env[ENV_STOP_MARKER],
+            target=target.from_env(env),
         )
-
-
-def _cluster(emr: Any, settings: Settings) -> tuple[ClusterState, str, bool]:
-    """(state, detail, a start under way) from the EMR API."""
-    status = emr.describe_cluster(ClusterId=settings.cluster_id)["Cluster"]["Status"]
-    state = str(status["State"])
-    if state in CLUSTER_STARTING:
-        return "starting", state, False
-    if state not in CLUSTER_READY:
-        reason = status.get("StateChangeReason", {}).get("Message", "")
-        return "gone", f"{settings.cluster_id} {state} {reason}".strip(), False
-    steps = emr.list_steps(ClusterId=settings.cluster_id, StepStates=list(STEP_UNDER_WAY))
-    name = settings.step.get("Name")
-    pending = any(step.get("Name") == name for step in steps.get("Steps", ()))
-    return "ready", state, pending
 
 
 def key_exists(s3: Any, bucket: str, key: str) -> bool:
@@ -180,7 +211,8 @@ def operator_stop_requested(body: bytes | None) -> bool:
     return words[:1] != [contract.STOP_BY_HANDOVER]
 
 
-def observe(s3: Any, emr: Any, settings: Settings, now: float) -> Observation:
+def observe(s3: Any, platform: Any, settings: Settings, now: float) -> Observation:
+    """What :func:`decide` needs; ``platform`` is the target's client."""
     lease = lease_path(settings.checkpoint_uri)
     body = read_if_present(s3, lease)
     record = None
@@ -191,7 +223,7 @@ def observe(s3: Any, emr: Any, settings: Settings, now: float) -> Observation:
             record = ExitRecord.from_json(exit_body, exit_path)
         except ExitRecordError as exc:  # a record we cannot read explains nothing
             log.warning("%s", exc)
-    cluster, detail, pending = _cluster(emr, settings)
+    cluster, detail, pending = settings.target.state(platform)
     return Observation(
         now=now,
         running=s3_lease_state(lease, body, now).running,
@@ -213,12 +245,8 @@ def load_state(s3: Any, settings: Settings) -> SupervisorState:
 def act(decision: Decision, clients: Mapping[str, Any], settings: Settings, now: float) -> None:
     """Carry the decision out, then save the state and publish the metrics."""
     if decision.action == "restart":
-        reply = clients["emr"].add_job_flow_steps(
-            JobFlowId=settings.cluster_id, Steps=[settings.step]
-        )
-        log.warning(
-            "restarted %s: step %s; %s", settings.instance, reply["StepIds"], decision.message
-        )
+        started = settings.target.restart(clients[settings.target.CLIENT])
+        log.warning("restarted %s: %s; %s", settings.instance, started, decision.message)
     elif decision.action == "alarm":
         log.error("supervisor of %s gives up: %s", settings.instance, decision.message)
         if settings.topic_arn:
@@ -238,21 +266,28 @@ def act(decision: Decision, clients: Mapping[str, Any], settings: Settings, now:
 
 def check(clients: Mapping[str, Any], settings: Settings, now: float) -> Decision:
     """One check: observe, decide, act."""
-    observation = observe(clients["s3"], clients["emr"], settings, now)
+    observation = observe(clients["s3"], clients[settings.target.CLIENT], settings, now)
     decision = decide(observation, load_state(clients["s3"], settings), settings.policy)
     act(decision, clients, settings, now)
     return decision
 
 
-def _clients() -> dict[str, Any]:
+def _clients(target: type[Target]) -> dict[str, Any]:
     import boto3
     from botocore.config import Config
 
     # Bounded: a check must finish well inside the function's timeout.
     config = Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 3})
-    return {name: boto3.client(name, config=config) for name in ("s3", "emr", "sns", "cloudwatch")}
+    names = ("s3", "sns", "cloudwatch", target.CLIENT)
+    return {name: boto3.client(name, config=config) for name in names}
+
+
+def run(target: type[Target]) -> dict[str, str]:
+    """One check of the instance whose job runs on ``target``."""
+    decision = check(_clients(target), Settings.from_env(os.environ, target), time.time())
+    return {"action": decision.action, "reason": decision.reason, "message": decision.message}
 
 
 def handler(_event: object, _context: object) -> dict[str, str]:
-    decision = check(_clients(), Settings.from_env(os.environ), time.time())
-    return {"action": decision.action, "reason": decision.reason, "message": decision.message}
+    """The EMR supervisor's entry point (infra/supervisor/serverless.py has the other)."""
+    return run(EmrStep)

@@ -13,7 +13,7 @@ import pytest
 from app.spark_conf import GLUE_HIVE_SITE
 from infra.constructs.emr_cluster import cluster_configurations
 from infra.serverless_job_run import application_spark_defaults
-from infra.supervisor import serverless
+from infra.supervisor import handler, serverless
 from tests.infra.conftest import Synthesized
 
 pytestmark = pytest.mark.synth
@@ -130,7 +130,7 @@ def test_the_supervisor_restarts_with_the_same_request_within_the_lambda_limits(
         stack.to_json_string(stack.serverless.request)  # type: ignore[union-attr]
     )
     assert job_run["Properties"]["StartJobRun"]["name"] in json.dumps(rendered)
-    policy = json.loads(env[serverless.ENV_POLICY])
+    policy = json.loads(env[handler.ENV_POLICY])
     assert policy["max_restarts"] == 1  # the supervisor's share of 5
     # The variables' total stays under Lambda's 4 KB (the request's tokens
     # render longer at deploy: bucket names, ARNs; leave a margin).

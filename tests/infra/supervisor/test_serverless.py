@@ -1,6 +1,7 @@
-"""The serverless supervisor (infra/supervisor/serverless.py) against
-in-process moto (EMR Serverless, S3, SNS, CloudWatch): the same ``decide``,
-observed from the lease, the exit record and the application's runs; a
+"""The supervisor (infra/supervisor/handler.py) with its serverless target
+(infra/supervisor/serverless.py) against in-process moto (EMR Serverless, S3,
+SNS, CloudWatch): the same check and ``decide``, observed from the lease, the
+exit record, the operator's stop marker and the application's runs; a
 restart is StartJobRun of the stack's request. moto starts every run in
 SUCCESS and ignores ``mode`` and ``retryPolicy``: a run the service is still
 running or retrying is put in RUNNING by hand."""
@@ -23,8 +24,10 @@ from moto.emrserverless.models import emrserverless_backends
 
 from app import contract
 from app.exit_record import ExitRecord, write_exit_record
-from infra.supervisor import serverless
+from infra.packaging import stage_supervisor
+from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Policy
+from tests.infra.supervisor.test_handler import ListOnlyS3
 
 REPO = Path(__file__).resolve().parents[3]
 REGION = "us-east-1"
@@ -32,6 +35,7 @@ INSTANCE = "light-us-east-1"
 BUCKET = "data-bucket"
 CHECKPOINT = f"s3://{BUCKET}/checkpoints/{INSTANCE}/"
 STATE = f"s3://{BUCKET}/control/{INSTANCE}/{contract.SUPERVISOR_STATE_NAME}"
+MARKER = f"s3://{BUCKET}/control/{INSTANCE}/stop"
 # The split of a budget of 5 (infra/serverless_job_run.py): 4 service attempts, 1 restart.
 POLICY = Policy(max_restarts=1, backoff_sec=1, backoff_max_sec=1, start_grace_sec=60)
 
@@ -65,19 +69,20 @@ def aws() -> Iterator[dict[str, Any]]:
         )["Attributes"]["QueueArn"]
         clients["sns"].subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
         env = {
-            serverless.ENV_INSTANCE: INSTANCE,
+            handler.ENV_INSTANCE: INSTANCE,
             serverless.ENV_APPLICATION_ID: app,
-            serverless.ENV_CHECKPOINT: CHECKPOINT,
-            serverless.ENV_STATE: STATE,
+            handler.ENV_CHECKPOINT: CHECKPOINT,
+            handler.ENV_STATE: STATE,
             serverless.ENV_REQUEST: json.dumps(_request(app)),
-            serverless.ENV_POLICY: json.dumps(POLICY.__dict__),
-            serverless.ENV_TOPIC: topic,
+            handler.ENV_POLICY: json.dumps(POLICY.__dict__),
+            handler.ENV_TOPIC: topic,
+            handler.ENV_STOP_MARKER: MARKER,
         }
         yield {**clients, "env": env, "app": app, "queue": queue}
 
 
-def settings(aws: dict[str, Any]) -> serverless.ServerlessSettings:
-    return serverless.ServerlessSettings.from_env(aws["env"])
+def settings(aws: dict[str, Any]) -> handler.Settings:
+    return handler.Settings.from_env(aws["env"], serverless.ServerlessRun)
 
 
 def runs(aws: dict[str, Any]) -> list[Any]:
@@ -118,20 +123,20 @@ def test_a_run_the_service_runs_or_retries_is_up_and_left_alone(aws: dict[str, A
     now = time.time()
     deployed_run(aws, "RUNNING")
     put_lease(aws, now - 100)  # the service is retrying: no lease holder right now
-    decision = serverless.check(aws, settings(aws), now)
+    decision = handler.check(aws, settings(aws), now)
     assert decision.action == "none" and decision.reason == "starting"
     assert len(runs(aws)) == 1
     put_lease(aws, now + 90)
-    assert serverless.check(aws, settings(aws), now + 60).reason == "running"
+    assert handler.check(aws, settings(aws), now + 60).reason == "running"
 
 
 def test_a_failed_run_restarts_within_the_budget_then_one_alarm(aws: dict[str, Any]) -> None:
     now = time.time()
     deployed_run(aws, "RUNNING")
     put_lease(aws, now + 30)
-    serverless.check(aws, settings(aws), now)
+    handler.check(aws, settings(aws), now)
     fail(aws, now + 5)
-    decision = serverless.check(aws, settings(aws), now + 10)
+    decision = handler.check(aws, settings(aws), now + 10)
     assert decision.action == "restart" and decision.reason == contract.EXIT_BATCH_FAILED
     assert len(runs(aws)) == 2
     restarted = aws["emr-serverless"].get_job_run(
@@ -142,16 +147,16 @@ def test_a_failed_run_restarts_within_the_budget_then_one_alarm(aws: dict[str, A
     # It runs, then fails again within the hour: the supervisor's share is spent.
     runs(aws)[-1].state = "RUNNING"
     put_lease(aws, now + 100)
-    serverless.check(aws, settings(aws), now + 90)
+    handler.check(aws, settings(aws), now + 90)
     fail(aws, now + 200)
-    gave_up = serverless.check(aws, settings(aws), now + 210)
+    gave_up = handler.check(aws, settings(aws), now + 210)
     assert gave_up.action == "alarm"
     assert "restart budget spent" in gave_up.message
     assert len(runs(aws)) == 2
     [alarm] = alarms(aws)
     assert contract.EXIT_BATCH_FAILED in alarm["Subject"]
     # One alarm: the next check does nothing more.
-    assert serverless.check(aws, settings(aws), now + 270).action == "none"
+    assert handler.check(aws, settings(aws), now + 270).action == "none"
     assert alarms(aws) == [] and len(runs(aws)) == 2
 
 
@@ -162,7 +167,7 @@ def test_exit_2_alarms_at_once_and_is_never_restarted(aws: dict[str, Any]) -> No
     deployed_run(aws, "SUCCESS")
     refused = ExitRecord(2, contract.EXIT_CHECKPOINT_REFUSED, "old operator", now - 5, "d:1")
     write_exit_record(CHECKPOINT, refused, aws["s3"])
-    decision = serverless.check(aws, settings(aws), now)
+    decision = handler.check(aws, settings(aws), now)
     assert decision.action == "alarm"
     assert "a restart cannot cure it" in decision.message
     assert len(runs(aws)) == 1
@@ -183,15 +188,54 @@ def test_make_stop_job_is_left_alone(aws: dict[str, Any]) -> None:
     )
     write_exit_record(CHECKPOINT, stopped, aws["s3"])
     for later in (0, 600, 3600):
-        decision = serverless.check(aws, settings(aws), now + later)
+        decision = handler.check(aws, settings(aws), now + later)
         assert decision.action == "none"
     assert len(runs(aws)) == 1 and alarms(aws) == []
+
+
+def test_a_job_an_operator_stopped_is_left_alone_without_its_exit_record(
+    aws: dict[str, Any],
+) -> None:
+    """The run ended while the job stopped on the operator's marker, before it
+    wrote its exit record (killed mid-stop): the marker alone keeps it
+    stopped, no StartJobRun, no alarm."""
+    now = time.time()
+    deployed_run(aws, "RUNNING")
+    put_lease(aws, now + 30)
+    handler.check(aws, settings(aws), now)
+    for run in runs(aws):
+        run.state = "CANCELLED"
+    put_lease(aws, now - 1)
+    aws["s3"].put_object(Bucket=BUCKET, Key=f"control/{INSTANCE}/stop", Body=b"stop\n")
+    for later in (now + 60, now + 3_600):
+        decision = handler.check(aws, settings(aws), later)
+        assert decision.action == "none" and decision.reason == contract.EXIT_STOPPED_ON_REQUEST
+    # (Without the marker this is a restart: no record, lease expired, no run
+    # active; test_a_failed_run_restarts_within_the_budget_then_one_alarm.)
+    assert len(runs(aws)) == 1 and alarms(aws) == []
+
+
+def test_whether_a_key_exists_is_asked_by_listing_its_exact_prefix(aws: dict[str, Any]) -> None:
+    """As on EMR (issue 41 item 7): GetObject of a missing key denied, the
+    check still works, by ListObjectsV2 of the lease, the exit record, the
+    stop marker and the state."""
+    s3 = ListOnlyS3(aws["s3"])
+    decision = handler.check({**aws, "s3": s3}, settings(aws), time.time())
+    assert decision.action == "none" and decision.reason == "starting"
+    assert sorted(set(s3.listed)) == sorted(
+        {
+            f"checkpoints/{INSTANCE}/_lease",
+            f"checkpoints/{INSTANCE}/_exit",
+            f"control/{INSTANCE}/stop",
+            f"control/{INSTANCE}/{contract.SUPERVISOR_STATE_NAME}",
+        }
+    )
 
 
 def test_a_terminated_application_alarms(aws: dict[str, Any]) -> None:
     aws["emr-serverless"].stop_application(applicationId=aws["app"])  # moto: created STARTED
     aws["emr-serverless"].delete_application(applicationId=aws["app"])
-    decision = serverless.check(aws, settings(aws), time.time())
+    decision = handler.check(aws, settings(aws), time.time())
     assert decision.action == "alarm"
     assert "TERMINATED" in decision.message
 
@@ -200,21 +244,20 @@ def test_settings_refuse_a_request_that_is_not_a_streaming_run(aws: dict[str, An
     env = dict(aws["env"])
     env[serverless.ENV_REQUEST] = json.dumps({**_request(aws["app"]), "mode": "BATCH"})
     with pytest.raises(ValueError, match="START_JOB_RUN is not a STREAMING"):
-        serverless.ServerlessSettings.from_env(env)
+        handler.Settings.from_env(env, serverless.ServerlessRun)
     del env[serverless.ENV_APPLICATION_ID]
     with pytest.raises(ValueError, match="APPLICATION_ID is not set"):
-        serverless.ServerlessSettings.from_env(env)
+        handler.Settings.from_env(env, serverless.ServerlessRun)
 
 
 def test_the_staged_lambdas_import_from_their_stage_alone(tmp_path: Path) -> None:
     """The serverless supervisor and the job-run resource's handler load with
     only their staged files (and boto3, which the Lambda runtime brings)."""
     from infra.constructs.serverless_app import stage_handler
-    from infra.constructs.serverless_supervisor import stage_serverless_supervisor
     from infra.serverless_job_run_handler import HANDLER
 
     for staged, handler_name in (
-        (stage_serverless_supervisor(REPO, tmp_path), serverless.HANDLER),
+        (stage_supervisor(REPO, tmp_path), serverless.HANDLER),
         (stage_handler(REPO, tmp_path), HANDLER),
     ):
         module, _, name = handler_name.rpartition(".")
