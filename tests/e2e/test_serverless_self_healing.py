@@ -41,7 +41,7 @@ from app import contract
 from app.exit_record import read_exit_record
 from app.lease import lease_path
 from infra.serverless_job_run_handler import Clock, handle
-from infra.supervisor import serverless
+from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Decision, Policy, SupervisorState
 from local.emulators import Emulators
 from local.harness import LocalInstance, replace_fields
@@ -82,7 +82,7 @@ class Supervised:
 
     def step(self) -> None:
         self.service.poll()
-        decision = serverless.check(self.clients, self.settings, time.time())
+        decision = handler.check(self.clients, self.settings, time.time())
         self.checks.append((len(self.service.ended), decision))
 
     @property
@@ -179,16 +179,16 @@ def supervise(service: LocalService, request: dict[str, Any]) -> Supervised:
     marker = local.config.stop_marker_path
     assert marker is not None
     env = {
-        serverless.ENV_INSTANCE: local.name,
+        handler.ENV_INSTANCE: local.name,
+        handler.ENV_CHECKPOINT: s3_uri(local.config.checkpoint_location),
+        handler.ENV_STATE: s3_uri(contract.supervisor_state_path(marker)),
+        handler.ENV_POLICY: json.dumps(POLICY.__dict__),
+        handler.ENV_TOPIC: topic,
+        handler.ENV_STOP_MARKER: s3_uri(marker),
         serverless.ENV_APPLICATION_ID: service.application_id,
-        serverless.ENV_CHECKPOINT: s3_uri(local.config.checkpoint_location),
-        serverless.ENV_STATE: s3_uri(contract.supervisor_state_path(marker)),
         serverless.ENV_REQUEST: json.dumps(request),
-        serverless.ENV_POLICY: json.dumps(POLICY.__dict__),
-        serverless.ENV_TOPIC: topic,
-        "STOP_MARKER_URI": s3_uri(marker),
     }
-    settings = serverless.ServerlessSettings.from_env(env)
+    settings = handler.Settings.from_env(env, serverless.ServerlessRun)
     return Supervised(service, settings, clients, queue)
 
 
