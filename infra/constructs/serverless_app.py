@@ -339,31 +339,12 @@ class ServerlessJob(Construct):
             description=f"Starts and hands over the job run of {instance.instance_id}",
         )
         log_group.grant_write(role)
-        application_arn = (
-            f"arn:{Aws.PARTITION}:emr-serverless:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
-            f"/applications/{self.application_id}"
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="RunsOfOwnApplication",
-                actions=[
-                    "emr-serverless:StartJobRun",
-                    "emr-serverless:ListJobRuns",
-                    "emr-serverless:GetJobRun",
-                    "emr-serverless:CancelJobRun",
-                ],
-                resources=[application_arn, f"{application_arn}/jobruns/*"],
-            )
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="PassExecutionRole",
-                actions=["iam:PassRole"],
-                resources=[self.execution_role.role_arn],
-                conditions={
-                    "StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}
-                },
-            )
+        grant_job_runs(
+            role,
+            application_id=self.application_id,
+            execution_role_arn=self.execution_role.role_arn,
+            sid="RunsOfOwnApplication",
+            actions=("StartJobRun", "ListJobRuns", "GetJobRun", "CancelJobRun"),
         )
         bucket = props.data_bucket
         lease_key = _key(lease_path(checkpoint))
@@ -390,15 +371,6 @@ class ServerlessJob(Construct):
                 conditions={"StringEquals": {"s3:prefix": [lease_key]}},
             )
         )
-        Validations.of(role).acknowledge(
-            Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:emr-serverless:<AWS::Region>:"
-                f"<AWS::AccountId>:/applications/<{Stack.of(self).get_logical_id(self.application)}"
-                ".ApplicationId>/jobruns/*]",
-                reason="The job runs of this instance's own application: their IDs are made "
-                "when they start.",
-            )
-        )
         staged = stage_handler(props.source_root, Path(Stage.of(self).outdir))  # type: ignore[union-attr]
         function = lambda_.Function(
             self,
@@ -419,6 +391,52 @@ class ServerlessJob(Construct):
         if isinstance(function_resource, CfnResource) and isinstance(policy_resource, CfnResource):
             function_resource.add_override("DependsOn", [policy_resource.logical_id])
         return function
+
+
+def grant_job_runs(
+    role: iam.Role,
+    *,
+    application_id: str,
+    execution_role_arn: str,
+    sid: str,
+    actions: tuple[str, ...],
+) -> None:
+    """``emr-serverless:<actions>`` on the application ``application_id`` and
+    its job runs (resource types ``applicationId`` and ``jobRunId``,
+    https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonemrserverless.html),
+    and ``iam:PassRole`` of ``execution_role_arn`` to EMR Serverless only:
+    what starting the stack's request needs. Used by the job-run resource and
+    the supervisor (infra/constructs/supervisor.py)."""
+    application_arn = (
+        f"arn:{Aws.PARTITION}:emr-serverless:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
+        f"/applications/{application_id}"
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid=sid,
+            actions=[f"emr-serverless:{action}" for action in actions],
+            resources=[application_arn, f"{application_arn}/jobruns/*"],
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="PassExecutionRole",
+            actions=["iam:PassRole"],
+            resources=[execution_role_arn],
+            conditions={"StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}},
+        )
+    )
+    # cdk-nag renders the application's ID as <LogicalId.ApplicationId>.
+    found = Stack.of(role).resolve(application_id)
+    logical_id = found["Fn::GetAtt"][0] if isinstance(found, dict) else found
+    Validations.of(role).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:emr-serverless:<AWS::Region>:"
+            f"<AWS::AccountId>:/applications/<{logical_id}.ApplicationId>/jobruns/*]",
+            reason="The job runs of this instance's own application: their IDs are made "
+            "when they start.",
+        )
+    )
 
 
 def _key(uri: str) -> str:

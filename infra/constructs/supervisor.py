@@ -94,6 +94,7 @@ from app.storage_uri import parse_s3_uri
 from infra.config import InstanceConfig
 from infra.constructs.alarms import SUPERVISOR_ERRORS, SUPERVISOR_NOT_RUNNING
 from infra.constructs.logs_key import encrypted_log_group, retention_days
+from infra.constructs.serverless_app import grant_job_runs
 from infra.packaging import SUPERVISOR_HANDLER, stage_supervisor
 from infra.serverless_job_run import restart_budget_split
 from infra.supervisor import handler, serverless
@@ -204,43 +205,12 @@ class ServerlessRunTarget:
         }
 
     def grant(self, role: iam.Role) -> None:
-        application_arn = (
-            f"arn:{Aws.PARTITION}:emr-serverless:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
-            f"/applications/{self.application_id}"
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="RestartOnOwnApplication",
-                actions=[
-                    "emr-serverless:GetApplication",
-                    "emr-serverless:ListJobRuns",
-                    "emr-serverless:StartJobRun",
-                ],
-                resources=[application_arn, f"{application_arn}/jobruns/*"],
-            )
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="PassExecutionRole",
-                actions=["iam:PassRole"],
-                resources=[str(self.request["executionRoleArn"])],
-                conditions={
-                    "StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}
-                },
-            )
-        )
-        # cdk-nag renders the application's token as <LogicalId.ApplicationId>.
-        found = Stack.of(role).resolve(self.application_id)
-        if isinstance(found, dict) and "Fn::GetAtt" in found:
-            found = found["Fn::GetAtt"][0]
-        Validations.of(role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:emr-serverless:"
-                f"<AWS::Region>:<AWS::AccountId>:/applications/<{found}.ApplicationId>"
-                "/jobruns/*]",
-                reason="The job runs of this instance's own application: their IDs are made "
-                "when they start.",
-            )
+        grant_job_runs(
+            role,
+            application_id=self.application_id,
+            execution_role_arn=str(self.request["executionRoleArn"]),
+            sid="RestartOnOwnApplication",
+            actions=("GetApplication", "ListJobRuns", "StartJobRun"),
         )
 
 

@@ -59,7 +59,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Protocol
 
@@ -98,6 +98,16 @@ STEP_UNDER_WAY: Final = ("PENDING", "RUNNING")
 MAX_SUBJECT: Final = 100
 
 
+def env_object(
+    env: Mapping[str, str], name: str, valid: Callable[[dict[str, Any]], bool], what: str
+) -> dict[str, Any]:
+    """The JSON object in variable ``name``; a clear error unless ``valid``."""
+    value = json.loads(env[name])
+    if not isinstance(value, dict) or not valid(value):
+        raise ValueError(f"environment: {name} is not {what}")
+    return value
+
+
 class Target(Protocol):
     """Where the job runs and how it is started again: the platform part of
     a check. ``CLIENT`` names the boto3 client it is given; ``REQUIRED`` the
@@ -129,9 +139,9 @@ class EmrStep:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> EmrStep:
-        step = json.loads(env[ENV_STEP])
-        if not isinstance(step, dict) or "HadoopJarStep" not in step:
-            raise ValueError(f"environment: {ENV_STEP} is not an EMR step (no HadoopJarStep)")
+        step = env_object(
+            env, ENV_STEP, lambda s: "HadoopJarStep" in s, "an EMR step (no HadoopJarStep)"
+        )
         return cls(cluster_id=env[ENV_CLUSTER_ID], step=step)
 
     def state(self, client: Any) -> tuple[ClusterState, str, bool]:

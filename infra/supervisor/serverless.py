@@ -41,13 +41,12 @@ EMR supervisor's variables but ``CLUSTER_ID`` and ``STEP``, plus
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 from infra.supervisor.decision import ClusterState
-from infra.supervisor.handler import run
+from infra.supervisor.handler import env_object, run
 
 ENV_APPLICATION_ID: Final = "APPLICATION_ID"
 ENV_REQUEST: Final = "START_JOB_RUN"
@@ -59,6 +58,10 @@ ACTIVE_RUN_STATES: Final = ("SUBMITTED", "PENDING", "SCHEDULED", "RUNNING", "QUE
 # API Application states: a terminated application cannot run the job.
 APPLICATION_GONE: Final = frozenset({"TERMINATED"})
 APPLICATION_STARTING: Final = frozenset({"CREATING"})
+
+
+def _streaming(request: dict[str, Any]) -> bool:
+    return request.get("mode") == "STREAMING"
 
 
 @dataclass(frozen=True)
@@ -73,9 +76,7 @@ class ServerlessRun:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ServerlessRun:
-        request = json.loads(env[ENV_REQUEST])
-        if not isinstance(request, dict) or request.get("mode") != "STREAMING":
-            raise ValueError(f"environment: {ENV_REQUEST} is not a STREAMING StartJobRun request")
+        request = env_object(env, ENV_REQUEST, _streaming, "a STREAMING StartJobRun request")
         return cls(application_id=env[ENV_APPLICATION_ID], request=request)
 
     def state(self, client: Any) -> tuple[ClusterState, str, bool]:

@@ -39,6 +39,17 @@ STEP = build_step(
 POLICY = Policy(max_restarts=2, backoff_sec=1, backoff_max_sec=1, start_grace_sec=60)
 
 
+def alarm_inbox(clients: dict[str, Any]) -> tuple[str, str]:
+    """An alarm topic and the SQS queue that receives what it publishes."""
+    topic = clients["sns"].create_topic(Name="alarms")["TopicArn"]
+    queue = clients["sqs"].create_queue(QueueName="inbox")["QueueUrl"]
+    queue_arn = clients["sqs"].get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    clients["sns"].subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    return topic, queue
+
+
 @pytest.fixture
 def aws() -> Iterator[dict[str, Any]]:
     with mock_aws():
@@ -55,12 +66,7 @@ def aws() -> Iterator[dict[str, Any]]:
             JobFlowRole="EMR_EC2_DefaultRole",
             ServiceRole="EMR_DefaultRole",
         )  # fmt: skip
-        topic = clients["sns"].create_topic(Name="alarms")["TopicArn"]
-        queue = clients["sqs"].create_queue(QueueName="inbox")["QueueUrl"]
-        queue_arn = clients["sqs"].get_queue_attributes(
-            QueueUrl=queue, AttributeNames=["QueueArn"]
-        )["Attributes"]["QueueArn"]
-        clients["sns"].subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+        topic, queue = alarm_inbox(clients)
         env = {
             handler.ENV_INSTANCE: INSTANCE,
             handler.ENV_CLUSTER_ID: cluster["JobFlowId"],
@@ -166,6 +172,19 @@ def test_missing_settings_name_the_variable() -> None:
         handler.Settings.from_env(env)
 
 
+def supervised_keys(instance: str) -> list[str]:
+    """The keys a check looks up (each by listing its exact prefix)."""
+    return sorted(
+        f"{folder}/{instance}/{name}"
+        for folder, name in (
+            ("checkpoints", "_lease"),
+            ("checkpoints", "_exit"),
+            ("control", "stop"),
+            ("control", contract.SUPERVISOR_STATE_NAME),
+        )
+    )
+
+
 class ListOnlyS3:
     """The S3 client as the supervisor's role sees it when GetObject of a
     missing key answers 403 (the implicit ListBucket check not granted):
@@ -201,14 +220,7 @@ def test_whether_a_key_exists_is_asked_by_listing_its_exact_prefix(aws: dict[str
     clients = {**aws, "s3": s3}
     decision = handler.check(clients, settings(aws), time.time())
     assert decision.action == "none" and decision.reason == "starting"
-    assert sorted(set(s3.listed)) == sorted(
-        {
-            f"checkpoints/{INSTANCE}/_lease",
-            f"checkpoints/{INSTANCE}/_exit",
-            f"control/{INSTANCE}/stop",
-            f"control/{INSTANCE}/{contract.SUPERVISOR_STATE_NAME}",
-        }
-    )
+    assert sorted(set(s3.listed)) == supervised_keys(INSTANCE)
 
 
 def test_a_key_that_only_shares_the_prefix_does_not_exist(aws: dict[str, Any]) -> None:

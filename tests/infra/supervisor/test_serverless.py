@@ -27,7 +27,7 @@ from app.exit_record import ExitRecord, write_exit_record
 from infra.packaging import stage_supervisor
 from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Policy
-from tests.infra.supervisor.test_handler import ListOnlyS3
+from tests.infra.supervisor.test_handler import ListOnlyS3, alarm_inbox, supervised_keys
 
 REPO = Path(__file__).resolve().parents[3]
 REGION = "us-east-1"
@@ -62,12 +62,7 @@ def aws() -> Iterator[dict[str, Any]]:
         app = clients["emr-serverless"].create_application(
             name="a", releaseLabel="emr-7.1.0", type="SPARK"
         )["applicationId"]
-        topic = clients["sns"].create_topic(Name="alarms")["TopicArn"]
-        queue = clients["sqs"].create_queue(QueueName="inbox")["QueueUrl"]
-        queue_arn = clients["sqs"].get_queue_attributes(
-            QueueUrl=queue, AttributeNames=["QueueArn"]
-        )["Attributes"]["QueueArn"]
-        clients["sns"].subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+        topic, queue = alarm_inbox(clients)
         env = {
             handler.ENV_INSTANCE: INSTANCE,
             serverless.ENV_APPLICATION_ID: app,
@@ -222,14 +217,7 @@ def test_whether_a_key_exists_is_asked_by_listing_its_exact_prefix(aws: dict[str
     s3 = ListOnlyS3(aws["s3"])
     decision = handler.check({**aws, "s3": s3}, settings(aws), time.time())
     assert decision.action == "none" and decision.reason == "starting"
-    assert sorted(set(s3.listed)) == sorted(
-        {
-            f"checkpoints/{INSTANCE}/_lease",
-            f"checkpoints/{INSTANCE}/_exit",
-            f"control/{INSTANCE}/stop",
-            f"control/{INSTANCE}/{contract.SUPERVISOR_STATE_NAME}",
-        }
-    )
+    assert sorted(set(s3.listed)) == supervised_keys(INSTANCE)
 
 
 def test_a_terminated_application_alarms(aws: dict[str, Any]) -> None:
