@@ -10,6 +10,7 @@ declares its own stack outputs (infra/constructs/instance.py)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack, Tags
@@ -38,8 +39,36 @@ from infra.constructs.supervisor import (
 )
 from infra.emr_step import STEP_SPEC_OUTPUT, build_step
 from infra.job_config import job_config_for
+from infra.supervisor.decision import Policy
 
 INSTANCE_TAG = "streaming:instance"
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """What both kinds of compute wire to: made once, before the job's compute."""
+
+    config: InstanceConfig
+    network: Network
+    stream: EventStream
+    buckets: Buckets
+    failures: FailureTopic
+    catalog: CatalogDatabase
+
+    def grant_job(self, role: iam.IRole, alarms: Alarms) -> None:
+        """Everything the job may touch, each scoped to this instance: one set
+        of grants for the EMR job role and the serverless execution role."""
+        self.stream.grant_job(role, consumer_type=self.config.job.source.consumer_type)
+        for owner in (self.buckets, self.catalog, self.failures, alarms):
+            owner.grant_job(role)
+
+
+def astuple_shallow(
+    parts: _Parts,
+) -> tuple[InstanceConfig, Network, EventStream, Buckets, FailureTopic, CatalogDatabase]:
+    """The parts as a tuple of the constructs themselves (``dataclasses.astuple``
+    would deep-copy them)."""
+    return (parts.config, parts.network, parts.stream, parts.buckets, parts.failures, parts.catalog)
 
 
 class StreamingStack(Stack):
@@ -85,36 +114,18 @@ class StreamingStack(Stack):
         self.emr: EmrCluster | None = None
         self.serverless: ServerlessJob | None = None
         self.supervisor: Supervisor | None = None
+        parts = _Parts(config, network, stream, buckets, failures, catalog)
         if config.compute == "serverless":
-            self._serverless(
-                config=config,
-                network=network,
-                stream=stream,
-                buckets=buckets,
-                failures=failures,
-                catalog=catalog,
-            )
+            self._serverless(parts)
         else:
-            self._emr(
-                config=config,
-                network=network,
-                stream=stream,
-                buckets=buckets,
-                failures=failures,
-                catalog=catalog,
-            )
+            self._emr(parts)
 
     def _emr(
         self,
-        *,
-        config: InstanceConfig,
-        network: Network,
-        stream: EventStream,
-        buckets: Buckets,
-        failures: FailureTopic,
-        catalog: CatalogDatabase,
+        parts: _Parts,
     ) -> None:
         """The job on the instance's own EMR cluster, started by an EMR step."""
+        config, network, stream, buckets, failures, catalog = astuple_shallow(parts)
         roles = Roles(self, "Roles", props=RolesProps(config.instance_id))
         self.emr = emr = EmrCluster(
             self,
@@ -136,9 +147,7 @@ class StreamingStack(Stack):
         # cluster grants its disk key and TLS certificates there itself).
         buckets.grant_boot(roles.boot)
         # Everything the job may touch, each scoped to this instance.
-        stream.grant_job(roles.job_role, consumer_type=config.job.source.consumer_type)
-        for owner in (buckets, catalog, failures, alarms):
-            owner.grant_job(roles.job_role)
+        parts.grant_job(roles.job_role, alarms)
         # The nodes boot as soon as the cluster exists: it waits for every policy
         # of its two roles, which it names only (docs/infra.md, "Creation order").
         emr.cluster.node.add_dependency(*roles.policies)
@@ -154,33 +163,21 @@ class StreamingStack(Stack):
         # Restarts the job with the same step when it is down, within a budget.
         if config.supervisor.enabled:
             spec = self.job.step_spec
-            self.supervisor = Supervisor(
-                self,
-                "Supervisor",
-                props=SupervisorProps(
-                    instance=config,
-                    job_config=self.job_config,
-                    data_bucket=buckets.data,
-                    target=EmrStepTarget(cluster_id=emr.cluster.ref, step=build_step(spec)),
-                    policy=policy_for(config, spec.stop_timeout_sec),
-                    alarm_topic=alarms.topic.topic,
-                    removal_policy=removal_policy(config),
-                ),
+            self._supervise(
+                parts,
+                alarms,
+                EmrStepTarget(cluster_id=emr.cluster.ref, step=build_step(spec)),
+                policy_for(config, spec.stop_timeout_sec),
             )
 
     def _serverless(
         self,
-        *,
-        config: InstanceConfig,
-        network: Network,
-        stream: EventStream,
-        buckets: Buckets,
-        failures: FailureTopic,
-        catalog: CatalogDatabase,
+        parts: _Parts,
     ) -> None:
         """The job as a STREAMING run on an EMR Serverless application of its
         own (docs/serverless.md): the same job package, the same grants, the
         same alarms, dashboard and supervisor policy as on EMR."""
+        config, network, stream, buckets, failures, catalog = astuple_shallow(parts)
         self.job = JobDeployment(
             self, "Job", props=JobDeploymentProps.of(config, buckets.artifacts, self.job_config)
         )
@@ -214,9 +211,7 @@ class StreamingStack(Stack):
         # Everything the job may touch, each scoped to this instance: the
         # same grant_job calls as the EMR job role's.
         role = job.execution_role
-        stream.grant_job(role, consumer_type=config.job.source.consumer_type)
-        for owner in (buckets, catalog, failures, alarms):
-            owner.grant_job(role)
+        parts.grant_job(role, alarms)
         policy = role.node.try_find_child("DefaultPolicy")
         job.start(
             after=(
@@ -227,16 +222,31 @@ class StreamingStack(Stack):
             )
         )
         if config.supervisor.enabled:
-            self.supervisor = Supervisor(
-                self,
-                "Supervisor",
-                props=SupervisorProps(
-                    instance=config,
-                    job_config=self.job_config,
-                    data_bucket=buckets.data,
-                    target=ServerlessRunTarget(job.application_id, job.request),
-                    policy=serverless_policy_for(config, job.stop_timeout_sec),
-                    alarm_topic=alarms.topic.topic,
-                    removal_policy=removal_policy(config),
-                ),
+            self._supervise(
+                parts,
+                alarms,
+                ServerlessRunTarget(job.application_id, job.request),
+                serverless_policy_for(config, job.stop_timeout_sec),
             )
+
+    def _supervise(
+        self,
+        parts: _Parts,
+        alarms: Alarms,
+        target: EmrStepTarget | ServerlessRunTarget,
+        policy: Policy,
+    ) -> None:
+        """Restarts the job with ``target`` when it is down, within the budget."""
+        self.supervisor = Supervisor(
+            self,
+            "Supervisor",
+            props=SupervisorProps(
+                instance=parts.config,
+                job_config=self.job_config,
+                data_bucket=parts.buckets.data,
+                target=target,
+                policy=policy,
+                alarm_topic=alarms.topic.topic,
+                removal_policy=removal_policy(parts.config),
+            ),
+        )
