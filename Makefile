@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The job's JVM code (jvm/src: the de-duplication processor, the undeclared-key
 # functions), compiled offline against the wheel's Spark jars (infra/job_jar.py);
-# app/jvm.py says why they are on the JVM.
+# model/jvm.py says why they are on the JVM.
 JOB_JAR := build/jvm/streaming-job.jar
 JAVA_SOURCES := $(shell find jvm/src -name '*.java')
 # The venv's own installers, current releases: the ones venv copies from the
@@ -46,13 +46,13 @@ $(JOB_JAR): $(STAMP) $(JAVA_SOURCES)
 	$(PY) -m infra.job_jar
 
 # EMR Serverless has no bootstrap actions: the job's locked Python packages
-# (app/requirements.lock, hash-checked, binary wheels) ship as one archive,
+# (job/requirements.lock, hash-checked, binary wheels) ship as one archive,
 # built for the release's Python on ARM64 and for this machine (make run of a
 # serverless instance); infra/serverless_archive.py says how. Wheels are kept
 # under build/serverless/<platform>/wheels, so a rebuild needs no download.
 SERVERLESS_ARCHIVES := build/serverless/aarch64/job-python-deps.tar.gz build/serverless/local/job-python-deps.tar.gz
 
-build/serverless/%/job-python-deps.tar.gz: $(STAMP) app/requirements.lock infra/serverless_archive.py infra/releases.py
+build/serverless/%/job-python-deps.tar.gz: $(STAMP) job/requirements.lock infra/serverless_archive.py infra/releases.py
 	$(PY) -m infra.serverless_archive --platform $*
 
 .PHONY: serverless-archives
@@ -62,7 +62,7 @@ serverless-archives: $(SERVERLESS_ARCHIVES) ## Build the job's Python dependency
 install: $(STAMP) $(JOB_JAR) $(SERVERLESS_ARCHIVES) ## Create/reuse .venv, install the pinned Python and npm dependencies, build the job's jar and the serverless dependency archives
 
 .PHONY: check
-check: install ## ruff (lint + format check) and mypy strict on app/, infra/, ops/, local/, bench/, scripts/
+check: install ## ruff (lint + format check) and mypy strict on model/, job/, infra/, ops/, local/, bench/, scripts/
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

@@ -3,7 +3,7 @@
 Two operators plan the same rule (the first record of an id within the horizon
 of arrival time passes), in the same run, on the same records:
 
-* ``timers``: the job's (``app.dedup``): ``transformWithState`` with a JVM
+* ``timers``: the job's (``job.dedup``): ``transformWithState`` with a JVM
   processor, ids in buckets, each id's horizon end in a map, one arrival-time
   timer per bucket and batch;
 * ``builtin``: the operator the job used before, ``dropDuplicatesWithinWatermark``,
@@ -89,7 +89,7 @@ from bench.stream import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from app.config import JobConfig
+    from model.config import JobConfig
 
 NAME: Final = "dedup"
 FLAT_BAR: Final = 1.2
@@ -116,10 +116,10 @@ _READ_METRICS: Final = ("rocksdbTotalBytesRead", "rocksdbTotalBytesReadThroughIt
 def builtin_prepare(raw: DataFrame, config: JobConfig) -> DataFrame:
     """The job's plan as it was: the same classification and key, de-duplicated
     by ``dropDuplicatesWithinWatermark`` on arrival time."""
-    from app.dedup import DEDUP_KEY, dedup_input
-    from app.sources.schema import ARRIVAL_TIMESTAMP
-    from app.table.layout import column_name
-    from app.transform import classify
+    from job.dedup import DEDUP_KEY, dedup_input
+    from job.sources.schema import ARRIVAL_TIMESTAMP
+    from job.transform import classify
+    from model.table_layout import column_name
 
     classified = classify(raw, fields=config.event_fields, max_record_bytes=config.max_record_bytes)
     keyed = dedup_input(classified, column_name(config.id_field))
@@ -128,7 +128,7 @@ def builtin_prepare(raw: DataFrame, config: JobConfig) -> DataFrame:
 
 
 def _plan(operator: str) -> Callable[[DataFrame, JobConfig], DataFrame]:
-    from app.micro_batch import prepare
+    from job.micro_batch import prepare
 
     return prepare if operator == "timers" else builtin_prepare
 
@@ -279,8 +279,8 @@ def _throughput(
 ) -> list[dict[str, float]]:
     """Each measured batch's wall seconds (data trigger plus its no-data one)
     and the core seconds the process tree spent in their sink calls."""
-    from app.micro_batch import BatchProcessor
     from bench.stream import kafka_settings
+    from job.micro_batch import BatchProcessor
 
     config = job_config(ctx, f"{NAME}_{operator}_throughput_{run}")
     source = Path(config.checkpoint_location).parent / "source"

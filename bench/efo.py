@@ -1,7 +1,7 @@
 """EFO latency: from a record's put to its arrival in the enhanced fan-out read loop.
 
 The baseline the query's EFO latency is put beside (issue 32, "Must show" 4):
-the job's own EFO reader (:class:`app.sources.kinesis_efo.EfoShardReader`) in
+the job's own EFO reader (:class:`job.sources.kinesis_efo.EfoShardReader`) in
 a bare loop, one thread per shard calling ``next_batch`` back to back (each
 batch continues the shard's open subscription), against the harness's
 SubscribeToShard endpoint (:mod:`local.efo_endpoint`, a child process) before

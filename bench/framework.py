@@ -104,8 +104,8 @@ class Context:
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
-            from app.session import build_session
-            from app.spark_conf import local_conf
+            from job.session import build_session
+            from model.spark_conf import local_conf
 
             work = self.scratch("spark")
             conf = local_conf(str(work))

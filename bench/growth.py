@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.table import Table
 
-    from app.config import JobConfig
+    from model.config import JobConfig
 
 NAME: Final = "growth"
 BAR: Final = 1.2
@@ -88,9 +88,9 @@ def _small_batch(table: Table, commit: int, rows: int = 5) -> pa.RecordBatch:
 
 def prefill(table: Table, config: JobConfig, commits: int) -> dict[str, Any]:
     """``commits`` snapshots of 4 data files each, committed as the job does."""
-    from app.table.catalog import file_io_properties
-    from app.table.commit import commit_batch, expire_snapshots
-    from app.table.files import write_data_files
+    from job.table.catalog import file_io_properties
+    from job.table.commit import commit_batch, expire_snapshots
+    from job.table.files import write_data_files
 
     props = file_io_properties(config)
     maintenance = config.table_maintenance
@@ -163,8 +163,8 @@ def _measured(
 
 
 def run(ctx: Context) -> list[Row]:
-    from app.table.catalog import ensure_table
-    from app.table.commit import expire_snapshots
+    from job.table.catalog import ensure_table
+    from job.table.commit import expire_snapshots
 
     spark = ctx.spark
     if ctx.quick:

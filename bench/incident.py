@@ -22,7 +22,7 @@ malformed, 5 % re-sent ids), in the same run, alternating:
 * subject: ``BatchProcessor.process_batch(prepared)``, as the throughput
   benchmark runs it (classify, de-duplicate, failures to the Kafka broker,
   Iceberg data files, one snapshot). ``prepared = prepare(frame)`` is built
-  once, as the job builds it once on its stream (``app.job``); each batch
+  once, as the job builds it once on its stream (``job.driver``); each batch
   builds the rest (the pass, the commit), as ``foreachBatch`` does. The seed's
   parsed frame is built once too; its handlers are per-batch code.
 
@@ -168,7 +168,7 @@ def incident_batch(events: DataFrame, store: Path, partitions: int) -> IncidentR
 
 
 def run(ctx: Context) -> list[Row]:
-    from app.micro_batch import BatchProcessor, prepare
+    from job.micro_batch import BatchProcessor, prepare
 
     # Both sides are streaming jobs: their batches run as Spark runs micro-batches.
     spark = stream.micro_batch_session(ctx.spark)

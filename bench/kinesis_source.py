@@ -43,10 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from app.polling import poll_until
 from bench import framework
 from bench import stream as bench_stream
 from bench.framework import Context, Row, bars, figure, machine_load, summary, write_result
+from model.polling import poll_until
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -116,7 +116,7 @@ def raw_loop(client: Any, stream: str) -> Measured:
 def source_frame(spark: SparkSession, endpoint: str, stream: str, work: Path) -> DataFrame:
     """``format("python-kinesis")`` over ``stream``; its tasks record each
     batch's ends under ``work`` (beside the query's checkpoint)."""
-    from app.sources.kinesis_python import register
+    from job.sources.kinesis_python import register
 
     register(spark)
     return (
@@ -229,7 +229,7 @@ def decode_per_core(records: int, repeats: int) -> Measured:
     from botocore import parsers
     from botocore.session import get_session
 
-    from app.sources.kinesis_rows import records_to_batch
+    from job.sources.kinesis_rows import records_to_batch
     from ops.events import MixSpec, generate, now_utc
 
     model = get_session().get_service_model("kinesis")

@@ -4,7 +4,7 @@ A producer (a process of its own) puts the job's record mix (2 % malformed,
 5 % re-sent ids) on a 2-shard Kinesis stream (moto) at a steady 1,000
 records/s: one ``PutRecords`` of 100 records every 0.1 s, through the
 producer's own ``put_all``. The job's
-streaming query runs in this process exactly as ``app.job`` builds it:
+streaming query runs in this process exactly as ``job.driver`` builds it:
 ``read_stream`` (the ``python-kinesis`` source) -> ``prepare`` ->
 ``foreachBatch(BatchProcessor)``, with a 1 s processing-time trigger.
 
@@ -50,18 +50,18 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from app.polling import poll_until
 from bench import framework
 from bench.framework import Context, Row
 from bench.read_loops import Loop, Seen, poll_loops, raise_failed, seen_by
 from bench.stream import job_config, kafka_settings, progress_events
 from local.summary import percentile as nearest_rank
+from model.polling import poll_until
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from app.config import JobConfig
+    from model.config import JobConfig
     from ops.events import SampleRecord
 
 NAME: Final = "latency"
@@ -141,7 +141,7 @@ class TableWatcher(threading.Thread):
 
     def __init__(self, config: JobConfig) -> None:
         super().__init__(name="table-watcher", daemon=True)
-        from app.table.catalog import load_table
+        from job.table.catalog import load_table
 
         self.table = load_table(config)
         self.batches = Seen()
@@ -152,7 +152,7 @@ class TableWatcher(threading.Thread):
         self.error: BaseException | None = None
 
     def poll(self) -> None:
-        from app.table.commit import BATCH_ID_SUMMARY
+        from model.table_layout import BATCH_ID_SUMMARY
 
         started = time.monotonic()
         self.table.refresh()
@@ -178,7 +178,7 @@ class TableWatcher(threading.Thread):
 
 class JobSplit(logging.Handler):
     """The job's own split of each batch, from its per-batch log line
-    (``app.micro_batch``: ``batch %d: ... %.2fs (pass %.2fs, commit %.2fs)``);
+    (``job.micro_batch``: ``batch %d: ... %.2fs (pass %.2fs, commit %.2fs)``);
     a line of another shape is ignored, so a reworded log costs a figure, not
     the benchmark."""
 
@@ -203,7 +203,7 @@ class JobSplit(logging.Handler):
 
     @contextlib.contextmanager
     def attached(self) -> Iterator[JobSplit]:
-        from app import micro_batch
+        from job import micro_batch
 
         logger = logging.getLogger(micro_batch.__name__)
         level = logger.level
@@ -278,10 +278,10 @@ def produce_elsewhere(
 
 
 def start_job_query(spark: SparkSession, config: JobConfig) -> StreamingQuery:
-    """The job's query as ``app.job.run`` builds it (no lease, no metrics)."""
-    from app.micro_batch import BatchProcessor, prepare
-    from app.sources import read_stream
-    from app.table.catalog import ensure_table
+    """The job's query as ``job.driver.run`` builds it (no lease, no metrics)."""
+    from job.micro_batch import BatchProcessor, prepare
+    from job.sources import read_stream
+    from job.table.catalog import ensure_table
 
     processor = BatchProcessor(config, kafka_settings(config), table=ensure_table(config))
     return (
@@ -485,7 +485,7 @@ def _run(
             },
             "batches": batches,
             "job_split_seconds_median": {
-                "what": "the job's own per-batch log line (app.micro_batch), measured batches",
+                "what": "the job's own per-batch log line (job.micro_batch), measured batches",
                 **job_split,
             },
             "table_watcher": {

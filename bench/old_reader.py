@@ -1,6 +1,6 @@
 """The previous ``python-kinesis`` reader, kept for the benchmarks' "before".
 
-This is ``app/sources/kinesis_python.py`` as it was before executors read the
+This is ``job/sources/kinesis_python.py`` as it was before executors read the
 shards (commit 6c5bea2): a ``SimpleDataSourceStreamReader`` whose
 ``read(start)`` runs on the driver and reads and decodes every record, in up
 to 8 threads. Registered as ``python-kinesis-driver`` so one session can run
@@ -17,8 +17,11 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
-from app.sources.kinesis_fetch import DataLossError, ShardReader, make_client
-from app.sources.kinesis_offsets import (
+from job.sources.kinesis_fetch import DataLossError, ShardReader, make_client
+from job.sources.kinesis_options import ReaderOptions, parse_options
+from job.sources.kinesis_rows import records_to_batch
+from job.sources.schema import SOURCE_SCHEMA
+from model.kinesis_offsets import (
     Offsets,
     ShardInfo,
     ShardState,
@@ -30,9 +33,6 @@ from app.sources.kinesis_offsets import (
     readable_shards,
     with_new_shards,
 )
-from app.sources.kinesis_options import ReaderOptions, parse_options
-from app.sources.kinesis_rows import records_to_batch
-from app.sources.schema import SOURCE_SCHEMA
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -115,7 +115,7 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[pa.RecordBatch], dict[str, Any]]:
         """The next batch after ``start``: its rows, one Arrow batch per shard
-        that had records (app.sources.kinesis_rows), and its end offset.
+        that had records (job.sources.kinesis_rows), and its end offset.
 
         The batches come back as a list iterator: Spark's prefetch cache copies
         it (``copy.copy``) each time it hands the batch over, which a
@@ -172,7 +172,7 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
 
 
 class KinesisDataSource(DataSource):
-    """Registered as ``python-kinesis``; options as in app.sources.aws_kinesis."""
+    """Registered as ``python-kinesis``; options as in job.sources.aws_kinesis."""
 
     @classmethod
     def name(cls) -> str:

@@ -116,7 +116,7 @@ def _measure(
 
 
 def _kinesis_events(ctx: Context) -> list[dict[str, Any]]:
-    """The job's query as app.job builds it on the python-kinesis source (a
+    """The job's query as job.driver builds it on the python-kinesis source (a
     moto stream of 2 shards, 1 s trigger): one PutRecord per sample."""
     from bench.latency import own_moto, start_job_query
     from ops.producer import ensure_stream, kinesis_client

@@ -6,7 +6,7 @@ of its kind as baseline) measure the same loop:
 
 * :class:`PollLoop`: GetRecords on every shard from ``LATEST``, every 0.2 s;
 * :func:`efo_loops`: one thread per shard calling
-  :meth:`app.sources.kinesis_efo.EfoShardReader.next_batch` back to back (each
+  :meth:`job.sources.kinesis_efo.EfoShardReader.next_batch` back to back (each
   batch continues the shard's open subscription), through a consumer of the
   loop's own.
 
@@ -76,7 +76,7 @@ class Loop(threading.Thread):
 
 def wait_ready(loops: Sequence[Loop], timeout: float = READY_TIMEOUT_SEC) -> None:
     """Until every loop has read once; a loop that failed ends the wait."""
-    from app.polling import poll_until
+    from model.polling import poll_until
 
     def ready() -> bool:
         raise_failed(loops)
@@ -155,7 +155,7 @@ class EfoLoop(Loop):
 
 def efo_options(front_url: str, stream: str, consumer: str) -> Any:
     """The reader's options for a bare EFO loop through ``front_url``."""
-    from app.sources.kinesis_options import parse_options
+    from job.sources.kinesis_options import parse_options
 
     return parse_options(
         {
@@ -179,9 +179,9 @@ def efo_loops(front_url: str, stream: str, consumer: str) -> Iterator[list[EfoLo
     (``AT_TIMESTAMP``), through ``consumer`` (registered if absent), each
     past its first batch (subscription open); stopped, their subscriptions
     closed, at the end."""
-    from app.sources.kinesis_efo import EfoShardReader, close_subscriptions, ensure_consumer
-    from app.sources.kinesis_fetch import make_client
-    from app.sources.kinesis_offsets import ShardInfo, ShardState
+    from job.sources.kinesis_efo import EfoShardReader, close_subscriptions, ensure_consumer
+    from job.sources.kinesis_fetch import make_client
+    from model.kinesis_offsets import ShardInfo, ShardState
 
     options = efo_options(front_url, stream, consumer)
     client = make_client(options)

@@ -151,8 +151,8 @@ def _spent(before: dict[int, float], after: dict[int, float]) -> float:
 
 
 def _frame(spark: SparkSession, reader: str, endpoint: str, work: Path) -> Any:
-    from app.sources.kinesis_python import register
     from bench import old_reader
+    from job.sources.kinesis_python import register
 
     register(spark)
     old_reader.register(spark)

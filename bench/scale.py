@@ -227,7 +227,7 @@ def _batch_sizes(ctx: Context) -> dict[int, list[float]]:
 
 
 def run(ctx: Context) -> list[Row]:
-    from app.micro_batch import BatchProcessor, prepare
+    from job.micro_batch import BatchProcessor, prepare
 
     spark = stream.micro_batch_session(ctx.spark)  # as a streaming query runs its batches
     repeats = 1 if ctx.quick else ctx.repeats

@@ -69,7 +69,7 @@ def run(ctx: Context) -> list[Row]:
         figures = stream.state_figures(event)
         # Every record is a new valid id and none expires within the run: the
         # ids held are the rows fed so far (the job's conf turns Spark's own
-        # count, numRowsTotal, off: app/spark_conf.py).
+        # count, numRowsTotal, off: model/spark_conf.py).
         held += int(event["numInputRows"])
         per_batch.append({"batch_id": int(event["batchId"]), **figures, "numRowsTotal": held})
     if not per_batch:

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from app.config import JobConfig
     from bench.framework import Context
+    from model.config import JobConfig
 
 STREAM: Final = "bench-stream"
 
@@ -38,8 +38,8 @@ STREAM: Final = "bench-stream"
 def job_config(ctx: Context, name: str, **overrides: Any) -> JobConfig:
     """The job's configuration with the defaults (24 h horizon, table
     maintenance), a local SQLite catalog and the run's Kafka broker."""
-    from app.config import JobConfig
     from local.table import sql_catalog
+    from model.config import JobConfig
 
     root = ctx.scratch(name)
     raw: dict[str, Any] = {
@@ -63,7 +63,7 @@ def job_config(ctx: Context, name: str, **overrides: Any) -> JobConfig:
 
 
 def kafka_settings(config: JobConfig) -> Any:
-    from app.sinks.kafka import KafkaSettings
+    from model.kafka_settings import KafkaSettings
 
     assert config.kafka.bootstrap_servers is not None
     return KafkaSettings.for_job(config, config.kafka.bootstrap_servers)
@@ -204,7 +204,7 @@ class BatchTimings:
 
 
 class _BatchLog(logging.Handler):
-    """Reads ``app.micro_batch``'s per-batch line: ``batch %d: ... %.2fs
+    """Reads ``job.micro_batch``'s per-batch line: ``batch %d: ... %.2fs
     (pass %.2fs, commit %.2fs)``."""
 
     def __init__(self, into: BatchTimings) -> None:
@@ -226,7 +226,7 @@ def batch_timings() -> Iterator[BatchTimings]:
     job's ``commit_batch``, wrapped for the duration; nothing else changes)."""
     import time
 
-    from app import micro_batch
+    from job import micro_batch
 
     timings = BatchTimings()
     handler = _BatchLog(timings)
@@ -266,8 +266,8 @@ def start_query(
 ) -> StreamingQuery:
     """The job's plan (or ``plan``) and ``foreachBatch`` (or ``sink``) over
     ``source`` (``files_per_batch`` files per batch)."""
-    from app.micro_batch import BatchProcessor, prepare
-    from app.sources.schema import SOURCE_SCHEMA
+    from job.micro_batch import BatchProcessor, prepare
+    from job.sources.schema import SOURCE_SCHEMA
 
     each_batch = sink or BatchProcessor(config, kafka_settings(config), table=table)
     stream = (

@@ -9,14 +9,14 @@ each repeat):
   de-duplicate by id, failures to the Kafka broker (tansu), Iceberg data files
   on the executors, one snapshot committed by the driver;
 * before: the same job with the undeclared-key capture left out
-  (:func:`without_undeclared` in place of ``app.transform.with_undeclared``
+  (:func:`without_undeclared` in place of ``job.transform.with_undeclared``
   while its plan is built: both columns null, nothing counted), on its own
   table: what the job cost before issue 34, on the same records;
 * baseline: ``from_json`` + ``dropDuplicates(["id"])`` + Parquet write of the
   same columns (no validation, no failure records, no table commit).
 
 Each side's plan is built once (``prepared = prepare(frame)`` for the subject),
-as the job builds its query once on the stream (``app.job``); each batch runs
+as the job builds its query once on the stream (``job.driver``); each batch runs
 it and builds only its per-batch part (the pass, the commit).
 
 ratio = baseline seconds / subject seconds (bar: >= 0.5), after
@@ -48,8 +48,8 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyspark.sql import DataFrame, SparkSession
 
-    from app.config import JobConfig
-    from app.sinks.kafka import KafkaSettings
+    from model.config import JobConfig
+    from model.kafka_settings import KafkaSettings
 
 NAME: Final = "throughput"
 BAR: Final = 0.5
@@ -58,11 +58,11 @@ CAPTURE_BAR: Final = 0.05
 
 
 def without_undeclared(staged: DataFrame, *_: Any, **__: Any) -> DataFrame:
-    """``app.transform.with_undeclared``'s columns, always null: the job as it
+    """``job.transform.with_undeclared``'s columns, always null: the job as it
     was before undeclared keys were kept (the before side)."""
     from pyspark.sql import functions as sf
 
-    from app.record import UNDECLARED_FIELDS, UNDECLARED_KEYS
+    from model.record import UNDECLARED_FIELDS, UNDECLARED_KEYS
 
     return staged.select(
         "*",
@@ -72,11 +72,11 @@ def without_undeclared(staged: DataFrame, *_: Any, **__: Any) -> DataFrame:
 
 
 def prepare_before(raw: DataFrame, config: JobConfig) -> DataFrame:
-    """``app.micro_batch.prepare`` without the undeclared-key capture."""
+    """``job.micro_batch.prepare`` without the undeclared-key capture."""
     from unittest import mock
 
-    from app import transform
-    from app.micro_batch import prepare
+    from job import transform
+    from job.micro_batch import prepare
 
     with mock.patch.object(transform, "with_undeclared", without_undeclared):
         return prepare(raw, config)
@@ -134,11 +134,11 @@ def phases(
     """The micro-batch's steps as cumulative actions (each runs the batch from
     the input file up to that step, with the job's own functions), so each
     step's cost is a difference of two of them."""
-    from app.micro_batch import one_pass, prepare
-    from app.table.commit import commit_batch
-    from app.transform import classify
+    from job.micro_batch import one_pass, prepare
+    from job.table.commit import commit_batch
+    from job.transform import classify
 
-    # Built before the clock starts, as the job builds them once (app.job).
+    # Built before the clock starts, as the job builds them once (job.driver).
     classified = classify(raw, fields=config.event_fields, max_record_bytes=config.max_record_bytes)
     prepared = prepare(raw, config)
 
@@ -166,8 +166,8 @@ def phases(
 
 
 def run(ctx: Context) -> list[Row]:
-    from app.micro_batch import BatchProcessor, prepare
-    from app.table.catalog import ensure_table
+    from job.micro_batch import BatchProcessor, prepare
+    from job.table.catalog import ensure_table
 
     # Both sides as one micro-batch of a streaming query runs.
     spark = micro_batch_session(ctx.spark)
@@ -190,7 +190,7 @@ def run(ctx: Context) -> list[Row]:
         return spark.read.parquet(str(source))
 
     # Both plans built once, as a streaming query builds its plan once: the
-    # job's prepare() at start (app.job), then per batch only the pass and
+    # job's prepare() at start (job.driver), then per batch only the pass and
     # the commit (what process_batch builds).
     bare = baseline(spark, source)
     prepared = prepare(raw(), config)

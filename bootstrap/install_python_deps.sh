@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # EMR bootstrap action (every node): install the job's locked Python runtime
-# dependencies (app/requirements.lock) for the interpreter the job runs on.
+# dependencies (job/requirements.lock) for the interpreter the job runs on.
 #
 # Why: the driver and every executor import boto3, confluent-kafka and the MSK
 # IAM signer; an unpinned install could differ node by node. --require-hashes

@@ -28,10 +28,10 @@
 #   --defaults FILE         EMR spark-defaults.conf
 #                           (default ${SPARK_CONF_DIR:-/etc/spark/conf}/spark-defaults.conf)
 #   --app-name NAME         the job's YARN name (named in the log)
-#   --lease S3URI           the job's single-writer lease (<checkpoint>/_lease, app/lease.py):
+#   --lease S3URI           the job's single-writer lease (<checkpoint>/_lease, model/lease.py):
 #                           held and fresh (expires_at in the future) = an old version runs
 #   --exit-record S3URI     where the job records why it stopped (<checkpoint>/_exit,
-#                           app/exit_record.py); the launcher records its own exit 8 there
+#                           model/exit_record.py); the launcher records its own exit 8 there
 #   --stop-marker S3URI     object the running job polls for; written ("handover ...") to
 #                           stop it gracefully, deleted before the new version is submitted
 #   --stop-timeout-sec N    bound on the wait for the old version's lease (default 600)
@@ -113,7 +113,7 @@ lease_held() {
   [[ -n "$expires" ]] && ((expires > $(date -u +%s)))
 }
 
-# The launcher's own exit, in the shape app/exit_record.py reads (best effort).
+# The launcher's own exit, in the shape model/exit_record.py reads (best effort).
 record_exit() {
   local code="$1" reason="$2" detail="$3"
   [[ -n "$EXIT_RECORD" ]] || return 0

@@ -8,13 +8,13 @@ are declared in ``cdk.json`` context under ``streaming``::
 Each instance is the ``defaults`` object deep-merged with its own entry, then
 validated by the pydantic models here. Field defaults live in the models only
 (``defaults`` is for what a deployment chooses for all its instances); the
-``job`` section is the job's own :class:`app.config.JobSettings`, so an
+``job`` section is the job's own :class:`model.config.JobSettings`, so an
 instance and the job cannot disagree on an option's name, bounds or default.
 A bad value stops ``cdk synth`` before any construct exists, with a line per
 bad field naming the instance, the field, the value and what is allowed, so a
 typo never turns into a half-built stack or a resource with a surprising name.
 
-Resource names are not configurable: they come from :mod:`app.contract`, which
+Resource names are not configurable: they come from :mod:`model.contract`, which
 the job reads too, so the job and the stack cannot disagree on a name.
 """
 
@@ -28,10 +28,6 @@ from typing import Annotated, Any, Final, Literal, Self, TypeVar
 
 from pydantic import BaseModel, Field, PositiveInt, ValidationError, model_validator
 
-from app import contract
-from app.config import JobSettings, MaxMessageBytes
-from app.config_kit import Allowed, ConfigModel, JsonTuple, bad_value, problems
-from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES
 from infra.deployed import replication_factor_problem, shard_count_problem
 from infra.releases import (
     EMR_REGIONS_PAGE,
@@ -51,6 +47,10 @@ from infra.serverless_config import (
 from infra.sizes import SIZES, SizeName
 from infra.sizing import INSTANCE_TYPES, size_executors
 from infra.table_definition import pinned_seed_fields
+from model import contract
+from model.config import JobSettings, MaxMessageBytes
+from model.config_kit import Allowed, ConfigModel, JsonTuple, bad_value, problems
+from model.failure_limits import DEFAULT_MAX_MESSAGE_BYTES
 
 CONTEXT_KEY: Final = "streaming"
 DEFAULT_RELEASE_LABEL: Final = "emr-spark-8.1.0"
@@ -426,7 +426,7 @@ class KafkaConfig(ConfigModel):
     topic_retention_hours: PositiveInt = 168
     # THE failure-record size: the job's producer message.max.bytes and
     # batch.size, the topic's max.message.bytes (+ the record batch framing)
-    # and the claim-check threshold all derive from it (app/failure_limits.py).
+    # and the claim-check threshold all derive from it (model/failure_limits.py).
     max_message_bytes: MaxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES
     # The failure topic on the Region's shared cluster (``Streaming-shared-<region>``),
     # its ARN referenced from that stack. Needs ``network.shared`` too: the
@@ -565,7 +565,7 @@ SEED_KEYS: Final = ("event_fields", "id_field", "event_time_field")
 class InstanceConfig(ConfigModel):
     """One domain in one region; everything its stack needs, validated.
 
-    ``job`` is the job's own :class:`app.config.JobSettings` (its options,
+    ``job`` is the job's own :class:`model.config.JobSettings` (its options,
     bounds and defaults), so an instance that omits a field gets exactly what
     the job would assume.
     """

@@ -37,8 +37,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from app import contract
-from app.record import REASONS
 from infra.config import InstanceConfig
 from infra.prices import (
     FIRST_READ,
@@ -49,6 +47,8 @@ from infra.prices import (
     UnknownPriceError,
     price,
 )
+from model import contract
+from model.record import REASONS
 
 SECONDS_PER_MONTH: Final = HOURS_PER_MONTH * 3600
 

@@ -29,12 +29,12 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from app import contract
-from app.config import JobConfig
-from app.jvm import JAR_NAME as JOB_JAR
-from app.lease import lease_path
 from infra.config import DEFAULT_RELEASE_LABEL
 from infra.releases import release_for
+from model import contract
+from model.config import JobConfig
+from model.jvm import JAR_NAME as JOB_JAR
+from model.lease import lease_path
 
 ActionOnFailure = Literal["CONTINUE", "CANCEL_AND_WAIT"]
 

@@ -8,8 +8,8 @@ in both places.
 
 from __future__ import annotations
 
-from app.config import JobConfig, KafkaSecurity, SourceFormat
 from infra.config import InstanceConfig
+from model.config import JobConfig, KafkaSecurity, SourceFormat
 
 
 def efo_consumer_name(instance: InstanceConfig) -> str:
@@ -54,7 +54,7 @@ def job_config_for(
     ``failure_store_location`` is the claim-check store (the stack's
     ``s3://<data bucket>/failures/<instance>/``; None: beside the checkpoint).
     No keyword has a default of its own: ``kafka_security`` left out is the job
-    model's (:class:`app.config.KafkaOptions`, ``PLAINTEXT``, the local broker's);
+    model's (:class:`model.config.KafkaOptions`, ``PLAINTEXT``, the local broker's);
     the stack passes its topic's ``MSK_IAM`` (``FailureTopic.client_security``).
     ``source_format`` left out is the instance's choice or its release's default.
     ``efo_consumer_arn``: the enhanced fan-out consumer the stack owns
@@ -63,7 +63,7 @@ def job_config_for(
     """
     fmt, reason = source_choice(instance, source_format)
     # Enhanced fan-out works with either reader: the connector's own, or
-    # python-kinesis through app/sources/kinesis_efo.py (locally too, against
+    # python-kinesis through job/sources/kinesis_efo.py (locally too, against
     # the harness's SubscribeToShard endpoint). Both subscribe through the
     # consumer named here, which the stack registers (infra/constructs/stream.py).
     efo = instance.job.source.consumer_type == "SubscribeToShard"
@@ -101,7 +101,7 @@ def job_config_for(
                 "bootstrap_servers": kafka_bootstrap_servers,
                 "cluster_arn": kafka_cluster_arn,
                 **({"security": kafka_security} if kafka_security is not None else {}),
-                # One setting for the producer and the topic (app/failure_limits.py).
+                # One setting for the producer and the topic (model/failure_limits.py).
                 "max_message_bytes": instance.kafka.max_message_bytes,
             },
             "metrics": {"endpoint_url": aws_endpoint_url},

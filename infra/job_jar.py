@@ -1,7 +1,7 @@
 """Builds the job's JVM jar (``jvm/src``) offline.
 
 The jar holds the de-duplication's ``StatefulProcessor`` and the
-undeclared-key functions (:mod:`app.jvm` says why each is JVM code). It is
+undeclared-key functions (:mod:`model.jvm` says why each is JVM code). It is
 built here, never downloaded:
 ``javac`` (Java 17, on every machine this project runs on) compiles the sources
 against the jars of the pinned pyspark wheel, which hold every Spark class the
@@ -10,12 +10,13 @@ the same sources and the same JDK give the same bytes and an unchanged job is
 not a new version (:func:`infra.packaging.stage_package` ships it).
 
 ``make install`` runs ``python -m infra.job_jar``; the local run, the tests
-and the benchmarks load the result through :func:`app.spark_conf.local_conf`.
+and the benchmarks load the result through :func:`model.spark_conf.local_conf`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ import zipfile
 from pathlib import Path
 from typing import Final
 
-from app.jvm import JAR_NAME, local_jar
+from model.jvm import JAR_NAME, local_jar
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 SOURCES: Final = "jvm/src"
@@ -36,7 +37,7 @@ _STAMP: Final = ".sources.sha256"
 
 def spark_jars_dir() -> Path:
     """The pinned pyspark wheel's ``jars/``: the compile classpath."""
-    import pyspark
+    import pyspark  # optional: synth-only environments have no Spark wheel (current())
 
     jars = Path(pyspark.__file__).resolve().parent / "jars"
     if not jars.is_dir():
@@ -53,12 +54,27 @@ def source_files(root: Path = ROOT) -> list[Path]:
 
 def sources_digest(root: Path = ROOT) -> str:
     """Over the sources and the Spark the jar is compiled against."""
-    import pyspark
+    import pyspark  # optional: synth-only environments have no Spark wheel (current())
 
     sha = hashlib.sha256(f"spark {pyspark.__version__} release {JAVA_RELEASE}\0".encode())
     for path in source_files(root):
         sha.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return sha.hexdigest()
+
+
+def current(root: Path = ROOT) -> Path:
+    """The jar a synth ships. Where the Spark wheel is installed, rebuilt if its
+    sources changed; in a synth-only environment (no pyspark, CI's own step),
+    the jar ``make install`` built, as it is: synth needs no Spark."""
+    if importlib.util.find_spec("pyspark") is not None:
+        return build(root)
+    target = local_jar(root)
+    if not target.is_file():
+        raise RuntimeError(
+            f"{target}: missing; expected the job's jar, built by make install "
+            "(javac against the pyspark wheel's jars)"
+        )
+    return target
 
 
 def build(root: Path = ROOT, out: Path | None = None) -> Path:

@@ -23,9 +23,9 @@ import zipfile
 from pathlib import Path
 from typing import Final
 
-from app.jvm import JAR_NAME as JOB_JAR
 from infra import job_jar
 from infra.emr_step import ENTRY_POINT, JOB_CONFIG_FILE, PACKAGE_ZIP
+from model.jvm import JAR_NAME as JOB_JAR
 
 # The bootstrap actions' shared shell helpers; each action downloads it first.
 BOOTSTRAP_LIB: Final = "bootstrap-lib.sh"
@@ -36,31 +36,36 @@ BOOTSTRAP_FILES: Final = (
     "bootstrap/install_jars.sh",
     "bootstrap/streaming-spark-submit.sh",
     "bootstrap/jars.lock",
-    "app/requirements.lock",
+    "job/requirements.lock",
 )
 # Top-level files of the package that are entry points, not imported modules:
 # main.py travels beside app.zip (spark-submit runs it as a script) and
-# __main__.py is the local ``python -m app``. Neither belongs in the zip.
+# __main__.py is the local ``python -m job``. Neither belongs in the zip.
 ENTRY_SCRIPTS: Final = (ENTRY_POINT, "__main__.py")
 _ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
 
 
-def zip_package(package: Path) -> bytes:
-    """The package's modules as a zip for ``--py-files``: ``*.py`` files only
-    (no caches, no locks or data files), minus the entry scripts, with fixed
-    timestamps and order so an unchanged job is not a new version.
+# The packages app.zip carries: the job and the model it imports.
+JOB_PACKAGES: Final = ("job", "model")
+
+
+def zip_package(root: Path, packages: tuple[str, ...] = JOB_PACKAGES) -> bytes:
+    """The packages' modules as one zip for ``--py-files``: ``*.py`` files only
+    (no caches, no locks or data files), minus the job's entry scripts, with
+    fixed timestamps and order so an unchanged job is not a new version.
 
     Only what runs on EMR belongs here; ``tests/deploy/test_app_package.py``
     compares the result with the modules the entry point imports."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(package.rglob("*.py")):
-            relative = path.relative_to(package)
+        paths = sorted(path for name in packages for path in (root / name).rglob("*.py"))
+        for path in paths:
+            relative = path.relative_to(root)
             if not path.is_file() or "__pycache__" in relative.parts:
                 continue
-            if len(relative.parts) == 1 and relative.name in ENTRY_SCRIPTS:
+            if relative.parent.name == "job" and relative.name in ENTRY_SCRIPTS:
                 continue
-            info = zipfile.ZipInfo(str(path.relative_to(package.parent)), _ZIP_EPOCH)
+            info = zipfile.ZipInfo(str(relative), _ZIP_EPOCH)
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, path.read_bytes())
@@ -82,13 +87,13 @@ def stage_package(root: Path, stage_dir: Path, config_text: str) -> tuple[Path, 
     de-duplication jar for ``--jars`` (built if the checkout has not yet); the
     version hash also covers the (token-resolved) job config, so a config change
     is a new version too."""
-    entry = root / "app" / ENTRY_POINT
+    entry = root / "job" / ENTRY_POINT
     if not entry.is_file():
         raise ValueError(f"{entry}: missing; allowed: the job's spark-submit entry point")
     files = {
-        PACKAGE_ZIP: zip_package(root / "app"),
+        PACKAGE_ZIP: zip_package(root),
         ENTRY_POINT: entry.read_bytes(),
-        JOB_JAR: job_jar.build(root).read_bytes(),
+        JOB_JAR: job_jar.current(root).read_bytes(),
     }
     digest = content_digest({**files, JOB_CONFIG_FILE: config_text.encode()})
     target = stage_dir / f"job-package-{digest}"
@@ -119,12 +124,12 @@ def _write_once(target: Path, files: dict[str, bytes]) -> None:
 # tests/infra/supervisor/test_package.py imports the handler from the staged
 # copy alone, so a new import of one of these fails there, not in AWS.
 SUPERVISOR_FILES: Final = (
-    "app/__init__.py",
-    "app/contract.py",
-    "app/exit_record.py",
-    "app/lease.py",
-    "app/polling.py",
-    "app/storage_uri.py",
+    "model/__init__.py",
+    "model/contract.py",
+    "model/exit_record.py",
+    "model/lease.py",
+    "model/polling.py",
+    "model/storage_uri.py",
     "infra/__init__.py",
     "infra/s3_keys.py",
     "infra/supervisor/__init__.py",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.storage_uri import parse_s3_uri
+from model.storage_uri import parse_s3_uri
 
 
 def key_exists(s3: Any, bucket: str, key: str) -> bool:

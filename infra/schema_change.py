@@ -9,7 +9,7 @@ an update would replace its ``TableInput`` and leave a table no engine can read.
 
 The declared schema (``job.event_fields``, ``job.id_field``,
 ``job.event_time_field``) may grow past the seed; the new job version then
-evolves the live Iceberg table at start (:mod:`app.table.evolution`). Synth lets
+evolves the live Iceberg table at start (:mod:`job.table.evolution`). Synth lets
 through only what Iceberg's schema evolution does without touching a data file
 and what keeps every row written before valid
 (https://iceberg.apache.org/spec/#schema-evolution):
@@ -33,10 +33,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from app.table.layout import TYPE_PROMOTIONS
+from model.table_layout import TYPE_PROMOTIONS
 
 if TYPE_CHECKING:
-    from app.config import EventField
+    from model.config import EventField
 
 # Iceberg's promotions between the job's field types, which are named as their
 # columns' Iceberg types (the spec, "Schema Evolution"; Athena reads the same

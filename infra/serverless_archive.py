@@ -8,7 +8,7 @@ https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/using-python-lib
 which the service unpacks into the working directory of the driver and of
 every executor under the alias after ``#``.
 
-What is in it: the packages of ``app/requirements.lock`` (the SAME hashed lock
+What is in it: the packages of ``job/requirements.lock`` (the SAME hashed lock
 as on EMR), installed with ``pip install --target`` from wheels that ``pip
 download --require-hashes --only-binary=:all:`` fetched for the target
 platform. Nothing else: no interpreter and no virtualenv. The release's own
@@ -62,7 +62,7 @@ ARCHIVE_FILE: Final = "job-python-deps.tar.gz"
 ARCHIVE_ALIAS: Final = "jobdeps"
 # The job's own app.zip, unpacked beside it (archive_spark_conf's package_zip_uri).
 PACKAGE_ALIAS: Final = "jobapp"
-LOCK: Final = "app/requirements.lock"
+LOCK: Final = "job/requirements.lock"
 BUILD_DIR: Final = "build/serverless"
 SERVERLESS_RELEASE: Final = "emr-spark-8.1.0"
 # AL2023 (the release's OS) has glibc 2.34; pip does not expand manylinux_2_X.

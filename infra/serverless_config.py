@@ -37,7 +37,7 @@ from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import Field, PositiveInt, model_validator
 
-from app.config_kit import Allowed, ConfigModel, bad_value
+from model.config_kit import Allowed, ConfigModel, bad_value
 
 ComputeName = Literal["emr", "serverless"]
 ArchitectureName = Literal["ARM64", "X86_64"]
@@ -123,7 +123,7 @@ class ServerlessConfig(ConfigModel):
     The default shape: an ARM64 1 vCPU / 3 GB driver (1664 MB heap, 1408 MB
     overhead) and one 1 vCPU / 2 GB executor (1024 MB heap, 1024 MB overhead),
     no pre-initialized capacity (module docstring). ``executor_count`` is fixed
-    (dynamic allocation off, app/spark_conf.py): the application's maximum
+    (dynamic allocation off, model/spark_conf.py): the application's maximum
     capacity is the driver plus exactly these executors, so no second copy of
     the job and no scale-out can start on it.
     """

@@ -30,7 +30,7 @@ it is CREATED or STOPPED
 (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_UpdateApplication.html),
 and a streaming job keeps it STARTED. The application's ``spark-defaults``
 (:func:`application_spark_defaults`) hold what only the instance's shape
-changes: the streaming conf of app/spark_conf.py, the EMR cluster's source.
+changes: the streaming conf of model/spark_conf.py, the EMR cluster's source.
 
 Pinned Jackson jars: they do not apply here. On EMR they go FIRST on the
 nodes' ``extraClassPath`` (a bootstrap installs them, the launcher prepends
@@ -48,10 +48,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from app.jvm import JAR_NAME as JOB_JAR
-from app.spark_conf import ExecutorSizing, serverless_conf
 from infra.emr_step import ENTRY_POINT, JOB_CONFIG_FILE, PACKAGE_ZIP
 from infra.serverless_config import ServerlessConfig
+from model.jvm import JAR_NAME as JOB_JAR
+from model.spark_conf import ExecutorSizing, serverless_conf
 
 MODE: Final = "STREAMING"
 EXECUTION_TIMEOUT_MINUTES: Final = 0
@@ -60,7 +60,7 @@ MIN_SERVICE_ATTEMPTS: Final = 1
 MAX_SERVICE_ATTEMPTS: Final = 10
 # The entry-point argument that tells the job it runs on EMR Serverless, so a
 # refused configuration or checkpoint (exit 2) ends the run in a way the
-# service does not retry (app/job.py, ``process_status``).
+# service does not retry (job/driver.py, ``process_status``).
 PLATFORM_ARGUMENTS: Final = ("--platform", "serverless")
 # CloudWatch log types: the driver's and the executors' stdout and stderr
 # (API CloudWatchLoggingConfiguration; only the driver's are sent by default).
@@ -95,7 +95,7 @@ def restart_budget_split(max_restarts_per_hour: int) -> tuple[int, int]:
 
 
 def executor_sizing(shape: ServerlessConfig) -> ExecutorSizing:
-    """The fixed executors of the shape, in app/spark_conf.py's terms."""
+    """The fixed executors of the shape, in model/spark_conf.py's terms."""
     return ExecutorSizing(
         instances=shape.executor_count,
         cores=shape.executor.cpu,
@@ -107,7 +107,7 @@ def executor_sizing(shape: ServerlessConfig) -> ExecutorSizing:
 def application_spark_defaults(
     shape: ServerlessConfig, shuffle_partitions: int | None = None
 ) -> dict[str, str]:
-    """The application's ``spark-defaults`` classification: app/spark_conf.py's
+    """The application's ``spark-defaults`` classification: model/spark_conf.py's
     streaming conf (the EMR cluster's source) sized to the shape's workers,
     plus their disks. ``shuffle_partitions``: the instance's fixed count
     (``InstanceConfig.shuffle_partitions``, kept from creation like the EMR

@@ -16,7 +16,7 @@ Properties: ``StartJobRun`` (the request of infra/serverless_job_run.py, as
   still active then, delete the marker, start the new run. The application is
   the instance's own, so every active run on it is a copy of this job
   (the deployed one, or one the supervisor restarted): none survives the
-  handover, and the new run waits for the lease itself (app/lease.py), so two
+  handover, and the new run waits for the lease itself (model/lease.py), so two
   jobs never write one checkpoint.
 * Delete: the runs of THIS request (by its name, unique per request body) that
   are still active are stopped gracefully, then cancelled. After an update,
@@ -51,9 +51,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from app.lease import s3_lease_state
-from app.storage_uri import parse_s3_uri
 from infra.s3_keys import read_if_present
+from model.lease import s3_lease_state
+from model.storage_uri import parse_s3_uri
 
 log = logging.getLogger()
 log.setLevel(logging.INFO)
@@ -72,10 +72,10 @@ NOT_STARTED: Final = "not-started"
 # Stop waiting this long before the function's own deadline, to reply.
 REPLY_MARGIN_SEC: Final = 30.0
 HANDLER_FILES: Final = (
-    "app/__init__.py",
-    "app/lease.py",
-    "app/polling.py",
-    "app/storage_uri.py",
+    "model/__init__.py",
+    "model/lease.py",
+    "model/polling.py",
+    "model/storage_uri.py",
     "infra/__init__.py",
     "infra/s3_keys.py",
     "infra/serverless_job_run_handler.py",

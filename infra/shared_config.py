@@ -31,8 +31,6 @@ from typing import Any, Final, Self
 
 from pydantic import Field, model_validator
 
-from app.config_kit import ConfigModel, bad_value
-from app.contract import STACK_PREFIX
 from infra.config import (
     CONTEXT_KEY,
     Account,
@@ -47,6 +45,8 @@ from infra.config import (
     shared_cluster_name,
     validated,
 )
+from model.config_kit import ConfigModel, bad_value
+from model.contract import STACK_PREFIX
 
 SHARED_KEY: Final = "shared"
 

@@ -1,6 +1,6 @@
 """Executor sizing from EC2 instance types: infrastructure knowledge.
 
-The job only needs an :class:`~app.spark_conf.ExecutorSizing`; which instance
+The job only needs an :class:`~model.spark_conf.ExecutorSizing`; which instance
 types exist, how many vCPUs and GiB they have and how YARN splits a node are
 facts about the cluster, so they live here, beside the construct that picks
 the instance types.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from app.spark_conf import ExecutorSizing
+from model.spark_conf import ExecutorSizing
 
 # vCPUs and memory (GiB) of the instance types the product sizes for. An
 # instance type outside this table is rejected by the instance config, so an

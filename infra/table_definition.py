@@ -16,7 +16,7 @@ change to it (another seed, another location) stops ``cdk synth``
 (docs/infra.md, "The events table"). The columns follow the table's seed: the
 event schema it was created with (``InstanceConfig.seed_schema``); fields an
 instance declares later reach the live table through the job
-(app.table.evolution), once synth has checked they are additive
+(job.table.evolution), once synth has checked they are additive
 (infra.schema_change). An instance with fields of its own pins its table's
 definition in ``table_definition_sha256``, the others share
 :data:`DEPLOYED_DEFINITION_SHA256`.
@@ -35,9 +35,9 @@ import math
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
-from app.config import EventField
-from app.contract import EVENTS_TABLE
-from app.table.layout import seed_columns
+from model.config import EventField
+from model.contract import EVENTS_TABLE
+from model.table_layout import seed_columns
 
 # A new logical ID would replace the table: create-before-delete of a table
 # with the same name fails, and the data's catalog entry with it.
@@ -96,7 +96,7 @@ BUCKET_PLACEHOLDER: Final = "<data bucket>"
 DATABASE_PLACEHOLDER: Final = "<database>"
 
 # The SHA-256 of the definition every deployed instance of the default event
-# schema (app.config.DEFAULT_EVENT_FIELDS) created its table with
+# schema (model.config.DEFAULT_EVENT_FIELDS) created its table with
 # (:func:`definition_fingerprint`); an instance with event fields of its own
 # pins its own (InstanceConfig.table_definition_sha256). Change it only
 # together with the migration in docs/infra.md ("Changing the events table").
@@ -129,8 +129,8 @@ def table_definition(fields: Sequence[EventField], location: str) -> dict[str, A
     CloudFormation's spelling: the Hive-style ``TableInput`` Glue derives the
     Iceberg schema from, and the create-time Iceberg directive. No partition
     spec: see docs/infra.md ("The events table"). The columns are the seed
-    (:func:`app.table.layout.seed_columns`): columns added to the contract later
-    reach every table, new or deployed, through the job (app.table.evolution),
+    (:func:`model.table_layout.seed_columns`): columns added to the contract later
+    reach every table, new or deployed, through the job (job.table.evolution),
     so this definition, and its fingerprint, stay what was deployed."""
     return {
         "TableInput": {

@@ -3,7 +3,7 @@
 Starts moto (Kinesis, S3, CloudWatch) and a tansu broker on free loopback
 ports, creates each selected instance's stream and failure topic from
 ``cdk.json`` (the instances ``cdk synth`` builds), starts the job exactly as
-EMR does (``python -m app --config ...``, same ``main()``, same Spark conf
+EMR does (``python -m job --config ...``, same ``main()``, same Spark conf
 source, Hive catalog on an embedded metastore under ``.work/``), produces a
 known mix of events while it runs, shows progress, stops the job with its stop
 marker once every produced record is in the table or on the failure topic,
@@ -27,8 +27,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from app.polling import poll_until
-from app.record import UNDECLARED_FIELDS
 from local.declare_field import write_declared_copy
 from local.emulators import running_emulators
 from local.harness import (
@@ -43,6 +41,8 @@ from local.report import render
 from local.run_dump import DUMP_NAME, collect, write_dump
 from local.serverless_launch import describe as describe_target
 from local.summary import Summary
+from model.polling import poll_until
+from model.record import UNDECLARED_FIELDS
 from ops import local_run
 from ops.arguments import non_negative_float, non_negative_int, positive_float, share
 from ops.events import FAILURE_KINDS, MixSpec, generate, now_utc

@@ -21,8 +21,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from app import contract
-from app.config import DEFAULT_EVENT_FIELDS, JobSettings
+from model import contract
+from model.config import DEFAULT_EVENT_FIELDS, JobSettings
 
 _SCHEMA_KEYS = ("event_fields", "id_field", "event_time_field")
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.polling import poll_until
 from local.efo_endpoint import STATS_PATH
+from model.polling import poll_until
 from ops.local_run import FAKE_CREDENTIALS
 
 LOOPBACK = "127.0.0.1"

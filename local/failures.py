@@ -20,8 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
-from app.sinks.kafka import REASON_HEADER
+from model.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
+from model.record import REASON_HEADER
 from ops.topic_end import END_OF_PARTITION, END_OF_PARTITION_CONFIG, PartitionEnds
 
 _POLL_SEC: Final = 0.5
@@ -136,7 +136,7 @@ def ensure_topic(
 ) -> None:
     """Create the topic if absent (the local stand-in for the stack's MSK topic),
     with the topic config the stack derives from the same setting
-    (``max.message.bytes``, :class:`app.failure_limits.FailureLimits`). tansu
+    (``max.message.bytes``, :class:`model.failure_limits.FailureLimits`). tansu
     0.6 keeps that config but does not enforce it: locally the producer's
     ``message.max.bytes`` is the limit that bites."""
     from confluent_kafka import KafkaError, KafkaException

@@ -19,9 +19,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from app.config import JobConfig
-from app.polling import poll_until
-from app.table.layout import column_name
 from local.efo_endpoint import read_stats
 from local.emulators import Endpoints
 from local.failures import TopicContents, ensure_topic, read_topic
@@ -30,6 +27,9 @@ from local.metrics import PublishedMetrics, cloudwatch_client, read_published
 from local.serverless_launch import start_job_process
 from local.summary import RunFigures, Summary, source_line, summarize
 from local.table import TableFigures, figures, read_rows, sql_catalog
+from model.config import JobConfig
+from model.polling import poll_until
+from model.table_layout import column_name
 from ops.events import EventSchema
 from ops.local_run import (
     FAKE_CREDENTIALS,

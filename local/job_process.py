@@ -1,7 +1,7 @@
 """The job as a child process: start, stop gracefully, crash on purpose.
 
 The local run and the end-to-end suite run exactly what EMR runs
-(``python -m app --config <file>``, the same ``main()``), in its own process
+(``python -m job --config <file>``, the same ``main()``), in its own process
 group so that a crash test can kill the whole driver at once (the Python
 driver, its JVM and its Python workers), like a lost node, and so that
 Ctrl-C in the terminal reaches the run's ``finally`` rather than racing it.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
-from app.config import JobConfig
+from model.config import JobConfig
 from ops.local_run import FAKE_CREDENTIALS
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ class JobProcess:
         log.write(f"\n===== start {time.strftime('%H:%M:%S')} =====\n".encode())
         log.flush()
         process = subprocess.Popen(
-            [sys.executable, "-m", "app", "--config", str(config_path)],
+            [sys.executable, "-m", "job", "--config", str(config_path)],
             cwd=str(REPO_ROOT),
             env=job_environment(dict(os.environ), config.region),
             stdout=log,

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
-from app.config import ConfigError, JobConfig
-from app.table.catalog import load_table
-from app.table.commit import expire_snapshots
+from job.table.catalog import load_table
+from job.table.commit import expire_snapshots
 from local.table import delete_orphans, table_exists
+from model.config import ConfigError, JobConfig
 from ops.local_run import DEFAULT_WORK_DIR, JOB_CONFIG_FILE, instances_run, job_config_path
 
 

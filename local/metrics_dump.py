@@ -21,7 +21,7 @@ checkpoint. ``make run`` writes one (``<work dir>/metrics.json``);
                                                         "done": false}}}],  (optional)
        "arrivals": {"shardId-000000000000": [["1", 1767261600123.0]]}}]}  (optional)
 
-``metrics`` holds, per metric of :data:`app.contract.ALL_METRICS`, one point per
+``metrics`` holds, per metric of :data:`model.contract.ALL_METRICS`, one point per
 CloudWatch period (SampleCount, Sum, Maximum), as ``GetMetricStatistics``
 returns them; ``batches`` is the checkpoint (``offsets/N`` and ``commits/N``),
 each batch's ``shards`` being where it ended (:func:`checkpoint_batches`);
@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from app import contract
-from app.sources.kinesis_offsets import ShardState
+from model import contract
+from model.kinesis_offsets import ShardState
 
 DUMP_FORMAT: Final = "streaming-run-metrics"
 DUMP_VERSION: Final = 1
@@ -349,7 +349,7 @@ def parse_offsets_file(text: str, where: str) -> tuple[datetime, Mapping[str, Sh
 def _offsets_file(text: str, where: str) -> tuple[datetime, Mapping[str, ShardState] | None, bool]:
     """:func:`parse_offsets_file`, and whether its shard states are where the
     batch *starts*: a ``{"v": 2, ...}`` offset of the executor-side reader
-    (app/sources/kinesis_plan.py: its batch's ends are recorded elsewhere, and
+    (model/kinesis_plan.py: its batch's ends are recorded elsewhere, and
     are where the next batch starts). An offset without ``"v"`` (the earlier
     driver-side reader) holds where its batch ended."""
     import json

@@ -26,7 +26,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from app import contract
 from local.metrics_dump import InstanceRun, RunDump
 from local.report_data import (
     Figures,
@@ -39,6 +38,7 @@ from local.report_data import (
     processed_rate,
     source_lag,
 )
+from model import contract
 
 INDEX: Final = "index.html"
 FIG_SIZE: Final = (8.0, 3.6)

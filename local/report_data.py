@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
 
-from app import contract
-from app.sources.kinesis_offsets import ShardState
 from local.metrics_dump import Arrival, Batch, DumpError, InstanceRun, MetricPoint
 from local.summary import percentile
+from model import contract
+from model.kinesis_offsets import ShardState
 
 # --------------------------------------------------------------- series
 

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from app import contract
 from local.metrics import cloudwatch_client, read_series
 from local.metrics_dump import (
     Arrival,
@@ -27,6 +26,7 @@ from local.metrics_dump import (
     dump_from_json,
     dump_to_json,
 )
+from model import contract
 
 if TYPE_CHECKING:
     from local.harness import LocalInstance

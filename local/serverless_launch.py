@@ -51,9 +51,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from app.config import JobConfig
-from app.job import local_work_dir
-from app.spark_conf import GLUE_HIVE_SITE, local_conf
 from infra.emr_step import JOB_CONFIG_FILE, PACKAGE_ZIP
 from infra.packaging import stage_package
 from infra.serverless_archive import (
@@ -69,7 +66,10 @@ from infra.serverless_job_run import (
     restart_budget_split,
     start_job_run_request,
 )
+from job.driver import local_work_dir
 from local.job_process import REPO_ROOT, JobProcess, job_environment, write_config
+from model.config import JobConfig
+from model.spark_conf import GLUE_HIVE_SITE, local_conf
 
 TARGET: Final = "serverless"
 # Stand for the instance's artifact bucket and the archive's content prefix.
@@ -224,7 +224,7 @@ def working_directory(cwd: Path, archives: dict[str, Path], shared: Path) -> Non
 
 def _local_defaults(defaults: dict[str, str], work_dir: str, scratch: Path) -> dict[str, str]:
     """The application's defaults less what only the service or Glue reads,
-    plus what a local run needs (app.spark_conf.local_conf less its jar: the
+    plus what a local run needs (model.spark_conf.local_conf less its jar: the
     jar comes from the request's ``--jars``)."""
     glue = {f"spark.hadoop.{key}" for key in GLUE_HIVE_SITE}
     conf = {
@@ -341,9 +341,9 @@ def start_job_process(
 
 def describe(instance: Any) -> str:
     """The run's target for the summary: the serverless launch and its archive,
-    or EMR's ``python -m app``."""
+    or EMR's ``python -m job``."""
     if not is_serverless(instance):
-        return "target emr: python -m app (the EMR step's main())"
+        return "target emr: python -m job (the EMR step's main())"
     try:
         archive = archive_path("local")
     except Exception as exc:

@@ -11,10 +11,10 @@ real job as each attempt, and the real supervisor and custom resource on top.
   status 0 ``SUCCESS``, else retried within the policy or ``FAILED``).
   ``CancelJobRun`` kills the attempt's process group.
 * :class:`LocalFilesS3`: the job's checkpoint is a local directory (its lease a
-  ``flock``, :class:`app.lease.FileLease`); the supervisor and the handler read
+  ``flock``, :class:`model.lease.FileLease`); the supervisor and the handler read
   S3. This facade serves ``s3://local-fs/<absolute path>`` from local files:
   the lease object exists, with ``expires_at`` a TTL ahead, exactly while a
-  process holds the ``flock`` (:func:`app.lease.file_lease_state`), which is
+  process holds the ``flock`` (:func:`model.lease.file_lease_state`), which is
   what a fresh S3 lease says; the exit record, the stop marker and the
   supervisor's state are the files themselves. Every other bucket goes to
   moto.
@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from app.lease import LEASE_NAME, file_lease_state
 from local import serverless_moto
 from local.emulators import free_port
 from local.harness import LocalInstance
 from local.serverless_launch import start
 from local.serverless_runs import RunProcesses
+from model.lease import LEASE_NAME, file_lease_state
 from ops.local_run import JOB_CONFIG_FILE
 
 LOCAL_BUCKET: Final = "local-fs"

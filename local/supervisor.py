@@ -2,8 +2,8 @@
 
 The same :func:`infra.supervisor.decision.decide` as the Lambda, with local
 adapters around it: the lease is the local checkpoint's ``flock``
-(:func:`app.lease.file_lease_state`), the exit record is read from the local
-checkpoint (:mod:`app.exit_record`), a "restart" starts the job's child
+(:func:`model.lease.file_lease_state`), the exit record is read from the local
+checkpoint (:mod:`model.exit_record`), a "restart" starts the job's child
 process on the same configuration (what ``AddJobFlowSteps`` of the stack's
 step does on EMR; :meth:`local.harness.LocalInstance.start_job` clears a stale
 stop marker as the launcher does), an alarm is kept in :attr:`alarms` (the
@@ -24,15 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app import contract
-from app.exit_record import read_exit_record
-from app.graceful_stop import StopMarker
-from app.lease import file_lease_state, lease_path
-from app.storage_uri import local_path
 from infra.supervisor.decision import Decision, Observation, Policy, SupervisorState, decide
 from infra.supervisor.metrics import metric_data
 from local.harness import LocalInstance
 from local.metrics import cloudwatch_client
+from model import contract
+from model.exit_record import read_exit_record
+from model.graceful_stop import StopMarker
+from model.lease import file_lease_state, lease_path
+from model.storage_uri import local_path
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.config import JobConfig
-from app.table.catalog import load_table, open_catalog
+from job.table.catalog import load_table, open_catalog
+from model.config import JobConfig
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from app.sources.kpl import DIGEST_SIZE
+from model.kpl import DIGEST_SIZE
 
 # A Kinesis record holds at most 1 MiB (data + partition key), the
 # aggregator's own default limit.

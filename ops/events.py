@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from app.config import DEFAULT_EVENT_FIELDS, EventField, JobSettings
-from app.transform import (
+from model.config import DEFAULT_EVENT_FIELDS, EventField, JobSettings
+from model.record import (
     BAD_AGGREGATE,
     BAD_TIMESTAMP,
     MALFORMED_JSON,
@@ -37,8 +37,8 @@ from app.transform import (
 )
 from ops.aggregation import aggregate, corrupt
 
-# The failure reasons the job assigns (app.transform); the producer can make
-# one record of each on purpose (every one of app.transform.REASONS; a test
+# The failure reasons the job assigns (job.transform); the producer can make
+# one record of each on purpose (every one of model.record.REASONS; a test
 # checks). This order is the cycle a mix goes through.
 FAILURE_KINDS: Final = (
     MALFORMED_JSON,
@@ -64,7 +64,7 @@ OFFSETS: Final = ("Z", "+00:00", "+09:00", "-05:30")
 
 
 # What ``too_large`` pads with: a key no event field can have (a field's column
-# starts with a letter, app.config), so the padding is never mistaken for one.
+# starts with a letter, model.config), so the padding is never mistaken for one.
 PAD_KEY: Final = "_pad"
 # The value ``wrong_type`` gives a field: a number, or a string where the
 # schema wants a number.
@@ -131,7 +131,7 @@ class SampleRecord:
     hold once); ``kind`` is the failure reason for malformed ones.
     """
 
-    kind: str  # VALID, DUPLICATE or a failure reason (app.transform.REASONS)
+    kind: str  # VALID, DUPLICATE or a failure reason (model.record.REASONS)
     data: bytes
     partition_key: str
     event_id: str | None = None

@@ -1,7 +1,7 @@
 """What a local run (``make run``) leaves for a command aimed at it.
 
 The harness writes each instance's job config to
-``<work dir>/<instance>/job.json`` and hands that file to ``python -m app``;
+``<work dir>/<instance>/job.json`` and hands that file to ``python -m job``;
 its endpoints point at the run's emulators, which take the fake credentials
 below. ``make maintain`` and the operator commands given ``--work-dir``
 (``status``, ``stop-job``, ``produce``, ``reprocess``, ``migrate-checkpoint``)
@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from app import aws_clients
+from model import aws_clients
 
 # Relative to the repository root, where make runs every command.
 DEFAULT_WORK_DIR: Final = Path(".work") / "run"

@@ -44,9 +44,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-from app import aws_clients
-from app.sinks.kafka import record_key
-from app.transform import BAD_AGGREGATE, TOO_LARGE
+from model import aws_clients
+from model.failure_record import record_key
+from model.record import BAD_AGGREGATE, TOO_LARGE
 from ops import kinesis_put
 from ops.aggregation import aggregate
 from ops.arguments import non_negative_float, non_negative_int, positive_int

@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from app import aws_clients
+from model import aws_clients
 from scripts.command import EXIT_AWS, EXIT_USAGE, OperatorError, declared_instance, run_command
 
 EXIT_OK: Final = 0

@@ -1,14 +1,14 @@
 """Move an old-operator checkpoint aside: ``make migrate-checkpoint INSTANCE=<domain-region>``.
 
 The job used to de-duplicate with Spark's ``dropDuplicatesWithinWatermark``
-and now does with ``transformWithState`` (:mod:`app.dedup`); Spark cannot
+and now does with ``transformWithState`` (:mod:`job.dedup`); Spark cannot
 resume the old operator's state, and the job refuses such a checkpoint at
-start (:mod:`app.checkpoint_state`, exit 2). This command, with the job
+start (:mod:`model.checkpoint_state`, exit 2). This command, with the job
 stopped, moves the old checkpoint to a sibling named after the old operator
 and the UTC time, ``<checkpoint>.dedupeWithinWatermark-<yyyymmddTHHMMSSZ>``,
 and says what to do next. The next start finds no checkpoint: it reads the
 stream from ``TRIM_HORIZON`` and seeds the state from the table
-(:mod:`app.dedup_seed`); docs/operate.md, "Moving to the timer
+(:mod:`job.dedup_seed`); docs/operate.md, "Moving to the timer
 de-duplication (from dropDuplicatesWithinWatermark)".
 
 Which job: as ``status`` and ``stop`` (:mod:`scripts.status.target`):
@@ -52,16 +52,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-from app.checkpoint_state import (
+from model.checkpoint_state import (
     METADATA_DIR,
     OLD_DEDUP_OPERATOR,
     OPERATE_SECTION,
     STATE_DIR,
     inspect_checkpoint,
 )
-from app.contract import EXIT_RECORD_NAME
-from app.lease import LEASE_NAME, LeaseHeldError, LeaseKeeper, make_lease
-from app.storage_uri import is_s3, local_path, parse_s3_uri
+from model.contract import EXIT_RECORD_NAME
+from model.lease import LEASE_NAME, LeaseHeldError, LeaseKeeper, make_lease
+from model.storage_uri import is_s3, local_path, parse_s3_uri
 from ops.arguments import positive_int
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status.lease import job_state
@@ -279,7 +279,7 @@ def next_step(target: Target) -> str:
     instance = target.instance_id
     if target.local:
         return (
-            "next: start the job again (python -m app --config "
+            "next: start the job again (python -m job --config "
             f"{target.origin.removesuffix(' (local run)')} while the run's emulators are up): it "
             "starts a new checkpoint from TRIM_HORIZON, seeded with the table's recent ids"
         )

@@ -86,7 +86,7 @@ def stream_target(args: argparse.Namespace) -> tuple[str, Any, EventSchema]:
         return config.stream_name, target.client("kinesis", PRODUCER_LIMITS), EventSchema.of(config)
     if args.config is not None:
         raise OperatorError(EXIT_USAGE, "--config: not used by produce (the stream is in cdk.json)")
-    from app import aws_clients
+    from model import aws_clients
 
     declared = declared_instance(args.instance, args.cdk_json)
     client = aws_clients.client(

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app import aws_clients, contract
-from app.polling import poll_until
 from infra.emr_step import CLUSTER_ID_OUTPUT, STEP_SPEC_OUTPUT, StepSpec, build_step
+from model import aws_clients, contract
+from model.polling import poll_until
 from ops.arguments import non_negative_float, positive_float
 from scripts.command import EXIT_USAGE, OperatorError, run_command
 

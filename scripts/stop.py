@@ -6,7 +6,7 @@ file beside a local run's checkpoint, an object in the data bucket on AWS; see
 most ``--timeout`` seconds, for the job to exit. The job checks the marker
 every ``stop_poll_interval_sec``, stops between batches (a running batch
 finishes and commits), deletes the marker and releases its lease
-(:mod:`app.job`, :mod:`app.graceful_stop`).
+(:mod:`job.driver`, :mod:`model.graceful_stop`).
 
 "Exited" is read from the job's lease (:mod:`scripts.status.lease`), the same
 way locally and on EMR: free, and locally the last holder's process gone. The
@@ -34,9 +34,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from app.graceful_stop import StopMarker
-from app.polling import wait_for
-from app.storage_uri import is_s3, local_path, parse_s3_uri
+from model.graceful_stop import StopMarker
+from model.polling import wait_for
+from model.storage_uri import is_s3, local_path, parse_s3_uri
 from ops.arguments import non_negative_float, positive_float
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status.lease import JobState, job_state, process_alive
@@ -46,13 +46,13 @@ EXIT_STOPPED: Final = 0
 EXIT_NOT_TAKEN: Final = 1
 EXIT_TIMEOUT: Final = 4
 # Any first word but "handover" is an operator's stop
-# (app.graceful_stop.StopMarker.requester): the job records it so, and the
+# (model.graceful_stop.StopMarker.requester): the job records it so, and the
 # supervisor leaves the job stopped until it is started again.
 MARKER_TEXT: Final = "stop\n"
 
 
 class Marker(StopMarker):
-    """The job's own stop marker (:class:`app.graceful_stop.StopMarker`: the
+    """The job's own stop marker (:class:`model.graceful_stop.StopMarker`: the
     job checks it and consumes it), plus what only an operator does: write it."""
 
     def write(self) -> None:

@@ -32,9 +32,9 @@ from pathlib import Path
 
 import pytest
 
-from app.session import build_session
-from app.spark_conf import local_conf
+from job.session import build_session
 from local.emulators import Endpoints, emulators
+from model.spark_conf import local_conf
 from ops.local_run import FAKE_CREDENTIALS
 
 # Python workers must run the venv's interpreter (pyarrow, boto3 live there),
@@ -94,7 +94,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # --- The JVM guard of the unit tier --------------------------------------------------------
-# Every JVM this project starts (in-process SparkSession, ``python -m app``,
+# Every JVM this project starts (in-process SparkSession, ``python -m job``,
 # ``spark-submit``) goes through Spark's ``bin/spark-class``, which runs
 # ``$JAVA_HOME/bin/java`` (or ``java`` on PATH). During a unit test both point
 # at a stub that records the command line and exits 97, so a unit test that

@@ -1,15 +1,18 @@
 """The dependency direction, enforced over the source (docs/design.md, "Architecture").
 
-contract <- job (``app``) <- infra (``infra``) <- what acts on an instance from
-outside its job (``ops``) <- the local harness (``local``) and the operator
-commands (``scripts``); the benchmarks (``bench``) may use all but the
-commands. The job is what ships to EMR: if it imported the harness or the CDK
-app, the cluster would need them (and the artifact would carry them). The
-operator commands run against a real account: they share ``ops`` with the
-harness but never import the harness itself, nor does the harness import
-them. Every import in the tree, including the ones inside functions and
-``TYPE_CHECKING`` blocks, is checked here by walking the AST, not by importing
-anything.
+contract <- the shared model (``model``: no Spark, no pyiceberg, no pyarrow)
+<- the job (``job``: the PySpark code that ships to EMR). ``infra`` and
+``ops`` import the model and never the job; the operator commands
+(``scripts``) import the job only to read the table (:mod:`job.table.catalog`,
+pyiceberg); the local harness (``local``) and the benchmarks (``bench``) run
+Spark and may import both. The job is what ships to EMR: if it imported the
+harness or the CDK app, the cluster would need them (and the artifact would
+carry them). The operator commands run against a real account: they share
+``ops`` with the harness but never import the harness itself, nor does the
+harness import them. Every import in the tree, including the ones inside
+functions and ``TYPE_CHECKING`` blocks, is checked here by walking the AST, not
+by importing anything; :func:`test_the_model_imports_no_spark` holds the model
+to its name.
 """
 
 from __future__ import annotations
@@ -23,20 +26,25 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT_PACKAGES = frozenset({"app", "infra", "ops", "local", "scripts", "bench", "tests"})
+PROJECT_PACKAGES = frozenset({"model", "job", "infra", "ops", "local", "scripts", "bench", "tests"})
 
 # What each layer may import from the project (besides itself). The contract
 # is the bottom: plain names and schema, no project imports at all.
-CONTRACT = "app.contract"
+CONTRACT = "model.contract"
 ALLOWED: dict[str, frozenset[str]] = {
     CONTRACT: frozenset(),
-    "app": frozenset({"app"}),
-    "infra": frozenset({"app", "infra"}),
-    "ops": frozenset({"app", "infra", "ops"}),
-    "local": frozenset({"app", "infra", "ops", "local"}),
-    "scripts": frozenset({"app", "infra", "ops", "scripts"}),
-    "bench": frozenset({"app", "infra", "ops", "local", "bench"}),
+    "model": frozenset({"model"}),
+    "job": frozenset({"model", "job"}),
+    "infra": frozenset({"model", "infra"}),
+    "ops": frozenset({"model", "infra", "ops"}),
+    "local": frozenset({"model", "job", "infra", "ops", "local"}),
+    "scripts": frozenset({"model", "job", "infra", "ops", "scripts"}),
+    "bench": frozenset({"model", "job", "infra", "ops", "local", "bench"}),
 }
+# The model's modules import none of these, anywhere (inside functions too):
+# infra, ops and the operator commands import the model where the Spark wheel
+# (about 400 MB), pyiceberg and pyarrow need not be installed.
+HEAVY = frozenset({"pyspark", "py4j", "pyiceberg", "pyarrow"})
 
 
 @dataclass(frozen=True)
@@ -75,7 +83,7 @@ def imported_modules(tree: ast.AST, module: str, is_package: bool) -> list[tuple
                 target = ".".join([*base, node.module] if node.module else base)
             else:
                 target = node.module or ""
-            # ``from app import contract`` imports the module app.contract.
+            # ``from model import contract`` imports the module model.contract.
             found.extend((node.lineno, f"{target}.{alias.name}") for alias in node.names)
     return found
 
@@ -117,14 +125,38 @@ def test_the_source_tree_follows_the_dependency_direction() -> None:
     assert not found, "\n".join(str(v) for v in found)
 
 
+def heavy_imports(root: Path) -> list[str]:
+    """``path:line: module`` for every import of :data:`HEAVY` in the model."""
+    found: list[str] = []
+    for path in sorted((root / "model").rglob("*.py")):
+        module = module_name(root, path)
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for line, target in imported_modules(tree, module, path.name == "__init__.py"):
+            if target.split(".", 1)[0] in HEAVY:
+                found.append(f"{path.relative_to(root)}:{line}: {target}")
+    return found
+
+
+def test_the_model_imports_no_spark() -> None:
+    found = heavy_imports(ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_a_heavy_import_in_the_model_is_reported(tmp_path: Path) -> None:
+    _write(tmp_path, "model/config.py", "def f():\n    from pyiceberg import catalog\n")
+    _write(tmp_path, "job/transform.py", "import pyspark\n")
+    assert heavy_imports(tmp_path) == ["model/config.py:2: pyiceberg.catalog"]
+
+
 def test_the_check_reads_the_real_tree() -> None:
     """Guards against a check that passes because it read nothing."""
-    app_modules = [module_name(ROOT, p) for p in (ROOT / "app").rglob("*.py")]
-    assert "app.job" in app_modules
-    assert "app.contract" in app_modules
+    job_modules = [module_name(ROOT, p) for p in (ROOT / "job").rglob("*.py")]
+    assert "job.driver" in job_modules
+    model_modules = [module_name(ROOT, p) for p in (ROOT / "model").rglob("*.py")]
+    assert "model.contract" in model_modules
     assert "ops.producer" in [module_name(ROOT, p) for p in (ROOT / "ops").rglob("*.py")]
     tree = ast.parse((ROOT / "infra" / "config.py").read_text(encoding="utf-8"))
-    assert any(t.startswith("app.") for _, t in imported_modules(tree, "infra.config", False))
+    assert any(t.startswith("model.") for _, t in imported_modules(tree, "infra.config", False))
 
 
 def _write(root: Path, relative: str, text: str) -> None:
@@ -136,17 +168,24 @@ def _write(root: Path, relative: str, text: str) -> None:
 @pytest.mark.parametrize(
     ("relative", "text", "imported"),
     [
-        ("app/job.py", "from infra.config import InstanceConfig\n", "infra.config.InstanceConfig"),
-        ("app/job.py", "def f():\n    import local.harness\n", "local.harness"),
         (
-            "app/sinks/kafka.py",
+            "job/driver.py",
+            "from infra.config import InstanceConfig\n",
+            "infra.config.InstanceConfig",
+        ),
+        ("job/driver.py", "def f():\n    import local.harness\n", "local.harness"),
+        (
+            "job/sinks/kafka.py",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from local import x\n",
             "local.x",
         ),
-        ("app/contract.py", "from app import config\n", "app.config"),
-        ("app/contract.py", "from . import config\n", "app.config"),
+        ("model/contract.py", "from model import config\n", "model.config"),
+        ("model/config.py", "from job import transform\n", "job.transform"),
+        ("infra/stack.py", "from job.sources import read_stream\n", "job.sources.read_stream"),
+        ("ops/events.py", "from job.transform import classify\n", "job.transform.classify"),
+        ("model/contract.py", "from . import config\n", "model.config"),
         ("infra/stack.py", "from local.emulators import Endpoints\n", "local.emulators.Endpoints"),
-        ("local/run.py", "from tests.app import helpers\n", "tests.app.helpers"),
+        ("local/run.py", "from tests.job import helpers\n", "tests.job.helpers"),
         ("scripts/status.py", "from local.emulators import LOOPBACK\n", "local.emulators.LOOPBACK"),
         ("scripts/produce.py", "def f():\n    import local.producer\n", "local.producer"),
         ("local/harness.py", "from scripts.status import main\n", "scripts.status.main"),
@@ -158,8 +197,8 @@ def _write(root: Path, relative: str, text: str) -> None:
 def test_a_wrong_direction_import_is_reported(
     tmp_path: Path, relative: str, text: str, imported: str
 ) -> None:
-    _write(tmp_path, "app/__init__.py", "")
-    _write(tmp_path, "app/sinks/__init__.py", "")
+    _write(tmp_path, "model/__init__.py", "")
+    _write(tmp_path, "job/sinks/__init__.py", "")
     _write(tmp_path, relative, text)
     found = violations(tmp_path)
     assert [(v.path, v.imported) for v in found] == [(relative, imported)]
@@ -167,13 +206,15 @@ def test_a_wrong_direction_import_is_reported(
 
 
 def test_allowed_directions_are_not_reported(tmp_path: Path) -> None:
-    _write(tmp_path, "app/__init__.py", "")
-    _write(tmp_path, "app/contract.py", "import json\n")
-    _write(tmp_path, "app/job.py", "from app import contract\nfrom app.sinks import kafka\n")
-    _write(tmp_path, "infra/stack.py", "from app.config import JobConfig\nimport infra.sizing\n")
-    _write(tmp_path, "local/run.py", "from infra.config import load_instances\nimport app.job\n")
+    _write(tmp_path, "model/__init__.py", "")
+    _write(tmp_path, "model/contract.py", "import json\n")
+    _write(tmp_path, "model/config.py", "from model import contract\n")
+    _write(tmp_path, "job/driver.py", "from model import contract\nfrom job.sinks import kafka\n")
+    _write(tmp_path, "infra/stack.py", "from model.config import JobConfig\nimport infra.sizing\n")
+    _write(tmp_path, "local/run.py", "from infra.config import load_instances\nimport job.driver\n")
     _write(tmp_path, "bench/b.py", "from local.emulators import Endpoints\n")
-    _write(tmp_path, "ops/producer.py", "from app import aws_clients\nfrom ops import events\n")
+    _write(tmp_path, "ops/producer.py", "from model import aws_clients\nfrom ops import events\n")
+    _write(tmp_path, "scripts/status.py", "def f():\n    from job.table import catalog\n")
     _write(tmp_path, "local/harness.py", "from ops.producer import put_all\n")
     _write(tmp_path, "scripts/produce.py", "from ops.producer import put_all\n")
     _write(tmp_path, "bench/c.py", "from ops.events import generate\n")

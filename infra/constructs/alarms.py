@@ -4,7 +4,7 @@ job publishes, and the construct that turns them into CloudWatch alarms.
 docs/design.md, "Incidents": a 10-second micro-batch ran 3+ minutes late for
 hours and the only alarm was "0 records processed". Each delay the job
 publishes has its own alarm here. Metric names, namespace and dimension come
-from ``app.contract``, the module the job publishes with, so an alarm cannot
+from ``model.contract``, the module the job publishes with, so an alarm cannot
 watch a metric nobody sends; :meth:`Alarms.grant_job` lets the job publish
 them, in its instance's own namespace only. Thresholds and N-of-M windows are
 the instance's :class:`~infra.config.AlarmConfig`.
@@ -28,12 +28,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
 from constructs import Construct
 
-from app import contract
 from infra.config import AlarmConfig, InstanceConfig
 from infra.constructs.alarm_topic import AlarmTopic, AlarmTopicProps
 from infra.constructs.dashboard import Dashboard, DashboardProps
 from infra.constructs.instance import removal_policy
 from infra.constructs.metrics import ITERATOR_AGE, InstanceMetrics
+from model import contract
 
 CONSUMER_LAG: Final = "ConsumerLag"
 SOURCE_LAG: Final = "SourceLag"
@@ -55,7 +55,7 @@ GT: Final = cw.ComparisonOperator.GREATER_THAN_THRESHOLD
 @dataclass(frozen=True)
 class AlarmSpec:
     """One alarm, named ``<stack>-<name>``: the metric it watches (an
-    ``app.contract`` name or :data:`~infra.constructs.metrics.ITERATOR_AGE`) and
+    ``model.contract`` name or :data:`~infra.constructs.metrics.ITERATOR_AGE`) and
     its statistic, when it fires (N of M periods beyond the threshold) and what
     it means (its description)."""
 
@@ -246,7 +246,7 @@ class Alarms(Construct):
         ``cloudwatch:namespace`` condition is the only scope IAM offers
         (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/iam-cw-condition-keys-namespace.html),
         which is why each instance has a namespace of its own
-        (``app.contract.metric_namespace``): a shared one would let a
+        (``model.contract.metric_namespace``): a shared one would let a
         neighbour publish this instance's heartbeat."""
         role.add_to_principal_policy(
             iam.PolicyStatement(

@@ -30,7 +30,7 @@ CHECKPOINTS_PREFIX: Final = "checkpoints/"
 WAREHOUSE_PREFIX: Final = "warehouse/"
 CONTROL_PREFIX: Final = "control/"  # stop markers and the single-run lease
 # The claim-check store: originals of failure records too large for the
-# failure topic (app/sinks/failure_store.py). The job may only put objects here.
+# failure topic (model/failure_store.py). The job may only put objects here.
 FAILURES_PREFIX: Final = "failures/"
 ARTIFACTS_PREFIX: Final = "artifacts/"
 EMR_LOGS_PREFIX: Final = "emr-logs/"
@@ -242,7 +242,7 @@ class Buckets(Construct):
     def grant_claim_check(self, role: iam.IRole) -> None:
         """``s3:PutObject`` under ``failures/`` of this data bucket, and nothing
         else there: the executors write a failure record's original before its
-        pointer goes to Kafka (app/sinks/failure_store.py); reading it back is
+        pointer goes to Kafka (model/failure_store.py); reading it back is
         the operator's (docs/operate.md). A hand-written statement, not
         ``grant_put``: that grant adds the legal-hold, retention and tagging
         writes too. The bucket is SSE-S3 (no KMS key to grant). PutObject is the

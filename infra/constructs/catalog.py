@@ -14,12 +14,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lakeformation as lakeformation
 from constructs import Construct, IDependable
 
-from app.config import EventField, JobConfig
 from infra.config import InstanceConfig
 from infra.constructs.buckets import Buckets
 from infra.constructs.events_table import EventsTable, EventsTableProps, lake_formation_grant
 from infra.constructs.instance import removal_policy, stack_output
 from infra.schema_change import check_schema_change
+from model.config import EventField, JobConfig
 
 DATABASE_LOGICAL_ID: Final = "GlueDatabase"
 # Spark's Hive client (the Glue Data Catalog client on EMR) looks this database
@@ -56,7 +56,7 @@ def seed_fields(instance: InstanceConfig) -> tuple[EventField, ...]:
     """The fields the events table's definition is built from: its seed, which
     never changes for a live table. Synth stops here when the declared fields
     are not an additive change of it (:func:`infra.schema_change.check_schema_change`);
-    the additive ones reach the live table through the job (app.table.evolution)."""
+    the additive ones reach the live table through the job (job.table.evolution)."""
     seed = instance.seed_schema()
     check_schema_change(instance.instance_id, seed, instance.declared_schema())
     return seed.fields

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 from aws_cdk import aws_cloudwatch as cw
 from constructs import Construct
 
-from app import contract
-from app.record import REASONS
 from infra.constructs.metrics import ITERATOR_AGE, InstanceMetrics
+from model import contract
+from model.record import REASONS
 
 if TYPE_CHECKING:
     from infra.constructs.alarms import AlarmSpec

@@ -1,6 +1,6 @@
 """The instance's long-running EMR cluster.
 
-Its ``spark-defaults`` come from ``app.spark_conf.streaming_conf`` (the same
+Its ``spark-defaults`` come from ``model.spark_conf.streaming_conf`` (the same
 source as the local run), so the settings that prevent the incidents in
 docs/design.md, "Incidents" (dynamic allocation and the shuffle service off,
 the Hive catalog on, speculation off, fixed executors) are what the cluster
@@ -26,7 +26,6 @@ from aws_cdk import aws_emr as emr
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable
 
-from app.spark_conf import GLUE_HIVE_SITE, streaming_conf
 from infra.config import EmrConfig, InstanceConfig, RetentionConfig
 from infra.constructs.emr_disk_key import local_disk_key
 from infra.constructs.instance import removal_policy, stack_output
@@ -34,6 +33,7 @@ from infra.constructs.network import EMR_MANAGED_TAG, Network
 from infra.constructs.roles import PolicyGrantee, Roles
 from infra.constructs.sg_cleanup import security_group_cleanup
 from infra.sizing import size_executors
+from model.spark_conf import GLUE_HIVE_SITE, streaming_conf
 
 
 def cluster_configurations(

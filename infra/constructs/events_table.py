@@ -24,8 +24,6 @@ from aws_cdk import aws_lakeformation as lakeformation
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from app.config import EventField, TableMaintenance
-from app.contract import EVENTS_TABLE
 from infra.table_definition import (
     EVENTS_TABLE_LOGICAL_ID,
     OPTIMIZER_LAKE_FORMATION_PERMISSIONS,
@@ -41,6 +39,8 @@ from infra.table_definition import (
     table_definition,
     table_key_prefix,
 )
+from model.config import EventField, TableMaintenance
+from model.contract import EVENTS_TABLE
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class EventsTable(Construct):
         every template carrying it (https://github.com/go-to-k/cdkd/issues/1454),
         and the Data Catalog creates Iceberg tables without partitions or
         properties (https://docs.aws.amazon.com/lake-formation/latest/dg/creating-iceberg-tables.html).
-        The job adds its partition spec (app.table.layout.partitioning) to the
+        The job adds its partition spec (model.table_layout.partitioning) to the
         still-empty table."""
         definition = table_definition(props.fields, self.location)
         table_input: dict[str, Any] = definition["TableInput"]
@@ -223,7 +223,7 @@ class EventsTable(Construct):
     def _configuration(
         self, kind: OptimizerType, role: iam.Role, maintenance: TableMaintenance
     ) -> glue.CfnTableOptimizer.TableOptimizerConfigurationProperty:
-        """The same numbers the job applies (app.config.TableMaintenance).
+        """The same numbers the job applies (model.config.TableMaintenance).
         https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-glue-tableoptimizer.html"""
         return glue.CfnTableOptimizer.TableOptimizerConfigurationProperty(
             enabled=True,

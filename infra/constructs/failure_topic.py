@@ -20,12 +20,12 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_msk as msk
 from constructs import Construct
 
-from app.config import KafkaOptions, KafkaSecurity
-from app.failure_limits import FailureLimits, check_limits
 from infra.config import InstanceConfig, KafkaConfig, RetentionConfig
 from infra.constructs.instance import removal_policy, stack_output
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 from infra.constructs.network import shared_region_stack
+from model.config import KafkaOptions, KafkaSecurity
+from model.failure_limits import FailureLimits, check_limits
 
 TOPIC_LOGICAL_ID: Final = "FailureTopic"
 IAM_TLS_PORT: Final = 9098  # MSK brokers' listener for IAM auth over TLS
@@ -42,7 +42,7 @@ def topic_configs(config: KafkaConfig) -> dict[str, str]:
     ``infra.config``): an ``acks=all`` write needs two copies and survives one
     replica down. ``max.message.bytes`` (the largest record batch the topic
     takes) derives from ``kafka.max_message_bytes``, as the job's producer
-    limit does (:class:`app.failure_limits.FailureLimits`)."""
+    limit does (:class:`model.failure_limits.FailureLimits`)."""
     limits = FailureLimits(config.max_message_bytes)
     return {
         "cleanup.policy": "delete",
@@ -226,7 +226,7 @@ class FailureTopic(Construct):
     def check_producer(self, producer: KafkaOptions, *, instance_id: str) -> None:
         """Refuse a job producer whose message limit differs from the topic's:
         both derive from one setting, and a drift would make every large
-        failure fail its batch (app/failure_limits.py)."""
+        failure fail its batch (model/failure_limits.py)."""
         check_limits(
             producer_message_max_bytes=producer.max_message_bytes,
             topic_max_message_bytes=self.max_message_bytes,

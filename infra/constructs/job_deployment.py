@@ -48,8 +48,6 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct, IDependable
 
-from app import contract
-from app.config import JobConfig
 from infra.config import InstanceConfig, RetentionConfig
 from infra.constructs.helper_lambdas import DeploymentHandlerAccess
 from infra.constructs.instance import removal_policy
@@ -65,6 +63,8 @@ from infra.emr_step import (
     stop_timeout_for,
 )
 from infra.packaging import BOOTSTRAP_LIB, stage_bootstrap, stage_package
+from model import contract
+from model.config import JobConfig
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 MAVEN_CENTRAL: Final = "https://repo1.maven.org/maven2"

@@ -1,5 +1,5 @@
 """The metrics an instance's alarms watch and its dashboard shows: the job's
-own (names, namespace and dimension from ``app.contract``, the module the job
+own (names, namespace and dimension from ``model.contract``, the module the job
 publishes with) and the stream's GetRecords iterator age."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Final
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 
-from app import contract
+from model import contract
 
-# The stream's own metric, beside the job's (app.contract names those).
+# The stream's own metric, beside the job's (model.contract names those).
 ITERATOR_AGE: Final = "GetRecords.IteratorAgeMilliseconds"
 
 
@@ -27,7 +27,7 @@ class InstanceMetrics:
     iterator_age: cw.IMetric
 
     def metric(self, name: str, statistic: str, label: str | None = None) -> cw.IMetric:
-        """``name`` is an ``app.contract`` metric or :data:`ITERATOR_AGE`."""
+        """``name`` is an ``model.contract`` metric or :data:`ITERATOR_AGE`."""
         if name == ITERATOR_AGE:
             return self.iterator_age
         found = cw.Metric(

@@ -19,7 +19,6 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable
 
-from app.contract import STACK_PREFIX
 from infra.config import (
     CREATED_VPC_ZONES,
     InstanceConfig,
@@ -30,6 +29,7 @@ from infra.config import (
 )
 from infra.constructs.instance import removal_policy
 from infra.constructs.logs_key import encrypted_log_group, retention_days
+from model.contract import STACK_PREFIX
 
 # AmazonEMRServicePolicy_v2 only acts on VPC resources carrying this tag.
 EMR_MANAGED_TAG: Final = ("for-use-with-amazon-emr-managed-policies", "true")

@@ -9,7 +9,7 @@ application of its own, an execution role, and the job run
   (the shared VPC where the instance uses it) and a security group of its own,
   CloudWatch logging into an encrypted log group with the instance's
   retention, and the ``spark-defaults`` of :mod:`infra.serverless_job_run`
-  (app/spark_conf.py, the EMR cluster's source) in its runtime configuration
+  (model/spark_conf.py, the EMR cluster's source) in its runtime configuration
   (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-emrserverless-application.html).
 * The execution role, trusted by ``emr-serverless.amazonaws.com`` for this
   account (the confused-deputy guard of
@@ -58,9 +58,6 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct, IDependable
 
-from app import contract
-from app.config import JobConfig
-from app.lease import lease_path
 from infra.config import InstanceConfig
 from infra.constructs.instance import stack_output
 from infra.constructs.job_deployment import JOB_PREFIX, JobDeployment
@@ -76,6 +73,9 @@ from infra.serverless_job_run import (
     start_job_run_request,
 )
 from infra.serverless_job_run_handler import HANDLER, HANDLER_FILES
+from model import contract
+from model.config import JobConfig
+from model.lease import lease_path
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 DEPS_PREFIX: Final = "artifacts/deps"

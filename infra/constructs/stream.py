@@ -11,10 +11,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
 from constructs import Construct
 
-from app.config import ConsumerType
 from infra.config import InstanceConfig, StreamConfig
 from infra.constructs.instance import removal_policy, stack_output
 from infra.job_config import efo_consumer_name
+from model.config import ConsumerType
 
 # Pinned: a changed logical ID would replace the stream and lose its data.
 STREAM_LOGICAL_ID: Final = "EventsStream"
@@ -94,7 +94,7 @@ class EventStream(Construct):
         describe consumers of this stream and subscribe through them.
 
         The stack owns the consumer (``consumer_arn``); the ``python-kinesis``
-        reader only describes it by ARN (``app.sources.kinesis_efo.
+        reader only describes it by ARN (``job.sources.kinesis_efo.
         ensure_consumer``). The permissions stay the ones AWS lists for an
         enhanced fan-out consumer application, RegisterStreamConsumer on the
         stream and DescribeStreamConsumer and SubscribeToShard on

@@ -87,10 +87,6 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from app import contract
-from app.config import JobConfig
-from app.lease import lease_path
-from app.storage_uri import parse_s3_uri
 from infra.config import InstanceConfig
 from infra.constructs.alarms import SUPERVISOR_ERRORS, SUPERVISOR_NOT_RUNNING
 from infra.constructs.logs_key import encrypted_log_group, retention_days
@@ -99,6 +95,10 @@ from infra.packaging import SUPERVISOR_HANDLER, stage_supervisor
 from infra.serverless_job_run import restart_budget_split
 from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Policy
+from model import contract
+from model.config import JobConfig
+from model.lease import lease_path
+from model.storage_uri import parse_s3_uri
 
 # A check lists and reads four keys, one cluster and its steps (or one
 # application and its runs), and writes two: well

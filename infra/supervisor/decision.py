@@ -42,7 +42,7 @@ The rules, in order:
    lease; after ``handover_grace_sec`` without it (its step failed), the
    deployed version is restarted like any other exit: a failed handover
    cannot leave the instance down for ever.
-7. An exit a restart cannot cure (``app.contract.UNRECOVERABLE_EXITS``):
+7. An exit a restart cannot cure (``model.contract.UNRECOVERABLE_EXITS``):
    alarm once with the reason, never restart.
 8. Anything else: restart, unless the budget (``max_restarts`` in the rolling
    ``window_sec``) is spent, which alarms once naming the last exit and stops
@@ -59,8 +59,8 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final, Literal
 
-from app import contract
-from app.exit_record import ExitRecord
+from model import contract
+from model.exit_record import ExitRecord
 
 Action = Literal["none", "restart", "alarm"]
 ClusterState = Literal["ready", "starting", "gone"]
@@ -118,7 +118,7 @@ class Observation:
     cluster: ClusterState = "ready"
     cluster_detail: str = ""
     # An operator's stop marker is present (``make stop-job``; not a
-    # handover's, whose first word is ``handover``: app.graceful_stop).
+    # handover's, whose first word is ``handover``: model.graceful_stop).
     stop_requested: bool = False
 
 
@@ -168,7 +168,7 @@ class SupervisorState:
 @dataclass(frozen=True)
 class Decision:
     action: Action
-    reason: str  # an app.contract EXIT_* name, or "running" / "starting"
+    reason: str  # an model.contract EXIT_* name, or "running" / "starting"
     message: str  # one line: for the log, make status and the alarm
     state: SupervisorState
 

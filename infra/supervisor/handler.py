@@ -4,10 +4,10 @@ minute (an EventBridge schedule, ``infra/constructs/supervisor.py``).
 Observations, all of which survive the cluster:
 
 * the lease ``<checkpoint>/_lease`` in S3: held and fresh (``expires_at`` in
-  the future) means the job runs, wherever (:func:`app.lease.s3_lease_state`);
-* the exit record ``<checkpoint>/_exit`` (:mod:`app.exit_record`);
+  the future) means the job runs, wherever (:func:`model.lease.s3_lease_state`);
+* the exit record ``<checkpoint>/_exit`` (:mod:`model.exit_record`);
 * the stop marker (``stop_marker_path``): an operator's (any first word but
-  ``handover``, :meth:`app.graceful_stop.StopMarker.requester`) keeps the job
+  ``handover``, :meth:`model.graceful_stop.StopMarker.requester`) keeps the job
   stopped even when it died before writing its exit record;
 * on EMR, the cluster's state (``DescribeCluster``; steps can be added only in
   STARTING, BOOTSTRAPPING, RUNNING or WAITING,
@@ -63,10 +63,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Protocol
 
-from app import contract
-from app.exit_record import ExitRecord, ExitRecordError
-from app.lease import lease_path, s3_lease_state
-from app.storage_uri import parse_s3_uri
 from infra.s3_keys import read_if_present
 from infra.supervisor.decision import (
     ClusterState,
@@ -77,6 +73,10 @@ from infra.supervisor.decision import (
     decide,
 )
 from infra.supervisor.metrics import metric_data
+from model import contract
+from model.exit_record import ExitRecord, ExitRecordError
+from model.lease import lease_path, s3_lease_state
+from model.storage_uri import parse_s3_uri
 
 log = logging.getLogger()
 log.setLevel(logging.INFO)
@@ -193,7 +193,7 @@ class Settings:
 
 def operator_stop_requested(body: bytes | None) -> bool:
     """An operator's stop marker: present, and not a handover's (whose first
-    word is ``handover``; app.graceful_stop.StopMarker.requester)."""
+    word is ``handover``; model.graceful_stop.StopMarker.requester)."""
     if body is None:
         return False
     words = body.decode("utf-8", errors="replace").split()

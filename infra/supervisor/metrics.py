@@ -1,5 +1,5 @@
 """What the supervisor publishes after every check, in the instance's own
-namespace (``app.contract.metric_namespace``): the restarts in its rolling
+namespace (``model.contract.metric_namespace``): the restarts in its rolling
 window (the dashboard graphs it) and whether it has given up (1) or not (0),
 which the ``SupervisorGaveUp`` alarm watches. Pure: the Lambda and the local
 harness send the same data points (``PutMetricData``'s ``MetricData`` shape,
@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from app import contract
 from infra.supervisor.decision import SupervisorState
+from model import contract
 
 
 def metric_data(instance: str, state: SupervisorState, now: float) -> list[dict[str, Any]]:

@@ -46,11 +46,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from app import aws_clients
 from infra.config import (
     InstanceConfig,
     read_cdk_context,
 )
+from model import aws_clients
 from scripts.command import OperatorError, declared_instance
 from scripts.preflight.bootstrap import bootstrap_check, qualifier
 from scripts.preflight.checks import CHECKS, Check

@@ -20,10 +20,10 @@ def check_failure_message_size(config: InstanceConfig, clients: Clients) -> Resu
     (https://kafka.apache.org/documentation/#topicconfigs_max.message.bytes),
     so a lower broker value is a warning: a tool that creates the topic by hand
     without the topic config would get the broker's."""
-    from app.config import KafkaOptions
-    from app.failure_limits import limit_problems
-    from app.sinks.kafka import KafkaSettings, producer_config
     from infra.constructs.failure_topic import topic_configs
+    from model.config import KafkaOptions
+    from model.failure_limits import limit_problems
+    from model.kafka_settings import KafkaSettings, producer_config
 
     name = "failure record size"
     field = "kafka.max_message_bytes"
@@ -47,7 +47,7 @@ def check_failure_message_size(config: InstanceConfig, clients: Clients) -> Resu
     )
     if problems:
         return Result(
-            name, False, "; ".join(problems), "derive both from app.failure_limits.FailureLimits"
+            name, False, "; ".join(problems), "derive both from model.failure_limits.FailureLimits"
         )
     arn = failure_cluster_arn(config, clients)
     if arn is None:

@@ -74,7 +74,7 @@ def check_serverless_vcpu_quota(config: InstanceConfig, clients: Clients) -> Res
     skipped = _not_serverless(name, config)
     if skipped is not None:
         return skipped
-    from app import contract
+    from model import contract
 
     needed = config.serverless.max_vcpu
     quota = quota_or_failure(name, clients, SERVERLESS_VCPUS)

@@ -7,8 +7,8 @@ yet (``cdk deploy`` deploys it first: infra/stacks/application.py)."""
 
 from __future__ import annotations
 
-from app.contract import STACK_PREFIX
 from infra.config import InstanceConfig
+from model.contract import STACK_PREFIX
 from scripts.preflight.result import Clients
 
 SHARED_CLUSTER_OUTPUT = "MskClusterArn"

@@ -3,7 +3,7 @@
 * **Left behind.** A ``RETAIN`` instance's stream, Glue database, MSK cluster,
   failure topic and log groups outlive ``cdk destroy`` (docs/infra.md,
   "Known limits") and a first create that rolled back, and they have fixed
-  names (app/contract.py, the stack's name for the cluster, ``/<stack>/…``
+  names (model/contract.py, the stack's name for the cluster, ``/<stack>/…``
   for the log groups, infra/constructs/logs_key.py). Deploying the instance
   again would create them again under the same names and fail on the first
   one, minutes into the deploy. When the stack does not exist (or holds

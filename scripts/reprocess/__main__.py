@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TextIO, get_args
 
-from app.config import KafkaSecurity
-from app.record import REASONS
 from infra.config import InstanceConfig
+from model.config import KafkaSecurity
+from model.record import REASONS
 from ops.arguments import int_between, non_negative_float, positive_int
 from ops.kinesis_put import (
     MAX_RECORDS_PER_CALL,

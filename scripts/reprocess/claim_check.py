@@ -2,7 +2,7 @@
 
 A failure record too large for the failure topic carries a pointer instead of
 its original (``original_uri``, ``original_bytes``, ``original_sha256``;
-:mod:`app.sinks.claim_check`) and the first KiB of it as its value. Before the
+:mod:`model.claim_check`) and the first KiB of it as its value. Before the
 fix-up hook sees such a record, the command reads the original back from the
 claim-check store (the instance's data bucket under ``failures/``, or a local
 directory) and checks its size and SHA-256, so the hook and the re-send get
@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from app.sinks.claim_check import pointer_from_headers, verify
-from app.sinks.failure_store import FailureStore, FailureStoreError, FailureStoreSettings
+from model.claim_check import pointer_from_headers, verify
+from model.failure_store import FailureStore, FailureStoreError, FailureStoreSettings
 from scripts.reprocess.hook import FailedRecord
 
 Read = Callable[[str], bytes]
@@ -30,7 +30,7 @@ class ClaimCheckError(RuntimeError):
 
 
 def store_reader(region: str, endpoint_url: str | None = None) -> Read:
-    """Reads an ``s3://`` URI (bounded client, ``app.aws_clients.FAILURE_STORE_S3``)
+    """Reads an ``s3://`` URI (bounded client, ``model.aws_clients.FAILURE_STORE_S3``)
     or a local path, as the job wrote it."""
     store = FailureStore(FailureStoreSettings("", region, endpoint_url))
     return store.get

@@ -18,7 +18,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.sinks.kafka import ARRIVAL_HEADER, REASON_HEADER
+from model.record import ARRIVAL_HEADER, REASON_HEADER
 
 
 class Reject(Exception):  # noqa: N818 (a hook raises Reject("why"): the name is the API)
@@ -38,10 +38,10 @@ class FailedRecord:
     too large for the topic, the original read back from the claim-check store
     its ``original_uri`` header names, checked against ``original_bytes`` and
     ``original_sha256``: :mod:`scripts.reprocess.claim_check`), ``reason`` the
-    job's failure reason (``reason`` header, one of ``app.transform.REASONS``),
+    job's failure reason (``reason`` header, one of ``model.record.REASONS``),
     ``headers`` every header decoded as UTF-8 (``stream``, ``shard``,
     ``sequence_number``, ``partition_key``, ``arrival_time``, ``exception``,
-    ``message``, ``instance``: ``app.sinks.kafka.record_headers``). ``key`` is
+    ``message``, ``instance``: ``job.sinks.kafka.record_headers``). ``key`` is
     ``stream/shard/sequenceNumber``; ``partition``/``offset`` say where it sits
     on the topic, ``timestamp_ms`` is the Kafka record timestamp.
     """

@@ -15,7 +15,7 @@ end-of-partition event (:mod:`ops.topic_end` says why); quiet polls never end
 a read. ``idle_polls`` quiet polls in a row with no end of partition is a
 broker that stopped answering: the read fails.
 
-Security is the job's own (``app.sinks.kafka.producer_config``): PLAINTEXT
+Security is the job's own (``model.kafka_settings.producer_config``): PLAINTEXT
 locally, SASL/OAUTHBEARER with an MSK IAM token on AWS.
 """
 
@@ -26,14 +26,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from app.config import KafkaOptions, KafkaSecurity
-from app.sinks.kafka import (
-    KafkaSettings,
-    producer_config,
-    record_key,
-    resolve_bootstrap_servers,
-)
 from infra.config import InstanceConfig
+from model.config import KafkaOptions, KafkaSecurity
+from model.failure_record import record_key
+from model.kafka_settings import KafkaSettings, producer_config, resolve_bootstrap_servers
 from ops.topic_end import END_OF_PARTITION, END_OF_PARTITION_CONFIG, PartitionEnds
 from scripts.reprocess.hook import FailedRecord, decode_headers, reason_of
 from scripts.reprocess.plan import Selection

@@ -9,7 +9,7 @@ commit is the batch running (or interrupted) now.
 
 What a source's offset line means depends on the reader:
 
-* ``python-kinesis`` (:mod:`app.sources.kinesis_plan`): executors read the
+* ``python-kinesis`` (:mod:`model.kinesis_plan`): executors read the
   shards and record each batch's ends under the checkpoint
   (``_kinesis_ends/``), so the offset of batch N (``{"v": 2, "batch": N,
   "shards": ...}``) is where batch N *started*; with the recorded ends
@@ -36,13 +36,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from app.checkpoint_state import COMMITS_DIR, batch_ids
-from app.checkpoint_state import CheckpointFiles as JobCheckpointFiles
-from app.config import KINESIS_ENDS_DIR
-from app.sources.kinesis_ends import ShardEnd
-from app.sources.kinesis_offsets import offsets_from_json
-from app.sources.kinesis_plan import BatchOffset, resolve
-from app.storage_uri import is_s3, local_path
+from model.checkpoint_state import COMMITS_DIR, batch_ids
+from model.checkpoint_state import CheckpointFiles as JobCheckpointFiles
+from model.config import KINESIS_ENDS_DIR
+from model.kinesis_ends import ShardEnd
+from model.kinesis_offsets import offsets_from_json
+from model.kinesis_plan import BatchOffset, resolve
+from model.storage_uri import is_s3, local_path
 from scripts.command import EXIT_USAGE, OperatorError
 
 OFFSETS_DIR: Final = "offsets"
@@ -192,7 +192,7 @@ class CheckpointState:
 
 class CheckpointFiles(JobCheckpointFiles):
     """A checkpoint's files as the job itself lists and reads them
-    (:class:`app.checkpoint_state.CheckpointFiles`: a local path or an ``s3://``
+    (:class:`model.checkpoint_state.CheckpointFiles`: a local path or an ``s3://``
     prefix), plus when a file was written."""
 
     def modified(self, *parts: str) -> datetime:

@@ -1,7 +1,7 @@
 """Is the instance's job running? Its single-writer lease says so.
 
 Every running copy of the job holds the lease beside its checkpoint
-(:mod:`app.lease`), so the lease answers "is it running" the same way locally
+(:mod:`model.lease`), so the lease answers "is it running" the same way locally
 and on EMR, without YARN or the EMR step (the step ends once YARN accepted
 the application: ``spark.yarn.submit.waitAppCompletion=false``):
 
@@ -20,11 +20,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from app.config import JobConfig
-from app.lease import JobState, file_lease_state, lease_path, s3_lease_state
-from app.storage_uri import is_s3, local_path, parse_s3_uri
+from model.config import JobConfig
+from model.lease import JobState, file_lease_state, lease_path, s3_lease_state
+from model.storage_uri import is_s3, local_path, parse_s3_uri
 
-# The lease's state as seen from outside lives in app.lease (the supervisor's
+# The lease's state as seen from outside lives in model.lease (the supervisor's
 # Lambda reads it there too); re-exported for the operator commands.
 __all__ = ["JobState", "file_lease_state", "job_state", "process_alive", "s3_lease_state"]
 

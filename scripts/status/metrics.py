@@ -1,7 +1,7 @@
 """The last batches' figures and the alarm states, from CloudWatch.
 
-The job publishes one data point per metric per batch (:mod:`app.monitoring`,
-names from :mod:`app.contract`) without a ``StorageResolution``, so on AWS
+The job publishes one data point per metric per batch (:mod:`job.monitoring`,
+names from :mod:`model.contract`) without a ``StorageResolution``, so on AWS
 they are standard-resolution metrics: a query period "can be as short as one
 minute (60 seconds) and must be a multiple of 60"
 (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_MetricStat.html).
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from app import contract
+from model import contract
 
 # (column, metric, statistic): what a row of the last batches shows.
 COLUMNS: Final = (

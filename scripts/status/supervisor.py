@@ -4,7 +4,7 @@ last exit reason, given up or not, stopped by an operator or not.
 Read from the supervisor's state (``control/<instance>/supervisor.json`` in
 the data bucket, written by its Lambda after every check; a local run's
 ``<instance dir>/supervisor.json``, written by :mod:`local.supervisor`) and
-the job's exit record (:mod:`app.exit_record`). Either may be missing: no
+the job's exit record (:mod:`model.exit_record`). Either may be missing: no
 supervisor has checked yet, or the job never exited.
 """
 
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app import contract
-from app.config import JobConfig
-from app.exit_record import ExitRecord, read_exit_record
-from app.storage_uri import is_s3, local_path, parse_s3_uri
 from infra.supervisor.decision import SupervisorState
+from model import contract
+from model.config import JobConfig
+from model.exit_record import ExitRecord, read_exit_record
+from model.storage_uri import is_s3, local_path, parse_s3_uri
 
 
 @dataclass(frozen=True)

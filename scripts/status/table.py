@@ -1,9 +1,9 @@
 """The events table's last snapshot, read through its catalog.
 
-The same catalog the job commits to (:func:`app.table.catalog.open_catalog`:
+The same catalog the job commits to (:func:`job.table.catalog.open_catalog`:
 Glue on AWS, the run's SQLite catalog locally), read once, without the job's
 retries: a status is a look, not a batch. Each batch's snapshot carries the
-streaming query and batch id in its summary (:mod:`app.table.commit`),
+streaming query and batch id in its summary (:mod:`job.table.commit`),
 so the last snapshot says which batch last landed.
 """
 
@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from app.config import JobConfig
-from app.table.catalog import open_catalog
-from app.table.commit import BATCH_ID_SUMMARY, QUERY_ID_SUMMARY
+from job.table.catalog import open_catalog
+from model.config import JobConfig
+from model.table_layout import BATCH_ID_SUMMARY, QUERY_ID_SUMMARY
 
 SQLITE_PREFIX: Final = "sqlite:///"
 

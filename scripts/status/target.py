@@ -5,13 +5,13 @@ with, so they look where the job looks (one source of truth):
 
 * a local run (``--work-dir``, e.g. ``.work/run`` after ``make run``):
   ``<work-dir>/<instance>/job.json``, the file ``local.harness`` hands to
-  ``python -m app``; its endpoints point at that run's emulators, which take
+  ``python -m job``; its endpoints point at that run's emulators, which take
   the emulators' fake credentials;
 * AWS (the default): the instance must be declared in ``cdk.json``; the job's
   config is the ``job-config.json`` next to the deployed artifact, whose S3
   URI comes from the stack output ``JobStepSpec`` (read as
   ``make redeploy`` reads it, with :func:`scripts.redeploy.stack_outputs`);
-* ``--config PATH|s3://…``: any job config file, as ``python -m app --config``.
+* ``--config PATH|s3://…``: any job config file, as ``python -m job --config``.
 
 ``--endpoint-url`` sends every client to one endpoint (moto server).
 Failures are :class:`OperatorError`: one line naming what is wrong, and an
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from app import aws_clients
-from app.config import ConfigError, JobConfig
-from app.storage_uri import is_s3, local_path, parse_s3_uri
 from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
+from model import aws_clients
+from model.config import ConfigError, JobConfig
+from model.storage_uri import is_s3, local_path, parse_s3_uri
 from ops.local_run import DEFAULT_WORK_DIR, emulator_client, instances_run, job_config_path
 from scripts.command import (
     DEFAULT_CDK_JSON,
@@ -183,7 +183,7 @@ def resolve(
 
 def _stack_of(config: JobConfig) -> str:
     """The stack an instance id belongs to (``<domain>-<region>`` → ``Streaming-…``)."""
-    from app import contract
+    from model import contract
 
     domain, _, region = config.instance_id.partition("-")
     return contract.stack_name(domain, region)

@@ -2,7 +2,7 @@
 
 The job counts, per batch, the valid events carrying each key that
 ``job.event_fields`` does not declare, and publishes them as
-``UndeclaredKeyRecords`` with a ``Key`` dimension (:mod:`app.monitoring`): the
+``UndeclaredKeyRecords`` with a ``Key`` dimension (:mod:`job.monitoring`): the
 first 20 keys the instance sees by name, every later one under ``(other)``;
 the values are kept in the row's ``undeclared_fields`` column. This reads those
 series back over the status window: per key, how many events carried it, the
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from app import contract
-from app.record import UNDECLARED_FIELDS
+from model import contract
+from model.record import UNDECLARED_FIELDS
 from scripts.status.metrics import metric_data
 
 # GetMetricData takes at most 500 queries per call; one is the input rows'.

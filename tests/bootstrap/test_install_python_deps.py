@@ -20,7 +20,7 @@ from tests.bootstrap.test_bootstrap_lib import alone, fake_s3
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bootstrap" / "install_python_deps.sh"
-LOCK = REPO / "app" / "requirements.lock"
+LOCK = REPO / "job" / "requirements.lock"
 
 
 @pytest.fixture

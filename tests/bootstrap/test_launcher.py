@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from app import contract
-from app.exit_record import ExitRecord
+from model import contract
+from model.exit_record import ExitRecord
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = REPO / "bootstrap" / "streaming-spark-submit.sh"

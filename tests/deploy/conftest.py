@@ -32,18 +32,16 @@ class Synthesized:
 
 
 def source_root(tmp: Path) -> Path:
-    """The repo's app/, bootstrap/ and jvm/ (with the jar ``make install``
-    built, so staging does not compile again), plus an entry point if
-    app/main.py has not landed yet (the job engineer writes it)."""
+    """The repo's job/, model/, bootstrap/ and jvm/ (with the jar ``make
+    install`` built, so staging does not compile again)."""
     root = tmp / "src"
-    shutil.copytree(REPO / "app", root / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("job", "model"):
+        ignore = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(REPO / package, root / package, ignore=ignore)
     shutil.copytree(REPO / "bootstrap", root / "bootstrap")
     shutil.copytree(REPO / "jvm", root / "jvm")
     if (REPO / "build" / "jvm").is_dir():
         shutil.copytree(REPO / "build" / "jvm", root / "build" / "jvm")
-    entry = root / "app" / "main.py"
-    if not entry.exists():
-        entry.write_text("from app.job import main\n\nmain()\n", encoding="utf-8")
     return root
 
 
@@ -53,10 +51,10 @@ def build(root: Path, outdir: Path | None = None, **props: Any) -> tuple[Any, An
     from aws_cdk import aws_s3 as s3
     from cdk_nag import AwsSolutionsChecks
 
-    from app.config import JobConfig, KafkaOptions
     from infra.config import DEFAULT_RELEASE_LABEL
     from infra.constructs.job_deployment import JobDeployment, JobDeploymentProps
     from infra.releases import RELEASES
+    from model.config import JobConfig, KafkaOptions
 
     # An explicit outdir: CDK's default temporary one can vanish before the
     # test reads the staged assets.

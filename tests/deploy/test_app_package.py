@@ -2,7 +2,7 @@
 imports, nothing else (no local harness, no tests, no caches, no locks).
 
 The expectation is derived independently of :func:`infra.packaging.zip_package`:
-it follows the import statements from ``app/main.py`` (module level and inside
+it follows the import statements from ``job/main.py`` (module level and inside
 functions), so a new module the job imports is expected without editing this
 file, and a file nobody imports is caught. The negative checks prove the
 comparison catches each kind of stray file.
@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from infra.emr_step import ENTRY_POINT
-from infra.packaging import zip_package
+from infra.packaging import JOB_PACKAGES, zip_package
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGE = "app"
+PACKAGES = JOB_PACKAGES
 
 
 def _module_file(root: Path, module: str) -> Path | None:
@@ -50,9 +50,9 @@ def _imported_names(path: Path, root: Path) -> set[str]:
 
 
 def job_module_files(root: Path = REPO) -> set[str]:
-    """Zip entry names (``app/...``) of the modules ``app/main.py`` imports,
+    """Zip entry names (``job/...``, ``model/...``) of the modules ``job/main.py`` imports,
     transitively, with the ``__init__.py`` of every package on the way."""
-    entry = root / PACKAGE / ENTRY_POINT
+    entry = root / "job" / ENTRY_POINT
     seen: set[Path] = set()
     pending = [entry]
     while pending:
@@ -62,7 +62,7 @@ def job_module_files(root: Path = REPO) -> set[str]:
         seen.add(path)
         for name in _imported_names(path, root):
             parts = name.split(".")
-            if parts[0] != PACKAGE:
+            if parts[0] not in PACKAGES:
                 continue
             for end in range(1, len(parts) + 1):
                 found = _module_file(root, ".".join(parts[:end]))
@@ -92,16 +92,17 @@ def test_app_zip_holds_exactly_the_modules_the_job_imports() -> None:
     expected = job_module_files()
     # The derivation itself is sane: the job, its config and both sources, not
     # the entry scripts, and nothing outside the package.
-    assert {"app/__init__.py", "app/job.py", "app/config.py", "app/contract.py"} <= expected
-    assert {"app/sources/aws_kinesis.py", "app/sources/kinesis_python.py"} <= expected
-    assert {"app/main.py", "app/__main__.py"}.isdisjoint(expected)
-    assert all(name.startswith("app/") and name.endswith(".py") for name in expected)
-    assert differences(zip_package(REPO / PACKAGE), expected) == CLEAN
+    assert {"job/__init__.py", "job/driver.py", "model/config.py", "model/contract.py"} <= expected
+    assert {"job/sources/aws_kinesis.py", "job/sources/kinesis_python.py"} <= expected
+    assert {"job/main.py", "job/__main__.py"}.isdisjoint(expected)
+    assert all(name.startswith(("job/", "model/")) and name.endswith(".py") for name in expected)
+    assert differences(zip_package(REPO), expected) == CLEAN
 
 
 def _copy_package(tmp_path: Path) -> Path:
     root = tmp_path / "src"
-    shutil.copytree(REPO / PACKAGE, root / PACKAGE)
+    for package in PACKAGES:
+        shutil.copytree(REPO / package, root / package)
     return root
 
 
@@ -115,8 +116,8 @@ def _with_entry(archive: bytes, name: str, content: bytes) -> bytes:
 @pytest.mark.parametrize(
     ("stray", "source"),
     [
-        ("app/harness.py", "local/harness.py"),  # the local harness copied into the job
-        ("app/sources/test_schema.py", "tests/deploy/test_app_package.py"),  # a tests file
+        ("job/harness.py", "local/harness.py"),  # the local harness copied into the job
+        ("job/sources/test_schema.py", "tests/deploy/test_app_package.py"),  # a tests file
     ],
 )
 def test_control_a_stray_module_in_the_package_is_caught(
@@ -124,7 +125,7 @@ def test_control_a_stray_module_in_the_package_is_caught(
 ) -> None:
     root = _copy_package(tmp_path)
     (root / stray).write_bytes((REPO / source).read_bytes())
-    found = differences(zip_package(root / PACKAGE), job_module_files())
+    found = differences(zip_package(root), job_module_files())
     assert found == {**CLEAN, "unexpected": [stray]}
 
 
@@ -133,49 +134,47 @@ def test_only_modules_are_zipped(tmp_path: Path) -> None:
     root = _copy_package(tmp_path)
     extras = ("__pycache__/job.cpython-311.pyc", "requirements.lock", "fixtures/events.json")
     for extra in extras:
-        (root / PACKAGE / extra).parent.mkdir(parents=True, exist_ok=True)
-        (root / PACKAGE / extra).write_bytes(b"x")
-    assert differences(zip_package(root / PACKAGE), job_module_files()) == CLEAN
+        (root / "job" / extra).parent.mkdir(parents=True, exist_ok=True)
+        (root / "job" / extra).write_bytes(b"x")
+    assert differences(zip_package(root), job_module_files()) == CLEAN
 
 
 @pytest.mark.parametrize(
     "entry",
     [
-        "app/__pycache__/job.cpython-311.pyc",
+        "job/__pycache__/driver.cpython-311.pyc",
         "local/harness.py",
         "tests/deploy/test_app_package.py",
-        "app/requirements.lock",
-        "app/__main__.py",
-        "app/main.py",
+        "job/requirements.lock",
+        "job/__main__.py",
+        "job/main.py",
     ],
 )
 def test_control_an_extra_zip_entry_is_caught(entry: str) -> None:
     """Whatever way a file gets into the zip (a changed builder), the check sees it."""
-    archive = _with_entry(zip_package(REPO / PACKAGE), entry, b"x")
+    archive = _with_entry(zip_package(REPO), entry, b"x")
     assert differences(archive, job_module_files())["unexpected"] == [entry]
 
 
 def test_control_a_missing_module_is_caught(tmp_path: Path) -> None:
     root = _copy_package(tmp_path)
-    (root / PACKAGE / "lease.py").unlink()
-    found = differences(zip_package(root / PACKAGE), job_module_files())
-    assert found["missing"] == ["app/lease.py"]
+    (root / "model" / "lease.py").unlink()
+    found = differences(zip_package(root), job_module_files())
+    assert found["missing"] == ["model/lease.py"]
 
 
 def test_control_the_derivation_follows_imports_inside_functions(tmp_path: Path) -> None:
     """A module the job imports lazily is expected; one nobody imports is not."""
     root = _copy_package(tmp_path)
-    (root / PACKAGE / "lazy_helper.py").write_text("VALUE = 1\n", encoding="utf-8")
-    (root / PACKAGE / "unused_helper.py").write_text("VALUE = 2\n", encoding="utf-8")
-    job = root / PACKAGE / "job.py"
+    (root / "job" / "lazy_helper.py").write_text("VALUE = 1\n", encoding="utf-8")
+    (root / "job" / "unused_helper.py").write_text("VALUE = 2\n", encoding="utf-8")
+    job = root / "job" / "driver.py"
     job.write_text(
         job.read_text(encoding="utf-8")
-        + "\n\ndef _lazy() -> int:\n    from app.lazy_helper import VALUE\n\n    return VALUE\n",
+        + "\n\ndef _lazy() -> int:\n    from job.lazy_helper import VALUE\n\n    return VALUE\n",
         encoding="utf-8",
     )
     expected = job_module_files(root)
-    assert "app/lazy_helper.py" in expected
-    assert "app/unused_helper.py" not in expected
-    assert differences(zip_package(root / PACKAGE), expected)["unexpected"] == [
-        "app/unused_helper.py"
-    ]
+    assert "job/lazy_helper.py" in expected
+    assert "job/unused_helper.py" not in expected
+    assert differences(zip_package(root), expected)["unexpected"] == ["job/unused_helper.py"]

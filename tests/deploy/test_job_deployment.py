@@ -123,7 +123,7 @@ def test_bootstrap_upload_carries_the_repository_scripts_and_locks(
         "install_jars.sh": REPO / "bootstrap" / "install_jars.sh",
         "streaming-spark-submit.sh": REPO / "bootstrap" / "streaming-spark-submit.sh",
         "jars.lock": REPO / "bootstrap" / "jars.lock",
-        "requirements.lock": REPO / "app" / "requirements.lock",
+        "requirements.lock": REPO / "job" / "requirements.lock",
     }
     assert sorted(p.name for p in staged.iterdir()) == sorted(expected)
     for name, source in expected.items():
@@ -134,8 +134,8 @@ def test_package_upload_has_the_zipped_app_and_the_entry_point(synthesized: Synt
     staged = asset_dir(synthesized, "PackageUpload")
     assert sorted(p.name for p in staged.iterdir()) == ["app.zip", "main.py", "streaming-job.jar"]
     # Exactly the zip infra.packaging builds (test_app_package checks its contents).
-    assert (staged / "app.zip").read_bytes() == zip_package(synthesized.source_root / "app")
-    assert (staged / "main.py").read_bytes() == (REPO / "app" / "main.py").read_bytes()
+    assert (staged / "app.zip").read_bytes() == zip_package(synthesized.source_root)
+    assert (staged / "main.py").read_bytes() == (REPO / "job" / "main.py").read_bytes()
     # The job config travels as a second source, resolved by CloudFormation.
     (custom,) = (
         r for k, r in synthesized.template["Resources"].items()
@@ -147,7 +147,7 @@ def test_package_upload_has_the_zipped_app_and_the_entry_point(synthesized: Synt
 def test_uploaded_job_config_is_a_valid_job_config_after_deploy(
     synthesized: Synthesized,
 ) -> None:
-    from app.config import JobConfig
+    from model.config import JobConfig
 
     template = synthesized.template
     (custom,) = (
@@ -179,7 +179,7 @@ def test_package_version_moves_with_the_job_but_not_the_bootstrap(tmp_path: Path
     _, boot_before = stage_bootstrap(root, stage)
     _, job_before = stage_package(root, stage, "{}")
     assert stage_package(root, stage, "{}")[1] == job_before  # deterministic bytes
-    (root / "app" / "config.py").write_text("# changed\n", encoding="utf-8")
+    (root / "model" / "config.py").write_text("# changed\n", encoding="utf-8")
     assert stage_package(root, stage, "{}")[1] != job_before
     assert stage_package(root, stage, '{"trigger_interval_sec": 5}')[1] != job_before
     assert stage_bootstrap(root, stage)[1] == boot_before

@@ -59,7 +59,7 @@ def test_every_supported_release_ships_a_python_spark_accepts(label: str) -> Non
     assert default is not None and default[1] in pythons
 
 
-@pytest.mark.parametrize("lock", ["app/requirements.lock", "requirements-dev.txt"])
+@pytest.mark.parametrize("lock", ["job/requirements.lock", "requirements-dev.txt"])
 def test_the_arrow_and_pandas_pins_meet_spark_4_1s_floors(lock: str) -> None:
     pins = _pins(REPO / lock)
     assert _version(pins["pyarrow"]) >= (15, 0, 0)

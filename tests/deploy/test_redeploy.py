@@ -20,9 +20,9 @@ from typing import Any
 import boto3
 import pytest
 
-from app import contract
 from infra.emr_step import StepSpec, build_step
 from local.emulators import Endpoints
+from model import contract
 from scripts import redeploy
 from scripts.command import OperatorError
 from tests.deploy.conftest import (

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.config import ConfigError, JobConfig, KafkaOptions
-from app.sources import aws_kinesis, read_stream
+from job.sources import aws_kinesis, read_stream
+from model.config import ConfigError, JobConfig, KafkaOptions
 
 REGION = "eu-west-1"
 
@@ -77,7 +77,7 @@ def test_the_job_logs_which_source_runs_and_why(
         }
     )
     monkeypatch.setattr(aws_kinesis, "_jvm_lookup", lambda spark: _missing)
-    with caplog.at_level("INFO", logger="app.sources"), pytest.raises(ConfigError):
+    with caplog.at_level("INFO", logger="job.sources"), pytest.raises(ConfigError):
         read_stream(object(), chosen)  # type: ignore[arg-type]
     assert (
         "Kinesis source aws-kinesis (GetRecords): chosen by the instance (job.source.format)"

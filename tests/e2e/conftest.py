@@ -2,7 +2,7 @@
 instances (tests/fixtures/cdk.json: the cases name them; the repository's
 ``cdk.json`` is the user's), and a job config tuned for short cases.
 
-Every case runs the real job (``python -m app``) as a child process against a
+Every case runs the real job (``python -m job``) as a child process against a
 real HTTP AWS emulator (moto), a real Kafka-protocol broker (tansu) and an
 embedded Hive metastore, through :mod:`local.harness`, the code behind
 ``make run``.

@@ -1,6 +1,6 @@
 """The job as it ran before the timer de-duplication: ``python -m tests.e2e.old_dedup_job``.
 
-The same ``app.job.main`` (lease, source, sinks, lifecycle), with the plan the
+The same ``job.driver.main`` (lease, source, sinks, lifecycle), with the plan the
 job used before (``dropDuplicatesWithinWatermark``, ``bench.dedup.builtin_prepare``)
 and without the start-up check that refuses that plan's checkpoint: what an
 instance deployed before the change ran, so that the end-to-end test can make
@@ -12,10 +12,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from app import job, micro_batch
-from app.checkpoint_state import CheckpointState, inspect_checkpoint
-from app.config import JobConfig
 from bench.dedup import builtin_prepare
+from job import driver as job
+from job import micro_batch
+from model.checkpoint_state import CheckpointState, inspect_checkpoint
+from model.config import JobConfig
 
 
 def old_prepare(raw: Any, config: JobConfig, *, seed: Any = None) -> Any:

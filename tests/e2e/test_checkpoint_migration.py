@@ -23,13 +23,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from app.checkpoint_state import OLD_DEDUP_OPERATOR, inspect_checkpoint
-from app.polling import poll_until
-from app.sources.kinesis_ends import open_store
-from app.sources.kinesis_plan import BatchOffset, resolve
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from local.job_process import REPO_ROOT, JobProcess, clear_stop_marker, job_environment
+from model.checkpoint_state import OLD_DEDUP_OPERATOR, inspect_checkpoint
+from model.kinesis_ends import open_store
+from model.kinesis_plan import BatchOffset, resolve
+from model.polling import poll_until
 from scripts import migrate_checkpoint
 from tests.e2e.conftest import MakeLocal, mix
 

@@ -24,18 +24,18 @@ from typing import Any, Final
 import boto3
 import pytest
 
-from app.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, EXCERPT_BYTES
-from app.polling import poll_until
-from app.sinks.claim_check import (
+from local.emulators import Emulators
+from local.failures import TopicContents
+from local.harness import LocalInstance
+from model.claim_check import (
     ORIGINAL_BYTES_HEADER,
     ORIGINAL_SHA256_HEADER,
     ORIGINAL_URI_HEADER,
 )
-from app.storage_uri import parse_s3_uri
-from app.transform import MALFORMED_JSON
-from local.emulators import Emulators
-from local.failures import TopicContents
-from local.harness import LocalInstance
+from model.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, EXCERPT_BYTES
+from model.polling import poll_until
+from model.record import MALFORMED_JSON
+from model.storage_uri import parse_s3_uri
 from ops.events import SampleRecord, valid_event
 from ops.local_run import FAKE_CREDENTIALS
 from tests.e2e.conftest import MakeLocal

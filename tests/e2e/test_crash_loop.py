@@ -42,8 +42,8 @@ from typing import Any, Final
 
 import pytest
 
-from app.table.catalog import load_table
-from app.table.commit import committed_batch
+from job.table.catalog import load_table
+from job.table.commit import committed_batch
 from local.efo_endpoint import read_stats
 from local.emulators import Emulators
 from local.harness import LocalInstance

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from app.table.catalog import load_table
+from job.table.catalog import load_table
 from local.emulators import Emulators, free_port
 from ops.events import (
     DUPLICATE,

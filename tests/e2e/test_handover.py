@@ -11,7 +11,7 @@ and nothing new runs.
 
 Fakes, on PATH for the launcher only: ``aws`` maps ``s3://local/<path>`` to the
 local file system (the lease's ``flock`` read as a fresh S3 lease while a live
-process holds it, as app/lease.py's S3 lease reads while renewed), ``yarn`` is
+process holds it, as model/lease.py's S3 lease reads while renewed), ``yarn`` is
 cluster B's empty YARN, ``spark-submit`` records the submission; the harness
 then plays B's YARN by starting the submitted job.
 """
@@ -27,10 +27,10 @@ from typing import Final
 
 import pytest
 
-from app import contract
-from app.exit_record import read_exit_record
-from app.job import EXIT_LEASE_HELD
+from job.driver import EXIT_LEASE_HELD
 from local.emulators import Emulators
+from model import contract
+from model.exit_record import read_exit_record
 from tests.e2e.conftest import MakeLocal, mix
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -43,7 +43,7 @@ BEFORE_ISSUE_33: Final = "6c5bea241027492a4f8631a11b5c3dae1f80c0dd"
 FAKE_AWS: Final = """
 import json, os, sys, time
 from pathlib import Path
-from app.lease import file_lease_state
+from model.lease import file_lease_state
 
 with open(os.environ["FAKE_DIR"] + "/aws.calls", "a") as calls:
     calls.write(" ".join(sys.argv[1:]) + "\\n")

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from app.job import EXIT_LEASE_HELD
-from app.sources.kinesis_ends import open_store
-from app.sources.kinesis_offsets import ShardState
-from app.sources.kinesis_plan import BatchOffset, resolve
+from job.driver import EXIT_LEASE_HELD
 from local.emulators import Emulators
 from local.harness import LocalInstance
+from model.kinesis_ends import open_store
+from model.kinesis_offsets import ShardState
+from model.kinesis_plan import BatchOffset, resolve
 from tests.e2e.conftest import MakeLocal, mix, poll
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]

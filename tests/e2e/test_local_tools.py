@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from app.transform import BAD_AGGREGATE, MALFORMED_JSON, NOT_UTF8, REASONS, TOO_LARGE
 from local.emulators import Endpoints
+from model.record import BAD_AGGREGATE, MALFORMED_JSON, NOT_UTF8, REASONS, TOO_LARGE
 from ops import events, producer
 from ops.kinesis_put import chunks
 
@@ -105,7 +105,7 @@ def _sample(kind: str, n: int) -> events.SampleRecord:
 
 
 def test_plan_entries_packs_groups_and_keeps_bad_aggregates_alone() -> None:
-    from app.sources.kpl import deaggregate
+    from model.kpl import deaggregate
 
     valid = [_sample("valid", n) for n in range(7)]
     records = [

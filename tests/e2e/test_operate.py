@@ -1,6 +1,6 @@
 """The operator commands against a real local run: produce, status, stop.
 
-The job runs as ``make run`` runs it (``python -m app`` on moto and tansu,
+The job runs as ``make run`` runs it (``python -m job`` on moto and tansu,
 through :mod:`local.harness`); the commands get only the run's work dir, as an
 operator would. What ``status`` prints must be what is there: the committed
 offsets are the checkpoint's, the tips are the last records produced, the lag
@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.polling import poll_until
-from app.sources.kinesis_ends import open_store
-from app.sources.kinesis_plan import BatchOffset, resolve
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from local.job_process import JobProcess
+from model.kinesis_ends import open_store
+from model.kinesis_plan import BatchOffset, resolve
+from model.polling import poll_until
 from scripts import produce, stop
 from scripts.status import __main__ as status
 from tests.e2e.conftest import MakeLocal

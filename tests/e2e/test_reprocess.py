@@ -23,10 +23,10 @@ from typing import Final
 
 import pytest
 
-from app.polling import poll_until
-from app.sinks.kafka import record_key
 from local.emulators import Emulators
 from local.harness import LocalInstance
+from model.failure_record import record_key
+from model.polling import poll_until
 from ops.events import event_json, valid_event
 from ops.producer import ProduceReport
 from scripts.reprocess.hook import FailedRecord, Reject

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from app import contract
-from app.record import UNDECLARED_FIELDS
-from app.table.catalog import load_table
+from job.table.catalog import load_table
 from local.declare_field import write_declared_copy
 from local.emulators import Emulators
 from local.harness import LocalInstance, load_example_instances
 from local.metrics import cloudwatch_client
+from model import contract
+from model.record import UNDECLARED_FIELDS
 from ops.events import MixSpec, carrying, expected_ids, generate, now_utc
 from scripts.status.undeclared import read_undeclared_keys
 from tests.e2e.conftest import MakeLocal, poll

@@ -37,9 +37,6 @@ from typing import Any, Final
 
 import pytest
 
-from app import contract
-from app.exit_record import read_exit_record
-from app.lease import lease_path
 from infra.serverless_job_run_handler import Clock, handle
 from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Decision, Policy, SupervisorState
@@ -47,6 +44,9 @@ from local.emulators import Emulators
 from local.harness import LocalInstance, replace_fields
 from local.serverless_launch import is_serverless
 from local.serverless_supervise import LocalService, local_service, run_until, s3_uri
+from model import contract
+from model.exit_record import read_exit_record
+from model.lease import lease_path
 from scripts import stop
 from tests.e2e.conftest import MakeLocal, mix
 
@@ -263,7 +263,7 @@ def test_killed_attempts_are_retried_then_restarted_then_one_alarm(
 def test_a_refused_configuration_is_not_retried_and_alarms_at_once(setup: LocalService) -> None:
     service, local = setup, setup.local
     # The stream's retention raised beyond the de-duplication horizon outside
-    # the stack: the job refuses to start (exit 2, app/job.py).
+    # the stack: the job refuses to start (exit 2, job/driver.py).
     horizon = local.config.dedup_horizon_hours
     local.kinesis.increase_stream_retention_period(
         StreamName=local.config.stream_name, RetentionPeriodHours=horizon + 24

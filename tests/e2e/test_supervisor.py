@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from app import contract
-from app.exit_record import read_exit_record
 from infra.supervisor.decision import GAVE_UP_BUDGET, Policy, SupervisorState
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from local.supervisor import LocalSupervisor
+from model import contract
+from model.exit_record import read_exit_record
 from scripts import stop
 from scripts.status import __main__ as status
 from tests.e2e.conftest import MakeLocal, mix, poll
@@ -199,7 +199,7 @@ def test_a_refused_configuration_is_not_restarted_and_alarms_at_once(
 ) -> None:
     local = make_local(emulators, INSTANCE, shards=1)
     # Someone raised the stream's retention beyond the de-duplication horizon
-    # outside the stack: the job refuses to start (exit 2, app/job.py).
+    # outside the stack: the job refuses to start (exit 2, job/driver.py).
     horizon = local.config.dedup_horizon_hours
     local.kinesis.increase_stream_retention_period(
         StreamName=local.config.stream_name, RetentionPeriodHours=horizon + 24

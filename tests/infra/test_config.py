@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from app import contract
-from app.config import MIN_FETCH_TIME_SEC, JobSettings, SourceSettings
 from infra.config import (
     DEFAULT_KAFKA_VERSION,
     KAFKA_END_OF_SUPPORT,
@@ -22,6 +20,8 @@ from infra.config import (
     runs_an_emr_cluster,
 )
 from infra.releases import EMR_REGIONS, EMR_REGIONS_PAGE, release_for
+from model import contract
+from model.config import MIN_FETCH_TIME_SEC, JobSettings, SourceSettings
 from tests.infra.conftest import EXAMPLE_CDK_JSON
 
 

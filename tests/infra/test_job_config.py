@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from app.config import ConfigError, JobConfig, JobSettings, KafkaOptions, SourceSettings
 from infra.config import InstanceConfig, load_instances, read_cdk_context
 from infra.job_config import job_config_for, source_choice
+from model.config import ConfigError, JobConfig, JobSettings, KafkaOptions, SourceSettings
 from tests.infra.conftest import EXAMPLE_CDK_JSON
 
 
@@ -70,7 +70,7 @@ def test_the_local_run_reads_an_efo_instance_through_its_consumer() -> None:
 
 def test_left_out_keywords_take_the_job_models_defaults() -> None:
     """job_config_for has no defaults of its own: what a caller leaves out is
-    the job model's (app/config.py), the one place a default is declared."""
+    the job model's (model/config.py), the one place a default is declared."""
     config = _local("orders-eu-west-1")
     defaults = KafkaOptions(topic="t", bootstrap_servers="b:1")
     assert config.kafka.security == defaults.security == "PLAINTEXT"

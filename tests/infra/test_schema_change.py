@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 
-from app.config import EventField
 from infra.config import InstanceConfigError, load_instances
 from infra.schema_change import (
     EventSchemaDeclaration,
@@ -25,6 +24,7 @@ from infra.schema_change import (
 )
 from infra.stacks.application import build_app
 from infra.table_definition import EVENTS_TABLE_LOGICAL_ID
+from model.config import EventField
 from tests.fixtures import SCHEMAS_CDK_JSON
 from tests.infra.conftest import check_context
 

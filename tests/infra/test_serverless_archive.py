@@ -132,8 +132,8 @@ def test_a_rebuild_tries_the_downloaded_wheels_offline_first(
             (site / "bin").mkdir(parents=True)
             (site / "dep.py").write_text("x = 1\n")
 
-    (tmp_path / "app").mkdir()
-    (tmp_path / "app" / "requirements.lock").write_text("dep==1 --hash=sha256:00\n")
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "requirements.lock").write_text("dep==1 --hash=sha256:00\n")
     monkeypatch.setattr(sa, "_pip", pip)
     archive = sa.build_archive("aarch64", root=tmp_path)
     assert [c[0] for c in calls] == ["download", "download", "install"]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from app.jvm import JAR_NAME
-from app.spark_conf import GLUE_HIVE_SITE, streaming_conf
 from infra.config import EmrConfig
 from infra.constructs.emr_cluster import cluster_configurations
 from infra.emr_step import StepSpec, build_step
@@ -19,6 +17,8 @@ from infra.serverless_job_run import (
     restart_budget_split,
     start_job_run_request,
 )
+from model.jvm import JAR_NAME
+from model.spark_conf import GLUE_HIVE_SITE, streaming_conf
 
 PACKAGE = "s3://artifacts-bucket/artifacts/job/0123abcd"
 ARCHIVE = {

@@ -2,7 +2,7 @@
 Serverless and S3). moto starts every run in SUCCESS and ignores ``mode`` and
 ``retryPolicy``, so a fake job (:class:`FakeJob`) plays the running job: it
 puts the run in RUNNING, holds the lease, and on the stop marker releases the
-lease and ends the run, as app/graceful_stop.py does (or ignores it, to test
+lease and ends the run, as model/graceful_stop.py does (or ignores it, to test
 the cancel). Time is the test's clock: no sleeps."""
 
 from __future__ import annotations

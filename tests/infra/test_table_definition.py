@@ -28,7 +28,7 @@ class Block:
             raise ImportError(f"blocked: {name}")
         return None
 sys.meta_path.insert(0, Block())
-from app.config import DEFAULT_EVENT_FIELDS
+from model.config import DEFAULT_EVENT_FIELDS
 from infra.table_definition import definition_fingerprint
 print(definition_fingerprint(DEFAULT_EVENT_FIELDS, "db", "warehouse/db.db/"))
 """
@@ -87,8 +87,8 @@ def test_the_warehouse_prefix_is_the_data_buckets() -> None:
 def test_a_pin_gives_back_the_fields_its_table_was_created_with() -> None:
     """Issue 41 item 16: optional fields appended (or inserted) after the pin
     are found out; a widened type is not (it needs table_seed)."""
-    from app.config import EventField
     from infra.table_definition import database_prefix, definition_fingerprint, pinned_seed_fields
+    from model.config import EventField
 
     created = (
         EventField("paymentId"),

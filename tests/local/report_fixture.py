@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app import contract
+from model import contract
 
 T0 = datetime(2026, 1, 5, 10, 0, 0, tzinfo=UTC)
 SHARD = "shardId-000000000000"

@@ -15,16 +15,16 @@ import pytest
 from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError
 
-from app.sources import kinesis_efo
-from app.sources.kinesis_efo import EfoShardReader, ensure_consumer
-from app.sources.kinesis_fetch import make_client
-from app.sources.kinesis_offsets import ShardInfo, ShardState
-from app.sources.kinesis_options import parse_options
-from app.sources.kinesis_rows import records_to_batch
+from job.sources import kinesis_efo
+from job.sources.kinesis_efo import EfoShardReader, ensure_consumer
+from job.sources.kinesis_fetch import make_client
+from job.sources.kinesis_options import parse_options
+from job.sources.kinesis_rows import records_to_batch
 from local.efo_endpoint import EfoEndpoint, Timing, encode_message, event_message, read_stats
 from local.emulators import Endpoints
 from local.harness import build_job_config, load_example_instances
 from local.summary import RunFigures, source_line, summarize
+from model.kinesis_offsets import ShardInfo, ShardState
 from ops.aggregation import aggregate
 
 

@@ -1,6 +1,6 @@
 """``make run``'s producer makes each instance's own events (pure, no Spark).
 
-The checker below is the job's taxonomy (app/transform.py) written out for
+The checker below is the job's taxonomy (job/transform.py) written out for
 one parsed record: a valid event of the mix must pass it for its own
 instance's fields, and each malformed kind must fail it for the reason the
 mix says, on that instance's own fields. The two instances are those of
@@ -15,16 +15,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.config import DEFAULT_EVENT_FIELDS, EventField
-from app.transform import (
-    BAD_AGGREGATE,
-    BAD_TIMESTAMP,
-    ISO_TIMESTAMP,
-    MISSING_FIELD,
-    TOO_LARGE,
-    WRONG_TYPE,
-)
 from infra.config import load_instances, read_cdk_context
+from job.transform import ISO_TIMESTAMP
+from model.config import DEFAULT_EVENT_FIELDS, EventField
+from model.record import BAD_AGGREGATE, BAD_TIMESTAMP, MISSING_FIELD, TOO_LARGE, WRONG_TYPE
 from ops import producer
 from ops.events import (
     DEFAULT_SCHEMA,

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from confluent_kafka import Producer
 
-from app.sinks.kafka import REASON_HEADER
-from app.transform import MALFORMED_JSON, NOT_UTF8
 from local.emulators import Endpoints
 from local.failures import ensure_topic, read_topic
+from model.record import MALFORMED_JSON, NOT_UTF8, REASON_HEADER
 
 
 def test_read_topic_sees_every_record_and_dedupes_by_key(endpoints: Endpoints) -> None:

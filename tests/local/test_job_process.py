@@ -27,4 +27,4 @@ def test_without_a_pythonpath_the_repo_alone_is_on_it() -> None:
     env = job_environment({"PYTHONUNBUFFERED": "0"}, "ap-northeast-2")
     assert env["PYTHONPATH"] == str(REPO_ROOT)
     assert env["PYTHONUNBUFFERED"] == "0", "an explicit choice is kept"
-    assert (REPO_ROOT / "app" / "__main__.py").is_file()
+    assert (REPO_ROOT / "job" / "__main__.py").is_file()

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import boto3
 from moto import mock_aws
 
-from app import contract
 from local.metrics import MAX_POINTS_PER_CALL, published, read_series, windows
+from model import contract
 
 
 def test_read_series_returns_every_batchs_point() -> None:

@@ -8,8 +8,6 @@ from datetime import timedelta
 
 import pytest
 
-from app import contract
-from app.sources.kinesis_offsets import ShardState
 from local.metrics_dump import (
     Batch,
     DumpError,
@@ -25,6 +23,8 @@ from local.report_data import (
     processed_rate,
     source_lag,
 )
+from model import contract
+from model.kinesis_offsets import ShardState
 from tests.local.report_fixture import SHARD, T0, dump, instance, ms
 
 

@@ -85,7 +85,7 @@ def test_the_command_is_the_job_run_request_with_local_files(
     assert plan.env["PYSPARK_PYTHON"] == plan.env["PYSPARK_DRIVER_PYTHON"] == sys.executable
     # The working directory holds the unpacked archives, as the service's does.
     assert (plan.cwd / "jobdeps" / "locked_dep.py").is_file()
-    assert (plan.cwd / "jobapp" / "app" / "job.py").is_file()
+    assert (plan.cwd / "jobapp" / "job" / "driver.py").is_file()
     assert "target serverless" in plan.describe() and str(small_archive) in plan.describe()
 
 

@@ -1,7 +1,7 @@
 """The patched EMR Serverless emulator (local/serverless_moto.py): the release
 label, mode, retry policy and timeout are kept, a run is RUNNING until its
 attempt ends, and a failed STREAMING attempt is retried within the policy.
-With app.job.process_status: a refused configuration (exit 2) is not retried."""
+With job.driver.process_status: a refused configuration (exit 2) is not retried."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 from moto.core.models import DEFAULT_ACCOUNT_ID
 
-from app.job import EXIT_BAD_CONFIG, EXIT_QUERY_FAILED, process_status
+from job.driver import EXIT_BAD_CONFIG, EXIT_QUERY_FAILED, process_status
 from local import serverless_moto as sm
 
 REGION = "eu-west-1"

@@ -17,10 +17,10 @@ import pytest
 from moto import mock_aws
 from moto.core.models import DEFAULT_ACCOUNT_ID
 
-from app.polling import wait_for
 from local import serverless_moto as sm
 from local.job_process import REPO_ROOT
 from local.serverless_runs import RunProcesses
+from model.polling import wait_for
 
 REGION = "eu-west-1"
 ROLE = f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/job"
@@ -33,7 +33,7 @@ def _launch(run: Any) -> subprocess.Popen[bytes]:
     if args[:1] == ["--sleep"]:
         command = [sys.executable, "-c", "import time; time.sleep(120)"]
     else:
-        command = [sys.executable, "-m", "app", *args]
+        command = [sys.executable, "-m", "job", *args]
     return subprocess.Popen(
         command,
         cwd=REPO_ROOT,

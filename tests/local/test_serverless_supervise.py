@@ -15,11 +15,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from app.exit_record import ExitRecord, read_exit_record, write_exit_record
-from app.lease import lease_path, make_lease, s3_lease_state
-from app.storage_uri import parse_s3_uri
 from infra.serverless_job_run_handler import Checkpoint, Handover
 from local.serverless_supervise import LocalFilesS3, run_until, s3_uri
+from model.exit_record import ExitRecord, read_exit_record, write_exit_record
+from model.lease import lease_path, make_lease, s3_lease_state
+from model.storage_uri import parse_s3_uri
 
 
 @pytest.fixture

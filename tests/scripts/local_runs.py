@@ -11,11 +11,11 @@ from typing import Any
 
 import boto3
 
-from app import contract
-from app.config import JobConfig
 from local.harness import load_example_instances, replace_fields
 from local.job_process import write_config
 from local.table import sql_catalog
+from model import contract
+from model.config import JobConfig
 from tests.fixtures import EXAMPLE_CDK_JSON
 
 INSTANCE = "orders-ap-northeast-2"

@@ -2,7 +2,7 @@
 
 The old checkpoint here holds the files Spark 4.1.1 wrote for the old plan
 (the operator metadata bytes are the ones seen on a real run; the real
-checkpoint is tested in tests/app/test_dedup_seed.py and
+checkpoint is tested in tests/job/test_dedup_seed.py and
 tests/e2e/test_checkpoint_migration.py). S3 is in-process moto.
 """
 
@@ -19,13 +19,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from app.checkpoint_state import inspect_checkpoint
-from app.lease import FileLease, S3Lease
 from local.harness import replace_fields
+from model.checkpoint_state import inspect_checkpoint
+from model.lease import FileLease, S3Lease
 from scripts import migrate_checkpoint
 from scripts.migrate_checkpoint import aside_location, deletion_order, kept_inside, move_s3
 from scripts.status.target import Target
-from tests.app.test_checkpoint_state import PER_ID_V2
+from tests.model.test_checkpoint_state import PER_ID_V2
 from tests.scripts.local_runs import INSTANCE, REGION, write_local_run
 
 OLD_METADATA = (

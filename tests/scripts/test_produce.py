@@ -98,7 +98,7 @@ def test_errors_are_one_line_with_exit_2(
 def test_produce_follows_the_instances_own_event_fields() -> None:
     """An instance with its own ``job.event_fields`` gets events of that
     schema: payments events carry ``paymentId``, never the default ``id``."""
-    from app import contract
+    from model import contract
     from tests.fixtures import SCHEMAS_CDK_JSON
 
     region = "eu-west-1"

@@ -1,8 +1,8 @@
 """scripts.stop: the marker, the bounded wait on the lease, the exit codes.
 
 The "job" here is a small Python process that holds the real lease
-(:class:`app.lease.FileLease`) and watches the real marker
-(:class:`app.graceful_stop.StopMarker`), behaving as told: stop gracefully,
+(:class:`model.lease.FileLease`) and watches the real marker
+(:class:`model.graceful_stop.StopMarker`), behaving as told: stop gracefully,
 ignore the marker, or exit without taking it. No Spark: the command only
 sees the lease and the marker, which is all it relies on.
 """
@@ -23,9 +23,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from app.config import JobConfig
-from app.polling import poll_until
 from local.harness import replace_fields
+from model.config import JobConfig
+from model.polling import poll_until
 from scripts import stop
 from scripts.status.lease import JobState, file_lease_state, process_alive
 from scripts.status.target import Target
@@ -33,8 +33,8 @@ from tests.scripts.local_runs import INSTANCE, REGION, write_local_run
 
 FAKE_JOB = """
 import pathlib, sys, time
-from app.graceful_stop import StopMarker
-from app.lease import FileLease, owner_id
+from model.graceful_stop import StopMarker
+from model.lease import FileLease, owner_id
 checkpoint, marker_path, mode = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 lease = FileLease(checkpoint / "_lease", "t", owner_id())
 lease.acquire(5)
@@ -224,7 +224,7 @@ def test_stop_on_s3(tmp_path: Path) -> None:
         assert s3.get_object(Bucket="data", Key="stop")["Body"].read() == b"stop\n"
         s3.delete_object(Bucket="data", Key="stop")
 
-        def job_takes_the_marker() -> None:  # what app.job does: consume, then release
+        def job_takes_the_marker() -> None:  # what job.driver does: consume, then release
             poll_until(
                 lambda: s3.list_objects_v2(Bucket="data", Prefix="stop").get("KeyCount"),
                 timeout=10,

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from app import contract
-from app.record import REASONS
 from infra.constructs.alarms import FAILURE_RECORDS, FALLING_BEHIND
+from model import contract
+from model.record import REASONS
 from tests.infra.conftest import Synthesized
 from tests.infra.stacks.test_templates import ALL
 

@@ -17,9 +17,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from app import contract
-from app.config import DEFAULT_EVENT_FIELDS, EventField, TableMaintenance
-from app.table.layout import evolved_columns, seed_columns, table_columns
 from infra.constructs.buckets import DATA_BUCKET_LOGICAL_ID
 from infra.constructs.catalog import (
     DATABASE_LOGICAL_ID,
@@ -40,6 +37,9 @@ from infra.table_definition import (
     retention_days,
     table_definition,
 )
+from model import contract
+from model.config import DEFAULT_EVENT_FIELDS, EventField, TableMaintenance
+from model.table_layout import evolved_columns, seed_columns, table_columns
 from tests.infra.conftest import Synthesized
 from tests.infra.conftest import glue_arn as _glue_arn
 
@@ -165,7 +165,7 @@ def test_columns_are_the_jobs_seed_columns_the_job_adds_the_rest(
 ) -> None:
     """The definition stays what every deployed table was created with; the
     columns added since (sub_sequence_number) come from the job at start
-    (app.table.evolution), appended after these."""
+    (job.table.evolution), appended after these."""
     columns = synthesized.templates[name]["Resources"][EVENTS_TABLE_LOGICAL_ID]["Properties"][
         "TableInput"
     ]["StorageDescriptor"]["Columns"]

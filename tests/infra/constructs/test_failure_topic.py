@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from app.failure_limits import RECORD_BATCH_ALLOWANCE, FailureLimits, FailureLimitsError
 from infra.config import InstanceConfigError, load_instances
 from infra.constructs import failure_topic
 from infra.constructs.buckets import DATA_BUCKET_LOGICAL_ID, FAILURES_PREFIX
 from infra.stacks.application import build_app
+from model.failure_limits import RECORD_BATCH_ALLOWANCE, FailureLimits, FailureLimitsError
 from tests.infra.conftest import Synthesized
 
 pytestmark = pytest.mark.synth

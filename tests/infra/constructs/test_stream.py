@@ -11,9 +11,9 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
-from app.config import ConsumerType
 from infra.config import StreamConfig
 from infra.constructs.stream import STREAM_LOGICAL_ID, EventStream, EventStreamProps
+from model.config import ConsumerType
 
 
 def _bare_stream(

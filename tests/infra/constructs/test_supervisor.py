@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from app import contract
 from infra.constructs.alarms import SUPERVISOR_ERRORS, SUPERVISOR_GAVE_UP, SUPERVISOR_NOT_RUNNING
 from infra.constructs.supervisor import SCHEDULE_RETRY_ATTEMPTS
 from infra.supervisor import handler, serverless
+from model import contract
 from tests.infra.conftest import Synthesized, synthesize
 
 STACK = "Streaming-orders-ap-northeast-2"

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from app.config import DEFAULT_EVENT_FIELDS
 from infra.table_definition import EVENTS_TABLE_LOGICAL_ID
+from model.config import DEFAULT_EVENT_FIELDS
 from tests.fixtures import EXAMPLE_CDK_JSON, SCHEMAS_CDK_JSON
 from tests.infra.conftest import DECLARED_CDK_JSON, check_context, synthesize
 

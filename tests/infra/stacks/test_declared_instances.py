@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from cfnlint.api import ManualArgs, lint_file
 
-from app import contract
-from app.contract import metric_namespace
+from model import contract
+from model.contract import metric_namespace
 from tests.infra.conftest import Synthesized, declared_stack_names
 from tests.infra.stacks.test_isolation import (
     _allows_namespace,

@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from app import contract
 from infra.config import placeholder_tls_uri
+from model import contract
 from tests.infra.conftest import DECLARED_CDK_JSON, REPO_ROOT
 
 pytestmark = pytest.mark.synth

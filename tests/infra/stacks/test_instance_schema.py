@@ -21,8 +21,6 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from app import contract
-from app.config import DEFAULT_EVENT_FIELDS, EventField, JobConfig, TableMaintenance
 from infra.config import InstanceConfigError, load_instances
 from infra.constructs.events_table import EventsTable, EventsTableProps
 from infra.emr_step import JOB_CONFIG_FILE
@@ -34,6 +32,8 @@ from infra.table_definition import (
     check_definition,
     definition_fingerprint,
 )
+from model import contract
+from model.config import DEFAULT_EVENT_FIELDS, EventField, JobConfig, TableMaintenance
 from tests.fixtures import SCHEMAS_CDK_JSON
 from tests.infra.conftest import Synthesized, check_context, synthesize
 

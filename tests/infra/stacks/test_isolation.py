@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from app.contract import EVENTS_TABLE, metric_namespace
+from model.contract import EVENTS_TABLE, metric_namespace
 from tests.infra.conftest import Synthesized, glue_arn
 
 pytestmark = pytest.mark.synth

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from app.spark_conf import GLUE_HIVE_SITE
 from infra.constructs.emr_cluster import cluster_configurations
 from infra.serverless_job_run import application_spark_defaults
 from infra.supervisor import handler, serverless
+from model.spark_conf import GLUE_HIVE_SITE
 from tests.infra.conftest import Synthesized
 
 pytestmark = pytest.mark.synth

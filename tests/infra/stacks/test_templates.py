@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 
-from app import contract
-from app.spark_conf import GLUE_HIVE_SITE
 from infra.constructs.buckets import (
     ACCESS_LOGS_BUCKET_LOGICAL_ID,
     ARTIFACTS_BUCKET_LOGICAL_ID,
@@ -22,6 +20,8 @@ from infra.constructs.buckets import (
 from infra.constructs.stream import STREAM_LOGICAL_ID
 from infra.releases import RELEASES
 from infra.sizing import size_executors
+from model import contract
+from model.spark_conf import GLUE_HIVE_SITE
 from tests.infra.conftest import Synthesized
 
 pytestmark = pytest.mark.synth

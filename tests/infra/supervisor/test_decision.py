@@ -10,8 +10,6 @@ from dataclasses import replace
 
 import pytest
 
-from app import contract
-from app.exit_record import ExitRecord
 from infra.supervisor.decision import (
     GAVE_UP_BUDGET,
     Decision,
@@ -21,6 +19,8 @@ from infra.supervisor.decision import (
     current_exit,
     decide,
 )
+from model import contract
+from model.exit_record import ExitRecord
 
 POLICY = Policy(
     max_restarts=5,

@@ -14,12 +14,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from app import contract
-from app.exit_record import ExitRecord, write_exit_record
 from infra import s3_keys
 from infra.emr_step import StepSpec, build_step
 from infra.supervisor import handler
 from infra.supervisor.decision import Policy
+from model import contract
+from model.exit_record import ExitRecord, write_exit_record
 from tests.infra.list_only_s3 import ListOnlyS3
 
 REGION = "us-east-1"

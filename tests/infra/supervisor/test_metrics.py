@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from app import contract
 from infra.supervisor.decision import GAVE_UP_BUDGET, SupervisorState
 from infra.supervisor.metrics import metric_data
+from model import contract
 
 NOW = 1_790_000_000.0
 

@@ -19,7 +19,7 @@ handler = importlib.import_module(module)
 assert callable(getattr(handler, name))
 from infra.supervisor.decision import Observation, Policy, SupervisorState, decide
 print(decide(Observation(10, running=True), SupervisorState(), Policy()).action)
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("app", "infra"))
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("model", "infra"))
 print(",".join(loaded))
 """
 
@@ -39,7 +39,7 @@ def test_the_staged_handler_imports_from_the_stage_alone(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     action, loaded = result.stdout.split()
     assert action == "none"
-    assert "app.config" not in loaded.split(","), "pydantic is not in the Lambda runtime"
+    assert "model.config" not in loaded.split(","), "pydantic is not in the Lambda runtime"
     assert all(Path(staged, *m.split(".")).with_suffix(".py").exists()
                or Path(staged, *m.split("."), "__init__.py").exists()
                for m in loaded.split(","))  # fmt: skip

@@ -22,11 +22,11 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.emrserverless.models import emrserverless_backends
 
-from app import contract
-from app.exit_record import ExitRecord, write_exit_record
 from infra.packaging import stage_supervisor
 from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Policy
+from model import contract
+from model.exit_record import ExitRecord, write_exit_record
 from tests.infra.list_only_s3 import ListOnlyS3
 from tests.infra.supervisor.test_handler import alarm_inbox, supervised_keys
 
@@ -159,7 +159,7 @@ def test_a_failed_run_restarts_within_the_budget_then_one_alarm(aws: dict[str, A
 def test_exit_2_alarms_at_once_and_is_never_restarted(aws: dict[str, Any]) -> None:
     now = time.time()
     # The job refused its checkpoint and ended the run so the service does
-    # not retry it (SUCCESS; app/job.py process_status), after writing its exit record.
+    # not retry it (SUCCESS; job/driver.py process_status), after writing its exit record.
     deployed_run(aws, "SUCCESS")
     refused = ExitRecord(2, contract.EXIT_CHECKPOINT_REFUSED, "old operator", now - 5, "d:1")
     write_exit_record(CHECKPOINT, refused, aws["s3"])
@@ -253,7 +253,7 @@ def test_the_staged_lambdas_import_from_their_stage_alone(tmp_path: Path) -> Non
         probe = (
             f"import sys, importlib; sys.path[:0] = [{str(staged)!r}]\n"
             f"assert callable(getattr(importlib.import_module({module!r}), {name!r}))\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('app', 'infra')))"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('model', 'infra')))"
         )
         result = subprocess.run(
             [sys.executable, "-I", "-c", probe],
@@ -264,4 +264,4 @@ def test_the_staged_lambdas_import_from_their_stage_alone(tmp_path: Path) -> Non
             cwd=tmp_path,
         )
         assert result.returncode == 0, result.stderr
-        assert "app.config" not in result.stdout, "pydantic is not in the Lambda runtime"
+        assert "model.config" not in result.stdout, "pydantic is not in the Lambda runtime"

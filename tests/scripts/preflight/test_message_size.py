@@ -32,7 +32,7 @@ def test_a_topic_below_the_producer_fails_naming_the_field(
     result = message_size.check_failure_message_size(_config(), {})
     assert result.status == "FAIL"
     assert result.detail.startswith("kafka.max_message_bytes: the producer's message.max.bytes")
-    assert "app.failure_limits" in result.fix
+    assert "model.failure_limits" in result.fix
 
 
 def _configured_cluster(properties: bytes) -> Stub:

@@ -9,8 +9,8 @@ import io
 import os
 from pathlib import Path
 
-from app.sinks.claim_check import Pointer
-from app.sinks.failure_store import FailureStore, FailureStoreSettings
+from model.claim_check import Pointer
+from model.failure_store import FailureStore, FailureStoreSettings
 from scripts.reprocess import __main__ as reprocess
 from scripts.reprocess.claim_check import resolver, store_reader
 from scripts.reprocess.hook import FailedRecord, identity

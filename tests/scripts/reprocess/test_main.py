@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from app.transform import MALFORMED_JSON, NOT_UTF8, WRONG_TYPE
+from model.record import MALFORMED_JSON, NOT_UTF8, WRONG_TYPE
 from ops.kinesis_put import KinesisCallError, PutOutcome, Stored
 from scripts.reprocess import __main__ as reprocess
 from scripts.reprocess.__main__ import Report

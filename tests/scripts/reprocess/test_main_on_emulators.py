@@ -1,7 +1,7 @@
 """``python -m scripts.reprocess`` in-process against tansu and moto server (no job, no JVM).
 
 The failure records are produced by the job's own Kafka sink
-(``app.sinks.kafka.deliver``: same key, value and headers), on a topic and a
+(``job.sinks.kafka.deliver``: same key, value and headers), on a topic and a
 stream named from an instance declared in a ``cdk.json`` of this test's own
 (a domain nothing else on the shared emulators uses).
 """
@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from app import record
-from app.sinks.kafka import KafkaSettings, deliver
-from app.sources import schema
-from app.transform import ERROR_CLASS, MALFORMED_JSON, MESSAGE, NOT_UTF8, REASON
+from job.sinks.kafka import deliver
+from job.sources import schema
 from local.emulators import Endpoints
 from local.failures import ensure_topic
+from model import record
+from model.kafka_settings import KafkaSettings
+from model.record import ERROR_CLASS, MALFORMED_JSON, MESSAGE, NOT_UTF8, REASON
 from ops.local_run import FAKE_CREDENTIALS
 from ops.producer import ensure_stream, kinesis_client
 from scripts.reprocess import __main__ as reprocess

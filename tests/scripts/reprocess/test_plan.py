@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.transform import MALFORMED_JSON, NOT_UTF8, REASONS, WRONG_TYPE
+from model.record import MALFORMED_JSON, NOT_UTF8, REASONS, WRONG_TYPE
 from ops.kinesis_put import MAX_RECORD_BYTES
 from scripts.reprocess import plan
 from scripts.reprocess.hook import FailedRecord

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from app import contract
 from local.harness import replace_fields
+from model import contract
 from scripts.status import __main__ as status
 from scripts.status.optimizers import (
     Optimizers,

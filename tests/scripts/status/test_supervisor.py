@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from app import contract
-from app.exit_record import ExitRecord, write_exit_record
 from infra.supervisor.decision import SupervisorState
+from model import contract
+from model.exit_record import ExitRecord, write_exit_record
 from scripts.status.supervisor import read_supervisor
-from tests.app.job_helpers import job_config
+from tests.job.job_helpers import job_config
 
 
 def _config(tmp_path: Path):  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from typing import Any
 import boto3
 import pytest
 
-from app import contract
+from model import contract
 from scripts.status.target import OperatorError, resolve
 from tests.scripts.local_runs import INSTANCE, REGION, write_local_run
 

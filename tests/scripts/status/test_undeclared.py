@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from app import contract
+from model import contract
 from scripts.status.undeclared import key_counts, key_queries, undeclared_lines
 
 AT = datetime(2026, 1, 2, 10, 4, 5, tzinfo=UTC)
@@ -46,7 +46,7 @@ def test_queries_read_each_key_and_the_input_rows_of_the_instance() -> None:
 def test_the_other_keys_series_reads_as_what_it_is() -> None:
     from datetime import UTC, datetime
 
-    from app import contract
+    from model import contract
     from scripts.status.undeclared import KeyCount
 
     found = [

@@ -68,7 +68,7 @@ import scala.jdk.javaapi.CollectionConverters;
 public final class ArrivalDedupProcessor
     extends StatefulProcessorWithInitialState<Integer, Row, Row, Tuple2<String, Long>> {
 
-  /** The map of ids to horizon ends; app/checkpoint_state.py refuses a checkpoint
+  /** The map of ids to horizon ends; model/checkpoint_state.py refuses a checkpoint
    * of this processor's state without it (earlier versions kept one value and one
    * timer per id, or timers only). */
   public static final String HORIZON_ENDS = "horizonEnds";

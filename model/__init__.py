@@ -1,0 +1,1 @@
+"""The model the bundle shares: no pyspark, no pyiceberg, no pyarrow."""

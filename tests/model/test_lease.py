@@ -1,0 +1,221 @@
+"""Lease (local flock and S3 conditional puts), stop marker, signals.
+
+Python logic only: S3 is moto in-process (``mock_aws``, the same backend and
+the same conditional-put checks as the moto server), so no emulator process
+and no JVM (unit tier).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from model.graceful_stop import StopMarker, StopRequest
+from model.lease import (
+    FileLease,
+    LeaseHeldError,
+    LeaseKeeper,
+    LeaseLostError,
+    S3Lease,
+    lease_path,
+    make_lease,
+)
+from model.storage_uri import parse_s3_uri
+from tests.job.lease_fakes import ScriptedLease, keeper_that_lost
+
+
+def test_parse_s3_uri() -> None:
+    assert parse_s3_uri("s3://bucket/a/b.json") == ("bucket", "a/b.json")
+    with pytest.raises(ValueError, match="not an s3://"):
+        parse_s3_uri("/local/path")
+
+
+def test_lease_sits_beside_the_checkpoint() -> None:
+    assert lease_path("s3://b/checkpoints/x/") == "s3://b/checkpoints/x/_lease"
+    assert isinstance(make_lease("/tmp/cp", "i", 30), FileLease)
+    assert isinstance(make_lease("s3://b/cp", "i", 30, s3_client=object()), S3Lease)
+
+
+def test_file_lease_refuses_a_second_holder_then_frees_on_release(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "cp" / "_lease"
+    first = FileLease(path, "inst", "first")
+    first.acquire(wait_sec=0)
+    second = FileLease(path, "inst", "second", poll_sec=0.05)
+    with (
+        caplog.at_level(logging.WARNING, logger="model.lease"),
+        pytest.raises(LeaseHeldError, match=r"held by first.*refusing to start"),
+    ):
+        second.acquire(wait_sec=0.3)
+    waits = [r.getMessage() for r in caplog.records if "waiting at most" in r.getMessage()]
+    assert len(waits) == 1, "said once at once, then every 10 s"
+    assert f"lease {path} is held by first" in waits[0]
+    first.release()
+    second.acquire(wait_sec=0)
+    second.release()
+
+
+def test_file_lease_is_free_the_moment_its_holder_is_killed(tmp_path: Path) -> None:
+    path = tmp_path / "_lease"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import sys, time
+                from pathlib import Path
+                from model.lease import FileLease
+                FileLease(Path({str(path)!r}), "inst", "child").acquire(0)
+                print("held", flush=True)
+                time.sleep(120)
+                """
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == b"held"
+        with pytest.raises(LeaseHeldError):
+            FileLease(path, "inst", "me").acquire(wait_sec=0.2)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+        lease = FileLease(path, "inst", "me")
+        lease.acquire(wait_sec=0)  # the kernel dropped the flock with the process: no wait
+        lease.release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(timeout=10)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def s3() -> Iterator[Any]:
+    with mock_aws():
+        yield boto3.client("s3", region_name="us-east-1")
+
+
+@pytest.fixture
+def bucket(s3: Any) -> str:
+    name = f"lease-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+def test_s3_lease_conditional_puts(s3: Any, bucket: str) -> None:
+    clock = Clock()
+    first = S3Lease(s3, bucket, "cp/_lease", "inst", "first", ttl_sec=30, clock=clock)
+    first.acquire(wait_sec=0)
+    second = S3Lease(
+        s3, bucket, "cp/_lease", "inst", "second", ttl_sec=30, clock=clock, poll_sec=0.05
+    )
+    with pytest.raises(LeaseHeldError, match="held by first"):
+        second.acquire(wait_sec=0.2)
+
+    clock.now += 10
+    first.renew()  # pushes the expiry to now + 30
+    clock.now += 25
+    with pytest.raises(LeaseHeldError):
+        second.acquire(wait_sec=0.1)
+
+    clock.now += 10  # first stopped renewing (SIGKILL): its lease expired
+    second.acquire(wait_sec=0)
+    with pytest.raises(LeaseLostError, match="expired before it could be renewed"):
+        first.renew()
+    second.release()
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="cp/")
+
+
+def test_s3_lease_taken_over_is_reported_lost_by_the_old_holder(s3: Any, bucket: str) -> None:
+    clock = Clock()
+    old = S3Lease(s3, bucket, "k", "inst", "old", ttl_sec=30, clock=clock)
+    old.acquire(wait_sec=0)
+    clock.now += 31
+    S3Lease(s3, bucket, "k", "inst", "new", ttl_sec=30, clock=clock).acquire(wait_sec=0)
+    clock.now -= 30  # old thinks it is still in time: the etag check catches it
+    with pytest.raises(LeaseLostError, match="taken"):
+        old.renew()
+
+
+def test_lease_keeper_reports_loss(s3: Any, bucket: str) -> None:
+    # A frozen clock: the lease cannot expire however late the keeper's thread
+    # runs (renewals every 0.2 s of real time), so the one possible loss is the
+    # overwrite below.
+    lease = S3Lease(s3, bucket, "keeper", "inst", "me", ttl_sec=0.6, clock=Clock())
+    lease.acquire(wait_sec=0)
+    s3.put_object(Bucket=bucket, Key="keeper", Body=b"{}")  # someone else overwrote it
+    keeper = LeaseKeeper(lease)
+    keeper.start()
+    try:
+        assert keeper.lost.wait(timeout=10)
+        assert keeper.reason == f"lease s3://{bucket}/keeper was taken by another copy"
+    finally:
+        keeper.stop()
+
+
+def test_lease_keeper_retries_transient_errors_until_the_lease_is_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A network error twice, then the lease has expired.
+    unreachable = ConnectionError("endpoint unreachable")
+    expired = LeaseLostError("lease s3://b/k expired before it could be renewed")
+    lease = ScriptedLease([unreachable, unreachable, expired])
+    keeper = keeper_that_lost(lease)
+    assert lease.renewals == 3
+    assert keeper.reason == "lease s3://b/k expired before it could be renewed"
+    retried = [r.getMessage() for r in caplog.records if "will retry" in r.getMessage()]
+    assert (
+        retried == ["lease renewal failed, will retry: ConnectionError: endpoint unreachable"] * 2
+    )
+
+
+def test_stop_marker_local_and_s3(tmp_path: Path, s3: Any, bucket: str) -> None:
+    local = StopMarker(str(tmp_path / "stop"))
+    assert not local.present()
+    (tmp_path / "stop").write_text("")
+    assert local.present()
+    local.consume()
+    assert not local.present()
+
+    remote = StopMarker(f"s3://{bucket}/markers/stop", s3)
+    assert not remote.present()
+    s3.put_object(Bucket=bucket, Key="markers/stop", Body=b"")
+    assert remote.present()
+    remote.consume()
+    assert not remote.present()
+
+
+def test_sigterm_sets_the_stop_request() -> None:
+    stop = StopRequest()
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    stop.install()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.event.wait(timeout=5)
+        assert stop.reason == "signal SIGTERM"
+    finally:
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])

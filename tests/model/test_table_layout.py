@@ -1,0 +1,63 @@
+"""The table's layout module: one partition description, and light enough for
+``cdk synth`` (infra/constructs/events_table.py imports it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import get_args
+
+from job.table.schema import iceberg_schema, iceberg_transform, partition_spec
+from model.table_layout import Partitioning, TimeTransform, partitioning
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("pyspark", "pyiceberg", "pyarrow", "py4j")
+
+
+def test_the_partition_description_names_transform_column_and_field() -> None:
+    wanted = partitioning("occurredAt")
+    assert wanted == Partitioning("day", "occurred_at", "occurred_at_day")
+    assert str(wanted) == "day(occurred_at)"
+
+
+def test_the_pyiceberg_spec_is_derived_from_the_description() -> None:
+    from model.config import DEFAULT_EVENT_FIELDS
+
+    schema = iceberg_schema(DEFAULT_EVENT_FIELDS)
+    (field,) = partition_spec(schema, partitioning("occurredAt")).fields
+    assert (field.name, str(field.transform)) == ("occurred_at_day", "day")
+    assert schema.find_column_name(field.source_id) == "occurred_at"
+
+
+def test_every_time_transform_reads_back_under_its_own_name() -> None:
+    """The start-up check compares the table's transforms by these names."""
+    kinds = get_args(TimeTransform)
+    assert kinds == ("year", "month", "day", "hour")
+    assert [str(iceberg_transform(kind)) for kind in kinds] == list(kinds)
+
+
+def _heavy_modules_after(statements: str) -> list[str]:
+    """Spark, pyiceberg or Arrow modules loaded by ``statements`` in a fresh interpreter."""
+    probe = (
+        "import json, sys\n"
+        "from model.config import DEFAULT_EVENT_FIELDS\n"
+        f"{statements}\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return list(json.loads(done.stdout))
+
+
+def test_the_layout_and_the_seed_columns_import_neither_spark_nor_pyiceberg() -> None:
+    """What infra imports at synth; the control shows the probe sees pyiceberg."""
+    light = (
+        "from model.table_layout import partitioning, seed_columns\n"
+        "seed_columns(DEFAULT_EVENT_FIELDS); partitioning('occurredAt')"
+    )
+    assert _heavy_modules_after(light) == []
+    heavy = "from job.table.schema import iceberg_schema\niceberg_schema(DEFAULT_EVENT_FIELDS)"
+    assert "pyiceberg" in _heavy_modules_after(heavy)
