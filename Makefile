@@ -33,7 +33,7 @@ print(sum(a["type"] == "aws:cloudformation:stack" for a in m["artifacts"].values
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
 
-$(STAMP): requirements-dev.txt package.json package-lock.json
+$(STAMP): requirements-dev.txt requirements-synth.txt package.json package-lock.json
 	command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck; }
 	command -v javac >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless; }
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -73,11 +73,30 @@ synth: install ## Synthesize every instance with the real CDK CLI, offline (a ch
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk synth --quiet -c streaming:synth-check=true >/dev/null
 	@echo "synth ok: $$($(PY) -c "$$SYNTH_COUNT") templates in cdk.out/"
 
+# Synth without Spark (issue 42): a virtualenv of requirements-synth.txt only
+# (no pyspark, pyiceberg, pyarrow) synthesizes the example, reading the jar and
+# the serverless archives that make install built. Part of make test (CI).
+SYNTH_VENV := .venv-synth
+$(SYNTH_VENV)/.installed: requirements-synth.txt
+	test -x $(SYNTH_VENV)/bin/python || python3 -m venv $(SYNTH_VENV)
+	$(SYNTH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(PIP_PINS)
+	$(SYNTH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-synth.txt
+	touch $@
+
+.PHONY: synth-light
+synth-light: install $(SYNTH_VENV)/.installed ## Synthesize the example in a virtualenv without pyspark (CDK packages only), as a synth-only CI would
+	@for heavy in pyspark pyiceberg pyarrow; do \
+	  ! $(SYNTH_VENV)/bin/python -c "import $$heavy" 2>/dev/null || { echo "$$heavy is installed in $(SYNTH_VENV)"; exit 1; }; \
+	done
+	rm -rf cdk.out.light
+	PATH="$(CURDIR)/$(SYNTH_VENV)/bin:$$PATH" npx --no-install cdk synth --quiet --output cdk.out.light -c streaming:synth-check=true >/dev/null
+	@echo "synth-light ok: $$(ls cdk.out.light/*.template.json | wc -l) templates in cdk.out.light/, without pyspark"
+
 # Test tiers: tests/conftest.py puts every test in exactly one (unit, synth,
 # integration, e2e) from the fixtures it uses; `make test` runs them all in one
 # session (CI). ARGS go to pytest, e.g. make test-fast ARGS="-k lease -x".
 .PHONY: test
-test: install check synth ## Install, run every check, then every test of every tier (CI)
+test: install check synth synth-light ## Install, run every check and both synths, then every test of every tier (CI)
 	$(VENV)/bin/pytest $(ARGS)
 
 .PHONY: test-fast

@@ -37,7 +37,8 @@ pytestmark = pytest.mark.synth
 COPIED = (
     "app.py",
     "pyproject.toml",
-    "app",
+    "model",
+    "job",
     "infra",
     "bootstrap",
     "jvm",
