@@ -1,5 +1,5 @@
 """The supervisor's Lambda: observe the instance, :func:`decide`, act. Runs every
-minute (an EventBridge schedule, ``infra/constructs/supervisor.py``).
+minute (an EventBridge schedule, ``infra/supervisor/construct.py``).
 
 Observations, all of which survive the cluster:
 
@@ -81,7 +81,7 @@ from model.storage_uri import parse_s3_uri
 log = logging.getLogger()
 log.setLevel(logging.INFO)
 
-# Environment variables (infra/constructs/supervisor.py sets them).
+# Environment variables (infra/supervisor/construct.py sets them).
 ENV_INSTANCE: Final = "INSTANCE"
 ENV_CLUSTER_ID: Final = "CLUSTER_ID"
 ENV_CHECKPOINT: Final = "CHECKPOINT_URI"
@@ -262,6 +262,8 @@ def check(clients: Mapping[str, Any], settings: Settings, now: float) -> Decisio
 
 
 def _clients(target: type[Target]) -> dict[str, Any]:
+    # optional: boto3 (the Lambda runtime's) is absent where only synth runs, and
+    # the construct imports this module for its variable names.
     import boto3
     from botocore.config import Config
 

@@ -3,7 +3,7 @@ last exit reason, given up or not, stopped by an operator or not.
 
 Read from the supervisor's state (``control/<instance>/supervisor.json`` in
 the data bucket, written by its Lambda after every check; a local run's
-``<instance dir>/supervisor.json``, written by :mod:`local.supervisor`) and
+``<instance dir>/supervisor.json``, written by :mod:`local.supervisor.harness`) and
 the job's exit record (:mod:`model.exit_record`). Either may be missing: no
 supervisor has checked yet, or the job never exited.
 """
