@@ -374,29 +374,26 @@ class Supervisor(Construct):
         nothing)."""
         period = Duration.minutes(3 * minutes)
         who = f"The supervisor of {instance.instance_id}"
+        compare, missing = cw.ComparisonOperator, cw.TreatMissingData
         specs = (
             (
-                SUPERVISOR_ERRORS,
-                "ErrorsAlarm",
+                (SUPERVISOR_ERRORS, "ErrorsAlarm"),
                 f"{who} failed a check: it cannot restart the job while it fails. "
                 "Its log group has the error.",
                 self.function.metric_errors(period=period, statistic="Sum"),
-                (0, cw.ComparisonOperator.GREATER_THAN_THRESHOLD),
-                cw.TreatMissingData.NOT_BREACHING,
+                (0, compare.GREATER_THAN_THRESHOLD, missing.NOT_BREACHING),
             ),
             (
-                SUPERVISOR_NOT_RUNNING,
-                "NotRunningAlarm",
+                (SUPERVISOR_NOT_RUNNING, "NotRunningAlarm"),
                 f"{who} was not invoked for {3 * minutes} minutes: its schedule is "
                 "disabled or it is throttled; nothing restarts the job meanwhile.",
                 self.function.metric_invocations(period=period, statistic="Sum"),
-                (1, cw.ComparisonOperator.LESS_THAN_THRESHOLD),
-                cw.TreatMissingData.BREACHING,
+                (1, compare.LESS_THAN_THRESHOLD, missing.BREACHING),
             ),
         )
         action = cw_actions.SnsAction(topic)
         alarms: dict[str, cw.Alarm] = {}
-        for name, alarm_id, description, metric, (threshold, comparison), missing in specs:
+        for (name, alarm_id), description, metric, (threshold, comparison, data) in specs:
             alarm = cw.Alarm(
                 self,
                 alarm_id,
@@ -406,7 +403,7 @@ class Supervisor(Construct):
                 threshold=threshold,
                 comparison_operator=comparison,
                 evaluation_periods=1,
-                treat_missing_data=missing,
+                treat_missing_data=data,
             )
             alarm.add_alarm_action(action)
             alarm.add_ok_action(action)
