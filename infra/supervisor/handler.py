@@ -63,6 +63,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Protocol
 
+import boto3
+from botocore.config import Config
+
 from infra.s3_keys import read_if_present
 from infra.supervisor.decision import (
     ClusterState,
@@ -262,11 +265,6 @@ def check(clients: Mapping[str, Any], settings: Settings, now: float) -> Decisio
 
 
 def _clients(target: type[Target]) -> dict[str, Any]:
-    # optional: boto3 (the Lambda runtime's) is absent where only synth runs, and
-    # the construct imports this module for its variable names.
-    import boto3
-    from botocore.config import Config
-
     # Bounded: a check must finish well inside the function's timeout.
     config = Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 3})
     names = ("s3", "sns", "cloudwatch", target.CLIENT)
