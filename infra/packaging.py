@@ -119,7 +119,9 @@ def _write_once(target: Path, files: dict[str, bytes]) -> None:
 
 # The supervisor Lambda's code (infra/supervisor/handler.py and its serverless
 # target, infra/supervisor/serverless.py) and the import-light modules it uses,
-# staged with their package paths; the Lambda runtime brings boto3
+# staged with their package paths: of the component's package, its runtime
+# modules only (not construct.py, which imports the CDK, nor status.py, which
+# the function does not run); the Lambda runtime brings boto3
 # (https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html).
 # tests/infra/supervisor/test_package.py imports the handler from the staged
 # copy alone, so a new import of one of these fails there, not in AWS.

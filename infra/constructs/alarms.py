@@ -43,7 +43,7 @@ SCHEDULING_DELAY: Final = "SchedulingDelay"
 FAILURE_RECORDS: Final = "FailureRecords"
 HEARTBEAT_MISSING: Final = "HeartbeatMissing"
 SUPERVISOR_GAVE_UP: Final = "SupervisorGaveUp"
-# The supervisor's own function (infra/constructs/supervisor.py builds these
+# The supervisor's own function (infra/supervisor/construct.py builds these
 # alarms): it fails, or it stops being invoked. Named here so the topic lets
 # them publish (its policy names every alarm that may).
 SUPERVISOR_ERRORS: Final = "SupervisorErrors"

@@ -12,7 +12,7 @@ its own disk key (:mod:`~infra.constructs.emr_disk_key`) and the one TLS
 certificate object its security configuration names, in the job role's boot
 policy (``Roles.boot``): a policy that waits for nothing slow, so it exists
 when the nodes boot. Deleting the stack revokes EMR's rules between the
-managed groups first (:mod:`~infra.constructs.sg_cleanup`).
+managed groups first (:mod:`~infra.sg_cleanup.construct`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from infra.constructs.emr_disk_key import local_disk_key
 from infra.constructs.instance import removal_policy, stack_output
 from infra.constructs.network import EMR_MANAGED_TAG, Network
 from infra.constructs.roles import PolicyGrantee, Roles
-from infra.constructs.sg_cleanup import security_group_cleanup
+from infra.sg_cleanup.construct import security_group_cleanup
 from infra.sizing import size_executors
 from model.spark_conf import GLUE_HIVE_SITE, streaming_conf
 
@@ -159,7 +159,7 @@ class EmrCluster(Construct):
     the managed security groups ``master_security_group``,
     ``core_security_group``, ``service_security_group`` (``client_groups``:
     the two the job's nodes run in) and ``security_group_cleanup``
-    (:mod:`~infra.constructs.sg_cleanup`); outputs ``EmrClusterId`` and the two
+    (:mod:`~infra.sg_cleanup.construct`); outputs ``EmrClusterId`` and the two
     node groups' ids (an existing MSK cluster's owner opens port 9098 to them)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: EmrClusterProps) -> None:

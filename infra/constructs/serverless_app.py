@@ -406,7 +406,7 @@ def grant_job_runs(
     https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonemrserverless.html),
     and ``iam:PassRole`` of ``execution_role_arn`` to EMR Serverless only:
     what starting the stack's request needs. Used by the job-run resource and
-    the supervisor (infra/constructs/supervisor.py)."""
+    the supervisor (infra/supervisor/construct.py)."""
     application_arn = (
         f"arn:{Aws.PARTITION}:emr-serverless:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
         f"/applications/{application_id}"

@@ -29,7 +29,9 @@ from infra.constructs.network import Network, NetworkProps
 from infra.constructs.roles import Roles, RolesProps
 from infra.constructs.serverless_app import ServerlessJob, ServerlessJobProps
 from infra.constructs.stream import EventStream, EventStreamProps
-from infra.constructs.supervisor import (
+from infra.emr_step import STEP_SPEC_OUTPUT, build_step
+from infra.job_config import job_config_for
+from infra.supervisor.construct import (
     EmrStepTarget,
     ServerlessRunTarget,
     Supervisor,
@@ -37,8 +39,6 @@ from infra.constructs.supervisor import (
     policy_for,
     serverless_policy_for,
 )
-from infra.emr_step import STEP_SPEC_OUTPUT, build_step
-from infra.job_config import job_config_for
 from infra.supervisor.decision import Policy
 
 INSTANCE_TAG = "streaming:instance"

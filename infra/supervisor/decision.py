@@ -14,7 +14,7 @@ this is that budget for a job on a cluster.
 whether a start is under way, the cluster), the supervisor's durable state and
 the policy, and returns one action: ``none``, ``restart`` or ``alarm``, with
 the next state. No I/O here: the Lambda (``infra/supervisor/handler.py``) and
-the local harness (``local/supervisor.py``) are adapters around it, so both run
+the local harness (``local/supervisor/harness.py``) are adapters around it, so both run
 the same rules and the tests drive them with a clock of their own.
 
 The rules, in order:

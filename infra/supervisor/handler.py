@@ -1,5 +1,5 @@
 """The supervisor's Lambda: observe the instance, :func:`decide`, act. Runs every
-minute (an EventBridge schedule, ``infra/constructs/supervisor.py``).
+minute (an EventBridge schedule, ``infra/supervisor/construct.py``).
 
 Observations, all of which survive the cluster:
 
@@ -63,6 +63,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Protocol
 
+import boto3
+from botocore.config import Config
+
 from infra.s3_keys import read_if_present
 from infra.supervisor.decision import (
     ClusterState,
@@ -81,7 +84,7 @@ from model.storage_uri import parse_s3_uri
 log = logging.getLogger()
 log.setLevel(logging.INFO)
 
-# Environment variables (infra/constructs/supervisor.py sets them).
+# Environment variables (infra/supervisor/construct.py sets them).
 ENV_INSTANCE: Final = "INSTANCE"
 ENV_CLUSTER_ID: Final = "CLUSTER_ID"
 ENV_CHECKPOINT: Final = "CHECKPOINT_URI"
@@ -262,9 +265,6 @@ def check(clients: Mapping[str, Any], settings: Settings, now: float) -> Decisio
 
 
 def _clients(target: type[Target]) -> dict[str, Any]:
-    import boto3
-    from botocore.config import Config
-
     # Bounded: a check must finish well inside the function's timeout.
     config = Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 3})
     names = ("s3", "sns", "cloudwatch", target.CLIENT)

@@ -34,7 +34,7 @@ https://docs.aws.amazon.com/eventbridge/latest/userguide/event-types.html); a
 schedule re-checks every minute and needs no event to have arrived.
 
 Entry point :func:`handler`; configuration from the environment the
-construct sets (infra/constructs/supervisor.py, ``ServerlessRunTarget``): the
+construct sets (infra/supervisor/construct.py, ``ServerlessRunTarget``): the
 EMR supervisor's variables but ``CLUSTER_ID`` and ``STEP``, plus
 ``APPLICATION_ID`` and ``START_JOB_RUN``.
 """

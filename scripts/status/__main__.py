@@ -15,7 +15,7 @@ Prints, for the instance's job (``--work-dir`` for a local run, e.g.
 * the table's Glue optimizers, enabled or not and their last run, a disabled
   or failed one flagged (:mod:`scripts.status.optimizers`; on AWS only);
 * the supervisor's state (restarts in its window, last exit reason, given up
-  or not) and the job's last exit record (:mod:`scripts.status.supervisor`).
+  or not) and the job's last exit record (:mod:`infra.supervisor.status`).
 
 ``--json`` prints the same as one JSON object. Reading the shards takes
 GetRecords calls from the same 5-per-second-per-shard budget as the job's
@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from infra.supervisor.status import read_supervisor
 from ops.arguments import non_negative_float, non_negative_int, positive_float, positive_int
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status.checkpoint import SHARD_END, CheckpointFiles, read_checkpoint
@@ -42,7 +43,6 @@ from scripts.status.lease import job_state
 from scripts.status.metrics import alarm_prefix, read_alarms, read_batches
 from scripts.status.optimizers import Optimizers, not_available_locally, read_optimizers
 from scripts.status.report import StatusReport, format_report, to_json
-from scripts.status.supervisor import read_supervisor
 from scripts.status.table import read_snapshot
 from scripts.status.target import Target, target_arguments, target_command
 from scripts.status.undeclared import read_undeclared_keys

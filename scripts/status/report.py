@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from infra.supervisor.status import SupervisorStatus
 from scripts.status.checkpoint import CheckpointState
 from scripts.status.kinesis import Lag, ShardStatus
 from scripts.status.lease import JobState
 from scripts.status.metrics import COLUMNS, AlarmState, BatchRow
 from scripts.status.optimizers import ADVICE, Optimizers
-from scripts.status.supervisor import SupervisorStatus
 from scripts.status.table import SnapshotFigures
 from scripts.status.undeclared import KeyCount, undeclared_lines
 

@@ -4,7 +4,7 @@
 Everything real but the service: the stack's custom resource handler
 (infra/serverless_job_run_handler.py) starts and hands over the job run; the
 patched EMR Serverless (local/serverless_moto.py, served in this process by
-local/serverless_supervise.py) runs each attempt as the instance's real job,
+local/supervisor/serverless.py) runs each attempt as the instance's real job,
 launched from the run's own request (local/serverless_launch.py) and applies
 the run's retry policy when an attempt's process exits; the supervisor's
 ``check`` (infra/supervisor/serverless.py) runs on a loop against the same
@@ -43,7 +43,7 @@ from infra.supervisor.decision import Decision, Policy, SupervisorState
 from local.emulators import Emulators
 from local.harness import LocalInstance, replace_fields
 from local.serverless_launch import is_serverless
-from local.serverless_supervise import LocalService, local_service, run_until, s3_uri
+from local.supervisor.serverless import LocalService, local_service, run_until, s3_uri
 from model import contract
 from model.exit_record import read_exit_record
 from model.lease import lease_path

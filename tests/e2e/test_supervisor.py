@@ -1,5 +1,5 @@
 """The supervisor against the real job process (the harness plays EMR,
-local/supervisor.py): a SIGKILLed job comes back with nothing lost or doubled
+local/supervisor/harness.py): a SIGKILLed job comes back with nothing lost or doubled
 and an operator's stop is left alone; a batch that always fails gets exactly
 the budget's restarts and then one alarm naming the reason; a refused
 configuration gets no restart and an alarm at once.
@@ -21,7 +21,7 @@ import pytest
 from infra.supervisor.decision import GAVE_UP_BUDGET, Policy, SupervisorState
 from local.emulators import Emulators
 from local.harness import LocalInstance
-from local.supervisor import LocalSupervisor
+from local.supervisor.harness import LocalSupervisor
 from model import contract
 from model.exit_record import read_exit_record
 from scripts import stop

@@ -247,7 +247,7 @@ def test_flow_broker_and_cleanup_log_groups_are_kms_encrypted(
         cleanup_function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"],
         # CDK's upload handler logs to a group of the stack's (helper_lambdas.py).
         upload_function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"],
-        # The supervisor's (infra/constructs/supervisor.py).
+        # The supervisor's (infra/supervisor/construct.py).
         next(
             r["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
             for r in resources.values()

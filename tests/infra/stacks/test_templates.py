@@ -521,7 +521,7 @@ def test_delay_alarms_watch_the_contract_metrics(synthesized: Synthesized, name:
         "FailureRecords",
         "HeartbeatMissing",
         "SupervisorGaveUp",
-        # The supervisor's own function (infra/constructs/supervisor.py).
+        # The supervisor's own function (infra/supervisor/construct.py).
         *(("SupervisorErrors", "SupervisorNotRunning") if config.supervisor.enabled else ()),
     }
     lag = alarms["ConsumerLag"]

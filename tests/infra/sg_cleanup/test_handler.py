@@ -9,7 +9,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from infra.constructs.sg_cleanup_handler import revoke_cross_references
+from infra.sg_cleanup.handler import revoke_cross_references
 
 
 def _groups(ec2: Any) -> tuple[str, str, str, str]:

@@ -1,4 +1,4 @@
-"""The S3 facade of local/serverless_supervise.py: the local checkpoint as the
+"""The S3 facade of local/supervisor/serverless.py: the local checkpoint as the
 supervisor and the custom resource handler read it. The lease object exists
 exactly while a process holds the lease's flock; the other keys are the files;
 other buckets go to the wrapped client."""
@@ -16,7 +16,7 @@ import pytest
 from moto import mock_aws
 
 from infra.serverless_job_run_handler import Checkpoint, Handover
-from local.serverless_supervise import LocalFilesS3, run_until, s3_uri
+from local.supervisor.serverless import LocalFilesS3, run_until, s3_uri
 from model.exit_record import ExitRecord, read_exit_record, write_exit_record
 from model.lease import lease_path, make_lease, s3_lease_state
 from model.storage_uri import parse_s3_uri

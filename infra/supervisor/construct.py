@@ -111,6 +111,19 @@ SCHEDULE_RETRY_ATTEMPTS: Final = 4
 # One check at a time: a concurrent delivery is throttled and queued again.
 RESERVED_CONCURRENCY: Final = 1
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
+# The cdk-nag findings on the role, acknowledged with their reasons.
+ROLE_FINDINGS: Final = (
+    (
+        "AwsSolutions-IAM5[Resource::*]",
+        "cloudwatch:PutMetricData has no resource-level permissions; the statement is "
+        "limited by a cloudwatch:namespace condition to this instance's own namespace.",
+    ),
+    (
+        "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+        "CDK's grant_publish on the encrypted alarm topic: the key is the topic's own, "
+        "used to encrypt what the supervisor publishes there.",
+    ),
+)
 
 
 def policy_for(instance: InstanceConfig, stop_timeout_sec: int) -> Policy:
@@ -297,21 +310,8 @@ class Supervisor(Construct):
             )
         )
         props.alarm_topic.grant_publish(self.role)
-        Validations.of(self.role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="cloudwatch:PutMetricData has no resource-level permissions; the "
-                "statement is limited by a cloudwatch:namespace condition to this "
-                "instance's own namespace.",
-            )
-        )
-        Validations.of(self.role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-                reason="CDK's grant_publish on the encrypted alarm topic: the key is the "
-                "topic's own, used to encrypt what the supervisor publishes there.",
-            )
-        )
+        for finding, reason in ROLE_FINDINGS:
+            Validations.of(self.role).acknowledge(Acknowledgment(id=finding, reason=reason))
         stack = Stack.of(self)
         staged = stage_supervisor(REPO_ROOT, Path(Stage.of(self).outdir))  # type: ignore[union-attr]
         environment = {
@@ -345,7 +345,7 @@ class Supervisor(Construct):
             retry_attempts=2,
         )
         # The function waits for its policy, not only the role (W3005: keep
-        # only the policy dependency, as sg_cleanup.py does).
+        # only the policy dependency, as infra/sg_cleanup/construct.py does).
         function_resource = self.function.node.default_child
         policy = self.role.node.try_find_child("DefaultPolicy")
         policy_resource = policy.node.default_child if policy is not None else None
@@ -373,37 +373,39 @@ class Supervisor(Construct):
         invocation (missing data breaches: a function never invoked publishes
         nothing)."""
         period = Duration.minutes(3 * minutes)
-        errors = cw.Alarm(
-            self,
-            "ErrorsAlarm",
-            alarm_name=f"{instance.stack_name}-{SUPERVISOR_ERRORS}",
-            alarm_description=(
-                f"The supervisor of {instance.instance_id} failed a check: it cannot restart "
-                "the job while it fails. Its log group has the error."
+        who = f"The supervisor of {instance.instance_id}"
+        compare, missing = cw.ComparisonOperator, cw.TreatMissingData
+        specs = (
+            (
+                (SUPERVISOR_ERRORS, "ErrorsAlarm"),
+                f"{who} failed a check: it cannot restart the job while it fails. "
+                "Its log group has the error.",
+                self.function.metric_errors(period=period, statistic="Sum"),
+                (0, compare.GREATER_THAN_THRESHOLD, missing.NOT_BREACHING),
             ),
-            metric=self.function.metric_errors(period=period, statistic="Sum"),
-            threshold=0,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-        )
-        missing = cw.Alarm(
-            self,
-            "NotRunningAlarm",
-            alarm_name=f"{instance.stack_name}-{SUPERVISOR_NOT_RUNNING}",
-            alarm_description=(
-                f"The supervisor of {instance.instance_id} was not invoked for "
-                f"{3 * minutes} minutes: its schedule is disabled or it is throttled; "
-                "nothing restarts the job meanwhile."
+            (
+                (SUPERVISOR_NOT_RUNNING, "NotRunningAlarm"),
+                f"{who} was not invoked for {3 * minutes} minutes: its schedule is "
+                "disabled or it is throttled; nothing restarts the job meanwhile.",
+                self.function.metric_invocations(period=period, statistic="Sum"),
+                (1, compare.LESS_THAN_THRESHOLD, missing.BREACHING),
             ),
-            metric=self.function.metric_invocations(period=period, statistic="Sum"),
-            threshold=1,
-            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cw.TreatMissingData.BREACHING,
         )
         action = cw_actions.SnsAction(topic)
-        for alarm in (errors, missing):
+        alarms: dict[str, cw.Alarm] = {}
+        for (name, alarm_id), description, metric, (threshold, comparison, data) in specs:
+            alarm = cw.Alarm(
+                self,
+                alarm_id,
+                alarm_name=f"{instance.stack_name}-{name}",
+                alarm_description=description,
+                metric=metric,
+                threshold=threshold,
+                comparison_operator=comparison,
+                evaluation_periods=1,
+                treat_missing_data=data,
+            )
             alarm.add_alarm_action(action)
             alarm.add_ok_action(action)
-        return {SUPERVISOR_ERRORS: errors, SUPERVISOR_NOT_RUNNING: missing}
+            alarms[name] = alarm
+        return alarms

@@ -7,9 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from infra.supervisor.decision import SupervisorState
+from infra.supervisor.status import read_supervisor
 from model import contract
 from model.exit_record import ExitRecord, write_exit_record
-from scripts.status.supervisor import read_supervisor
 from tests.job.job_helpers import job_config
 
 

@@ -1,7 +1,7 @@
 """The security-group cleanup of one EMR cluster: a custom resource whose
-function (``sg_cleanup_handler.py``, inlined), on stack delete, revokes the
-rules EMR added between the cluster's managed groups, which would otherwise
-block deleting them (DependencyViolation;
+function (:mod:`infra.sg_cleanup.handler`, beside this construct, inlined), on
+stack delete, revokes the rules EMR added between the cluster's managed
+groups, which would otherwise block deleting them (DependencyViolation;
 https://docs.aws.amazon.com/emr/latest/ManagementGuide/emr-man-sec-groups.html)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from infra.config import EmrConfig, RetentionConfig
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 
 # The custom resource's Lambda code, inlined (CloudFormation ZipFile, < 4 KiB).
-SG_CLEANUP_SOURCE: Final = Path(__file__).with_name("sg_cleanup_handler.py")
+SG_CLEANUP_SOURCE: Final = Path(__file__).with_name("handler.py")
 
 
 def security_group_cleanup(

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -36,10 +37,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import boto3
+from botocore.exceptions import ClientError
+from moto.server import ThreadedMotoServer
+
 from local import serverless_moto
 from local.emulators import free_port
 from local.harness import LocalInstance
-from local.serverless_launch import start
+from local.serverless_launch import plan, start
 from local.serverless_runs import RunProcesses
 from model.lease import LEASE_NAME, file_lease_state
 from ops.local_run import JOB_CONFIG_FILE
@@ -103,8 +108,6 @@ class LocalFilesS3:
             return self._s3.head_object(Bucket=Bucket, Key=Key, **kw)
         body = self._body(Key)
         if body is None:
-            from botocore.exceptions import ClientError
-
             raise ClientError({"Error": {"Code": "404", "Message": "Not Found"}}, "HeadObject")
         return {"ContentLength": len(body)}
 
@@ -159,8 +162,6 @@ class LocalService:
     application_id: str = ""
 
     def client(self, name: str) -> Any:
-        import boto3
-
         return boto3.client(
             name, region_name=self.region, endpoint_url=self.endpoint, **CREDENTIALS
         )
@@ -174,10 +175,6 @@ class LocalService:
     def request(self, instance: Any, config: Any) -> dict[str, Any]:
         """The ``StartJobRun`` body the stack would send for this version, on
         this application (local/serverless_launch.py's own request)."""
-        import os
-
-        from local.serverless_launch import plan
-
         body = plan(instance, config, self.local.root, dict(os.environ)).request
         # The stack resolves the application and the role at deploy; here, moto's
         # (it refuses a role of another account: "Cross-account pass role").
@@ -224,8 +221,6 @@ class LocalService:
 def local_service(local: LocalInstance) -> Iterator[LocalService]:
     """Serve the patched moto in a thread, with an application for ``local``'s
     instance; every attempt's process is killed on the way out."""
-    from moto.server import ThreadedMotoServer
-
     serverless_moto.patch_emr_serverless()
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from infra.constructs.alarms import SUPERVISOR_ERRORS, SUPERVISOR_GAVE_UP, SUPERVISOR_NOT_RUNNING
-from infra.constructs.supervisor import SCHEDULE_RETRY_ATTEMPTS
 from infra.supervisor import handler, serverless
+from infra.supervisor.construct import SCHEDULE_RETRY_ATTEMPTS
 from model import contract
 from tests.infra.conftest import Synthesized, synthesize
 
