@@ -62,6 +62,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import psutil  # type: ignore[import-untyped]
+
 from bench.framework import (
     WARMUP_BATCHES,
     Context,
@@ -76,6 +78,7 @@ from bench.stream import (
     arrival_of,
     directory_bytes,
     job_config,
+    kafka_settings,
     mixed_records,
     now,
     ran_batch,
@@ -85,6 +88,12 @@ from bench.stream import (
     unique_records,
     write_source_file,
 )
+from bench.throughput import bare_plan
+from job.dedup import DEDUP_KEY, dedup_input
+from job.micro_batch import BatchProcessor, prepare
+from job.sources.schema import ARRIVAL_TIMESTAMP
+from job.transform import classify
+from model.table_layout import column_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -116,11 +125,6 @@ _READ_METRICS: Final = ("rocksdbTotalBytesRead", "rocksdbTotalBytesReadThroughIt
 def builtin_prepare(raw: DataFrame, config: JobConfig) -> DataFrame:
     """The job's plan as it was: the same classification and key, de-duplicated
     by ``dropDuplicatesWithinWatermark`` on arrival time."""
-    from job.dedup import DEDUP_KEY, dedup_input
-    from job.sources.schema import ARRIVAL_TIMESTAMP
-    from job.transform import classify
-    from model.table_layout import column_name
-
     classified = classify(raw, fields=config.event_fields, max_record_bytes=config.max_record_bytes)
     keyed = dedup_input(classified, column_name(config.id_field))
     watermarked = keyed.withWatermark(ARRIVAL_TIMESTAMP, f"{config.dedup_horizon_hours} hours")
@@ -128,8 +132,6 @@ def builtin_prepare(raw: DataFrame, config: JobConfig) -> DataFrame:
 
 
 def _plan(operator: str) -> Callable[[DataFrame, JobConfig], DataFrame]:
-    from job.micro_batch import prepare
-
     return prepare if operator == "timers" else builtin_prepare
 
 
@@ -279,9 +281,6 @@ def _throughput(
 ) -> list[dict[str, float]]:
     """Each measured batch's wall seconds (data trigger plus its no-data one)
     and the core seconds the process tree spent in their sink calls."""
-    from bench.stream import kafka_settings
-    from job.micro_batch import BatchProcessor
-
     config = job_config(ctx, f"{NAME}_{operator}_throughput_{run}")
     source = Path(config.checkpoint_location).parent / "source"
     _write_batches(source, f"{operator}{run}", count, warmups + ctx.repeats)
@@ -326,8 +325,6 @@ class _CoreTime:
 def _tree_cpu_seconds() -> float:
     """User + system CPU of this process and every descendant, reaped ones
     included (a Python worker that exited is counted in its parent)."""
-    import psutil  # type: ignore[import-untyped]
-
     me = psutil.Process()
     total = 0.0
     for process in [me, *me.children(recursive=True)]:
@@ -340,8 +337,6 @@ def _tree_cpu_seconds() -> float:
 
 
 def _bare_sink(out: Path) -> Callable[[DataFrame, int], None]:
-    from bench.throughput import bare_plan
-
     def write(frame: DataFrame, batch_id: int) -> None:
         bare_plan(frame).write.mode("overwrite").parquet(str(out / f"batch={batch_id}"))
 

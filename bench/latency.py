@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import re
 import statistics
 import threading
@@ -54,8 +55,16 @@ from bench import framework
 from bench.framework import Context, Row
 from bench.read_loops import Loop, Seen, poll_loops, raise_failed, seen_by
 from bench.stream import job_config, kafka_settings, progress_events
+from job import micro_batch
+from job.micro_batch import BatchProcessor, prepare
+from job.sources import read_stream
+from job.table.catalog import ensure_table, load_table
+from local.emulators import LOOPBACK, start_moto
 from local.summary import percentile as nearest_rank
 from model.polling import poll_until
+from model.table_layout import BATCH_ID_SUMMARY
+from ops.events import MixSpec, expected_ids, generate, now_utc
+from ops.producer import ensure_stream, kinesis_client, put_all
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -81,8 +90,6 @@ DRAIN_RECORDS_PER_SEC: Final = 100
 @contextlib.contextmanager
 def own_moto() -> Iterator[str]:
     """A moto server for this benchmark (its URL), stopped at the end."""
-    from local.emulators import LOOPBACK, start_moto
-
     server = start_moto()
     try:
         yield f"http://{LOOPBACK}:{server.port}"
@@ -141,7 +148,6 @@ class TableWatcher(threading.Thread):
 
     def __init__(self, config: JobConfig) -> None:
         super().__init__(name="table-watcher", daemon=True)
-        from job.table.catalog import load_table
 
         self.table = load_table(config)
         self.batches = Seen()
@@ -152,8 +158,6 @@ class TableWatcher(threading.Thread):
         self.error: BaseException | None = None
 
     def poll(self) -> None:
-        from model.table_layout import BATCH_ID_SUMMARY
-
         started = time.monotonic()
         self.table.refresh()
         now = time.monotonic()
@@ -203,8 +207,6 @@ class JobSplit(logging.Handler):
 
     @contextlib.contextmanager
     def attached(self) -> Iterator[JobSplit]:
-        from job import micro_batch
-
         logger = logging.getLogger(micro_batch.__name__)
         level = logger.level
         logger.setLevel(logging.INFO)
@@ -224,8 +226,6 @@ def produce(
     schedule is met again); ``puts`` gets each valid id's first put time
     (``time.monotonic``: one clock for every process of the machine).
     Returns the seconds taken."""
-    from ops.producer import put_all
-
     per_call = max(1, rate // PUTS_PER_SECOND)
     started = time.monotonic()
     for index in range(0, len(records), per_call):
@@ -245,8 +245,6 @@ def produce(
 def _produce_child(endpoint: str, records: Sequence[SampleRecord], rate: int, out: Any) -> None:
     """A producer process: its own interpreter, so the driver's threads (py4j
     callbacks, the table watcher, the bare loop) never hold it back."""
-    from ops.producer import kinesis_client
-
     puts: dict[str, float] = {}
     started = time.monotonic()
     seconds = produce(kinesis_client(framework.REGION, endpoint), records, rate, puts)
@@ -258,8 +256,6 @@ def produce_elsewhere(
     endpoint: str, records: Sequence[SampleRecord], rate: int
 ) -> tuple[float, float, dict[str, float]]:
     """:func:`produce` in a child process: (started, seconds, put times)."""
-    import multiprocessing
-
     spawn = multiprocessing.get_context("spawn")
     receive, send = spawn.Pipe(duplex=False)
     child = spawn.Process(target=_produce_child, args=(endpoint, records, rate, send))
@@ -279,10 +275,6 @@ def produce_elsewhere(
 
 def start_job_query(spark: SparkSession, config: JobConfig) -> StreamingQuery:
     """The job's query as ``job.driver.run`` builds it (no lease, no metrics)."""
-    from job.micro_batch import BatchProcessor, prepare
-    from job.sources import read_stream
-    from job.table.catalog import ensure_table
-
     processor = BatchProcessor(config, kafka_settings(config), table=ensure_table(config))
     return (
         prepare(read_stream(spark, config), config)
@@ -357,9 +349,6 @@ def measure(ctx: Context, kind: Kind) -> list[Row]:
 def _run(
     ctx: Context, kind: Kind, endpoint: str, job_endpoint: str, *, windows: int, window_sec: int
 ) -> list[Row]:
-    from ops.events import MixSpec, expected_ids, generate, now_utc
-    from ops.producer import ensure_stream, kinesis_client
-
     client = kinesis_client(framework.REGION, endpoint)
     ensure_stream(client, STREAM, SHARDS)
     config = job_config(

@@ -49,12 +49,16 @@ import struct
 import threading
 import time
 import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
+
+import boto3
+from botocore.config import Config
 
 from ops.local_run import FAKE_CREDENTIALS
 
@@ -275,9 +279,6 @@ class EfoEndpoint:
         with self._clients_lock:
             found = self._clients.get(region)
             if found is None:
-                import boto3
-                from botocore.config import Config
-
                 found = boto3.client(
                     "kinesis",
                     endpoint_url=self.moto_url,
@@ -502,8 +503,6 @@ def _list_shards(kinesis: Any, stream_name: str) -> list[dict[str, Any]]:
 
 def read_stats(url: str, timeout: float = 5.0) -> dict[str, int]:
     """A running front's :meth:`EfoEndpoint.stats`, over HTTP."""
-    import urllib.request
-
     with urllib.request.urlopen(url.rstrip("/") + STATS_PATH, timeout=timeout) as answer:
         found = json.loads(answer.read())
     return {str(k): int(v) for k, v in found.items()}

@@ -19,6 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from infra.config import load_instances, read_cdk_context
+from infra.job_config import job_config_for
+from infra.schema_change import check_schema_change
 from local.efo_endpoint import read_stats
 from local.emulators import Endpoints
 from local.failures import TopicContents, ensure_topic, read_topic
@@ -47,8 +50,6 @@ CDK_JSON: Final = Path(__file__).resolve().parents[1] / "cdk.json"
 
 def load_example_instances(cdk_json: Path = CDK_JSON) -> list[Any]:
     """The instances ``cdk synth`` would build, from the same file."""
-    from infra.config import load_instances, read_cdk_context
-
     return list(load_instances(read_cdk_context(cdk_json)))
 
 
@@ -82,8 +83,6 @@ def build_job_config(
     """The instance's job config as the stack builds it, pointed at the emulators
     and at ``root``; ``overrides`` replaces top-level fields (e.g. a short
     trigger interval or lease for tests)."""
-    from infra.job_config import job_config_for
-
     config: JobConfig = job_config_for(
         instance,
         checkpoint_location=str(root / "checkpoint"),
@@ -324,8 +323,6 @@ class LocalInstance:
         schema check first (an event schema a deploy may not make stops here),
         then the old job stops gracefully (stop marker, exit 0) before the new
         one starts on the same checkpoint and table."""
-        from infra.schema_change import check_schema_change
-
         if instance.instance_id != self.instance.instance_id:
             raise ValueError(f"redeploy {self.name}: got instance {instance.instance_id}")
         check_schema_change(
