@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from bench import stream
 from bench.framework import REGION, Context, Row, bars, figure, summary, write_result
-from bench.latency import own_moto, start_job_query
+from bench.latency import own_moto
+from bench.latency_job import start_job_query
 from ops.producer import ensure_stream, kinesis_client
 
 if TYPE_CHECKING:

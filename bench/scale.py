@@ -18,10 +18,10 @@
    instances ``scale<i>``/``eu-west-1``, the example's synth-check flag, cdk-nag
    on), built and synthesized in a fresh Python process per synth
    (:mod:`bench.synth_child`): what ``cdk synth`` runs (``python3 app.py``),
-   without the CLI. 1, 3 and 6 instances (quick: 1 and 2). Bars (medians): 6 instances in under 60 s, and
-   no worse than linear: t(6) / t(1) <= 6. Reported with it: a least-squares
-   line through every run, t = fixed + per_instance x n, which says what one
-   more instance costs.
+   without the CLI. 1, 3 and 6 instances (quick: 1 and 2). Bars (medians):
+   6 instances in under 60 s, and no worse than linear: t(6) / t(1) <= 6.
+   Reported with it: a least-squares line through every run,
+   t = fixed + per_instance x n, which says what one more instance costs.
 """
 
 from __future__ import annotations
