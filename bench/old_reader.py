@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+from pyspark.errors import PySparkNotImplementedError
+from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
 from job.sources import kinesis_python
 from job.sources.kinesis_options import ReaderOptions, parse_options
 from job.sources.kinesis_python import in_threads
 from job.sources.kinesis_rows import records_to_batch
-from job.sources.schema import SOURCE_SCHEMA
 from model.kinesis_offsets import (
     ShardInfo,
     ShardState,
@@ -115,15 +115,20 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
         """Nothing to do: Kinesis keeps no consumer position; the checkpoint does."""
 
 
-class KinesisDataSource(DataSource):
-    """Registered as ``python-kinesis-driver``; options as in job.sources.aws_kinesis."""
+class KinesisDataSource(kinesis_python.KinesisDataSource):
+    """Today's source (its schema and options) as ``python-kinesis-driver``, read
+    by the previous reader: ``streamReader`` is not implemented, so Spark falls
+    back to ``simpleStreamReader`` (pyspark.sql.datasource_internal._streamReader)."""
+
+    def streamReader(self, schema: StructType) -> kinesis_python.KinesisStreamReader:  # noqa: N802 (Spark's API)
+        """Not implemented, as in ``DataSource``: Spark falls back to the simple reader."""
+        raise PySparkNotImplementedError(
+            errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
+        )
 
     @classmethod
     def name(cls) -> str:
         return FORMAT_NAME
-
-    def schema(self) -> StructType:
-        return SOURCE_SCHEMA
 
     def simpleStreamReader(self, schema: StructType) -> KinesisStreamReader:  # noqa: N802 (Spark's API)
         return KinesisStreamReader(parse_options(dict(self.options)))

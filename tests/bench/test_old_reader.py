@@ -9,10 +9,12 @@ from pathlib import Path
 
 import boto3
 from moto import mock_aws
+from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper, _streamReader
 
-from bench.old_reader import KinesisStreamReader
+from bench.old_reader import FORMAT_NAME, KinesisDataSource, KinesisStreamReader
 from job.sources import kinesis_python
 from job.sources.kinesis_options import parse_options
+from job.sources.schema import SOURCE_SCHEMA
 
 STREAM = "old-reader"
 REGION = "us-east-1"
@@ -59,3 +61,18 @@ def test_an_executor_s_copy_carries_the_options_only(tmp_path: Path) -> None:
     assert copy.options == options
     assert copy.planner is not reader.planner
     assert copy.planner.options == options
+
+
+def test_spark_gets_the_simple_reader_under_today_s_schema() -> None:
+    """How Spark picks the reader (pyspark.sql.datasource_internal): streamReader
+    first, simpleStreamReader when that is not implemented."""
+    source = KinesisDataSource(
+        {"kinesis.streamName": STREAM, "kinesis.region": REGION, "kinesis.metadataPath": "/x"}
+    )
+
+    reader = _streamReader(source, SOURCE_SCHEMA)
+
+    assert isinstance(reader, _SimpleStreamReaderWrapper)
+    assert isinstance(reader.simple_reader, KinesisStreamReader)
+    assert KinesisDataSource.name() == FORMAT_NAME != kinesis_python.FORMAT_NAME
+    assert source.schema() == SOURCE_SCHEMA
