@@ -239,7 +239,7 @@ def _observe(ctx: Context, plan: Plan) -> Observed:
             warm_batches = max((int(e["batchId"]) for e in progress_events(query)), default=-1)
             loops = baseline.enter_context(plan.kind.loops(plan.client, plan.job_endpoint, STREAM))
             produced_started, production_seconds, puts = produce_elsewhere(
-                plan.endpoint, plan.measured, RATE
+                framework.REGION, plan.endpoint, plan.measured, RATE
             )
             total = len(expected_ids(plan.warm)) + len(expected_ids(plan.measured))
             wait_rows(query, watcher, total, DRAIN_TIMEOUT_SEC + total / DRAIN_RECORDS_PER_SEC)

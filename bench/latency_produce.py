@@ -1,5 +1,8 @@
 """The producer of :mod:`bench.latency`: the job's record mix put at a steady
-rate on a fixed schedule, in this process or in a child of its own."""
+rate on a fixed schedule, in this process or in a child of its own.
+
+The child imports this module: it imports no Spark (nor :mod:`bench.framework`,
+which does), so the child starts in moments."""
 
 from __future__ import annotations
 
@@ -8,7 +11,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from bench import framework
 from ops.producer import kinesis_client, put_all
 
 if TYPE_CHECKING:
@@ -42,23 +44,25 @@ def produce(
     return time.monotonic() - started
 
 
-def _produce_child(endpoint: str, records: Sequence[SampleRecord], rate: int, out: Any) -> None:
+def _produce_child(
+    region: str, endpoint: str, records: Sequence[SampleRecord], rate: int, out: Any
+) -> None:
     """A producer process: its own interpreter, so the driver's threads (py4j
     callbacks, the table watcher, the bare loop) never hold it back."""
     puts: dict[str, float] = {}
     started = time.monotonic()
-    seconds = produce(kinesis_client(framework.REGION, endpoint), records, rate, puts)
+    seconds = produce(kinesis_client(region, endpoint), records, rate, puts)
     out.send((started, seconds, puts))
     out.close()
 
 
 def produce_elsewhere(
-    endpoint: str, records: Sequence[SampleRecord], rate: int
+    region: str, endpoint: str, records: Sequence[SampleRecord], rate: int
 ) -> tuple[float, float, dict[str, float]]:
     """:func:`produce` in a child process: (started, seconds, put times)."""
     spawn = multiprocessing.get_context("spawn")
     receive, send = spawn.Pipe(duplex=False)
-    child = spawn.Process(target=_produce_child, args=(endpoint, records, rate, send))
+    child = spawn.Process(target=_produce_child, args=(region, endpoint, records, rate, send))
     child.start()
     send.close()
     limit = len(records) / rate * 4 + 120
