@@ -18,26 +18,25 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from bench import (
+    dedup,
+    efo,
+    growth,
+    incident,
+    kinesis_source,
+    latency,
+    latency_efo,
+    overhead,
+    reader,
+    scale,
+    serverless_sizing,
+    state,
+    throughput,
+)
 from bench.framework import REPEATS, RESULTS, Context, Row, print_table
 
 
 def _benchmarks() -> dict[str, Callable[[Context], list[Row]]]:
-    from bench import (
-        dedup,
-        efo,
-        growth,
-        incident,
-        kinesis_source,
-        latency,
-        latency_efo,
-        overhead,
-        reader,
-        scale,
-        serverless_sizing,
-        state,
-        throughput,
-    )
-
     # Order matters: growth's 1M-record fill is reused by state when both run.
     return {
         throughput.NAME: throughput.run,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import time
 from collections.abc import Iterator
 from typing import Any, Final
@@ -36,7 +37,10 @@ from typing import Any, Final
 from bench import framework
 from bench.framework import Context, Row
 from bench.read_loops import Loop, efo_loops, poll_loops, raise_failed, seen_by
+from local.efo_endpoint import read_stats
+from local.emulators import LOOPBACK, start_efo_endpoint, start_moto
 from local.summary import percentile
+from ops.producer import ensure_stream, kinesis_client
 
 NAME: Final = "efo"
 STREAM: Final = "bench-efo"
@@ -58,8 +62,6 @@ def latencies(puts: dict[str, float], seen: dict[str, float]) -> list[float]:
 def _produce_child(endpoint: str, first: int, count: int, rate: int, out: Any) -> None:
     """Put ``count`` ids from ``first`` at ``rate``/s on a fixed schedule; send
     back (seconds taken, {id: put time})."""
-    from ops.producer import kinesis_client
-
     client = kinesis_client(framework.REGION, endpoint)
     per_call = max(1, rate // PUTS_PER_SECOND)
     puts: dict[str, float] = {}
@@ -82,8 +84,6 @@ def _produce_child(endpoint: str, first: int, count: int, rate: int, out: Any) -
 def produce_elsewhere(
     endpoint: str, first: int, count: int, rate: int
 ) -> tuple[float, dict[str, float]]:
-    import multiprocessing
-
     spawn = multiprocessing.get_context("spawn")
     receive, send = spawn.Pipe(duplex=False)
     child = spawn.Process(target=_produce_child, args=(endpoint, first, count, rate, send))
@@ -104,8 +104,6 @@ def produce_elsewhere(
 @contextlib.contextmanager
 def servers() -> Iterator[tuple[str, str, Any]]:
     """This benchmark's moto and SubscribeToShard front: (moto URL, front URL, front)."""
-    from local.emulators import LOOPBACK, start_efo_endpoint, start_moto
-
     moto = start_moto()
     try:
         url = f"http://{LOOPBACK}:{moto.port}"
@@ -119,9 +117,6 @@ def servers() -> Iterator[tuple[str, str, Any]]:
 
 
 def run(ctx: Context) -> list[Row]:
-    from local.efo_endpoint import read_stats
-    from ops.producer import ensure_stream, kinesis_client
-
     rate = QUICK_RATE if ctx.quick else RATE
     window = QUICK_WINDOW_SEC if ctx.quick else WINDOW_SEC
     windows = 1 if ctx.quick else ctx.repeats

@@ -25,6 +25,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import matplotlib
+import matplotlib.pyplot as plt
+import psutil  # type: ignore[import-untyped]
+
+from job.session import build_session
+from local.emulators import running_emulators
+from model.spark_conf import local_conf
+from ops.local_run import FAKE_CREDENTIALS
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -86,8 +95,6 @@ class Context:
     def __post_init__(self) -> None:
         # Before any JVM starts: Spark's Python workers inherit the JVM's
         # environment, fixed when the session starts, not this process's later one.
-        from ops.local_run import FAKE_CREDENTIALS
-
         os.environ.update(FAKE_CREDENTIALS)
         os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -96,17 +103,12 @@ class Context:
     @property
     def emulators(self) -> Emulators:
         if self._emulators is None:
-            from local.emulators import running_emulators
-
             self._emulators = self._stack.enter_context(running_emulators())
         return self._emulators
 
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
-            from job.session import build_session
-            from model.spark_conf import local_conf
-
             work = self.scratch("spark")
             conf = local_conf(str(work))
             # Progress events of every trigger, idle ones included, and enough
@@ -197,10 +199,7 @@ def write_result(ctx: Context, name: str, result: dict[str, Any]) -> Path:
 @contextlib.contextmanager
 def figure(ctx: Context, name: str, ncols: int = 1, width: float = 6.0) -> Iterator[Any]:
     """A matplotlib figure saved to ``<out>/<name>.png`` when the block ends."""
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, 4.2), squeeze=False)
     try:
@@ -241,19 +240,14 @@ def machine_load() -> dict[str, Any]:
     agents' Spark sessions and tests), so a slow figure can be read against it."""
     load1, load5, load15 = os.getloadavg()
     others = {"java": 0, "python": 0}
-    try:
-        import psutil  # type: ignore[import-untyped]
-
-        me = os.getpid()
-        for process in psutil.process_iter(["name", "pid"]):
-            name = (process.info.get("name") or "").lower()
-            if process.info.get("pid") == me:
-                continue
-            for kind in others:
-                if name.startswith(kind):
-                    others[kind] += 1
-    except ImportError:  # psutil is optional: the load averages are enough
-        pass
+    me = os.getpid()
+    for process in psutil.process_iter(["name", "pid"]):
+        name = (process.info.get("name") or "").lower()
+        if process.info.get("pid") == me:
+            continue
+        for kind in others:
+            if name.startswith(kind):
+                others[kind] += 1
     return {
         "load_average_1_5_15_min": [round(load1, 2), round(load5, 2), round(load15, 2)],
         "cores": os.cpu_count(),

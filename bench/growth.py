@@ -28,11 +28,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import pyarrow as pa
+
 from bench import stream
 from bench.framework import Context, Row, bars, figure, summary, write_result
+from job.table.catalog import ensure_table, file_io_properties
+from job.table.commit import commit_batch, expire_snapshots
+from job.table.files import write_data_files
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyiceberg.table import Table
 
     from model.config import JobConfig
@@ -69,8 +73,6 @@ def metadata_figures(table: Table) -> dict[str, Any]:
 
 def _small_batch(table: Table, commit: int, rows: int = 5) -> pa.RecordBatch:
     """A few rows in the table's columns (the content does not matter)."""
-    import pyarrow as pa
-
     stamp = stream.now().replace(tzinfo=None)
     columns: dict[str, Any] = {}
     for field in table.schema().fields:
@@ -88,10 +90,6 @@ def _small_batch(table: Table, commit: int, rows: int = 5) -> pa.RecordBatch:
 
 def prefill(table: Table, config: JobConfig, commits: int) -> dict[str, Any]:
     """``commits`` snapshots of 4 data files each, committed as the job does."""
-    from job.table.catalog import file_io_properties
-    from job.table.commit import commit_batch, expire_snapshots
-    from job.table.files import write_data_files
-
     props = file_io_properties(config)
     maintenance = config.table_maintenance
     commit_seconds: list[float] = []
@@ -163,9 +161,6 @@ def _measured(
 
 
 def run(ctx: Context) -> list[Row]:
-    from job.table.catalog import ensure_table
-    from job.table.commit import expire_snapshots
-
     spark = ctx.spark
     if ctx.quick:
         commits, state_keys, chunk, size = 50, 20_000, 20_000, 2_000

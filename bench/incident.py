@@ -36,6 +36,7 @@ must be 1.
 
 from __future__ import annotations
 
+import sqlite3
 import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -43,8 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from pyspark.sql import functions as sf
+
 from bench import framework, stream
 from bench.framework import Context, Row
+from job.micro_batch import BatchProcessor, prepare
 from local.spark_stages import shuffles_of
 
 if TYPE_CHECKING:
@@ -94,9 +98,6 @@ def store_saver(
     the seconds its store calls took."""
 
     def save(partition: int, keys: Iterable[tuple[str, Event]]) -> Iterator[tuple[int, float]]:
-        import sqlite3
-        import time
-
         db = sqlite3.connect(f"{store}/part-{partition:04d}.db", isolation_level=None, timeout=60)
         try:
             db.execute("PRAGMA journal_mode=WAL")
@@ -132,8 +133,6 @@ def store_saver(
 
 def parsed_events(spark: SparkSession, source: Path) -> DataFrame:
     """The seed's parse of the records in ``source``: ``from_json`` to strings."""
-    from pyspark.sql import functions as sf
-
     schema = "id string, type string, occurredAt string, payload string"
     return (
         spark.read.parquet(str(source))
@@ -145,8 +144,6 @@ def parsed_events(spark: SparkSession, source: Path) -> DataFrame:
 
 def incident_batch(events: DataFrame, store: Path, partitions: int) -> IncidentRun:
     """The seed's micro-batch on ``events`` (:func:`parsed_events`)."""
-    from pyspark.sql import functions as sf
-
     store.mkdir(parents=True, exist_ok=True)
     saved = 0
     in_store = 0.0
@@ -168,8 +165,6 @@ def incident_batch(events: DataFrame, store: Path, partitions: int) -> IncidentR
 
 
 def run(ctx: Context) -> list[Row]:
-    from job.micro_batch import BatchProcessor, prepare
-
     # Both sides are streaming jobs: their batches run as Spark runs micro-batches.
     spark = stream.micro_batch_session(ctx.spark)
     count = 5_000 if ctx.quick else 200_000

@@ -43,10 +43,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from botocore import parsers
+from botocore.session import get_session
+
 from bench import framework
 from bench import stream as bench_stream
 from bench.framework import Context, Row, bars, figure, machine_load, summary, write_result
+from job.sources.kinesis_python import register
+from job.sources.kinesis_rows import records_to_batch
 from model.polling import poll_until
+from ops.events import MixSpec, generate, now_utc
+from ops.producer import ensure_stream, kinesis_client, put_all
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -83,9 +90,6 @@ class Measured:
 
 
 def fill_stream(client: Any, stream: str, records: int, shards: int) -> None:
-    from ops.events import MixSpec, generate, now_utc
-    from ops.producer import ensure_stream, put_all
-
     ensure_stream(client, stream, shards)
     mix = generate(MixSpec(count=records, malformed_share=0, duplicate_share=0), now_utc())
     put_all(client, stream, mix)
@@ -116,8 +120,6 @@ def raw_loop(client: Any, stream: str) -> Measured:
 def source_frame(spark: SparkSession, endpoint: str, stream: str, work: Path) -> DataFrame:
     """``format("python-kinesis")`` over ``stream``; its tasks record each
     batch's ends under ``work`` (beside the query's checkpoint)."""
-    from job.sources.kinesis_python import register
-
     register(spark)
     return (
         spark.readStream.format("python-kinesis")
@@ -226,12 +228,6 @@ def decode_per_core(records: int, repeats: int) -> Measured:
     """What one driver core does per record without the network: botocore
     parses a GetRecords JSON body of ``records`` records (base64 data,
     epoch timestamps) and they become one Arrow batch. The best of ``repeats``."""
-    from botocore import parsers
-    from botocore.session import get_session
-
-    from job.sources.kinesis_rows import records_to_batch
-    from ops.events import MixSpec, generate, now_utc
-
     model = get_session().get_service_model("kinesis")
     output = model.operation_model("GetRecords").output_shape
     parser = parsers.create_parser(model.metadata["protocol"])
@@ -296,8 +292,6 @@ def one_round(
 
 
 def run(ctx: Context) -> list[Row]:
-    from ops.producer import kinesis_client
-
     records, shards = (2_000, 2) if ctx.quick else (20_000, 4)
     client = kinesis_client(framework.REGION, ctx.emulators.endpoints.aws_url)
     load_before = machine_load()

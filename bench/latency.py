@@ -40,10 +40,7 @@ puts O(log n) as the shards grow), so no other benchmark's streams share it.
 from __future__ import annotations
 
 import contextlib
-import logging
-import re
 import statistics
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -52,26 +49,30 @@ from typing import TYPE_CHECKING, Any, Final
 
 from bench import framework
 from bench.framework import Context, Row
-from bench.read_loops import Loop, Seen, poll_loops, raise_failed, seen_by
-from bench.stream import job_config, kafka_settings, progress_events
-from local.summary import percentile as nearest_rank
-from model.polling import poll_until
+from bench.latency_figures import Windows, batch_figures, job_split, stats
+from bench.latency_job import (
+    TABLE_POLL_SEC,
+    JobSplit,
+    TableWatcher,
+    start_job_query,
+    wait_rows,
+)
+from bench.latency_produce import STREAM, produce, produce_elsewhere
+from bench.read_loops import Loop, poll_loops, raise_failed, seen_by
+from bench.stream import job_config, progress_events
+from local.emulators import LOOPBACK, start_moto
+from ops.events import MixSpec, expected_ids, generate, now_utc
+from ops.producer import ensure_stream, kinesis_client
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-    from pyspark.sql.streaming.query import StreamingQuery
-
     from model.config import JobConfig
     from ops.events import SampleRecord
 
 NAME: Final = "latency"
 BAR_P99_SEC: Final = 5.0
-STREAM: Final = "bench-latency"
 SHARDS: Final = 2
 RATE: Final = 1_000  # records per second
-PUTS_PER_SECOND: Final = 10
 TRIGGER_SEC: Final = 1
-TABLE_POLL_SEC: Final = 0.2
 WARM_UP_RECORDS: Final = 200
 DRAIN_TIMEOUT_SEC: Final = 300.0
 # A backlog drains at 100 records/s at least, or the run fails.
@@ -81,8 +82,6 @@ DRAIN_RECORDS_PER_SEC: Final = 100
 @contextlib.contextmanager
 def own_moto() -> Iterator[str]:
     """A moto server for this benchmark (its URL), stopped at the end."""
-    from local.emulators import LOOPBACK, start_moto
-
     server = start_moto()
     try:
         yield f"http://{LOOPBACK}:{server.port}"
@@ -126,221 +125,37 @@ POLLING: Final = Kind(
 )
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..100, :func:`local.summary.percentile`,
-    the rank the run summary uses) of a sample that must not be empty."""
-    found = nearest_rank(values, q)
-    if found is None:
-        raise ValueError("percentile of no values")
-    return found
+@dataclass(frozen=True)
+class Plan:
+    """One run's settings: the stream's client, the job's config, the records."""
+
+    kind: Kind
+    endpoint: str  # moto: where records are put
+    job_endpoint: str  # where the job (and the bare loop) reads
+    client: Any
+    config: JobConfig
+    warm: list[SampleRecord]
+    measured: list[SampleRecord]
+    windows: int
+    window_sec: int
 
 
-class TableWatcher(threading.Thread):
-    """Polls the table through its catalog, as a reader would: the first time
-    each batch's snapshot is visible, and the table's row count."""
+@dataclass(frozen=True)
+class Observed:
+    """What one run saw: put times, when each id became readable (table) and
+    was seen (bare loop), the measured batches and the job's own split."""
 
-    def __init__(self, config: JobConfig) -> None:
-        super().__init__(name="table-watcher", daemon=True)
-        from job.table.catalog import load_table
-
-        self.table = load_table(config)
-        self.batches = Seen()
-        self.rows = 0
-        self.polls = 0
-        self.poll_seconds = 0.0
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-
-    def poll(self) -> None:
-        from model.table_layout import BATCH_ID_SUMMARY
-
-        started = time.monotonic()
-        self.table.refresh()
-        now = time.monotonic()
-        for snap in self.table.snapshots():
-            batch = snap.summary.get(BATCH_ID_SUMMARY) if snap.summary is not None else None
-            if batch is not None:
-                self.batches.first(str(batch), now)
-        current = self.table.current_snapshot()
-        if current is not None and current.summary is not None:
-            self.rows = int(current.summary.get("total-records") or 0)
-        self.polls += 1
-        self.poll_seconds += time.monotonic() - started
-
-    def run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                self.poll()
-                self.stop.wait(TABLE_POLL_SEC)
-        except BaseException as exc:  # reported by the benchmark, not lost in a thread
-            self.error = exc
-
-
-class JobSplit(logging.Handler):
-    """The job's own split of each batch, from its per-batch log line
-    (``job.micro_batch``: ``batch %d: ... %.2fs (pass %.2fs, commit %.2fs)``);
-    a line of another shape is ignored, so a reworded log costs a figure, not
-    the benchmark."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.seconds: dict[int, dict[str, float]] = {}
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text, args = str(record.msg), record.args
-        if not text.startswith("batch %d:") or not isinstance(args, tuple) or len(args) < 4:
-            return
-        names = re.findall(r"(\w+) %\.2fs", text.rsplit(";", 1)[-1])
-        values = args[-len(names) - 1 :] if names else ()
-        if len(names) + 1 != len(values):
-            return
-        try:
-            figures = {"total": float(str(values[0]))}
-            figures.update({n: float(str(v)) for n, v in zip(names, values[1:], strict=True)})
-            self.seconds[int(str(args[0]))] = figures
-        except ValueError:
-            return
-
-    @contextlib.contextmanager
-    def attached(self) -> Iterator[JobSplit]:
-        from job import micro_batch
-
-        logger = logging.getLogger(micro_batch.__name__)
-        level = logger.level
-        logger.setLevel(logging.INFO)
-        logger.addHandler(self)
-        try:
-            yield self
-        finally:
-            logger.removeHandler(self)
-            logger.setLevel(level)
-
-
-def produce(
-    client: Any, records: Sequence[SampleRecord], rate: int, puts: dict[str, float]
-) -> float:
-    """Put ``records`` at ``rate`` per second in calls of rate/10 records on a
-    fixed schedule (a late call is followed at once by the next, until the
-    schedule is met again); ``puts`` gets each valid id's first put time
-    (``time.monotonic``: one clock for every process of the machine).
-    Returns the seconds taken."""
-    from ops.producer import put_all
-
-    per_call = max(1, rate // PUTS_PER_SECOND)
-    started = time.monotonic()
-    for index in range(0, len(records), per_call):
-        due = started + index / rate
-        wait = due - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        chunk = records[index : index + per_call]
-        issued = time.monotonic()
-        put_all(client, STREAM, chunk)
-        for record in chunk:
-            if record.event_id is not None and not record.is_failure:
-                puts.setdefault(record.event_id, issued)
-    return time.monotonic() - started
-
-
-def _produce_child(endpoint: str, records: Sequence[SampleRecord], rate: int, out: Any) -> None:
-    """A producer process: its own interpreter, so the driver's threads (py4j
-    callbacks, the table watcher, the bare loop) never hold it back."""
-    from ops.producer import kinesis_client
-
-    puts: dict[str, float] = {}
-    started = time.monotonic()
-    seconds = produce(kinesis_client(framework.REGION, endpoint), records, rate, puts)
-    out.send((started, seconds, puts))
-    out.close()
-
-
-def produce_elsewhere(
-    endpoint: str, records: Sequence[SampleRecord], rate: int
-) -> tuple[float, float, dict[str, float]]:
-    """:func:`produce` in a child process: (started, seconds, put times)."""
-    import multiprocessing
-
-    spawn = multiprocessing.get_context("spawn")
-    receive, send = spawn.Pipe(duplex=False)
-    child = spawn.Process(target=_produce_child, args=(endpoint, records, rate, send))
-    child.start()
-    send.close()
-    limit = len(records) / rate * 4 + 120
-    try:
-        if not receive.poll(limit):
-            raise TimeoutError(f"producer did not finish {len(records)} records in {limit:.0f}s")
-        started, seconds, puts = receive.recv()
-    finally:
-        child.join(30)
-        if child.is_alive():
-            child.terminate()
-    return float(started), float(seconds), dict(puts)
-
-
-def start_job_query(spark: SparkSession, config: JobConfig) -> StreamingQuery:
-    """The job's query as ``job.driver.run`` builds it (no lease, no metrics)."""
-    from job.micro_batch import BatchProcessor, prepare
-    from job.sources import read_stream
-    from job.table.catalog import ensure_table
-
-    processor = BatchProcessor(config, kafka_settings(config), table=ensure_table(config))
-    return (
-        prepare(read_stream(spark, config), config)
-        .writeStream.option("checkpointLocation", config.checkpoint_location)
-        .trigger(processingTime=f"{config.trigger_interval_sec} seconds")
-        .foreachBatch(processor)
-        .start()
-    )
-
-
-def wait_rows(query: StreamingQuery, watcher: TableWatcher, rows: int, timeout: float) -> None:
-    """Until the table holds ``rows`` rows; a failed query or watcher ends the wait."""
-
-    def landed() -> bool:
-        failure = query.exception()
-        if failure is not None:
-            raise RuntimeError(f"query failed: {failure}")
-        if watcher.error is not None:
-            raise RuntimeError(f"table watcher failed: {watcher.error}")
-        return watcher.rows >= rows
-
-    poll_until(
-        landed,
-        timeout=timeout,
-        interval=0.2,
-        on_timeout=lambda: TimeoutError(
-            f"{watcher.rows} of {rows} rows in the table after {timeout:.0f}s"
-        ),
-    )
-
-
-def _stats(latencies: Sequence[float]) -> dict[str, Any]:
-    return {
-        "records": len(latencies),
-        "p50_seconds": round(percentile(latencies, 50), 3),
-        "p99_seconds": round(percentile(latencies, 99), 3),
-        "max_seconds": round(max(latencies), 3),
-    }
-
-
-def _batch_figures(events: list[dict[str, Any]]) -> dict[str, Any]:
-    ran = [e for e in events if "addBatch" in e.get("durationMs", {})]
-    if not ran:
-        return {"batches": 0}
-    keys = sorted({k for e in ran for k in e["durationMs"]})
-    return {
-        "batches": len(ran),
-        "input_rows_per_batch_median": statistics.median(int(e["numInputRows"]) for e in ran),
-        "trigger_execution_seconds": framework.summary(
-            [e["durationMs"]["triggerExecution"] / 1000 for e in ran]
-        ),
-        "trigger_execution_p99_seconds": round(
-            percentile([e["durationMs"]["triggerExecution"] / 1000 for e in ran], 99), 3
-        ),
-        "duration_ms_median": {
-            k: statistics.median(e["durationMs"].get(k, 0) for e in ran) for k in keys
-        },
-    }
+    warm_up_seconds: float
+    warm_batches: int
+    produced_started: float
+    production_seconds: float
+    puts: dict[str, float]
+    readable: dict[str, float]
+    seen_by_loop: dict[str, float]
+    events: list[dict[str, Any]]
+    split: dict[str, float]
+    polls: int
+    poll_seconds: float
 
 
 def run(ctx: Context) -> list[Row]:
@@ -357,9 +172,37 @@ def measure(ctx: Context, kind: Kind) -> list[Row]:
 def _run(
     ctx: Context, kind: Kind, endpoint: str, job_endpoint: str, *, windows: int, window_sec: int
 ) -> list[Row]:
-    from ops.events import MixSpec, expected_ids, generate, now_utc
-    from ops.producer import ensure_stream, kinesis_client
+    plan = _plan(ctx, kind, endpoint, job_endpoint, windows=windows, window_sec=window_sec)
+    load_before = framework.machine_load()
+    seen = _observe(ctx, plan)
+    load_after = framework.machine_load()
+    found = Windows.split(
+        seen.puts,
+        seen.readable,
+        seen.seen_by_loop,
+        started=seen.produced_started,
+        windows=windows,
+        window_sec=window_sec,
+    )
+    result = _result(plan, seen, found)
+    framework.write_result(
+        ctx,
+        kind.name,
+        {
+            **result,
+            "code": framework.code_version(),
+            "load_before": load_before,
+            "load_after": load_after,
+        },
+    )
+    _chart(ctx, kind, found)
+    return _rows(plan, seen, found)
 
+
+def _plan(
+    ctx: Context, kind: Kind, endpoint: str, job_endpoint: str, *, windows: int, window_sec: int
+) -> Plan:
+    """The stream (created), the job's config and the warm-up and measured records."""
     client = kinesis_client(framework.REGION, endpoint)
     ensure_stream(client, STREAM, SHARDS)
     config = job_config(
@@ -375,25 +218,30 @@ def _run(
     measured = generate(
         MixSpec(count=RATE * window_sec * windows, id_prefix="lat", seed=11), now_utc()
     )
-    spark = ctx.spark
-    load_before = framework.machine_load()
+    return Plan(kind, endpoint, job_endpoint, client, config, warm, measured, windows, window_sec)
+
+
+def _observe(ctx: Context, plan: Plan) -> Observed:
+    """The job's query and the table watcher; the warm-up, waited for; then the
+    bare loops and the producer, until every measured row is in the table."""
     split = JobSplit()
     with split.attached():
-        query = start_job_query(spark, config)
-        watcher = TableWatcher(config)
+        query = start_job_query(ctx.spark, plan.config)
+        watcher = TableWatcher(plan.config)
         watcher.start()
         baseline = contextlib.ExitStack()
         loops: Sequence[Loop] = ()
-        puts: dict[str, float] = {}
         try:
             warm_started = time.monotonic()
-            produce(client, warm, RATE, {})
-            wait_rows(query, watcher, len(expected_ids(warm)), DRAIN_TIMEOUT_SEC)
+            produce(plan.client, plan.warm, RATE, {})
+            wait_rows(query, watcher, len(expected_ids(plan.warm)), DRAIN_TIMEOUT_SEC)
             warm_up_seconds = time.monotonic() - warm_started
             warm_batches = max((int(e["batchId"]) for e in progress_events(query)), default=-1)
-            loops = baseline.enter_context(kind.loops(client, job_endpoint, STREAM))
-            produced_started, production_seconds, puts = produce_elsewhere(endpoint, measured, RATE)
-            total = len(expected_ids(warm)) + len(expected_ids(measured))
+            loops = baseline.enter_context(plan.kind.loops(plan.client, plan.job_endpoint, STREAM))
+            produced_started, production_seconds, puts = produce_elsewhere(
+                framework.REGION, plan.endpoint, plan.measured, RATE
+            )
+            total = len(expected_ids(plan.warm)) + len(expected_ids(plan.measured))
             wait_rows(query, watcher, total, DRAIN_TIMEOUT_SEC + total / DRAIN_RECORDS_PER_SEC)
             watcher.poll()
             events = [e for e in progress_events(query) if int(e["batchId"]) > warm_batches]
@@ -403,101 +251,81 @@ def _run(
             query.stop()
     watcher.join(10)
     raise_failed(loops)
-    load_after = framework.machine_load()
-
     rows = watcher.table.scan(selected_fields=("id", "batch_id")).to_arrow().to_pylist()
     batch_seen = watcher.batches.snapshot()
-    readable = {str(r["id"]): batch_seen[str(r["batch_id"])] for r in rows}
-    seen_by_loop = seen_by(loops)
-    ours: list[list[float]] = [[] for _ in range(windows)]
-    theirs: list[list[float]] = [[] for _ in range(windows)]
-    missing = 0
-    for event_id, put in puts.items():
-        window = min(windows - 1, int((put - produced_started) // window_sec))
-        if event_id not in readable:
-            missing += 1
-            continue
-        ours[window].append(readable[event_id] - put)
-        if event_id in seen_by_loop:
-            theirs[window].append(seen_by_loop[event_id] - put)
-    if missing:
-        raise RuntimeError(f"{missing} produced ids never became readable in the table")
-    per_window = [_stats(w) for w in ours]
-    loop_windows = [_stats(w) for w in theirs if w]
-    all_ours = [x for w in ours for x in w]
-    all_theirs = [x for w in theirs for x in w]
-    p99s = [w["p99_seconds"] for w in per_window]
-    p50s = [w["p50_seconds"] for w in per_window]
-    p99 = float(statistics.median(p99s))
-    p50 = float(statistics.median(p50s))
-    # Each window's p99 against the loop's in the same window (same load).
-    paired = [(o, t) for o, t in zip(ours, theirs, strict=True) if o and t]
-    loop_p99 = (
-        float(statistics.median(percentile(t, 99) for _, t in paired)) if paired else float("nan")
+    return Observed(
+        warm_up_seconds=warm_up_seconds,
+        warm_batches=warm_batches,
+        produced_started=produced_started,
+        production_seconds=production_seconds,
+        puts=puts,
+        readable={str(r["id"]): batch_seen[str(r["batch_id"])] for r in rows},
+        seen_by_loop=seen_by(loops),
+        events=events,
+        split=job_split(split.seconds, warm_batches),
+        polls=watcher.polls,
+        poll_seconds=watcher.poll_seconds,
     )
-    ratio = (
-        float(statistics.median(percentile(o, 99) / percentile(t, 99) for o, t in paired))
-        if paired
-        else float("nan")
-    )
-    achieved = len(measured) / production_seconds
-    batches = _batch_figures(events)
-    measured_batches = [b for b in split.seconds if b > warm_batches]
-    job_split = {
-        name: round(statistics.median(split.seconds[b].get(name, 0.0) for b in measured_batches), 3)
-        for name in sorted({n for b in measured_batches for n in split.seconds[b]})
-    }
-    framework.write_result(
-        ctx,
-        kind.name,
-        {
-            "what": kind.what,
-            "source": dict(kind.source),
-            "repeats": windows,
-            "rate_records_per_second": RATE,
-            "achieved_rate_records_per_second": round(achieved, 1),
-            "window_seconds": window_sec,
-            "windows": windows,
-            "shards": SHARDS,
-            "trigger_interval_sec": TRIGGER_SEC,
-            "table_poll_interval_sec": TABLE_POLL_SEC,
-            "records_put": len(measured),
-            "ids_measured": len(all_ours),
-            "warm_up": {"records": WARM_UP_RECORDS, "seconds": round(warm_up_seconds, 1)},
-            "subject": {
-                "what": "put -> row readable in the table (job's query, 1 s trigger)",
-                "p50_seconds": framework.summary(p50s),
-                "p99_seconds": framework.summary(p99s),
-                "per_window": per_window,
-                "whole_run": _stats(all_ours),
-                "bar": f"p99 < {BAR_P99_SEC}",
-                "met": p99 < BAR_P99_SEC,
-            },
-            "baseline": {
-                "what": kind.baseline,
-                "label": kind.label,
-                "per_window": loop_windows,
-                "whole_run": _stats(all_theirs) if all_theirs else None,
-            },
-            "ratio_subject_p99_to_baseline_p99": {
-                "median_of_windows": round(ratio, 2),
-                "what": "each window's p99 over the bare loop's p99 in the same window",
-            },
-            "batches": batches,
-            "job_split_seconds_median": {
-                "what": "the job's own per-batch log line (job.micro_batch), measured batches",
-                **job_split,
-            },
-            "table_watcher": {
-                "polls": watcher.polls,
-                "mean_poll_seconds": round(watcher.poll_seconds / max(1, watcher.polls), 4),
-            },
-            "endpoint": dict(kind.facts(job_endpoint)),
-            "code": framework.code_version(),
-            "load_before": load_before,
-            "load_after": load_after,
+
+
+def _result(plan: Plan, seen: Observed, found: Windows) -> dict[str, Any]:
+    """The result's figures (``framework.write_result`` adds the machine's)."""
+    kind = plan.kind
+    all_theirs = found.all_theirs
+    return {
+        "what": kind.what,
+        "source": dict(kind.source),
+        "repeats": plan.windows,
+        "rate_records_per_second": RATE,
+        "achieved_rate_records_per_second": round(_achieved(plan, seen), 1),
+        "window_seconds": plan.window_sec,
+        "windows": plan.windows,
+        "shards": SHARDS,
+        "trigger_interval_sec": TRIGGER_SEC,
+        "table_poll_interval_sec": TABLE_POLL_SEC,
+        "records_put": len(plan.measured),
+        "ids_measured": len(found.all_ours),
+        "warm_up": {"records": WARM_UP_RECORDS, "seconds": round(seen.warm_up_seconds, 1)},
+        "subject": {
+            "what": "put -> row readable in the table (job's query, 1 s trigger)",
+            "p50_seconds": framework.summary(found.p50s),
+            "p99_seconds": framework.summary(found.p99s),
+            "per_window": found.per_window,
+            "whole_run": stats(found.all_ours),
+            "bar": f"p99 < {BAR_P99_SEC}",
+            "met": found.p99 < BAR_P99_SEC,
         },
-    )
+        "baseline": {
+            "what": kind.baseline,
+            "label": kind.label,
+            "per_window": found.loop_windows,
+            "whole_run": stats(all_theirs) if all_theirs else None,
+        },
+        "ratio_subject_p99_to_baseline_p99": {
+            "median_of_windows": round(found.ratio, 2),
+            "what": "each window's p99 over the bare loop's p99 in the same window",
+        },
+        "batches": batch_figures(seen.events),
+        "job_split_seconds_median": {
+            "what": "the job's own per-batch log line (job.micro_batch), measured batches",
+            **seen.split,
+        },
+        "table_watcher": {
+            "polls": seen.polls,
+            "mean_poll_seconds": round(seen.poll_seconds / max(1, seen.polls), 4),
+        },
+        "endpoint": dict(kind.facts(plan.job_endpoint)),
+    }
+
+
+def _achieved(plan: Plan, seen: Observed) -> float:
+    """The rate the producer reached (it shares the machine with the job)."""
+    return len(plan.measured) / seen.production_seconds
+
+
+def _chart(ctx: Context, kind: Kind, found: Windows) -> None:
+    """Medians against the bare loop's, and the distribution of every latency."""
+    loop_windows = found.loop_windows
     with framework.figure(ctx, kind.name, ncols=2) as (_, axes):
         framework.bars(
             axes[0],
@@ -506,35 +334,37 @@ def _run(
                 float(statistics.median(w["p50_seconds"] for w in loop_windows))
                 if loop_windows
                 else 0.0,
-                loop_p99 if paired else 0.0,
-                p50,
-                p99,
+                found.loop_p99 if found.paired else 0.0,
+                found.p50,
+                found.p99,
             ],
             f"put -> visible, {RATE:,} records/s, {TRIGGER_SEC} s trigger",
             "seconds",
         )
         ax = axes[1]
-        ordered = sorted(all_ours)
-        ax.plot(
-            ordered, [i / len(ordered) for i in range(1, len(ordered) + 1)], label="table (ours)"
-        )
-        if all_theirs:
-            loop_sorted = sorted(all_theirs)
-            ax.plot(
-                loop_sorted,
-                [i / len(loop_sorted) for i in range(1, len(loop_sorted) + 1)],
-                label=kind.label,
-            )
+        for values, label in ((found.all_ours, "table (ours)"), (found.all_theirs, kind.label)):
+            if values:
+                ordered = sorted(values)
+                shares = [i / len(ordered) for i in range(1, len(ordered) + 1)]
+                ax.plot(ordered, shares, label=label)
         ax.axvline(BAR_P99_SEC, color="#c44e52", linestyle="--", label=f"bar p99 {BAR_P99_SEC} s")
         ax.set_xlabel("seconds from put")
         ax.set_ylabel("share of records")
         ax.set_title("latency distribution", fontsize=10)
         ax.legend(fontsize=8)
+
+
+def _rows(plan: Plan, seen: Observed, found: Windows) -> list[Row]:
+    kind, windows, window_sec = plan.kind, plan.windows, plan.window_sec
+    p99, p50, loop_p99, ratio = found.p99, found.p50, found.loop_p99, found.ratio
+    batches = batch_figures(seen.events)
     trigger = batches.get("trigger_execution_seconds", {}).get("median", float("nan"))
+    split = seen.split
     return [
         Row(
             kind.name,
-            f"put -> readable p99 ({windows} x {window_sec}s, {achieved:,.0f} of {RATE:,}/s put)",
+            f"put -> readable p99 ({windows} x {window_sec}s, "
+            f"{_achieved(plan, seen):,.0f} of {RATE:,}/s put)",
             f"{p99:.2f}s (p50 {p50:.2f}s; {kind.label} p99 {loop_p99:.2f}s, {ratio:.1f}x)",
             f"< {BAR_P99_SEC:g}s",
             p99 < BAR_P99_SEC,
@@ -545,8 +375,8 @@ def _run(
             f"{batches.get('batches', 0)} batches, "
             f"{batches.get('input_rows_per_batch_median', 0):,.0f} rows, {trigger:.2f}s each"
             + (
-                " (" + ", ".join(f"{k} {v:.2f}s" for k, v in job_split.items()) + " in the job)"
-                if job_split
+                " (" + ", ".join(f"{k} {v:.2f}s" for k, v in split.items()) + " in the job)"
+                if split
                 else ""
             ),
         ),

@@ -28,6 +28,7 @@ from typing import Any, Final
 from bench import efo, latency
 from bench.framework import Context, Row
 from bench.read_loops import EfoLoop, efo_loops
+from local.efo_endpoint import read_stats
 
 NAME: Final = "latency_efo"
 JOB_CONSUMER: Final = "bench-latency-job"
@@ -50,8 +51,6 @@ def loops(
 def front_facts(front_url: str) -> dict[str, Any]:
     """The front's subscription counts, both consumers together: the bare loop
     keeps one per shard open for the run, so more than that were the job's."""
-    from local.efo_endpoint import read_stats
-
     return {"subscriptions": read_stats(front_url)}
 
 

@@ -1,37 +1,36 @@
 """The previous ``python-kinesis`` reader, kept for the benchmarks' "before".
 
-This is ``job/sources/kinesis_python.py`` as it was before executors read the
-shards (commit 6c5bea2): a ``SimpleDataSourceStreamReader`` whose
+This is ``job/sources/kinesis_python.py``'s reading as it was before executors
+read the shards (commit 6c5bea2): a ``SimpleDataSourceStreamReader`` whose
 ``read(start)`` runs on the driver and reads and decodes every record, in up
 to 8 threads. Registered as ``python-kinesis-driver`` so one session can run
-it beside the current reader on the same records. Only its docstring and its
-registered name changed; it shares the current fetch, offset and row code.
+it beside the current reader on the same records.
+
+Only the reading is kept: where it starts, the shard list it reads and how it
+tracks shards that end or appear are today's reader's own
+(:class:`job.sources.kinesis_python.KinesisStreamReader`, held as ``planner``),
+as are the fetch, offset and row code and the threads; the comparison is then
+of where the records are read and decoded, not of two copies of the same code.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final
 
-from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+from pyspark.errors import PySparkNotImplementedError
+from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
-from job.sources.kinesis_fetch import DataLossError, ShardReader, make_client
+from job.sources import kinesis_python
 from job.sources.kinesis_options import ReaderOptions, parse_options
+from job.sources.kinesis_python import in_threads
 from job.sources.kinesis_rows import records_to_batch
-from job.sources.schema import SOURCE_SCHEMA
 from model.kinesis_offsets import (
-    Offsets,
     ShardInfo,
     ShardState,
-    forget_finished,
-    initial_offsets,
-    missing_shards,
     offsets_from_json,
     offsets_to_json,
     readable_shards,
-    with_new_shards,
 )
 
 if TYPE_CHECKING:
@@ -40,30 +39,13 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 FORMAT_NAME: Final = "python-kinesis-driver"
-# Threads reading shards in parallel (connector: checkNewRecordThreads).
-READ_THREADS: Final = 8
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-def in_threads(work: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """``work`` over ``items`` in up to READ_THREADS threads, results in order:
-    a shard's GetRecords calls wait on the network, not on the GIL."""
-    todo = list(items)
-    if len(todo) <= 1:
-        return [work(item) for item in todo]
-    with ThreadPoolExecutor(min(READ_THREADS, len(todo)), thread_name_prefix="kinesis") as pool:
-        return list(pool.map(work, todo))
 
 
 class KinesisStreamReader(SimpleDataSourceStreamReader):
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
-        self._reader: ShardReader | None = None
-        self._initial: Offsets | None = None
-        self._shards: list[ShardInfo] = []
-        self._shards_at: float | None = None
+        # Today's reader, for its driver side only: shard list, start, tracking.
+        self.planner = kinesis_python.KinesisStreamReader(options)
 
     def __getstate__(self) -> dict[str, Any]:
         """Executors get the options only: no client, no driver-side state."""
@@ -72,46 +54,8 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["options"])  # type: ignore[misc]
 
-    @property
-    def shard_reader(self) -> ShardReader:
-        if self._reader is None:
-            self._reader = ShardReader(make_client(self.options), self.options)
-        return self._reader
-
-    def list_shards(self) -> list[ShardInfo]:
-        """ListShards, cached for kinesis.describeShardInterval."""
-        now = time.monotonic()
-        interval = self.options.describe_shard_interval_ms / 1000.0
-        if self._shards_at is None or now - self._shards_at >= interval:
-            self._shards = self.shard_reader.list_shards()
-            self._shards_at = now
-        return self._shards
-
-    def _initial_offsets(self) -> Offsets:
-        """Computed once: asked twice, ``LATEST`` must give the same pin."""
-        if self._initial is None:
-            position = self.options.starting_position
-            self._initial = initial_offsets(
-                self.list_shards(), position.kind, time.time(), position.timestamp
-            )
-        return self._initial
-
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 (Spark's API)
-        return offsets_to_json(self._initial_offsets())
-
-    def _tracked(self, start: Offsets, shards: list[ShardInfo]) -> Offsets:
-        """``start`` against the current shard list: expired finished shards
-        dropped, new shards added, vanished unfinished ones failed or closed."""
-        gone = missing_shards(start, shards)
-        if gone and self.options.fail_on_data_loss:
-            raise DataLossError(
-                f"kinesis.failOnDataLoss: shards {', '.join(gone)} of stream "
-                f"{self.options.stream_name} are no longer listed; unread records expired"
-            )
-        current = with_new_shards(forget_finished(start, shards), shards)
-        for shard in gone:
-            current[shard] = ShardState(current[shard].after, current[shard].ts, done=True)
-        return current
+        return offsets_to_json(self.planner._initial_offsets())
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[pa.RecordBatch], dict[str, Any]]:
         """The next batch after ``start``: its rows, one Arrow batch per shard
@@ -124,10 +68,10 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
         4.1.1 cache one entry per idle trigger).
         """
         begin = offsets_from_json(start)
-        shards = self.list_shards()
-        current = self._tracked(begin, shards)
+        shards = self.planner.list_shards()
+        current = self.planner._tracked(begin, shards)
         readable = readable_shards(current, shards)
-        reader = self.shard_reader  # one client, shared by the threads
+        reader = self.planner.shard_reader  # one client, shared by the threads
         stream = self.options.stream_name
 
         def read_shard(info: ShardInfo) -> tuple[ShardState, pa.RecordBatch | None]:
@@ -156,7 +100,7 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
             for shard_id, state in sorted(finish.items())
             if state.after is not None and state.after != begin.get(shard_id, ShardState()).after
         ]
-        reader = self.shard_reader
+        reader = self.planner.shard_reader
         stream = self.options.stream_name
 
         def replay(item: tuple[str, ShardState, str]) -> pa.RecordBatch:
@@ -171,15 +115,20 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
         """Nothing to do: Kinesis keeps no consumer position; the checkpoint does."""
 
 
-class KinesisDataSource(DataSource):
-    """Registered as ``python-kinesis``; options as in job.sources.aws_kinesis."""
+class KinesisDataSource(kinesis_python.KinesisDataSource):
+    """Today's source (its schema and options) as ``python-kinesis-driver``, read
+    by the previous reader: ``streamReader`` is not implemented, so Spark falls
+    back to ``simpleStreamReader`` (pyspark.sql.datasource_internal._streamReader)."""
+
+    def streamReader(self, schema: StructType) -> kinesis_python.KinesisStreamReader:  # noqa: N802 (Spark's API)
+        """Not implemented, as in ``DataSource``: Spark falls back to the simple reader."""
+        raise PySparkNotImplementedError(
+            errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
+        )
 
     @classmethod
     def name(cls) -> str:
         return FORMAT_NAME
-
-    def schema(self) -> StructType:
-        return SOURCE_SCHEMA
 
     def simpleStreamReader(self, schema: StructType) -> KinesisStreamReader:  # noqa: N802 (Spark's API)
         return KinesisStreamReader(parse_options(dict(self.options)))

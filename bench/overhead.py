@@ -40,6 +40,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from bench import stream
 from bench.framework import REGION, Context, Row, bars, figure, summary, write_result
+from bench.latency import own_moto
+from bench.latency_job import start_job_query
+from ops.producer import ensure_stream, kinesis_client
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -118,9 +121,6 @@ def _measure(
 def _kinesis_events(ctx: Context) -> list[dict[str, Any]]:
     """The job's query as job.driver builds it on the python-kinesis source (a
     moto stream of 2 shards, 1 s trigger): one PutRecord per sample."""
-    from bench.latency import own_moto, start_job_query
-    from ops.producer import ensure_stream, kinesis_client
-
     with own_moto() as endpoint:
         client = kinesis_client(REGION, endpoint)
         ensure_stream(client, KINESIS_STREAM, 2)

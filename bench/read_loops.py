@@ -25,6 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from bench import framework
+from job.sources.kinesis_efo import EfoShardReader, close_subscriptions, ensure_consumer
+from job.sources.kinesis_fetch import make_client
+from job.sources.kinesis_options import parse_options
+from model.kinesis_offsets import ShardInfo, ShardState
+from model.polling import poll_until
 
 # Kinesis: at most 5 GetRecords calls per second per shard
 # (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html).
@@ -76,7 +81,6 @@ class Loop(threading.Thread):
 
 def wait_ready(loops: Sequence[Loop], timeout: float = READY_TIMEOUT_SEC) -> None:
     """Until every loop has read once; a loop that failed ends the wait."""
-    from model.polling import poll_until
 
     def ready() -> bool:
         raise_failed(loops)
@@ -155,8 +159,6 @@ class EfoLoop(Loop):
 
 def efo_options(front_url: str, stream: str, consumer: str) -> Any:
     """The reader's options for a bare EFO loop through ``front_url``."""
-    from job.sources.kinesis_options import parse_options
-
     return parse_options(
         {
             "kinesis.streamName": stream,
@@ -179,10 +181,6 @@ def efo_loops(front_url: str, stream: str, consumer: str) -> Iterator[list[EfoLo
     (``AT_TIMESTAMP``), through ``consumer`` (registered if absent), each
     past its first batch (subscription open); stopped, their subscriptions
     closed, at the end."""
-    from job.sources.kinesis_efo import EfoShardReader, close_subscriptions, ensure_consumer
-    from job.sources.kinesis_fetch import make_client
-    from model.kinesis_offsets import ShardInfo, ShardState
-
     options = efo_options(front_url, stream, consumer)
     client = make_client(options)
     arn = ensure_consumer(client, options)

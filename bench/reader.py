@@ -58,9 +58,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from bench import framework, stream
+import psutil  # type: ignore[import-untyped]
+
+from bench import framework, old_reader, stream
 from bench.framework import Context, Row, bars, figure, machine_load, summary, write_result
 from bench.kinesis_http import Layout, raw_rate, serve_in_process, set_visible
+from job.sources.kinesis_python import register
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -122,8 +125,6 @@ class Drain:
 def _cpu_of(marker: str) -> dict[int, float]:
     """CPU seconds so far of each process under this one whose command line
     holds ``marker``."""
-    import psutil  # type: ignore[import-untyped]
-
     found: dict[int, float] = {}
     for process in psutil.Process().children(recursive=True):
         try:
@@ -151,9 +152,6 @@ def _spent(before: dict[int, float], after: dict[int, float]) -> float:
 
 
 def _frame(spark: SparkSession, reader: str, endpoint: str, work: Path) -> Any:
-    from bench import old_reader
-    from job.sources.kinesis_python import register
-
     register(spark)
     old_reader.register(spark)
     fmt = old_reader.FORMAT_NAME if reader == BEFORE else "python-kinesis"

@@ -16,12 +16,12 @@
    driver Python process. Reported, no bar.
 3. Synth. The CDK app with a generated context (cdk.json's defaults plus N
    instances ``scale<i>``/``eu-west-1``, the example's synth-check flag, cdk-nag
-   on), built and synthesized in a fresh Python process per synth: what
-   ``cdk synth`` runs (``python3 app.py``), without the CLI. 1, 3 and 6
-   instances (quick: 1 and 2). Bars (medians): 6 instances in under 60 s, and
-   no worse than linear: t(6) / t(1) <= 6. Reported with it: a least-squares
-   line through every run, t = fixed + per_instance x n, which says what one
-   more instance costs.
+   on), built and synthesized in a fresh Python process per synth
+   (:mod:`bench.synth_child`): what ``cdk synth`` runs (``python3 app.py``),
+   without the CLI. 1, 3 and 6 instances (quick: 1 and 2). Bars (medians):
+   6 instances in under 60 s, and no worse than linear: t(6) / t(1) <= 6.
+   Reported with it: a least-squares line through every run,
+   t = fixed + per_instance x n, which says what one more instance costs.
 """
 
 from __future__ import annotations
@@ -37,8 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from bench import framework, stream
+import psutil  # type: ignore[import-untyped]
+
+from bench import framework, stream, synth_child
 from bench.framework import Context, Row
+from job.micro_batch import BatchProcessor, prepare
 
 NAME: Final = "scale"
 SIZES: Final = (10_000, 100_000, 1_000_000)
@@ -48,74 +51,17 @@ INSTANCES: Final = (1, 3, 6)
 QUICK_INSTANCES: Final = (1, 2)
 SYNTH_BAR_SEC: Final = 60.0
 SAMPLE_SEC: Final = 0.2
-REPO: Final = Path(__file__).resolve().parents[1]
-SYNTH_REGION: Final = "eu-west-1"
-_SYNTH: Final = "from bench.scale import synth_main; synth_main()"
 
 
 # --- synth ----------------------------------------------------------------------------------
-
-
-def synth_context(instances: int) -> dict[str, Any]:
-    """cdk.json's context with ``instances`` generated instances on its defaults."""
-    from infra.config import (
-        CONTEXT_KEY,
-        SYNTH_CHECK_CONTEXT_KEY,
-        placeholder_tls_uri,
-        read_cdk_context,
-    )
-
-    context = dict(read_cdk_context(REPO / "cdk.json"))
-    declared = context[CONTEXT_KEY]
-    # Each its own TLS zip: synth refuses one zip for two instances.
-    context[CONTEXT_KEY] = {
-        "defaults": declared.get("defaults", {}),
-        "instances": [
-            {
-                "domain": f"scale{i}",
-                "region": SYNTH_REGION,
-                "emr": {"tls_certificates_s3_uri": placeholder_tls_uri(f"scale{i}-{SYNTH_REGION}")},
-            }
-            for i in range(instances)
-        ],
-    }
-    # The example's TLS zip is a placeholder; a synth meant as a check says so.
-    context[SYNTH_CHECK_CONTEXT_KEY] = True
-    return context
-
-
-def synth_main() -> None:
-    """Child process: ``<instances> <outdir>``; prints its own split as JSON."""
-    started = time.perf_counter()
-    from infra.stacks.application import build_app
-
-    imported = time.perf_counter()
-    instances, outdir = int(sys.argv[1]), sys.argv[2]
-    app, stacks = build_app(synth_context(instances), outdir=outdir)
-    built = time.perf_counter()
-    app.synth()
-    done = time.perf_counter()
-    templates = sorted(p.name for p in Path(outdir).glob("*.template.json"))
-    if len(templates) != len(stacks) or len(stacks) != instances:
-        raise SystemExit(f"{instances} instances gave {len(stacks)} stacks, {templates}")
-    print(
-        json.dumps(
-            {
-                "import_seconds": round(imported - started, 3),
-                "build_seconds": round(built - imported, 3),
-                "synth_seconds": round(done - built, 3),
-                "stacks": len(stacks),
-            }
-        )
-    )
 
 
 def synth_once(instances: int, outdir: Path) -> tuple[float, dict[str, Any]]:
     """Wall seconds of one synth in a fresh process, and the child's own split."""
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", _SYNTH, str(instances), str(outdir)],
-        cwd=str(REPO),
+        [sys.executable, "-c", synth_child.COMMAND, str(instances), str(outdir)],
+        cwd=str(synth_child.REPO),
         capture_output=True,
         text=True,
         timeout=900,
@@ -155,8 +101,6 @@ class PeakMemory:
     errors: list[str] = field(default_factory=list)
 
     def sample(self) -> None:
-        import psutil  # type: ignore[import-untyped]
-
         me = psutil.Process()
         self.driver_python = max(self.driver_python, me.memory_info().rss)
         jvm_rss = 0
@@ -227,8 +171,6 @@ def _batch_sizes(ctx: Context) -> dict[int, list[float]]:
 
 
 def run(ctx: Context) -> list[Row]:
-    from job.micro_batch import BatchProcessor, prepare
-
     spark = stream.micro_batch_session(ctx.spark)  # as a streaming query runs its batches
     repeats = 1 if ctx.quick else ctx.repeats
     times = _batch_sizes(ctx)

@@ -38,7 +38,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+import psutil  # type: ignore[import-untyped]
+
 from bench.framework import Context, Row, bars, code_version, figure, machine_load, write_result
+from local import serverless_launch
+from local.harness import LocalInstance, load_example_instances
+from local.metrics import cloudwatch_client, read_published
+from ops.events import MixSpec, generate, now_utc
+from ops.local_run import JOB_CONFIG_FILE
 
 NAME: Final = "serverless_sizing"
 INSTANCE: Final = "orders-eu-west-1"
@@ -80,8 +87,6 @@ class TreeSampler(threading.Thread):
         self._done = threading.Event()
 
     def run(self) -> None:
-        import psutil  # type: ignore[import-untyped]
-
         while not self._done.is_set():
             try:
                 root = psutil.Process(self.root_pid)
@@ -115,10 +120,6 @@ def fixed_and_rate(fixed_ms: float, sustained: float, trigger_sec: float) -> flo
 
 @contextmanager
 def _job(ctx: Context, root: Path) -> Iterator[tuple[Any, TreeSampler]]:
-    from local import serverless_launch
-    from local.harness import LocalInstance, load_example_instances
-    from ops.local_run import JOB_CONFIG_FILE
-
     instance = {i.instance_id: i for i in load_example_instances()}[INSTANCE]
     local = LocalInstance.create(
         instance,
@@ -147,8 +148,6 @@ def _job(ctx: Context, root: Path) -> Iterator[tuple[Any, TreeSampler]]:
 
 
 def _records(local: Any, count: int, prefix: str, seed: int) -> list[Any]:
-    from ops.events import MixSpec, generate, now_utc
-
     spec = MixSpec(
         count=count, malformed_share=0.0, duplicate_share=0.0, seed=seed, id_prefix=prefix,
         schema=local.schema,
@@ -157,8 +156,6 @@ def _records(local: Any, count: int, prefix: str, seed: int) -> list[Any]:
 
 
 def _durations(local: Any, start: datetime) -> list[float]:
-    from local.metrics import cloudwatch_client, read_published
-
     client = cloudwatch_client(local.config.region, local.endpoints.aws_url)
     return list(read_published(client, local.name, start, datetime.now(UTC)).batch_durations_ms)
 

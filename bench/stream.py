@@ -15,6 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
+import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +25,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from bench.framework import REGION
+from job import micro_batch
+from job.micro_batch import BatchProcessor, prepare
+from job.sources.schema import SOURCE_SCHEMA
+from local.failures import ensure_topic
+from local.table import sql_catalog
+from model.config import JobConfig
+from model.kafka_settings import KafkaSettings
+from ops.events import MixSpec, generate, now_utc
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -30,7 +44,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
     from bench.framework import Context
-    from model.config import JobConfig
 
 STREAM: Final = "bench-stream"
 
@@ -38,9 +51,6 @@ STREAM: Final = "bench-stream"
 def job_config(ctx: Context, name: str, **overrides: Any) -> JobConfig:
     """The job's configuration with the defaults (24 h horizon, table
     maintenance), a local SQLite catalog and the run's Kafka broker."""
-    from local.table import sql_catalog
-    from model.config import JobConfig
-
     root = ctx.scratch(name)
     raw: dict[str, Any] = {
         "instance_id": f"bench-{REGION}",
@@ -56,15 +66,12 @@ def job_config(ctx: Context, name: str, **overrides: Any) -> JobConfig:
     }
     raw.update(overrides)
     config = JobConfig.from_dict(raw)
-    from local.failures import ensure_topic
 
     ensure_topic(ctx.emulators.endpoints.kafka_bootstrap, config.kafka.topic)
     return config
 
 
 def kafka_settings(config: JobConfig) -> Any:
-    from model.kafka_settings import KafkaSettings
-
     assert config.kafka.bootstrap_servers is not None
     return KafkaSettings.for_job(config, config.kafka.bootstrap_servers)
 
@@ -83,8 +90,6 @@ def mixed_records(
 ) -> list[bytes]:
     """The job's record mix (``ops.events``): 2 % malformed, 5 % re-sent ids,
     ``undeclared_share`` of the valid events with one undeclared key."""
-    from ops.events import MixSpec, generate, now_utc
-
     spec = MixSpec(
         count=count,
         id_prefix=prefix,
@@ -100,9 +105,6 @@ def unique_records(count: int, prefix: str, at: datetime) -> list[bytes]:
     """``count`` valid events with distinct random ids (UUIDs, as producers
     usually make them: random ids also compress like real ones in the state's
     changelog files); ``prefix`` seeds them, so a run is reproducible."""
-    import random
-    import uuid
-
     rng = random.Random(prefix)
     stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.123456789Z")
     template = '{"id":"%s","type":"created","occurredAt":"' + stamp + '","payload":{"n":%d}}'
@@ -117,9 +119,6 @@ def write_source_file(
 ) -> Path:
     """One micro-batch's rows as one Parquet file; files are picked in index
     order (their modification times are set in that order)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     directory.mkdir(parents=True, exist_ok=True)
     n = len(records)
     shard_id = f"shardId-{shard:012d}"
@@ -224,10 +223,6 @@ class _BatchLog(logging.Handler):
 def batch_timings() -> Iterator[BatchTimings]:
     """Collect the job's per-batch split, and time each Iceberg commit (the
     job's ``commit_batch``, wrapped for the duration; nothing else changes)."""
-    import time
-
-    from job import micro_batch
-
     timings = BatchTimings()
     handler = _BatchLog(timings)
     logger = logging.getLogger(micro_batch.__name__)
@@ -266,9 +261,6 @@ def start_query(
 ) -> StreamingQuery:
     """The job's plan (or ``plan``) and ``foreachBatch`` (or ``sink``) over
     ``source`` (``files_per_batch`` files per batch)."""
-    from job.micro_batch import BatchProcessor, prepare
-    from job.sources.schema import SOURCE_SCHEMA
-
     each_batch = sink or BatchProcessor(config, kafka_settings(config), table=table)
     stream = (
         spark.readStream.schema(SOURCE_SCHEMA)

@@ -30,6 +30,10 @@ import os
 import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+from unittest import mock
+
+from pyspark.sql import functions as sf
+from pyspark.sql.types import StringType, StructField, StructType
 
 from bench.framework import WARMUP_BATCHES, Context, Row, bars, figure, summary, timed, write_result
 from bench.stream import (
@@ -41,6 +45,12 @@ from bench.stream import (
     now,
     write_batch_files,
 )
+from job import transform
+from job.micro_batch import BatchProcessor, one_pass, prepare
+from job.table.catalog import ensure_table
+from job.table.commit import commit_batch
+from job.transform import classify
+from model.record import UNDECLARED_FIELDS, UNDECLARED_KEYS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -60,10 +70,6 @@ CAPTURE_BAR: Final = 0.05
 def without_undeclared(staged: DataFrame, *_: Any, **__: Any) -> DataFrame:
     """``job.transform.with_undeclared``'s columns, always null: the job as it
     was before undeclared keys were kept (the before side)."""
-    from pyspark.sql import functions as sf
-
-    from model.record import UNDECLARED_FIELDS, UNDECLARED_KEYS
-
     return staged.select(
         "*",
         sf.lit(None).cast("string").alias(UNDECLARED_FIELDS),
@@ -73,11 +79,6 @@ def without_undeclared(staged: DataFrame, *_: Any, **__: Any) -> DataFrame:
 
 def prepare_before(raw: DataFrame, config: JobConfig) -> DataFrame:
     """``job.micro_batch.prepare`` without the undeclared-key capture."""
-    from unittest import mock
-
-    from job import transform
-    from job.micro_batch import prepare
-
     with mock.patch.object(transform, "with_undeclared", without_undeclared):
         return prepare(raw, config)
 
@@ -90,9 +91,6 @@ def baseline(spark: SparkSession, source: Path) -> DataFrame:
 
 def bare_plan(raw: DataFrame) -> DataFrame:
     """:func:`baseline`'s plan on any frame of source rows (a micro-batch too)."""
-    from pyspark.sql import functions as sf
-    from pyspark.sql.types import StringType, StructField, StructType
-
     schema = StructType(
         [StructField(n, StringType()) for n in ("id", "type", "occurredAt", "payload")]
     )
@@ -134,10 +132,6 @@ def phases(
     """The micro-batch's steps as cumulative actions (each runs the batch from
     the input file up to that step, with the job's own functions), so each
     step's cost is a difference of two of them."""
-    from job.micro_batch import one_pass, prepare
-    from job.table.commit import commit_batch
-    from job.transform import classify
-
     # Built before the clock starts, as the job builds them once (job.driver).
     classified = classify(raw, fields=config.event_fields, max_record_bytes=config.max_record_bytes)
     prepared = prepare(raw, config)
@@ -166,9 +160,6 @@ def phases(
 
 
 def run(ctx: Context) -> list[Row]:
-    from job.micro_batch import BatchProcessor, prepare
-    from job.table.catalog import ensure_table
-
     # Both sides as one micro-batch of a streaming query runs.
     spark = micro_batch_session(ctx.spark)
     count = 20_000 if ctx.quick else 200_000

@@ -9,14 +9,10 @@ an AWS event stream. So this front is what the job's ``kinesis.endpointUrl``
 points at: it answers SubscribeToShard itself and proxies the rest to moto
 byte for byte.
 
-A subscription is served in the event-stream encoding botocore's
-``EventStreamBuffer`` parses (https://botocore.amazonaws.com/v1/documentation/api/latest/reference/eventstream.html):
-each message is a prelude (total length, headers length, CRC32 of the two), the
-headers (``:message-type``, ``:event-type`` or ``:exception-type``,
-``:content-type``, as 7 = string values), a JSON payload and the CRC32 of all
-before it. The first message is the ``initial-response`` event botocore's JSON
-parser requires, then ``SubscribeToShardEvent`` s, sent as the chunks of a
-chunked response body as records arrive.
+A subscription is served as an AWS event stream (:mod:`local.event_stream`):
+the ``initial-response`` event botocore's JSON parser requires, then
+``SubscribeToShardEvent`` s, sent as the chunks of a chunked response body as
+records arrive.
 
 The records come from moto through this process's own GetRecords calls (a
 test stand-in: one poll per ``poll_sec``). What Kinesis does and this front
@@ -40,22 +36,29 @@ an idle subscriber still learns it is caught up.
 from __future__ import annotations
 
 import argparse
-import base64
-import binascii
 import http.client
 import json
 import logging
-import struct
 import threading
 import time
 import urllib.parse
+import urllib.request
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
+import boto3
+from botocore.config import Config
+
+from local.event_stream import (
+    EVENT_STREAM_TYPE,
+    child_shards,
+    event_message,
+    exception_message,
+    shard_event,
+)
 from ops.local_run import FAKE_CREDENTIALS
 
 log = logging.getLogger(__name__)
@@ -64,97 +67,9 @@ TARGET_PREFIX: Final = "Kinesis_20131202."
 SUBSCRIBE_TARGET: Final = TARGET_PREFIX + "SubscribeToShard"
 # GET: the front's own figures as JSON (never forwarded to moto).
 STATS_PATH: Final = "/_efo/stats"
-EVENT_STREAM_TYPE: Final = "application/vnd.amazon.eventstream"
-_STRING: Final = 7  # the event-stream header value type of a UTF-8 string
 _HOP_BY_HOP: Final = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "content-length"}
 )
-
-
-# ------------------------------------------------------------------ the encoding
-
-
-def encode_message(headers: Mapping[str, str], payload: bytes) -> bytes:
-    """One event-stream message: prelude, prelude CRC, headers, payload, CRC."""
-    encoded = b""
-    for name, value in headers.items():
-        raw_name, raw_value = name.encode("utf-8"), value.encode("utf-8")
-        encoded += struct.pack(">B", len(raw_name)) + raw_name
-        encoded += struct.pack(">BH", _STRING, len(raw_value)) + raw_value
-    total = 12 + len(encoded) + len(payload) + 4
-    prelude = struct.pack(">II", total, len(encoded))
-    head = prelude + struct.pack(">I", binascii.crc32(prelude)) + encoded + payload
-    return head + struct.pack(">I", binascii.crc32(head))
-
-
-def event_message(event_type: str, body: Mapping[str, Any]) -> bytes:
-    return encode_message(
-        {
-            ":message-type": "event",
-            ":event-type": event_type,
-            ":content-type": "application/json",
-        },
-        json.dumps(body).encode("utf-8"),
-    )
-
-
-def exception_message(exception_type: str, message: str) -> bytes:
-    return encode_message(
-        {
-            ":message-type": "exception",
-            ":exception-type": exception_type,
-            ":content-type": "application/json",
-        },
-        json.dumps({"message": message}).encode("utf-8"),
-    )
-
-
-def record_json(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A GetRecords record (as boto3 parsed it) in the JSON protocol's form."""
-    arrival = record["ApproximateArrivalTimestamp"]
-    out: dict[str, Any] = {
-        "SequenceNumber": str(record["SequenceNumber"]),
-        "ApproximateArrivalTimestamp": (
-            arrival.timestamp() if isinstance(arrival, datetime) else float(arrival)
-        ),
-        "Data": base64.b64encode(bytes(record["Data"])).decode("ascii"),
-        "PartitionKey": str(record["PartitionKey"]),
-    }
-    if record.get("EncryptionType"):
-        out["EncryptionType"] = record["EncryptionType"]
-    return out
-
-
-def shard_event(
-    records: Sequence[Mapping[str, Any]],
-    continuation: str | None,
-    millis_behind: int,
-    child_shards: Sequence[Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "Records": [record_json(r) for r in records],
-        "ContinuationSequenceNumber": continuation,
-        "MillisBehindLatest": millis_behind,
-    }
-    if child_shards is not None:
-        body["ChildShards"] = list(child_shards)
-    return body
-
-
-def child_shards(shards: Sequence[Mapping[str, Any]], parent: str) -> list[dict[str, Any]]:
-    """The ``ChildShards`` of ``parent`` from a ListShards answer."""
-    found = []
-    for shard in shards:
-        parents = [shard.get("ParentShardId"), shard.get("AdjacentParentShardId")]
-        if parent in parents:
-            found.append(
-                {
-                    "ShardId": shard["ShardId"],
-                    "ParentShards": [p for p in parents if p],
-                    "HashKeyRange": shard["HashKeyRange"],
-                }
-            )
-    return found
 
 
 # -------------------------------------------------------------------- the server
@@ -275,9 +190,6 @@ class EfoEndpoint:
         with self._clients_lock:
             found = self._clients.get(region)
             if found is None:
-                import boto3
-                from botocore.config import Config
-
                 found = boto3.client(
                     "kinesis",
                     endpoint_url=self.moto_url,
@@ -502,8 +414,6 @@ def _list_shards(kinesis: Any, stream_name: str) -> list[dict[str, Any]]:
 
 def read_stats(url: str, timeout: float = 5.0) -> dict[str, int]:
     """A running front's :meth:`EfoEndpoint.stats`, over HTTP."""
-    import urllib.request
-
     with urllib.request.urlopen(url.rstrip("/") + STATS_PATH, timeout=timeout) as answer:
         found = json.loads(answer.read())
     return {str(k): int(v) for k, v in found.items()}

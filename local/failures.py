@@ -20,6 +20,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
 from model.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
 from model.record import REASON_HEADER
 from ops.topic_end import END_OF_PARTITION, END_OF_PARTITION_CONFIG, PartitionEnds
@@ -60,8 +63,6 @@ def _decode(raw: bytes | str | None) -> str:
 
 def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> TopicContents:
     """Every record of ``topic`` as of now; raises TimeoutError past ``timeout``."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-
     deadline = time.monotonic() + timeout
     consumer: Any = Consumer(
         {
@@ -139,9 +140,6 @@ def ensure_topic(
     (``max.message.bytes``, :class:`model.failure_limits.FailureLimits`). tansu
     0.6 keeps that config but does not enforce it: locally the producer's
     ``message.max.bytes`` is the limit that bites."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
     admin: Any = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10_000})
     futures = admin.create_topics(
         [

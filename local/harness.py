@@ -19,11 +19,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from infra.config import load_instances, read_cdk_context
+from infra.job_config import job_config_for
+from infra.schema_change import check_schema_change
+from local import checkpoint_files
 from local.efo_endpoint import read_stats
 from local.emulators import Endpoints
 from local.failures import TopicContents, ensure_topic, read_topic
 from local.job_process import JobProcess, clear_stop_marker
 from local.metrics import PublishedMetrics, cloudwatch_client, read_published
+from local.observation import Observation
 from local.serverless_launch import start_job_process
 from local.summary import RunFigures, Summary, source_line, summarize
 from local.table import TableFigures, figures, read_rows, sql_catalog
@@ -47,8 +52,6 @@ CDK_JSON: Final = Path(__file__).resolve().parents[1] / "cdk.json"
 
 def load_example_instances(cdk_json: Path = CDK_JSON) -> list[Any]:
     """The instances ``cdk synth`` would build, from the same file."""
-    from infra.config import load_instances, read_cdk_context
-
     return list(load_instances(read_cdk_context(cdk_json)))
 
 
@@ -82,8 +85,6 @@ def build_job_config(
     """The instance's job config as the stack builds it, pointed at the emulators
     and at ``root``; ``overrides`` replaces top-level fields (e.g. a short
     trigger interval or lease for tests)."""
-    from infra.job_config import job_config_for
-
     config: JobConfig = job_config_for(
         instance,
         checkpoint_location=str(root / "checkpoint"),
@@ -127,44 +128,6 @@ def replace_fields(config: JobConfig, overrides: Mapping[str, Any]) -> JobConfig
         else:
             raw[key] = value
     return JobConfig.from_dict(raw)
-
-
-@dataclass
-class Observation:
-    """A progress snapshot: what the job has made so far of what was produced."""
-
-    seconds: float
-    batches: int
-    rows: int
-    failures: int
-    expected_rows: int
-    expected_failures: int
-    job_running: bool
-    # make produce --work-dir runs into this run still under way (ops.local_run).
-    outside_pending: int = 0
-
-    @property
-    def accounted(self) -> bool:
-        return (
-            self.rows >= self.expected_rows
-            and self.failures >= self.expected_failures
-            and self.outside_pending == 0
-        )
-
-    @property
-    def lag(self) -> int:
-        return max(0, self.expected_rows - self.rows) + max(
-            0, self.expected_failures - self.failures
-        )
-
-    def line(self, name: str) -> str:
-        state = "running" if self.job_running else "stopped"
-        return (
-            f"[{name}] {self.seconds:5.0f}s  {state:7}  batches {self.batches:4d}  "
-            f"rows {self.rows:,}/{self.expected_rows:,}  "
-            f"failures {self.failures:,}/{self.expected_failures:,}  lag {self.lag:,}"
-            + (f"  make produce under way: {self.outside_pending}" if self.outside_pending else "")
-        )
 
 
 @dataclass
@@ -324,8 +287,6 @@ class LocalInstance:
         schema check first (an event schema a deploy may not make stops here),
         then the old job stops gracefully (stop marker, exit 0) before the new
         one starts on the same checkpoint and table."""
-        from infra.schema_change import check_schema_change
-
         if instance.instance_id != self.instance.instance_id:
             raise ValueError(f"redeploy {self.name}: got instance {instance.instance_id}")
         check_schema_change(
@@ -355,37 +316,15 @@ class LocalInstance:
         return len(self.committed_batches())
 
     def checkpoint_offsets(self) -> dict[int, dict[str, Any]]:
-        """Batch id -> the source offset Spark recorded for it (``offsets/N``: a
-        version line, the batch metadata, then one line per source)."""
-        found: dict[int, dict[str, Any]] = {}
-        offsets = self.checkpoint / "offsets"
-        if not offsets.exists():
-            return found
-        for path in offsets.iterdir():
-            if not path.name.isdigit():
-                continue
-            lines = path.read_text(encoding="utf-8").splitlines()
-            if len(lines) >= 3:
-                found[int(path.name)] = json.loads(lines[2])
-        return dict(sorted(found.items()))
+        """Batch id -> the source offset Spark recorded for it."""
+        return checkpoint_files.offsets(self.checkpoint)
 
     def query_id(self) -> str | None:
-        """The streaming query's persistent id (``<checkpoint>/metadata``), or
-        None before the first start wrote it."""
-        path = self.checkpoint / "metadata"
-        if not path.exists():
-            return None
-        text = path.read_text(encoding="utf-8").strip()
-        if not text:
-            return None
-        value = json.loads(text.splitlines()[0]).get("id")
-        return str(value) if value else None
+        """The streaming query's persistent id, or None before the first start wrote it."""
+        return checkpoint_files.query_id(self.checkpoint)
 
     def committed_batches(self) -> set[int]:
-        commits = self.checkpoint / "commits"
-        if not commits.exists():
-            return set()
-        return {int(p.name) for p in commits.iterdir() if p.name.isdigit()}
+        return checkpoint_files.committed_batches(self.checkpoint)
 
     def observe(self) -> Observation:
         expected = self.expected_ids()

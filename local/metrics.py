@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from local.metrics_dump import MetricPoint
 from model import aws_clients, contract
+from ops.local_run import emulator_client
 
 READER_LIMITS: Final = aws_clients.ClientLimits(
     connect_timeout_sec=5, read_timeout_sec=30, retries=3
@@ -45,8 +46,6 @@ class PublishedMetrics:
 
 def cloudwatch_client(region: str, endpoint_url: str) -> Any:
     """A client for the emulator (fake credentials, bounded timeouts)."""
-    from ops.local_run import emulator_client
-
     return emulator_client("cloudwatch", READER_LIMITS, region, endpoint_url)
 
 

@@ -36,6 +36,7 @@ dump; :mod:`local.report_data` turns one into chart series and figures.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -352,8 +353,6 @@ def _offsets_file(text: str, where: str) -> tuple[datetime, Mapping[str, ShardSt
     (model/kinesis_plan.py: its batch's ends are recorded elsewhere, and
     are where the next batch starts). An offset without ``"v"`` (the earlier
     driver-side reader) holds where its batch ended."""
-    import json
-
     lines = text.splitlines()
     if len(lines) < 3:
         raise DumpError(f"{where}: expected a version line, the metadata and a source offset")

@@ -26,6 +26,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator, StrMethodFormatter
+
 from local.metrics_dump import InstanceRun, RunDump
 from local.report_data import (
     Figures,
@@ -82,8 +86,6 @@ def _hline(ax: Any, value: float, label: str, color: str = TRIGGER_COLOR) -> Non
 
 def _time_axis(ax: Any, unit: str, run: InstanceRun) -> None:
     """Every time chart spans the whole run, so the charts line up."""
-    from matplotlib.ticker import StrMethodFormatter
-
     ax.set_xlim(0, max(1.0, (run.end - run.start).total_seconds()))
     ax.set_xlabel("seconds since the run started")
     ax.set_ylabel(unit)
@@ -169,8 +171,6 @@ def lag_chart(run: InstanceRun, fig: Figures) -> Chart:
         _line(ax, lag.age, COLORS[0])
         _time_axis(ax, "ms", run)
         if lag.records:
-            from matplotlib.ticker import MaxNLocator
-
             right = ax.twinx()
             right.bar(lag.records.x, lag.records.y, width=0.8, alpha=0.3, color=COLORS[1])
             right.set_ylabel("records waiting (bars)", color=COLORS[1])
@@ -229,10 +229,7 @@ def _file_name(instance: str, slug: str) -> str:
 
 
 def _save(chart: Chart, path: Path) -> None:
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=FIG_SIZE)
     try:

@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import pyspark
+
 from infra.emr_step import JOB_CONFIG_FILE, PACKAGE_ZIP
 from infra.packaging import stage_package
 from infra.serverless_archive import (
@@ -170,8 +172,6 @@ def job_run(
 
 def spark_submit() -> Path:
     """The pyspark wheel's ``bin/spark-submit``."""
-    import pyspark
-
     path = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
     if not path.is_file():
         raise LaunchError(f"{path}: missing; expected the pyspark wheel's spark-submit")

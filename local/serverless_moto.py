@@ -39,6 +39,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
+from moto.core.utils import utcnow
+from moto.emrserverless import models, responses
+from moto.emrserverless.exceptions import ValidationException
+from moto.emrserverless.models import emrserverless_backends
+
 # UG "Job resiliency": the default for streaming runs and the allowed range.
 DEFAULT_FAILED_ATTEMPTS_PER_HOUR: Final = 5
 MAX_FAILED_ATTEMPTS_PER_HOUR: Final = 10
@@ -59,8 +64,6 @@ _saved: dict[str, Any] = {}
 
 
 def _validation(message: str) -> Exception:
-    from moto.emrserverless.exceptions import ValidationException
-
     return ValidationException(message)
 
 
@@ -134,8 +137,6 @@ def _cancel_job_run(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def patch_emr_serverless() -> None:
     """Apply the patches (idempotent)."""
-    from moto.emrserverless import models, responses
-
     if _saved:
         return
     _saved["create_application"] = models.EMRServerlessBackend.create_application
@@ -153,8 +154,6 @@ def patch_emr_serverless() -> None:
 
 
 def unpatch_emr_serverless() -> None:
-    from moto.emrserverless import models, responses
-
     if not _saved:
         return
     models.EMRServerlessBackend.create_application = _saved.pop("create_application")  # type: ignore[method-assign]
@@ -194,7 +193,6 @@ def end_attempt(run: Any, status: int, *, detail: str = "", now: float | None = 
         run.state_details = detail or f"attempt {run.attempt} exited with status {status}"
         return FAILED
     run.attempt += 1
-    from moto.core.utils import utcnow
 
     run.attempt_created_at = utcnow()
     for callback in list(on_retry):
@@ -204,6 +202,4 @@ def end_attempt(run: Any, status: int, *, detail: str = "", now: float | None = 
 
 def job_run(application_id: str, job_run_id: str, account: str, region: str) -> Any:
     """moto's run object (in-process backends)."""
-    from moto.emrserverless.models import emrserverless_backends
-
     return emrserverless_backends[account][region].get_job_run(application_id, job_run_id)

@@ -4,22 +4,18 @@ the result says what it measured (counts, not times)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.bench.quick_run import run_quick
+from tests.bench.quick_run import quick_result
 
 
 @pytest.mark.spark  # the child process starts a JVM
 @pytest.mark.emulators  # its own moto server and SubscribeToShard front
 @pytest.mark.timeout(600)
 def test_quick_latency_efo_reads_the_job_through_subscriptions(tmp_path: Path) -> None:
-    out = tmp_path / "results"
-    stdout = run_quick("latency_efo", out, timeout=580)
-    result = json.loads((out / "latency_efo.json").read_text(encoding="utf-8"))
-    assert result["benchmark"] == "latency_efo" and result["mode"] == "quick"
+    result, stdout = quick_result("latency_efo", tmp_path / "results", timeout=580)
     assert result["source"] == {
         "consumer_type": "SubscribeToShard",
         "consumer_name": "bench-latency-job",
@@ -33,5 +29,4 @@ def test_quick_latency_efo_reads_the_job_through_subscriptions(tmp_path: Path) -
     assert 0 < subject["p50_seconds"] <= subject["p99_seconds"]
     assert 0 < baseline["p50_seconds"] <= baseline["p99_seconds"]
     assert result["batches"]["batches"] > 0
-    assert (out / "latency_efo.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert "bare EFO loop p99" in stdout

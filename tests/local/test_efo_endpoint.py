@@ -1,6 +1,5 @@
-"""local.efo_endpoint: its event-stream encoding (parsed by botocore's own
-decoder) and, against moto, SubscribeToShard read by a real boto3 client and
-by the job's EfoShardReader."""
+"""local.efo_endpoint: against moto, SubscribeToShard read by a real boto3 client
+and by the job's EfoShardReader (its encoding: tests/local/test_event_stream.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError
 
 from job.sources import kinesis_efo
@@ -20,35 +18,12 @@ from job.sources.kinesis_efo import EfoShardReader, ensure_consumer
 from job.sources.kinesis_fetch import make_client
 from job.sources.kinesis_options import parse_options
 from job.sources.kinesis_rows import records_to_batch
-from local.efo_endpoint import EfoEndpoint, Timing, encode_message, event_message, read_stats
+from local.efo_endpoint import EfoEndpoint, Timing, read_stats
 from local.emulators import Endpoints
 from local.harness import build_job_config, load_example_instances
 from local.summary import RunFigures, source_line, summarize
 from model.kinesis_offsets import ShardInfo, ShardState
 from ops.aggregation import aggregate
-
-
-def test_messages_decode_with_botocores_event_stream_buffer() -> None:
-    buffer = EventStreamBuffer()
-    buffer.add_data(event_message("initial-response", {}))
-    buffer.add_data(encode_message({":message-type": "event", ":event-type": "x"}, b'{"a": 1}'))
-    first, second = list(buffer)
-    assert first.headers[":event-type"] == "initial-response"
-    assert first.payload == b"{}"
-    assert second.headers == {":message-type": "event", ":event-type": "x"}
-    assert second.payload == b'{"a": 1}'
-
-
-def test_a_corrupted_message_fails_botocores_checksum() -> None:
-    from botocore.eventstream import ChecksumMismatch
-
-    message = bytearray(event_message("initial-response", {"k": "v"}))
-    message[-6] ^= 0xFF  # a payload byte
-    buffer = EventStreamBuffer()
-    buffer.add_data(bytes(message))
-    with pytest.raises(ChecksumMismatch):
-        list(buffer)
-
 
 # ---------------------------------------------------------------- against moto
 

@@ -1,0 +1,49 @@
+"""bench/latency_produce.py: the producer's schedule and its put times."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.latency_produce import STREAM, produce
+from ops.events import MixSpec, generate, now_utc
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class FakeKinesis:
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def put_records(self, StreamName: str, Records: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803 (boto3's names)
+        assert StreamName == STREAM
+        self.calls.append(len(Records))
+        return {"FailedRecordCount": 0, "Records": [{"SequenceNumber": "1"} for _ in Records]}
+
+
+def test_records_go_in_calls_of_a_tenth_of_the_rate_and_each_valid_id_gets_its_first_put() -> None:
+    records = generate(MixSpec(count=250, id_prefix="p", seed=1), now_utc())
+    client = FakeKinesis()
+    puts: dict[str, float] = {}
+
+    seconds = produce(client, records, 1_000, puts)
+
+    assert client.calls == [100, 100, 50]
+    valid = {r.event_id for r in records if r.event_id is not None and not r.is_failure}
+    assert set(puts) == valid and valid
+    # 250 records at 1,000/s: the last call is due at 0.2 s.
+    assert seconds >= 0.2
+
+
+def test_the_producer_child_loads_no_spark() -> None:
+    """A spawned child imports this module first: no JVM client library, no bench.framework."""
+    probe = (
+        "import sys, bench.latency_produce; "
+        "print(sorted(m for m in ('pyspark', 'bench.framework', 'job') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
