@@ -44,6 +44,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
+from botocore.exceptions import WaiterError
+
+from infra.config import UndeclaredInstanceError, declared_instance
 from model import aws_clients
 from model.failure_record import record_key
 from model.record import BAD_AGGREGATE, TOO_LARGE
@@ -321,8 +324,6 @@ def ensure_stream(client: Any, stream: str, shard_count: int | None, timeout: fl
             client.create_stream(StreamName=stream, StreamModeDetails={"StreamMode": "ON_DEMAND"})
         else:
             client.create_stream(StreamName=stream, ShardCount=shard_count)
-    from botocore.exceptions import WaiterError
-
     attempts = max(1, math.ceil(timeout / _STREAM_POLL_SEC))
     try:
         client.get_waiter("stream_exists").wait(
@@ -442,8 +443,6 @@ def stream_and_region(args: argparse.Namespace) -> tuple[str, str]:
     ValueError naming the declared instances when there is no such one."""
     if args.stream is not None and args.region is not None:
         return args.stream, args.region
-    from infra.config import UndeclaredInstanceError, declared_instance
-
     try:
         declared = declared_instance(args.cdk_json, args.instance)
     except UndeclaredInstanceError as exc:
@@ -457,8 +456,6 @@ def stream_and_region(args: argparse.Namespace) -> tuple[str, str]:
 def instance_schema(instance_id: str, cdk_json: Path = CDK_JSON) -> EventSchema:
     """The event schema of a declared instance, as ``cdk synth`` reads it.
     Raises ValueError naming the declared instances when there is no such one."""
-    from infra.config import UndeclaredInstanceError, declared_instance
-
     try:
         return EventSchema.of(declared_instance(cdk_json, instance_id).job)
     except UndeclaredInstanceError as exc:

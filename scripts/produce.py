@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from model import aws_clients
 from ops import local_run
 from ops.events import EventSchema, MixSpec, generate, now_utc
 from ops.producer import (
@@ -86,8 +87,6 @@ def stream_target(args: argparse.Namespace) -> tuple[str, Any, EventSchema]:
         return config.stream_name, target.client("kinesis", PRODUCER_LIMITS), EventSchema.of(config)
     if args.config is not None:
         raise OperatorError(EXIT_USAGE, "--config: not used by produce (the stream is in cdk.json)")
-    from model import aws_clients
-
     declared = declared_instance(args.instance, args.cdk_json)
     client = aws_clients.client(
         "kinesis", PRODUCER_LIMITS, region=declared.region, endpoint_url=args.endpoint_url
