@@ -291,13 +291,19 @@ def test_no_role_manages_table_optimizers_or_passes_roles(
     optimizer_role_arns = {
         f"<{owner}:{role}.Arn>" for role in optimizer_roles(synthesized, owner).values()
     }
-    for actions, resources in allowed_statements(synthesized, owner):
+    assert len(optimizer_role_arns) == 3  # compaction, retention, orphan-file deletion
+    statements = allowed_statements(synthesized, owner)
+    assert len(statements) > 10, statements
+    for actions, _ in statements:
         for action in actions:
             assert "TableOptimizer" not in action, action
             assert action not in ("glue:*", "*"), action
-        if "iam:PassRole" in actions:
-            assert not set(resources) & optimizer_role_arns
-            assert all(r.startswith(f"<{owner}:") for r in resources), resources
+    passed = [resources for actions, resources in statements if "iam:PassRole" in actions]
+    # One statement passes a role: the job's, to the service that runs it.
+    assert passed == [[f"<{owner}:{job_role(synthesized, owner)}.Arn>"]], passed
+    for resources in passed:
+        assert not set(resources) & optimizer_role_arns
+        assert all(r.startswith(f"<{owner}:") for r in resources), resources
 
 
 def test_control_a_wildcard_statement_would_be_caught(synthesized: Synthesized) -> None:
