@@ -418,7 +418,7 @@ class KafkaConfig(ConfigModel):
     broker_count: PositiveInt = 3
     broker_volume_gib: PositiveInt = 100
     # The created cluster's CloudWatch metrics; above DEFAULT they bill as
-    # custom metrics (infra/cost.py). ``size`` sets DEFAULT or PER_BROKER.
+    # custom metrics (infra/cost_lines.py). ``size`` sets DEFAULT or PER_BROKER.
     enhanced_monitoring: Literal["DEFAULT", "PER_BROKER", "PER_TOPIC_PER_BROKER"] = "PER_BROKER"
     topic_partitions: PositiveInt = 6
     topic_replication_factor: PositiveInt = 3
@@ -489,7 +489,7 @@ class KafkaConfig(ConfigModel):
 
 class ExpectedLoadConfig(ConfigModel):
     """The load the instance is expected to carry. Only ``make cost`` reads it,
-    for the lines that grow with volume (infra/cost.py); nothing is sized from
+    for the lines that grow with volume (infra/cost_lines.py); nothing is sized from
     it. Zero: not declared, the volume lines are priced at nothing."""
 
     records_per_sec: float = Field(default=0, ge=0)
