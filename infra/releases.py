@@ -30,6 +30,8 @@ from typing import Final, Literal
 # The Spark the job is built and tested on: the ``pyspark`` pin of
 # requirements-dev.txt (tests/deploy/test_platform.py holds the three equal).
 JOB_SPARK_VERSION: Final = "4.1.1"
+# The release an instance runs when ``emr.release_label`` names none: the LTS one.
+DEFAULT_RELEASE_LABEL: Final = "emr-spark-8.1.0"
 
 KinesisSource = Literal["python-kinesis", "aws-kinesis"]
 
