@@ -39,24 +39,10 @@ from typing import Any, Final
 from model import aws_clients
 from ops import local_run
 from ops.events import EventSchema, MixSpec, generate, now_utc
-from ops.producer import (
-    PRODUCER_LIMITS,
-    ProduceError,
-    ProduceReport,
-    add_mix_arguments,
-    plan_entries,
-    produce_as_asked,
-    put_all,
-    spec_from_args,
-    write_report,
-)
+from ops.producer import add_mix_arguments, produce_as_asked, spec_from_args, write_report
+from ops.stream_writer import PRODUCER_LIMITS, ProduceError, ProduceReport, plan_entries, put_all
 from scripts.command import EXIT_USAGE, OperatorError, declared_instance, run_command
-from scripts.status.target import (
-    Target,
-    local_config_path,
-    parse_config,
-    target_arguments,
-)
+from scripts.status.target import Target, local_config_path, parse_config, target_arguments
 
 EXIT_OK: Final = 0
 EXIT_REJECTED: Final = 1

@@ -36,25 +36,11 @@ from infra.config import InstanceConfig
 from model.config import KafkaSecurity
 from model.record import REASONS
 from ops.arguments import int_between, non_negative_float, positive_int
-from ops.kinesis_put import (
-    MAX_RECORDS_PER_CALL,
-    PutOutcome,
-    put_entries,
-)
-from ops.producer import kinesis_client
+from ops.kinesis_put import MAX_RECORDS_PER_CALL, PutOutcome, put_entries
+from ops.stream_writer import kinesis_client
 from scripts.command import EXIT_USAGE, OperatorError, declared_instance
-from scripts.reprocess.claim_check import (
-    resolver,
-    store_reader,
-)
-from scripts.reprocess.hook import (
-    FailedRecord,
-    Fix,
-    HookError,
-    Reject,
-    identity,
-    load_hook,
-)
+from scripts.reprocess.claim_check import resolver, store_reader
+from scripts.reprocess.hook import FailedRecord, Fix, HookError, Reject, identity, load_hook
 from scripts.reprocess.kafka import FailureTopicReader, resolve_topic
 from scripts.reprocess.plan import (
     Entry,

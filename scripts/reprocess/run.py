@@ -24,18 +24,8 @@ from ops.kinesis_put import (
     UnreadableResponseError,
     chunks,
 )
-from scripts.reprocess.claim_check import (
-    ClaimCheckError,
-    Resolve,
-    unchanged,
-)
-from scripts.reprocess.hook import (
-    FailedRecord,
-    Fix,
-    HookError,
-    Refused,
-    apply_fix,
-)
+from scripts.reprocess.claim_check import ClaimCheckError, Resolve, unchanged
+from scripts.reprocess.hook import FailedRecord, Fix, HookError, Refused, apply_fix
 from scripts.reprocess.kafka import KafkaReadError
 from scripts.reprocess.plan import (
     Entry,
