@@ -6,14 +6,10 @@ names the field, the value and what it may be (:mod:`model.config_kit`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from typing import Annotated, Final
 
-from infra.releases import (
-    EMR_REGIONS_PAGE,
-    JOB_SPARK_VERSION,
-    known_regions,
-    supported_labels,
-)
+from infra.releases import EMR_REGIONS_PAGE, JOB_SPARK_VERSION, known_regions, supported_labels
 from infra.sizing import INSTANCE_TYPES
 from model.config_kit import Allowed
 
@@ -47,6 +43,11 @@ def _matches(pattern: re.Pattern[str], allowed: str) -> Allowed:
     return Allowed(lambda value: pattern.fullmatch(value) is not None, allowed)
 
 
+def _listed(values: Callable[[], Iterable[str]], allowed: str) -> Allowed:
+    """The value must be one of ``values()`` (read when a value is checked)."""
+    return Allowed(lambda value: value in values(), allowed)
+
+
 def kafka_version_supported(value: str) -> bool:
     found = KAFKA_VERSION_PATTERN.fullmatch(value)
     return found is not None and (int(found["major"]), int(found["minor"])) >= MIN_KAFKA_VERSION
@@ -55,8 +56,8 @@ def kafka_version_supported(value: str) -> bool:
 Domain = Annotated[str, _matches(DOMAIN_PATTERN, "2-31 lowercase letters/digits, starting a-z")]
 Region = Annotated[
     str,
-    Allowed(
-        lambda value: value in known_regions(),
+    _listed(
+        known_regions,
         f"a Region where Amazon EMR runs, such as eu-west-1 ({EMR_REGIONS_PAGE}; "
         "infra/releases.py EMR_REGIONS)",
     ),
@@ -64,8 +65,8 @@ Region = Annotated[
 Account = Annotated[str, _matches(ACCOUNT_PATTERN, "12 digits or null")]
 ReleaseLabel = Annotated[
     str,
-    Allowed(
-        lambda value: value in supported_labels(),
+    _listed(
+        supported_labels,
         f"a release label whose Spark is the job's {JOB_SPARK_VERSION}: "
         f"{', '.join(supported_labels())} (infra/releases.py)",
     ),

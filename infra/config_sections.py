@@ -26,11 +26,7 @@ from infra.config_fields import (
     VpcId,
     kafka_version_supported,
 )
-from infra.releases import (
-    DEFAULT_RELEASE_LABEL,
-    Release,
-    release_for,
-)
+from infra.releases import DEFAULT_RELEASE_LABEL, Release, release_for
 from model import contract
 from model.config import JobSettings, MaxMessageBytes
 from model.config_kit import Allowed, ConfigModel, JsonTuple, bad_value

@@ -34,12 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from infra.prices import (
-    HOURS_PER_MONTH,
-    PRICE_ROWS,
-    PriceRow,
-    price,
-)
+from infra.prices import HOURS_PER_MONTH, PRICE_ROWS, PriceRow, price
 from model import contract
 from model.record import REASONS
 
@@ -169,6 +164,7 @@ def priced_lines(
     template: Mapping[str, Any],
     region: str,
     load: Load,
+    *,
     rows: tuple[PriceRow, ...] = PRICE_ROWS,
 ) -> tuple[CostLine, ...]:
     """Every billed line of ``template`` deployed in ``region`` under ``load``."""

@@ -12,12 +12,7 @@ from typing import Any
 
 import pytest
 
-from infra.cost import (
-    estimate,
-    load_for,
-    render,
-    synth_line,
-)
+from infra.cost import estimate, load_for, render, synth_line
 from infra.cost_lines import Load
 from infra.prices import PRICE_ROWS, PRICES_READ, REGIONS, UnknownPriceError
 from tests.fixtures import EXAMPLE_CDK_JSON
