@@ -58,7 +58,7 @@ def latencies(puts: dict[str, float], seen: dict[str, float]) -> list[float]:
 def _produce_child(endpoint: str, first: int, count: int, rate: int, out: Any) -> None:
     """Put ``count`` ids from ``first`` at ``rate``/s on a fixed schedule; send
     back (seconds taken, {id: put time})."""
-    from ops.producer import kinesis_client
+    from ops.stream_writer import kinesis_client
 
     client = kinesis_client(framework.REGION, endpoint)
     per_call = max(1, rate // PUTS_PER_SECOND)
@@ -120,7 +120,7 @@ def servers() -> Iterator[tuple[str, str, Any]]:
 
 def run(ctx: Context) -> list[Row]:
     from local.efo_endpoint import read_stats
-    from ops.producer import ensure_stream, kinesis_client
+    from ops.stream_writer import ensure_stream, kinesis_client
 
     rate = QUICK_RATE if ctx.quick else RATE
     window = QUICK_WINDOW_SEC if ctx.quick else WINDOW_SEC

@@ -84,7 +84,7 @@ class Measured:
 
 def fill_stream(client: Any, stream: str, records: int, shards: int) -> None:
     from ops.events import MixSpec, generate, now_utc
-    from ops.producer import ensure_stream, put_all
+    from ops.stream_writer import ensure_stream, put_all
 
     ensure_stream(client, stream, shards)
     mix = generate(MixSpec(count=records, malformed_share=0, duplicate_share=0), now_utc())
@@ -296,7 +296,7 @@ def one_round(
 
 
 def run(ctx: Context) -> list[Row]:
-    from ops.producer import kinesis_client
+    from ops.stream_writer import kinesis_client
 
     records, shards = (2_000, 2) if ctx.quick else (20_000, 4)
     client = kinesis_client(framework.REGION, ctx.emulators.endpoints.aws_url)

@@ -224,7 +224,7 @@ def produce(
     schedule is met again); ``puts`` gets each valid id's first put time
     (``time.monotonic``: one clock for every process of the machine).
     Returns the seconds taken."""
-    from ops.producer import put_all
+    from ops.stream_writer import put_all
 
     per_call = max(1, rate // PUTS_PER_SECOND)
     started = time.monotonic()
@@ -245,7 +245,7 @@ def produce(
 def _produce_child(endpoint: str, records: Sequence[SampleRecord], rate: int, out: Any) -> None:
     """A producer process: its own interpreter, so the driver's threads (py4j
     callbacks, the table watcher, the bare loop) never hold it back."""
-    from ops.producer import kinesis_client
+    from ops.stream_writer import kinesis_client
 
     puts: dict[str, float] = {}
     started = time.monotonic()
@@ -358,7 +358,7 @@ def _run(
     ctx: Context, kind: Kind, endpoint: str, job_endpoint: str, *, windows: int, window_sec: int
 ) -> list[Row]:
     from ops.events import MixSpec, expected_ids, generate, now_utc
-    from ops.producer import ensure_stream, kinesis_client
+    from ops.stream_writer import ensure_stream, kinesis_client
 
     client = kinesis_client(framework.REGION, endpoint)
     ensure_stream(client, STREAM, SHARDS)

@@ -119,7 +119,7 @@ def _kinesis_events(ctx: Context) -> list[dict[str, Any]]:
     """The job's query as job.driver builds it on the python-kinesis source (a
     moto stream of 2 shards, 1 s trigger): one PutRecord per sample."""
     from bench.latency import own_moto, start_job_query
-    from ops.producer import ensure_stream, kinesis_client
+    from ops.stream_writer import ensure_stream, kinesis_client
 
     with own_moto() as endpoint:
         client = kinesis_client(REGION, endpoint)
