@@ -38,3 +38,17 @@ def config_error(context: dict[str, Any]) -> str:
     with pytest.raises(InstanceConfigError) as caught:
         load_instances(context)
     return str(caught.value)
+
+
+def existing_network(region: str) -> dict[str, Any]:
+    """An existing VPC's ``network`` section: its id, three zones of ``region``
+    and a private subnet in each."""
+    return {
+        "vpc_id": "vpc-0123456789abcdef0",
+        "availability_zones": [f"{region}{zone}" for zone in "abc"],
+        "private_subnet_ids": [
+            "subnet-0123456789abcdef0",
+            "subnet-0fedcba9876543210",
+            "subnet-0aaaabbbbccccdddd",
+        ],
+    }

@@ -7,7 +7,7 @@ import pytest
 
 from infra.config import load_instances
 from infra.config_sections import DEFAULT_KAFKA_VERSION, KAFKA_END_OF_SUPPORT
-from tests.infra.config_cases import config_error, context_of, instance_entry
+from tests.infra.config_cases import config_error, context_of, existing_network, instance_entry
 
 
 @pytest.mark.parametrize("shards", [0, -3])
@@ -109,15 +109,7 @@ def test_existing_vpc_needs_subnets_and_zones() -> None:
 
 
 def test_existing_vpc_is_accepted_with_subnets() -> None:
-    network = {
-        "vpc_id": "vpc-0123456789abcdef0",
-        "availability_zones": ["eu-west-1a", "eu-west-1b", "eu-west-1c"],
-        "private_subnet_ids": [
-            "subnet-0123456789abcdef0",
-            "subnet-0fedcba9876543210",
-            "subnet-0aaaaaaaaaaaaaaaa",
-        ],
-    }
+    network = existing_network("eu-west-1")
     (config,) = load_instances(context_of(instance_entry(network=network)))
     assert config.network.private_subnet_ids == tuple(network["private_subnet_ids"])
 

@@ -224,15 +224,6 @@ def test_the_two_instances_share_account_and_region(synthesized: Synthesized) ->
     assert a.config.domain != b.config.domain
 
 
-@pytest.mark.parametrize(("owner", "neighbour"), [(A, B), (B, A)])
-def test_no_statement_grants_the_neighbours_resources(
-    synthesized: Synthesized, owner: str, neighbour: str
-) -> None:
-    statements = allowed_statements(synthesized, owner)
-    targets = instance_targets(synthesized, neighbour, as_seen_from=owner)
-    assert reachable(statements, targets) == {}
-
-
 @pytest.mark.parametrize("owner", [A, B])
 def test_control_each_role_does_reach_its_own_resources(
     synthesized: Synthesized, owner: str
@@ -427,12 +418,22 @@ def execution_role(synth: Synthesized, stack: str) -> str:
     return synth.role_assumed_by(stack, "emr-serverless.amazonaws.com")
 
 
-@pytest.mark.parametrize(("owner", "neighbour"), [(LIGHT, ORDERS), (ORDERS, LIGHT)])
-def test_serverless_no_statement_grants_the_neighbours_resources(
-    synthesized_serverless: Synthesized, owner: str, neighbour: str
+@pytest.mark.parametrize(
+    ("synthesis", "owner", "neighbour"),
+    [
+        ("synthesized", A, B),
+        ("synthesized", B, A),
+        ("synthesized_serverless", LIGHT, ORDERS),
+        ("synthesized_serverless", ORDERS, LIGHT),
+    ],
+)
+def test_no_statement_grants_the_neighbours_resources(
+    request: pytest.FixtureRequest, synthesis: str, owner: str, neighbour: str
 ) -> None:
-    statements = allowed_statements(synthesized_serverless, owner)
-    targets = instance_targets(synthesized_serverless, neighbour, as_seen_from=owner)
+    """Two EMR instances, and a serverless instance beside an EMR one."""
+    synth: Synthesized = request.getfixturevalue(synthesis)
+    statements = allowed_statements(synth, owner)
+    targets = instance_targets(synth, neighbour, as_seen_from=owner)
     assert reachable(statements, targets) == {}
 
 
