@@ -92,6 +92,11 @@ def _per_region(
     }
 
 
+def _noted(us: float, seoul: float, ireland: float, note: str) -> dict[str, tuple[float, str]]:
+    """:func:`_per_region` with one note for the three regions."""
+    return _per_region(us, seoul, ireland, us_note=note, seoul_note=note, ireland_note=note)
+
+
 def _serverless(
     key: str, unit: str, us: float, seoul: float, *, arm_digits: int | None = None
 ) -> tuple[PriceRow, ...]:
@@ -100,13 +105,7 @@ def _serverless(
     note = _SERVERLESS
     if arm_digits is not None:
         us, seoul, note = round(us * 0.8, arm_digits), round(seoul * 0.8, arm_digits), _ARM
-    return _rows(
-        key,
-        unit,
-        EMR_PAGE,
-        _per_region(us, seoul, us, us_note=note, seoul_note=note, ireland_note=note),
-        read=PRICES_READ,
-    )
+    return _rows(key, unit, EMR_PAGE, _noted(us, seoul, us, note), read=PRICES_READ)
 
 
 def _ec2(instance: str, us: float, seoul: float, ireland: float) -> tuple[PriceRow, ...]:
@@ -143,13 +142,7 @@ def _emr(instance: str, fee: float) -> tuple[PriceRow, ...]:
 def _flat(
     key: str, unit: str, source: str, usd: float, note: str = _SAME, *, read: str = FIRST_READ
 ) -> tuple[PriceRow, ...]:
-    return _rows(
-        key,
-        unit,
-        source,
-        _per_region(usd, usd, usd, us_note=note, seoul_note=note, ireland_note=note),
-        read=read,
-    )
+    return _rows(key, unit, source, _noted(usd, usd, usd, note), read=read)
 
 
 # The node types priced, one row each: (type, EC2 on-demand USD per hour in
