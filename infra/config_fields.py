@@ -54,23 +54,17 @@ def kafka_version_supported(value: str) -> bool:
 
 
 Domain = Annotated[str, _matches(DOMAIN_PATTERN, "2-31 lowercase letters/digits, starting a-z")]
-Region = Annotated[
-    str,
-    _listed(
-        known_regions,
-        f"a Region where Amazon EMR runs, such as eu-west-1 ({EMR_REGIONS_PAGE}; "
-        "infra/releases.py EMR_REGIONS)",
-    ),
-]
+_REGIONS_ALLOWED: Final = (
+    f"a Region where Amazon EMR runs, such as eu-west-1 ({EMR_REGIONS_PAGE}; "
+    "infra/releases.py EMR_REGIONS)"
+)
+Region = Annotated[str, _listed(known_regions, _REGIONS_ALLOWED)]
 Account = Annotated[str, _matches(ACCOUNT_PATTERN, "12 digits or null")]
-ReleaseLabel = Annotated[
-    str,
-    _listed(
-        supported_labels,
-        f"a release label whose Spark is the job's {JOB_SPARK_VERSION}: "
-        f"{', '.join(supported_labels())} (infra/releases.py)",
-    ),
-]
+_LABELS_ALLOWED: Final = (
+    f"a release label whose Spark is the job's {JOB_SPARK_VERSION}: "
+    f"{', '.join(supported_labels())} (infra/releases.py)"
+)
+ReleaseLabel = Annotated[str, _listed(supported_labels, _LABELS_ALLOWED)]
 Ec2InstanceType = Annotated[
     str, _matches(EC2_INSTANCE_TYPE_PATTERN, "an EC2 instance type such as m5.xlarge")
 ]

@@ -47,7 +47,9 @@ def estimate(
     rows: tuple[PriceRow, ...] = PRICE_ROWS,
 ) -> Estimate:
     """Every billed line of ``template`` deployed in ``region`` under ``load``."""
-    return Estimate(stack, region, load, priced_lines(stack, template, region, load, rows=rows))
+    return Estimate(
+        stack, region, load, priced_lines(template, region, load, stack=stack, rows=rows)
+    )
 
 
 # --------------------------------------------------------------------------- output

@@ -160,14 +160,14 @@ class CostLine:
 
 
 def priced_lines(
-    stack: str,
     template: Mapping[str, Any],
     region: str,
     load: Load,
     *,
+    stack: str,
     rows: tuple[PriceRow, ...] = PRICE_ROWS,
 ) -> tuple[CostLine, ...]:
-    """Every billed line of ``template`` deployed in ``region`` under ``load``."""
+    """The priced lines of ``template`` (``stack``'s) in ``region`` under ``load``."""
     resources: Mapping[str, Mapping[str, Any]] = template.get("Resources", {})
     add = _Lines(region, rows)
     by_type: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}

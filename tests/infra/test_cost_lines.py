@@ -31,7 +31,7 @@ def _total(lines: Iterable[CostLine]) -> float:
 def test_a_billed_type_the_walk_does_not_price_stops_the_estimate() -> None:
     serverless = {"Type": "AWS::MSK::ServerlessCluster", "Properties": {}}
     with pytest.raises(TemplateCostError, match="ServerlessCluster"):
-        priced_lines("S", _template(C=serverless), "us-east-1", Load(0, 1024, 10))
+        priced_lines(_template(C=serverless), "us-east-1", Load(0, 1024, 10), stack="S")
 
 
 def test_an_instance_count_resolved_at_deploy_time_cannot_be_priced() -> None:
@@ -41,7 +41,7 @@ def test_an_instance_count_resolved_at_deploy_time_cannot_be_priced() -> None:
         "Properties": {"Instances": {"CoreInstanceGroup": group}},
     }
     with pytest.raises(TemplateCostError, match=r"InstanceCount .*literal int"):
-        priced_lines("S", _template(C=cluster), "us-east-1", Load(0, 1024, 10))
+        priced_lines(_template(C=cluster), "us-east-1", Load(0, 1024, 10), stack="S")
 
 
 def test_a_serverless_application_prices_x86_and_extra_storage_and_refuses_warm_capacity() -> None:
@@ -58,7 +58,7 @@ def test_a_serverless_application_prices_x86_and_extra_storage_and_refuses_warm_
         }
         return {"Type": "AWS::EMRServerless::Application", "Properties": {**base, **props}}
 
-    found = priced_lines("S", _template(A=app()), "eu-west-1", Load(0, 1024, 10))
+    found = priced_lines(_template(A=app()), "eu-west-1", Load(0, 1024, 10), stack="S")
     lines = {line.resource.split(" (")[0]: line for line in found}
     assert lines["EMR Serverless X86_64 vCPU"].count == 5 * HOURS
     assert lines["EMR Serverless X86_64 vCPU"].unit_usd == _usd(
@@ -68,10 +68,12 @@ def test_a_serverless_application_prices_x86_and_extra_storage_and_refuses_warm_
     # 3 workers get 60 GB free; 40 GB more are billed.
     assert lines["EMR Serverless storage beyond 20 GB a worker"].count == 40 * HOURS
     with pytest.raises(TemplateCostError, match="InitialCapacity"):
-        priced_lines("S", _template(A=app(InitialCapacity=[])), "us-east-1", Load(0, 1024, 10))
+        priced_lines(
+            _template(A=app(InitialCapacity=[])), "us-east-1", Load(0, 1024, 10), stack="S"
+        )
     with pytest.raises(TemplateCostError, match="expected 'N vCPU'"):
         bad = app(MaximumCapacity={"Cpu": {"Ref": "X"}, "Memory": "1 GB", "Disk": "20 GB"})
-        priced_lines("S", _template(A=bad), "us-east-1", Load(0, 1024, 10))
+        priced_lines(_template(A=bad), "us-east-1", Load(0, 1024, 10), stack="S")
 
 
 def test_enhanced_fan_out_bills_consumer_shard_hours_and_data() -> None:
@@ -89,9 +91,12 @@ def test_enhanced_fan_out_bills_consumer_shard_hours_and_data() -> None:
             ],
         },
     }
-    polling = priced_lines("S", _template(S=stream, A=app), "us-east-1", Load(10, 1024, 30))
+    polling = priced_lines(_template(S=stream, A=app), "us-east-1", Load(10, 1024, 30), stack="S")
     efo = priced_lines(
-        "S", _template(S=stream, A=app), "us-east-1", Load(10, 1024, 30, enhanced_fan_out=True)
+        _template(S=stream, A=app),
+        "us-east-1",
+        Load(10, 1024, 30, enhanced_fan_out=True),
+        stack="S",
     )
     added = {line.resource for line in efo} - {line.resource for line in polling}
     assert added == {

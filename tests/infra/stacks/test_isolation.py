@@ -418,6 +418,15 @@ def execution_role(synth: Synthesized, stack: str) -> str:
     return synth.role_assumed_by(stack, "emr-serverless.amazonaws.com")
 
 
+def execution_role_reach(
+    synth: Synthesized, stack: str
+) -> tuple[dict[str, list[str]], list[Target]]:
+    """What LIGHT's execution role alone reaches of ``stack``'s resources, and those."""
+    by_role = role_statements(synth, LIGHT)
+    targets = instance_targets(synth, stack, as_seen_from=LIGHT)
+    return reachable(by_role[execution_role(synth, LIGHT)], targets), targets
+
+
 @pytest.mark.parametrize(
     ("synthesis", "owner", "neighbour"),
     [
@@ -440,10 +449,7 @@ def test_no_statement_grants_the_neighbours_resources(
 def test_control_the_execution_role_reaches_its_own_stream_buckets_database_and_topic(
     synthesized_serverless: Synthesized,
 ) -> None:
-    by_role = role_statements(synthesized_serverless, LIGHT)
-    role = execution_role(synthesized_serverless, LIGHT)
-    targets = instance_targets(synthesized_serverless, LIGHT, as_seen_from=LIGHT)
-    hits = reachable(by_role[role], targets)
+    hits, targets = execution_role_reach(synthesized_serverless, LIGHT)
     # Everything the EMR job role reaches (without enhanced fan-out, no consumer).
     assert set(hits) == {t.what for t in targets} - {"another table", "stream consumer"}
 
@@ -451,10 +457,9 @@ def test_control_the_execution_role_reaches_its_own_stream_buckets_database_and_
 def test_the_execution_role_alone_reaches_nothing_of_the_neighbour(
     synthesized_serverless: Synthesized,
 ) -> None:
-    by_role = role_statements(synthesized_serverless, LIGHT)
-    role = execution_role(synthesized_serverless, LIGHT)
-    targets = instance_targets(synthesized_serverless, ORDERS, as_seen_from=LIGHT)
-    assert reachable(by_role[role], targets) == {}
+    hits, targets = execution_role_reach(synthesized_serverless, ORDERS)
+    assert targets
+    assert hits == {}
     # ... and is the only role the service may assume; no EMR roles on serverless.
     trusted = [
         r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
