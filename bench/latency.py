@@ -62,7 +62,7 @@ from bench.read_loops import Loop, poll_loops, raise_failed, seen_by
 from bench.stream import job_config, progress_events
 from local.emulators import LOOPBACK, start_moto
 from ops.events import MixSpec, expected_ids, generate, now_utc
-from ops.producer import ensure_stream, kinesis_client
+from ops.stream_writer import ensure_stream, kinesis_client
 
 if TYPE_CHECKING:
     from model.config import JobConfig

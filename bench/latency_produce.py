@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ops.producer import kinesis_client, put_all
+from ops.stream_writer import kinesis_client, put_all
 
 if TYPE_CHECKING:
     from ops.events import SampleRecord

@@ -29,8 +29,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from infra.config import DEFAULT_RELEASE_LABEL
-from infra.releases import release_for
+from infra.releases import DEFAULT_RELEASE_LABEL, release_for
 from model import contract
 from model.config import JobConfig
 from model.jvm import JAR_NAME as JOB_JAR

@@ -92,6 +92,11 @@ def _per_region(
     }
 
 
+def _noted(us: float, seoul: float, ireland: float, note: str) -> dict[str, tuple[float, str]]:
+    """:func:`_per_region` with one note for the three regions."""
+    return _per_region(us, seoul, ireland, us_note=note, seoul_note=note, ireland_note=note)
+
+
 def _serverless(
     key: str, unit: str, us: float, seoul: float, *, arm_digits: int | None = None
 ) -> tuple[PriceRow, ...]:
@@ -100,13 +105,7 @@ def _serverless(
     note = _SERVERLESS
     if arm_digits is not None:
         us, seoul, note = round(us * 0.8, arm_digits), round(seoul * 0.8, arm_digits), _ARM
-    return _rows(
-        key,
-        unit,
-        EMR_PAGE,
-        _per_region(us, seoul, us, us_note=note, seoul_note=note, ireland_note=note),
-        read=PRICES_READ,
-    )
+    return _rows(key, unit, EMR_PAGE, _noted(us, seoul, us, note), read=PRICES_READ)
 
 
 def _ec2(instance: str, us: float, seoul: float, ireland: float) -> tuple[PriceRow, ...]:
@@ -143,40 +142,32 @@ def _emr(instance: str, fee: float) -> tuple[PriceRow, ...]:
 def _flat(
     key: str, unit: str, source: str, usd: float, note: str = _SAME, *, read: str = FIRST_READ
 ) -> tuple[PriceRow, ...]:
-    return _rows(
-        key,
-        unit,
-        source,
-        _per_region(usd, usd, usd, us_note=note, seoul_note=note, ireland_note=note),
-        read=read,
-    )
+    return _rows(key, unit, source, _noted(usd, usd, usd, note), read=read)
+
+
+# The node types priced, one row each: (type, EC2 on-demand USD per hour in
+# us-east-1, ap-northeast-2, eu-west-1; the EMR fee per hour). infra/sizing.py
+# lists the sized types.
+_NODE_TYPES: Final[tuple[tuple[str, float, float, float, float], ...]] = (
+    ("m5.xlarge", 0.192, 0.236, 0.214, 0.048),
+    ("m5.2xlarge", 0.384, 0.472, 0.428, 0.096),
+    ("m5.4xlarge", 0.768, 0.944, 0.856, 0.192),
+    ("m6g.xlarge", 0.154, 0.189, 0.171, 0.0385),
+    ("m6g.2xlarge", 0.308, 0.379, 0.342, 0.077),
+    ("m7g.large", 0.0816, 0.1004, 0.0906, 0.0204),
+    ("m7g.xlarge", 0.1632, 0.2007, 0.1812, 0.0408),
+    ("m7g.2xlarge", 0.3264, 0.4015, 0.3623, 0.0816),
+    ("r5.xlarge", 0.252, 0.310, 0.280, 0.063),
+    ("r5.2xlarge", 0.504, 0.620, 0.559, 0.126),
+    ("c5.2xlarge", 0.34, 0.418, 0.377, 0.085),
+)
 
 
 PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
-    # EC2 on-demand, Linux (EMR nodes). infra/sizing.py lists the sized types.
-    *_ec2("m5.xlarge", 0.192, 0.236, 0.214),
-    *_ec2("m5.2xlarge", 0.384, 0.472, 0.428),
-    *_ec2("m5.4xlarge", 0.768, 0.944, 0.856),
-    *_ec2("m6g.xlarge", 0.154, 0.189, 0.171),
-    *_ec2("m6g.2xlarge", 0.308, 0.379, 0.342),
-    *_ec2("m7g.large", 0.0816, 0.1004, 0.0906),
-    *_ec2("m7g.xlarge", 0.1632, 0.2007, 0.1812),
-    *_ec2("m7g.2xlarge", 0.3264, 0.4015, 0.3623),
-    *_ec2("r5.xlarge", 0.252, 0.310, 0.280),
-    *_ec2("r5.2xlarge", 0.504, 0.620, 0.559),
-    *_ec2("c5.2xlarge", 0.34, 0.418, 0.377),
-    # The EMR fee per instance-hour, on top of EC2.
-    *_emr("m5.xlarge", 0.048),
-    *_emr("m5.2xlarge", 0.096),
-    *_emr("m5.4xlarge", 0.192),
-    *_emr("m6g.xlarge", 0.0385),
-    *_emr("m6g.2xlarge", 0.077),
-    *_emr("m7g.large", 0.0204),
-    *_emr("m7g.xlarge", 0.0408),
-    *_emr("m7g.2xlarge", 0.0816),
-    *_emr("r5.xlarge", 0.063),
-    *_emr("r5.2xlarge", 0.126),
-    *_emr("c5.2xlarge", 0.085),
+    # EC2 on-demand, Linux (EMR nodes), then the EMR fee per instance-hour on
+    # top of EC2, for every node type of :data:`_NODE_TYPES`.
+    *(row for node in _NODE_TYPES for row in _ec2(*node[:4])),
+    *(row for node in _NODE_TYPES for row in _emr(node[0], node[4])),
     # EBS volumes EMR attaches (gp2 by default on the sizes it picks; the
     # review priced them at $0.10 in every region).
     *_rows(

@@ -30,6 +30,8 @@ from typing import Final, Literal
 # The Spark the job is built and tested on: the ``pyspark`` pin of
 # requirements-dev.txt (tests/deploy/test_platform.py holds the three equal).
 JOB_SPARK_VERSION: Final = "4.1.1"
+# The release an instance runs when ``emr.release_label`` names none: the LTS one.
+DEFAULT_RELEASE_LABEL: Final = "emr-spark-8.1.0"
 
 KinesisSource = Literal["python-kinesis", "aws-kinesis"]
 
@@ -96,7 +98,6 @@ class Release:
     kinesis_source: KinesisSource
     source_reason: str
     source: str  # the release page the facts come from
-    end_of_support: str  # ISO date, from the same page
     # Regions the release can be launched in (its page names no restriction:
     # every Region EMR runs in, :data:`EMR_REGIONS`).
     regions: tuple[str, ...] = EMR_REGIONS
@@ -131,7 +132,6 @@ RELEASES: Final[dict[str, Release]] = {
             kinesis_source="python-kinesis",
             source_reason=_PYTHON_SOURCE_REASON,
             source="https://docs.aws.amazon.com/emr/latest/ReleaseGuide/emr-spark810-release.html",
-            end_of_support="2029-09-07",
         ),
         # Kept so that a stack pinned to it gets a clear refusal rather than
         # "unknown label": its Spark (4.0.2, Jackson 2.18.2) is not the job's.
@@ -143,7 +143,6 @@ RELEASES: Final[dict[str, Release]] = {
             kinesis_source="python-kinesis",
             source_reason=_PYTHON_SOURCE_REASON,
             source="https://docs.amazonaws.cn/en_us/emr/latest/ReleaseGuide/emr-spark800-release.html",
-            end_of_support="2027-05-20",
         ),
     )
 }
@@ -177,8 +176,3 @@ def release_for(label: str) -> Release:
 def known_regions() -> tuple[str, ...]:
     """Every Region one of the supported releases exists in, sorted."""
     return tuple(sorted({region for r in RELEASES.values() if r.supported for region in r.regions}))
-
-
-def applications_for(label: str) -> tuple[str, ...]:
-    """The ``Applications`` of a cluster on ``label``; raises for an unsupported label."""
-    return release_for(label).applications

@@ -293,8 +293,8 @@ def reply(
 
 
 def _clients() -> dict[str, Any]:
-    import boto3
-    from botocore.config import Config
+    import boto3  # optional: the Lambda runtime has it; synth imports this module without it
+    from botocore.config import Config  # optional: as boto3 above
 
     config = Config(connect_timeout=5, read_timeout=20, retries={"max_attempts": 5})
     return {name: boto3.client(name, config=config) for name in ("emr-serverless", "s3")}

@@ -33,17 +33,18 @@ from pydantic import Field, model_validator
 
 from infra.config import (
     CONTEXT_KEY,
-    Account,
     InstanceConfig,
     InstanceConfigError,
+    RemovalPolicyName,
+    validated,
+)
+from infra.config_fields import Account, Region
+from infra.config_sections import (
     KafkaConfig,
     NetworkConfig,
-    Region,
-    RemovalPolicyName,
     RetentionConfig,
     check_broker_count,
     shared_cluster_name,
-    validated,
 )
 from model.config_kit import ConfigModel, bad_value
 from model.contract import STACK_PREFIX

@@ -46,7 +46,8 @@ from model.record import UNDECLARED_FIELDS
 from ops import local_run
 from ops.arguments import non_negative_float, non_negative_int, positive_float, share
 from ops.events import FAILURE_KINDS, MixSpec, generate, now_utc
-from ops.producer import ProduceReport, add_aggregate_arguments
+from ops.producer import add_aggregate_arguments
+from ops.stream_writer import ProduceReport
 
 DEFAULT_WORK_DIR: Final = REPO_ROOT / local_run.DEFAULT_WORK_DIR
 REPORT_DIR: Final = "report"

@@ -43,7 +43,7 @@ from ops.local_run import (
     OutsideProduce,
     read_outside,
 )
-from ops.producer import ProduceReport, ensure_stream, kinesis_client, put_all
+from ops.stream_writer import ProduceReport, ensure_stream, kinesis_client, put_all
 
 # An on-demand stream has no shard count in the config; moto creates 4 shards
 # for ON_DEMAND, as Kinesis does.

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from aws_kinesis_agg.aggregator import RecordAggregator  # type: ignore[import-untyped]
+
 from model.kpl import DIGEST_SIZE
 
 # A Kinesis record holds at most 1 MiB (data + partition key), the
@@ -25,8 +27,6 @@ MAX_AGGREGATE_BYTES: Final = 1024 * 1024
 def aggregate(partition_key: str, payloads: Sequence[bytes]) -> bytes:
     """``payloads`` as ONE KPL aggregate under ``partition_key``. Raises
     ValueError when they do not fit in one Kinesis record."""
-    from aws_kinesis_agg.aggregator import RecordAggregator  # type: ignore[import-untyped]
-
     if not payloads:
         raise ValueError("an aggregate needs at least one user record")
     aggregator = RecordAggregator(max_size=MAX_AGGREGATE_BYTES)

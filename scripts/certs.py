@@ -48,6 +48,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+
 from model import aws_clients
 from scripts.command import EXIT_AWS, EXIT_USAGE, OperatorError, declared_instance, run_command
 
@@ -70,11 +75,6 @@ def node_domain(region: str) -> str:
 
 def certificate_zip(region: str, *, days: int, now: dt.datetime | None = None) -> bytes:
     """The three PEM files EMR expects, zipped (deterministic member order)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-    from cryptography.x509.oid import NameOID
-
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, node_domain(region))])
     start = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(minutes=5)

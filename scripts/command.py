@@ -15,6 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+)
+
 from infra import config as infra_config
 from infra.config import InstanceConfig
 
@@ -49,8 +56,6 @@ def declared_instance(instance: str, cdk_json: Path = DEFAULT_CDK_JSON) -> Insta
 
 def endpoint_problem(exc: BaseException) -> str | None:
     """The one-line message for an endpoint that cannot be reached, else None."""
-    from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
-
     if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
         url = exc.kwargs.get("endpoint_url", "?")
         return (
@@ -62,8 +67,6 @@ def endpoint_problem(exc: BaseException) -> str | None:
 
 def run_command(name: str, action: Callable[[], int]) -> int:
     """Run an operator command; every expected failure becomes one line and an exit code."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
     try:
         return action()
     except OperatorError as exc:

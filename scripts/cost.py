@@ -17,12 +17,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
 from infra.config import SYNTH_CHECK_CONTEXT_KEY, read_cdk_context
 from infra.cost import NO_LOAD, NOT_PRICED_NOTE, estimate, load_for, preamble, render
 from infra.prices import PRICE_ROWS, PriceRow
 from infra.shared_config import sharing
+from infra.stacks.application import build_app
 from infra.stacks.shared_stack import SharedRegionStack
 from scripts.command import DEFAULT_CDK_JSON, EXIT_AWS, EXIT_USAGE, OperatorError, run_command
+from scripts.cost_live import PRICING_REGION, live_rows
 
 if TYPE_CHECKING:
     from infra.stacks.streaming_stack import StreamingStack
@@ -40,8 +45,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def report(args: argparse.Namespace) -> str:
     """Every instance's lines (or ``--instance``'s), with the prices' date."""
-    from infra.stacks.application import build_app
-
     try:
         context = {**read_cdk_context(args.cdk_json), SYNTH_CHECK_CONTEXT_KEY: True}
     except (OSError, ValueError) as exc:
@@ -85,11 +88,6 @@ def report(args: argparse.Namespace) -> str:
 
 
 def _live(stacks: Sequence[StreamingStack]) -> tuple[PriceRow, ...]:
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from scripts.cost_live import PRICING_REGION, live_rows
-
     regions = {stack.config.region for stack in stacks}
     try:
         client = boto3.client("pricing", region_name=PRICING_REGION)

@@ -52,6 +52,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from model.checkpoint_state import (
     METADATA_DIR,
     OLD_DEDUP_OPERATOR,
@@ -115,8 +117,6 @@ def deletion_order(keys: Iterable[str], prefix: str, keep: str | None = None) ->
 
 def attempt(action: Callable[[], Any], what: str, attempts: int, wait: float = 0.5) -> Any:
     """``action()``, tried at most ``attempts`` times, waits doubling (at most 8 s)."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
     for number in range(1, attempts + 1):
         try:
             return action()

@@ -36,26 +36,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from model import aws_clients
 from ops import local_run
 from ops.events import EventSchema, MixSpec, generate, now_utc
-from ops.producer import (
-    PRODUCER_LIMITS,
-    ProduceError,
-    ProduceReport,
-    add_mix_arguments,
-    plan_entries,
-    produce_as_asked,
-    put_all,
-    spec_from_args,
-    write_report,
-)
+from ops.producer import add_mix_arguments, produce_as_asked, spec_from_args, write_report
+from ops.stream_writer import PRODUCER_LIMITS, ProduceError, ProduceReport, plan_entries, put_all
 from scripts.command import EXIT_USAGE, OperatorError, declared_instance, run_command
-from scripts.status.target import (
-    Target,
-    local_config_path,
-    parse_config,
-    target_arguments,
-)
+from scripts.status.target import Target, local_config_path, parse_config, target_arguments
 
 EXIT_OK: Final = 0
 EXIT_REJECTED: Final = 1
@@ -86,8 +73,6 @@ def stream_target(args: argparse.Namespace) -> tuple[str, Any, EventSchema]:
         return config.stream_name, target.client("kinesis", PRODUCER_LIMITS), EventSchema.of(config)
     if args.config is not None:
         raise OperatorError(EXIT_USAGE, "--config: not used by produce (the stream is in cdk.json)")
-    from model import aws_clients
-
     declared = declared_instance(args.instance, args.cdk_json)
     client = aws_clients.client(
         "kinesis", PRODUCER_LIMITS, region=declared.region, endpoint_url=args.endpoint_url

@@ -7,7 +7,7 @@ publishes has its own alarm here. Metric names, namespace and dimension come
 from ``model.contract``, the module the job publishes with, so an alarm cannot
 watch a metric nobody sends; :meth:`Alarms.grant_job` lets the job publish
 them, in its instance's own namespace only. Thresholds and N-of-M windows are
-the instance's :class:`~infra.config.AlarmConfig`.
+the instance's :class:`~infra.config_sections.AlarmConfig`.
 
 A new alarm is a spec in :func:`alarm_specs` (and its fields in
 ``AlarmConfig``); the topic's key and policy, which name every alarm, follow.
@@ -28,7 +28,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
 from constructs import Construct
 
-from infra.config import AlarmConfig, InstanceConfig
+from infra.config import InstanceConfig
+from infra.config_sections import AlarmConfig
 from infra.constructs.alarm_topic import AlarmTopic, AlarmTopicProps
 from infra.constructs.dashboard import Dashboard, DashboardProps
 from infra.constructs.instance import removal_policy

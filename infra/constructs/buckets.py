@@ -17,7 +17,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct, IDependable
 
-from infra.config import InstanceConfig, RetentionConfig
+from infra.config import InstanceConfig
+from infra.config_sections import RetentionConfig
 from infra.constructs.helper_lambdas import scope_auto_delete_provider
 from infra.constructs.instance import removal_policy, stack_output
 from infra.constructs.roles import PolicyGrantee

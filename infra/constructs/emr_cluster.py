@@ -26,7 +26,8 @@ from aws_cdk import aws_emr as emr
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable
 
-from infra.config import EmrConfig, InstanceConfig, RetentionConfig
+from infra.config import InstanceConfig
+from infra.config_sections import EmrConfig, RetentionConfig
 from infra.constructs.emr_disk_key import local_disk_key
 from infra.constructs.instance import removal_policy, stack_output
 from infra.constructs.network import EMR_MANAGED_TAG, Network

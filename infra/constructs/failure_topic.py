@@ -20,7 +20,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_msk as msk
 from constructs import Construct
 
-from infra.config import InstanceConfig, KafkaConfig, RetentionConfig
+from infra.config import InstanceConfig
+from infra.config_sections import KafkaConfig, RetentionConfig
 from infra.constructs.instance import removal_policy, stack_output
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 from infra.constructs.network import shared_region_stack

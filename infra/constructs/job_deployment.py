@@ -48,7 +48,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct, IDependable
 
-from infra.config import InstanceConfig, RetentionConfig
+from infra.config import InstanceConfig
+from infra.config_sections import RetentionConfig
 from infra.constructs.helper_lambdas import DeploymentHandlerAccess
 from infra.constructs.instance import removal_policy
 from infra.emr_step import (

@@ -19,10 +19,9 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable
 
-from infra.config import (
+from infra.config import InstanceConfig, InstanceConfigError
+from infra.config_sections import (
     CREATED_VPC_ZONES,
-    InstanceConfig,
-    InstanceConfigError,
     NetworkConfig,
     RetentionConfig,
     msk_client_subnets,

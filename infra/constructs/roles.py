@@ -79,14 +79,11 @@ class Roles(Construct):
             description=f"Spark job and EMR nodes of streaming instance {props.instance_id}",
         )
         self.instance_profile = iam.InstanceProfile(self, "InstanceProfile", role=self.job_role)
-        self.service_role = iam.Role(
+        self.service_role = service_role(
             self,
             "ServiceRole",
-            assumed_by=iam.ServicePrincipal(
-                "elasticmapreduce.amazonaws.com",
-                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
-            ),
-            description=f"EMR service role of streaming instance {props.instance_id}",
+            "elasticmapreduce.amazonaws.com",
+            f"EMR service role of streaming instance {props.instance_id}",
             managed_policies=[
                 iam.ManagedPolicy.from_aws_managed_policy_name(
                     "service-role/AmazonEMRServicePolicy_v2"
@@ -125,3 +122,26 @@ class Roles(Construct):
 def _default_policy(role: iam.Role) -> list[iam.Policy]:
     default = role.node.try_find_child("DefaultPolicy")
     return [default] if isinstance(default, iam.Policy) else []
+
+
+def service_role(
+    scope: Construct,
+    construct_id: str,
+    service: str,
+    description: str,
+    *,
+    managed_policies: list[iam.IManagedPolicy] | None = None,
+) -> iam.Role:
+    """A role an AWS service assumes on this account's behalf only: the
+    ``aws:SourceAccount`` condition keeps another account's use of the same
+    service from assuming it (the confused-deputy guard:
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html)."""
+    return iam.Role(
+        scope,
+        construct_id,
+        assumed_by=iam.ServicePrincipal(
+            service, conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}
+        ),
+        description=description,
+        managed_policies=managed_policies,
+    )

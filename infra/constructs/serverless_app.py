@@ -62,6 +62,7 @@ from infra.config import InstanceConfig
 from infra.constructs.instance import stack_output
 from infra.constructs.job_deployment import JOB_PREFIX, JobDeployment
 from infra.constructs.logs_key import encrypted_log_group, retention_days
+from infra.constructs.roles import service_role
 from infra.emr_step import PACKAGE_ZIP, stop_timeout_for
 from infra.packaging import content_digest, stage_files
 from infra.serverless_archive import ARCHIVE_FILE, archive_path, archive_spark_conf
@@ -155,14 +156,11 @@ class ServerlessJob(Construct):
             retention=retention_days(shape.log_retention_days),
             removal_policy=props.removal_policy,
         )
-        self.execution_role = iam.Role(
+        self.execution_role = service_role(
             self,
             "ExecutionRole",
-            assumed_by=iam.ServicePrincipal(
-                "emr-serverless.amazonaws.com",
-                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
-            ),
-            description=f"EMR Serverless job run of streaming instance {instance.instance_id}",
+            "emr-serverless.amazonaws.com",
+            f"EMR Serverless job run of streaming instance {instance.instance_id}",
         )
         self._grant_runtime(props)
         self.application = emrs.CfnApplication(

@@ -11,7 +11,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
 from constructs import Construct
 
-from infra.config import InstanceConfig, StreamConfig
+from infra.config import InstanceConfig
+from infra.config_sections import StreamConfig
 from infra.constructs.instance import removal_policy, stack_output
 from infra.job_config import efo_consumer_name
 from model.config import ConsumerType

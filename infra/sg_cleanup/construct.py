@@ -23,7 +23,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.config import EmrConfig, RetentionConfig
+from infra.config_sections import EmrConfig, RetentionConfig
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 
 # The custom resource's Lambda code, inlined (CloudFormation ZipFile, < 4 KiB).

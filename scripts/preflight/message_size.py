@@ -7,6 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from infra.config import InstanceConfig
+from infra.constructs.failure_topic import topic_configs
+from model.config import KafkaOptions
+from model.failure_limits import limit_problems
+from model.kafka_settings import KafkaSettings, producer_config
 from scripts.preflight.result import Clients, Result, error_text, iam_fix
 from scripts.preflight.shared_cluster import failure_cluster_arn
 
@@ -20,11 +24,6 @@ def check_failure_message_size(config: InstanceConfig, clients: Clients) -> Resu
     (https://kafka.apache.org/documentation/#topicconfigs_max.message.bytes),
     so a lower broker value is a warning: a tool that creates the topic by hand
     without the topic config would get the broker's."""
-    from infra.constructs.failure_topic import topic_configs
-    from model.config import KafkaOptions
-    from model.failure_limits import limit_problems
-    from model.kafka_settings import KafkaSettings, producer_config
-
     name = "failure record size"
     field = "kafka.max_message_bytes"
     options = KafkaOptions(

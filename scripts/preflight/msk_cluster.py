@@ -3,7 +3,8 @@ enough brokers for the topic's replication factor (``DescribeClusterV2``)."""
 
 from __future__ import annotations
 
-from infra.config import MIN_KAFKA_VERSION, InstanceConfig
+from infra.config import InstanceConfig
+from infra.config_fields import MIN_KAFKA_VERSION
 from scripts.preflight.result import Clients, Result, error_text, iam_fix
 from scripts.preflight.shared_cluster import failure_cluster_arn, shared_stack_name
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from infra.config import CREATED_VPC_ZONES, InstanceConfig
+from infra.config import InstanceConfig
+from infra.config_sections import CREATED_VPC_ZONES
 from scripts.preflight.result import Clients, Result, error_text, iam_fix
 
 # Interface endpoint services an imported VPC needs without a NAT (S3 may be a

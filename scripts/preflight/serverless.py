@@ -24,7 +24,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+import boto3
+
 from infra.config import InstanceConfig
+from model import contract
 from scripts.preflight.quotas import quota_or_failure
 from scripts.preflight.release_label import release_label_result
 from scripts.preflight.result import Clients, Result, error_text, iam_fix
@@ -74,8 +77,6 @@ def check_serverless_vcpu_quota(config: InstanceConfig, clients: Clients) -> Res
     skipped = _not_serverless(name, config)
     if skipped is not None:
         return skipped
-    from model import contract
-
     needed = config.serverless.max_vcpu
     quota = quota_or_failure(name, clients, SERVERLESS_VCPUS)
     if isinstance(quota, Result):
@@ -119,8 +120,6 @@ def check_serverless_release(
     if skipped is not None:
         return skipped
     if regions is None:
-        import boto3
-
         regions = tuple(boto3.session.Session().get_available_regions("emr-serverless"))
     if config.region not in regions:
         return Result(

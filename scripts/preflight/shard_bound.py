@@ -12,7 +12,8 @@ synth uses is a warning that prints the value to set.
 
 from __future__ import annotations
 
-from infra.config import InstanceConfig, default_shard_quota
+from infra.config import InstanceConfig
+from infra.config_sections import default_shard_quota
 from scripts.preflight.result import Clients, Result, error_text, iam_fix
 
 NAME = "Kinesis shard bound"

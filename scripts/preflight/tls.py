@@ -15,6 +15,9 @@ import zipfile
 from collections.abc import Iterable
 from typing import Final
 
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
 from infra.config import InstanceConfig
 from scripts.certs import CHAIN, PRIVATE_KEY, node_domain
 from scripts.preflight.result import ACCESS_DENIED_CODES, Clients, Result, error_code, error_text
@@ -41,9 +44,6 @@ def certificate_names(pem: bytes) -> tuple[list[str], str]:
     """The DNS names of the first (leaf) certificate in a PEM chain, and where
     they came from: its subject alternative names, else its common name (a
     TLS client ignores the CN when the certificate has DNS SANs). Pure."""
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID
-
     try:
         certificates = x509.load_pem_x509_certificates(pem)
     except ValueError as exc:
@@ -65,8 +65,6 @@ def certificate_names(pem: bytes) -> tuple[list[str], str]:
 
 def certificate_expiry(pem: bytes) -> dt.datetime:
     """When the first (leaf) certificate of a PEM chain expires (UTC). Pure."""
-    from cryptography import x509
-
     try:
         return x509.load_pem_x509_certificates(pem)[0].not_valid_after_utc
     except ValueError as exc:

@@ -1,7 +1,8 @@
 """``python -m scripts.reprocess`` (``make reprocess``): re-send failure records.
 
-The command is :mod:`scripts.reprocess.__main__`. Beside it: reading the
-failure topic (:mod:`~scripts.reprocess.kafka`), claim-check originals
+The command is :mod:`scripts.reprocess.__main__` (flags, plan, output). Beside
+it: one run over the records, sending and committing (:mod:`~scripts.reprocess.run`),
+reading the failure topic (:mod:`~scripts.reprocess.kafka`), claim-check originals
 (:mod:`~scripts.reprocess.claim_check`), the fix-up hook's contract
 (:mod:`~scripts.reprocess.hook`), the pure plan (selection, starts, consumer
 positions, the entry of a record: :mod:`~scripts.reprocess.plan`). The

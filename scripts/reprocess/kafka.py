@@ -26,6 +26,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from confluent_kafka import Consumer, TopicPartition
+
 from infra.config import InstanceConfig
 from model.config import KafkaOptions, KafkaSecurity
 from model.failure_record import record_key
@@ -108,8 +110,6 @@ class FailureTopicReader:
 
     def __init__(self, topic: Topic, group: str, consumer: Any | None = None) -> None:
         if consumer is None:
-            from confluent_kafka import Consumer
-
             consumer = Consumer(consumer_config(topic, group))
         self.topic = topic
         self.group = group
@@ -119,8 +119,6 @@ class FailureTopicReader:
         self._consumer.close()
 
     def _tp(self, partition: int, offset: int | None = None) -> Any:
-        from confluent_kafka import TopicPartition
-
         if offset is None:
             return TopicPartition(self.topic.name, partition)
         return TopicPartition(self.topic.name, partition, offset)

@@ -40,22 +40,35 @@ COLUMNS: Final = (
 )
 
 
+def metric_query(
+    query_id: str, instance: str, metric: str, stat: str, period_sec: int, *, key: str | None = None
+) -> dict[str, Any]:
+    """One GetMetricData query of an instance's ``metric`` (of one undeclared
+    ``key`` when given), ``stat`` per ``period_sec``."""
+    return {
+        "Id": query_id,
+        "MetricStat": {
+            "Metric": {
+                "Namespace": contract.metric_namespace(instance),
+                "MetricName": metric,
+                "Dimensions": contract.dimensions(instance, key=key),
+            },
+            "Period": period_sec,
+            "Stat": stat,
+        },
+    }
+
+
+def points(result: Mapping[str, Any]) -> list[tuple[datetime, float]]:
+    """A GetMetricData result's (timestamp, value) pairs."""
+    pairs = zip(result.get("Timestamps", []), result.get("Values", []), strict=True)
+    return [(stamp, float(value)) for stamp, value in pairs]
+
+
 def metric_queries(instance: str, period_sec: int) -> list[dict[str, Any]]:
     """GetMetricData queries, one per column; ids are the column names."""
     return [
-        {
-            "Id": column,
-            "MetricStat": {
-                "Metric": {
-                    "Namespace": contract.metric_namespace(instance),
-                    "MetricName": metric,
-                    "Dimensions": contract.dimensions(instance),
-                },
-                "Period": period_sec,
-                "Stat": stat,
-            },
-        }
-        for column, metric, stat in COLUMNS
+        metric_query(column, instance, metric, stat, period_sec) for column, metric, stat in COLUMNS
     ]
 
 
@@ -72,9 +85,8 @@ def rows_from_results(results: Iterable[Mapping[str, Any]], last: int) -> list[B
     last ``last`` periods in which a batch ran. Pure."""
     by_time: dict[datetime, dict[str, float]] = {}
     for result in results:
-        points = zip(result.get("Timestamps", []), result.get("Values", []), strict=True)
-        for stamp, value in points:
-            by_time.setdefault(stamp, {})[str(result["Id"])] = float(value)
+        for stamp, value in points(result):
+            by_time.setdefault(stamp, {})[str(result["Id"])] = value
     rows = [BatchRow(at, values) for at, values in sorted(by_time.items()) if values.get("batches")]
     return rows[-last:] if last > 0 else []
 

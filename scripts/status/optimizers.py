@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 OPTIMIZER_TYPES: Final = ("compaction", "retention", "orphan_file_deletion")
 FAILED: Final = "failed"
 # The caller's permission for the call
@@ -129,8 +131,6 @@ def optimizer_states(response: Mapping[str, Any]) -> list[OptimizerState]:
 def read_optimizers(glue: Any, database: str, table: str) -> Optimizers:
     """The table's optimizers on AWS. A failed call is reported, not raised:
     the rest of the status is still worth printing."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
     entries = [{"databaseName": database, "tableName": table, "type": t} for t in OPTIMIZER_TYPES]
     try:
         response = glue.batch_get_table_optimizer(Entries=entries)

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
 from job.table.catalog import open_catalog
 from model.config import JobConfig
 from model.table_layout import BATCH_ID_SUMMARY, QUERY_ID_SUMMARY
@@ -70,8 +72,6 @@ def snapshot_figures(name: str, snapshot: Any, snapshots: int) -> SnapshotFigure
 
 def read_snapshot(config: JobConfig) -> SnapshotFigures | None:
     """The table's last snapshot; None when the table does not exist yet."""
-    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-
     name = f"{config.database}.{config.table}"
     uri = config.catalog.uri or ""
     sqlite = config.catalog.type == "sql" and uri.startswith(SQLITE_PREFIX)

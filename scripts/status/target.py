@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
-from model import aws_clients
+from model import aws_clients, contract
 from model.config import ConfigError, JobConfig
 from model.storage_uri import is_s3, local_path, parse_s3_uri
 from ops.local_run import DEFAULT_WORK_DIR, emulator_client, instances_run, job_config_path
@@ -41,6 +41,7 @@ from scripts.command import (
     first_line,
     run_command,
 )
+from scripts.redeploy import stack_outputs
 
 # An operator waits at the terminal: short connects, one retry. (GetRecords
 # may return up to 10 MiB, hence the longer read.)
@@ -172,8 +173,6 @@ def resolve(
 
     uri = config_file
     if uri is None:
-        from scripts.redeploy import stack_outputs
-
         outputs = stack_outputs(client("cloudformation"), declared.stack_name)
         uri = deployed_config_uri(outputs, declared.stack_name)
     text = read_text(uri, client("s3") if is_s3(uri) else None)
@@ -183,8 +182,6 @@ def resolve(
 
 def _stack_of(config: JobConfig) -> str:
     """The stack an instance id belongs to (``<domain>-<region>`` → ``Streaming-…``)."""
-    from model import contract
-
     domain, _, region = config.instance_id.partition("-")
     return contract.stack_name(domain, region)
 

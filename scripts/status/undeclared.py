@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from model import contract
 from model.record import UNDECLARED_FIELDS
-from scripts.status.metrics import metric_data
+from scripts.status.metrics import metric_data, metric_query, points
 
 # GetMetricData takes at most 500 queries per call; one is the input rows'.
 MAX_KEYS: Final = 400
@@ -60,24 +60,14 @@ def list_keys(cloudwatch: Any, instance: str) -> list[str]:
 
 def key_queries(instance: str, keys: Iterable[str], period_sec: int) -> list[dict[str, Any]]:
     """One Sum query per key (ids ``k0``, ``k1``, ...) and one for the input rows."""
-
-    def query(query_id: str, metric: str, key: str | None) -> dict[str, Any]:
-        return {
-            "Id": query_id,
-            "MetricStat": {
-                "Metric": {
-                    "Namespace": contract.metric_namespace(instance),
-                    "MetricName": metric,
-                    "Dimensions": contract.dimensions(instance, key=key),
-                },
-                "Period": period_sec,
-                "Stat": "Sum",
-            },
-        }
-
     return [
-        query(_INPUT, contract.INPUT_ROWS, None),
-        *(query(f"k{i}", contract.UNDECLARED_KEY_RECORDS, key) for i, key in enumerate(keys)),
+        metric_query(_INPUT, instance, contract.INPUT_ROWS, "Sum", period_sec),
+        *(
+            metric_query(
+                f"k{i}", instance, contract.UNDECLARED_KEY_RECORDS, "Sum", period_sec, key=key
+            )
+            for i, key in enumerate(keys)
+        ),
     ]
 
 
@@ -87,14 +77,9 @@ def key_counts(keys: list[str], results: Iterable[Mapping[str, Any]]) -> list[Ke
     first: dict[str, datetime] = {}
     for result in results:
         query_id = str(result["Id"])
-        points = [
-            (stamp, float(value))
-            for stamp, value in zip(
-                result.get("Timestamps", []), result.get("Values", []), strict=True
-            )
-        ]
-        sums[query_id] = sums.get(query_id, 0.0) + sum(v for _, v in points)
-        seen = [stamp for stamp, value in points if value > 0]
+        pairs = points(result)
+        sums[query_id] = sums.get(query_id, 0.0) + sum(v for _, v in pairs)
+        seen = [stamp for stamp, value in pairs if value > 0]
         if seen:
             earliest = min(seen)
             first[query_id] = min(first.get(query_id, earliest), earliest)

@@ -51,9 +51,8 @@ def build(root: Path, outdir: Path | None = None, **props: Any) -> tuple[Any, An
     from aws_cdk import aws_s3 as s3
     from cdk_nag import AwsSolutionsChecks
 
-    from infra.config import DEFAULT_RELEASE_LABEL
     from infra.constructs.job_deployment import JobDeployment, JobDeploymentProps
-    from infra.releases import RELEASES
+    from infra.releases import DEFAULT_RELEASE_LABEL, RELEASES
     from model.config import JobConfig, KafkaOptions
 
     # An explicit outdir: CDK's default temporary one can vanish before the

@@ -16,8 +16,13 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from infra.config import DEFAULT_RELEASE_LABEL
-from infra.releases import JOB_SPARK_VERSION, RELEASES, release_for, supported_labels
+from infra.releases import (
+    DEFAULT_RELEASE_LABEL,
+    JOB_SPARK_VERSION,
+    RELEASES,
+    release_for,
+    supported_labels,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 

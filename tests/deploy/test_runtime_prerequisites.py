@@ -44,7 +44,9 @@ def test_a_missing_connector_is_a_config_error_naming_the_jar_and_the_fix() -> N
 
 
 def test_a_resolving_connector_passes() -> None:
-    aws_kinesis.require_connector(object(), lookup=lambda name: name)  # type: ignore[arg-type]
+    asked: list[str] = []
+    aws_kinesis.require_connector(object(), lookup=asked.append)  # type: ignore[arg-type]
+    assert asked == ["aws-kinesis"]  # it looked the format up, and that raised nothing
 
 
 def test_read_stream_checks_before_building_the_reader(monkeypatch: pytest.MonkeyPatch) -> None:

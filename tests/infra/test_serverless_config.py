@@ -139,7 +139,7 @@ def test_a_restart_budget_of_one_cannot_be_split_with_the_service() -> None:
 
 
 def test_the_serverless_log_retentions_are_the_instances() -> None:
-    from infra.config import LOG_RETENTION_DAYS
+    from infra.config_sections import LOG_RETENTION_DAYS
     from infra.serverless_config import SERVERLESS_LOG_RETENTION_DAYS
 
     assert SERVERLESS_LOG_RETENTION_DAYS == LOG_RETENTION_DAYS

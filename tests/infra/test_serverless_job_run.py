@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.config import EmrConfig
+from infra.config_sections import EmrConfig
 from infra.constructs.emr_cluster import cluster_configurations
 from infra.emr_step import StepSpec, build_step
 from infra.serverless_config import ServerlessConfig, WorkerConfig

@@ -136,6 +136,19 @@ def _event(kind: str, request: dict[str, Any], physical: str | None = None) -> d
     return event
 
 
+def _created(aws: dict[str, Any]) -> tuple[str, FakeJob, str]:
+    """The application, its fake job and the run a Create started."""
+    app = str(aws["application_id"])
+    job = FakeJob(aws["s3"], app)
+    return app, job, handle(_event("Create", _request(app)), aws, job.clock())
+
+
+def _updated(aws: dict[str, Any], job: FakeJob, old: str) -> str:
+    """The run an Update to ``streaming-orders-v2`` started in place of ``old``."""
+    request = _request(str(aws["application_id"]), "streaming-orders-v2")
+    return handle(_event("Update", request, old), aws, job.clock())
+
+
 def test_typed_request_restores_the_integers_and_booleans_cloudformation_stringified() -> None:
     typed = typed_request(_request("app"))
     assert typed["executionTimeoutMinutes"] == 0
@@ -160,11 +173,9 @@ def test_create_starts_one_run_with_the_request_and_clears_a_stale_stop_marker(
 
 
 def test_update_hands_over_gracefully_before_the_new_run_starts(aws: dict[str, Any]) -> None:
-    app = aws["application_id"]
-    job = FakeJob(aws["s3"], app)
-    old = handle(_event("Create", _request(app)), aws, job.clock())
+    _app, job, old = _created(aws)
     job.start_running()
-    new = handle(_event("Update", _request(app, "streaming-orders-v2"), old), aws, job.clock())
+    new = _updated(aws, job, old)
     assert new != old
     by_id = {run.id: run for run in job.runs()}
     # The old run ended by itself (the marker), was not cancelled, and the
@@ -180,13 +191,11 @@ def test_update_hands_over_gracefully_before_the_new_run_starts(aws: dict[str, A
 def test_update_cancels_a_run_that_ignores_the_marker_only_after_the_bounded_wait(
     aws: dict[str, Any],
 ) -> None:
-    app = aws["application_id"]
-    job = FakeJob(aws["s3"], app)
-    old = handle(_event("Create", _request(app)), aws, job.clock())
+    _app, job, old = _created(aws)
     job.start_running()
     job.obeys = False
     start = job.now
-    new = handle(_event("Update", _request(app, "streaming-orders-v2"), old), aws, job.clock())
+    new = _updated(aws, job, old)
     by_id = {run.id: run for run in job.runs()}
     assert by_id[old].state == "CANCELLED"
     assert job.now - start >= 420, "cancelled before the graceful wait was over"
@@ -203,7 +212,7 @@ def test_update_stops_a_run_the_supervisor_restarted_too(aws: dict[str, Any]) ->
     emr.cancel_job_run(applicationId=app, jobRunId=old)
     restarted = emr.start_job_run(**typed_request(_request(app)))["jobRunId"]
     job.start_running()
-    new = handle(_event("Update", _request(app, "streaming-orders-v2"), old), aws, job.clock())
+    new = _updated(aws, job, old)
     states = {run.id: run.state for run in job.runs()}
     assert states[restarted] == "SUCCESS"
     assert set(states) == {old, restarted, new}
@@ -212,11 +221,9 @@ def test_update_stops_a_run_the_supervisor_restarted_too(aws: dict[str, Any]) ->
 def test_delete_stops_its_own_runs_and_leaves_a_newer_request_running(
     aws: dict[str, Any],
 ) -> None:
-    app = aws["application_id"]
-    job = FakeJob(aws["s3"], app)
-    old = handle(_event("Create", _request(app)), aws, job.clock())
+    app, job, old = _created(aws)
     job.start_running()
-    new = handle(_event("Update", _request(app, "streaming-orders-v2"), old), aws, job.clock())
+    new = _updated(aws, job, old)
     job.start_running()
     # CloudFormation's cleanup deletes the previous physical ID with the
     # previous properties: the new run is left alone, no marker is written.
@@ -236,9 +243,7 @@ def test_delete_of_a_resource_that_never_started_does_nothing(aws: dict[str, Any
 
 
 def test_the_waits_end_before_the_functions_deadline(aws: dict[str, Any]) -> None:
-    app = aws["application_id"]
-    job = FakeJob(aws["s3"], app)
-    old = handle(_event("Create", _request(app)), aws, job.clock())
+    app, job, old = _created(aws)
     job.start_running()
     job.obeys = False
     clock = Clock(now=lambda: job.now, sleep=job.sleep, deadline=job.now + 120)

@@ -145,7 +145,7 @@ def test_an_instance_on_a_shared_stack_no_entry_declares_is_refused() -> None:
 
 
 def test_a_broker_count_that_does_not_fill_the_client_subnets_is_refused() -> None:
-    """The same check as an instance's created cluster (infra.config.check_broker_count)."""
+    """The same check as an instance's created cluster (config_sections.check_broker_count)."""
     entry = {
         "region": REGION,
         "network": {"availability_zones": ["us-east-1a", "us-east-1b"]},

@@ -90,7 +90,7 @@ def test_callers_keep_their_bounds(aws: None) -> None:
     from job.monitoring import CloudWatchPublisher
     from job.sources.kinesis_fetch import make_client
     from local.metrics import cloudwatch_client
-    from ops.producer import kinesis_client
+    from ops.stream_writer import kinesis_client
     from scripts.redeploy import CLIENT_LIMITS
 
     config = JobConfig.from_dict(

@@ -30,10 +30,16 @@ def _functions(resources: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_no_role_uses_the_managed_lambda_execution_policy(
     synthesized: Synthesized, name: str
 ) -> None:
-    for logical_id, resource in synthesized.templates[name]["Resources"].items():
-        if resource["Type"] == "AWS::IAM::Role":
-            arns = json.dumps(resource["Properties"].get("ManagedPolicyArns", []))
-            assert "AWSLambdaBasicExecutionRole" not in arns, logical_id
+    resources = synthesized.templates[name]["Resources"]
+    roles = {i: r for i, r in resources.items() if r["Type"] == "AWS::IAM::Role"}
+    # Every function's role is among the roles checked (and there is one).
+    function_roles = {
+        f["Properties"]["Role"]["Fn::GetAtt"][0] for f in _functions(resources).values()
+    }
+    assert function_roles and function_roles <= set(roles), function_roles
+    for logical_id, role in roles.items():
+        arns = json.dumps(role["Properties"].get("ManagedPolicyArns", []))
+        assert "AWSLambdaBasicExecutionRole" not in arns, logical_id
 
 
 @pytest.mark.parametrize("name", ALL)

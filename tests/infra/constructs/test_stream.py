@@ -11,7 +11,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
-from infra.config import StreamConfig
+from infra.config_sections import StreamConfig
 from infra.constructs.stream import STREAM_LOGICAL_ID, EventStream, EventStreamProps
 from model.config import ConsumerType
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from infra.config import LOG_RETENTION_DAYS, AlarmConfig, InstanceConfigError, load_instances
+from infra.config import InstanceConfigError, load_instances
+from infra.config_sections import LOG_RETENTION_DAYS, AlarmConfig
 from infra.constructs.alarms import alarm_specs
 from infra.constructs.buckets import ACCESS_LOGS_BUCKET_LOGICAL_ID, ARTIFACTS_BUCKET_LOGICAL_ID
 from infra.constructs.logs_key import RETENTION

@@ -2,8 +2,8 @@
 instance, or lost one, still passes the checks of every declared instance.
 
 A user's first edit is to ``cdk.json``. Each case copies what synthesis and
-the tests need (the CDK entry, the job, the infrastructure, the bootstrap
-files, the JVM sources and the jar ``make install`` built, the local harness
+the tests need (the CDK entry, the model and the job, the infrastructure, the
+bootstrap files, the JVM sources and the jar ``make install`` built, the local harness
 the session conftest imports, the tests and their configuration) into a
 temporary checkout, edits its ``cdk.json`` there and runs
 tests/infra/stacks/test_declared_instances.py in it, in a child pytest, exactly as

@@ -224,15 +224,6 @@ def test_the_two_instances_share_account_and_region(synthesized: Synthesized) ->
     assert a.config.domain != b.config.domain
 
 
-@pytest.mark.parametrize(("owner", "neighbour"), [(A, B), (B, A)])
-def test_no_statement_grants_the_neighbours_resources(
-    synthesized: Synthesized, owner: str, neighbour: str
-) -> None:
-    statements = allowed_statements(synthesized, owner)
-    targets = instance_targets(synthesized, neighbour, as_seen_from=owner)
-    assert reachable(statements, targets) == {}
-
-
 @pytest.mark.parametrize("owner", [A, B])
 def test_control_each_role_does_reach_its_own_resources(
     synthesized: Synthesized, owner: str
@@ -291,13 +282,19 @@ def test_no_role_manages_table_optimizers_or_passes_roles(
     optimizer_role_arns = {
         f"<{owner}:{role}.Arn>" for role in optimizer_roles(synthesized, owner).values()
     }
-    for actions, resources in allowed_statements(synthesized, owner):
+    assert len(optimizer_role_arns) == 3  # compaction, retention, orphan-file deletion
+    statements = allowed_statements(synthesized, owner)
+    assert len(statements) > 10, statements
+    for actions, _ in statements:
         for action in actions:
             assert "TableOptimizer" not in action, action
             assert action not in ("glue:*", "*"), action
-        if "iam:PassRole" in actions:
-            assert not set(resources) & optimizer_role_arns
-            assert all(r.startswith(f"<{owner}:") for r in resources), resources
+    passed = [resources for actions, resources in statements if "iam:PassRole" in actions]
+    # One statement passes a role: the job's, to the service that runs it.
+    assert passed == [[f"<{owner}:{job_role(synthesized, owner)}.Arn>"]], passed
+    for resources in passed:
+        assert not set(resources) & optimizer_role_arns
+        assert all(r.startswith(f"<{owner}:") for r in resources), resources
 
 
 def test_control_a_wildcard_statement_would_be_caught(synthesized: Synthesized) -> None:
@@ -421,22 +418,38 @@ def execution_role(synth: Synthesized, stack: str) -> str:
     return synth.role_assumed_by(stack, "emr-serverless.amazonaws.com")
 
 
-@pytest.mark.parametrize(("owner", "neighbour"), [(LIGHT, ORDERS), (ORDERS, LIGHT)])
-def test_serverless_no_statement_grants_the_neighbours_resources(
-    synthesized_serverless: Synthesized, owner: str, neighbour: str
+def execution_role_reach(
+    synth: Synthesized, stack: str
+) -> tuple[dict[str, list[str]], list[Target]]:
+    """What LIGHT's execution role alone reaches of ``stack``'s resources, and those."""
+    by_role = role_statements(synth, LIGHT)
+    targets = instance_targets(synth, stack, as_seen_from=LIGHT)
+    return reachable(by_role[execution_role(synth, LIGHT)], targets), targets
+
+
+@pytest.mark.parametrize(
+    ("synthesis", "owner", "neighbour"),
+    [
+        ("synthesized", A, B),
+        ("synthesized", B, A),
+        ("synthesized_serverless", LIGHT, ORDERS),
+        ("synthesized_serverless", ORDERS, LIGHT),
+    ],
+)
+def test_no_statement_grants_the_neighbours_resources(
+    request: pytest.FixtureRequest, synthesis: str, owner: str, neighbour: str
 ) -> None:
-    statements = allowed_statements(synthesized_serverless, owner)
-    targets = instance_targets(synthesized_serverless, neighbour, as_seen_from=owner)
+    """Two EMR instances, and a serverless instance beside an EMR one."""
+    synth: Synthesized = request.getfixturevalue(synthesis)
+    statements = allowed_statements(synth, owner)
+    targets = instance_targets(synth, neighbour, as_seen_from=owner)
     assert reachable(statements, targets) == {}
 
 
 def test_control_the_execution_role_reaches_its_own_stream_buckets_database_and_topic(
     synthesized_serverless: Synthesized,
 ) -> None:
-    by_role = role_statements(synthesized_serverless, LIGHT)
-    role = execution_role(synthesized_serverless, LIGHT)
-    targets = instance_targets(synthesized_serverless, LIGHT, as_seen_from=LIGHT)
-    hits = reachable(by_role[role], targets)
+    hits, targets = execution_role_reach(synthesized_serverless, LIGHT)
     # Everything the EMR job role reaches (without enhanced fan-out, no consumer).
     assert set(hits) == {t.what for t in targets} - {"another table", "stream consumer"}
 
@@ -444,10 +457,9 @@ def test_control_the_execution_role_reaches_its_own_stream_buckets_database_and_
 def test_the_execution_role_alone_reaches_nothing_of_the_neighbour(
     synthesized_serverless: Synthesized,
 ) -> None:
-    by_role = role_statements(synthesized_serverless, LIGHT)
-    role = execution_role(synthesized_serverless, LIGHT)
-    targets = instance_targets(synthesized_serverless, ORDERS, as_seen_from=LIGHT)
-    assert reachable(by_role[role], targets) == {}
+    hits, targets = execution_role_reach(synthesized_serverless, ORDERS)
+    assert targets
+    assert hits == {}
     # ... and is the only role the service may assume; no EMR roles on serverless.
     trusted = [
         r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]

@@ -130,7 +130,9 @@ def test_on_grants_each_optimizer_role_its_table_and_the_optimizer_waits(
 def test_on_grants_nothing_grantable_and_only_in_this_account(
     synthesized_lake_formation: Synthesized,
 ) -> None:
-    for grant in synthesized_lake_formation.resources(LF_STACK, GRANT).values():
+    grants = synthesized_lake_formation.resources(LF_STACK, GRANT)
+    assert len(grants) == 5  # the job role's two, one per optimizer
+    for grant in grants.values():
         properties = grant["Properties"]
         assert properties["PermissionsWithGrantOption"] == []
         assert properties["Catalog"] == {"Ref": "AWS::AccountId"}

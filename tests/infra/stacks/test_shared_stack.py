@@ -15,21 +15,14 @@ import pytest
 from cfnlint.api import ManualArgs, lint_file
 
 from tests.fixtures import EXAMPLE_CDK_JSON
+from tests.infra.config_cases import existing_network
 from tests.infra.conftest import Synthesized, check_context, synthesize
 
 REGION = "us-east-1"
 SHARED = "Streaming-shared-us-east-1"
 A, B = "Streaming-refunds-us-east-1", "Streaming-invoices-us-east-1"
 CLUSTER = "arn:aws:kafka:us-east-1:123456789012:cluster/streaming-failures-us-east-1/0b1c2d3e-aaaa"
-NETWORK = {
-    "vpc_id": "vpc-0123456789abcdef0",
-    "availability_zones": ["us-east-1a", "us-east-1b", "us-east-1c"],
-    "private_subnet_ids": [
-        "subnet-0123456789abcdef0",
-        "subnet-0fedcba9876543210",
-        "subnet-0aaaabbbbccccdddd",
-    ],
-}
+NETWORK = existing_network(REGION)
 # What a job may do on the shared cluster itself (not on a topic).
 CLUSTER_ACTIONS = {
     "kafka-cluster:Connect",

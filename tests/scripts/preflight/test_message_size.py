@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
+from infra.constructs import failure_topic
 from scripts.preflight import message_size
 from tests.scripts.preflight.stubs import MSK_ARN, Stub, _config, _msk
 
@@ -21,11 +22,9 @@ def test_the_failure_record_size_passes_when_producer_and_topic_agree() -> None:
 def test_a_topic_below_the_producer_fails_naming_the_field(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from infra.constructs import failure_topic
-
     real = failure_topic.topic_configs
     monkeypatch.setattr(
-        failure_topic,
+        message_size,
         "topic_configs",
         lambda config: {**real(config), "max.message.bytes": "900000"},
     )

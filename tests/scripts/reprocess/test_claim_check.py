@@ -11,11 +11,11 @@ from pathlib import Path
 
 from model.claim_check import Pointer
 from model.failure_store import FailureStore, FailureStoreSettings
-from scripts.reprocess import __main__ as reprocess
+from scripts.reprocess import run as reprocess
 from scripts.reprocess.claim_check import resolver, store_reader
 from scripts.reprocess.hook import FailedRecord, identity
 from scripts.reprocess.plan import Positions, Selection, State
-from tests.scripts.reprocess.test_main import Kinesis, failure
+from tests.scripts.reprocess.test_run import Kinesis, failure
 
 
 def pointed(record: FailedRecord, pointer: Pointer) -> FailedRecord:

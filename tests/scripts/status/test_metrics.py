@@ -9,7 +9,14 @@ import boto3
 
 from job.monitoring import Datum, metric_data, progress_datums
 from model import contract
-from scripts.status.metrics import alarm_prefix, read_alarms, read_batches, rows_from_results
+from scripts.status.metrics import (
+    alarm_prefix,
+    metric_query,
+    points,
+    read_alarms,
+    read_batches,
+    rows_from_results,
+)
 from tests.scripts.local_runs import INSTANCE, NOW, REGION
 
 # ------------------------------------------------------------------ metrics, alarms
@@ -66,3 +73,25 @@ def test_alarms_are_the_stacks_own(aws: None) -> None:
         (f"{stack}-FallingBehind", "OK"),
     ]
     assert alarm_prefix(stack) == "Streaming-orders-ap-northeast-2-"
+
+
+def test_one_query_shape_serves_the_columns_and_the_undeclared_keys() -> None:
+    """status and undeclared build their GetMetricData queries with metric_query."""
+    plain = metric_query("batches", INSTANCE, contract.BATCH_DURATION_MS, "SampleCount", 60)
+    assert plain["Id"] == "batches"
+    assert plain["MetricStat"]["Period"] == 60 and plain["MetricStat"]["Stat"] == "SampleCount"
+    assert plain["MetricStat"]["Metric"]["Dimensions"] == contract.dimensions(INSTANCE)
+    keyed = metric_query("k0", INSTANCE, contract.UNDECLARED_KEY_RECORDS, "Sum", 60, key="extra")
+    assert {"Name": contract.KEY_DIMENSION, "Value": "extra"} in (
+        keyed["MetricStat"]["Metric"]["Dimensions"]
+    )
+    assert keyed["MetricStat"]["Metric"]["Namespace"] == contract.metric_namespace(INSTANCE)
+
+
+def test_points_pairs_timestamps_with_float_values() -> None:
+    later = NOW + timedelta(minutes=1)
+    assert points({"Id": "x", "Timestamps": [NOW, later], "Values": [1, 2.5]}) == [
+        (NOW, 1.0),
+        (later, 2.5),
+    ]
+    assert points({"Id": "x"}) == []

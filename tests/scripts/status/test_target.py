@@ -11,7 +11,9 @@ from typing import Any
 import boto3
 import pytest
 
+from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
 from model import contract
+from scripts.status import target as target_module
 from scripts.status.target import OperatorError, resolve
 from tests.scripts.local_runs import INSTANCE, REGION, write_local_run
 
@@ -22,9 +24,6 @@ def test_the_deployed_config_comes_from_the_stack_output(
     """The stack's JobStepSpec names the package; its job-config.json is the config.
     (The outputs are stubbed: moto's CloudFormation takes seconds to import and
     tests/deploy/test_redeploy.py already reads real ones.)"""
-    from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
-    from scripts import redeploy
-
     config = write_local_run(tmp_path)
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket="artifacts", CreateBucketConfiguration={"LocationConstraint": REGION})
@@ -37,7 +36,7 @@ def test_the_deployed_config_comes_from_the_stack_output(
         asked.append(name)
         return {STEP_SPEC_OUTPUT: json.dumps(spec.to_dict())} if asked[1:] else {}
 
-    monkeypatch.setattr(redeploy, "stack_outputs", outputs)
+    monkeypatch.setattr(target_module, "stack_outputs", outputs)
     with pytest.raises(OperatorError, match=f"stack {stack}: no output {STEP_SPEC_OUTPUT}"):
         resolve(INSTANCE)
     target = resolve(INSTANCE)

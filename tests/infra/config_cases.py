@@ -1,0 +1,54 @@
+"""Instance declarations for the configuration tests (test_config.py,
+test_config_sections.py, test_config_fields.py): the example's defaults with
+one instance, and the error a bad one stops synth with."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from infra.config import InstanceConfigError, load_instances, read_cdk_context
+from tests.infra.conftest import EXAMPLE_CDK_JSON
+
+
+def context_of(
+    *instances: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A ``cdk.json`` context: the example's defaults (or ``defaults``) and ``instances``."""
+    base = read_cdk_context(EXAMPLE_CDK_JSON)["streaming"]["defaults"]
+    return {
+        "streaming": {
+            "defaults": copy.deepcopy(base if defaults is None else defaults),
+            "instances": list(instances),
+        }
+    }
+
+
+def instance_entry(**overrides: Any) -> dict[str, Any]:
+    """orders in eu-west-1, with ``overrides``."""
+    entry: dict[str, Any] = {"domain": "orders", "region": "eu-west-1"}
+    entry.update(overrides)
+    return entry
+
+
+def config_error(context: dict[str, Any]) -> str:
+    """The message ``load_instances`` refuses ``context`` with."""
+    with pytest.raises(InstanceConfigError) as caught:
+        load_instances(context)
+    return str(caught.value)
+
+
+def existing_network(region: str) -> dict[str, Any]:
+    """An existing VPC's ``network`` section: its id, three zones of ``region``
+    and a private subnet in each."""
+    return {
+        "vpc_id": "vpc-0123456789abcdef0",
+        "availability_zones": [f"{region}{zone}" for zone in "abc"],
+        "private_subnet_ids": [
+            "subnet-0123456789abcdef0",
+            "subnet-0fedcba9876543210",
+            "subnet-0aaaabbbbccccdddd",
+        ],
+    }

@@ -1,0 +1,149 @@
+"""infra/config_sections.py: each section's defaults, bounds and own rules
+(stream, emr, alarms, network, kafka), reached through an instance declaration."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.config import load_instances
+from infra.config_sections import DEFAULT_KAFKA_VERSION, KAFKA_END_OF_SUPPORT
+from tests.infra.config_cases import config_error, context_of, existing_network, instance_entry
+
+
+@pytest.mark.parametrize("shards", [0, -3])
+def test_shard_count_below_one(shards: int) -> None:
+    message = config_error(context_of(instance_entry(stream={"shard_count": shards})))
+    assert f"field stream.shard_count: bad value {shards}" in message
+    assert "an integer >= 1, or null" in message
+
+
+def test_shard_count_of_wrong_type() -> None:
+    message = config_error(context_of(instance_entry(stream={"shard_count": "4"})))
+    assert "stream.shard_count: bad value '4'; allowed: an integer" in message
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "value"),
+    [
+        ("alarms", "iterator_age_ms", 0),
+        ("alarms", "end_to_end_latency_ms", -1),
+        ("alarms", "scheduling_delay_ratio", 0),
+        ("alarms", "failure_records", 0),
+        ("alarms", "heartbeat_missing_periods", 0),
+        ("job", "trigger_interval_sec", 0),
+    ],
+)
+def test_non_positive_thresholds(section: str, field: str, value: int) -> None:
+    message = config_error(context_of(instance_entry(**{section: {field: value}})))
+    assert f"field {section}.{field}: bad value {value}" in message
+    assert "> 0" in message
+
+
+def test_scheduling_delay_ratio_above_one() -> None:
+    message = config_error(context_of(instance_entry(alarms={"scheduling_delay_ratio": 1.5})))
+    assert "alarms.scheduling_delay_ratio: bad value 1.5; allowed: 0 < ratio <= 1" in message
+
+
+def test_the_job_python_defaults_to_the_releases_first_and_must_be_one_it_ships() -> None:
+    config = load_instances(context_of(instance_entry()))[0]
+    assert config.emr.job_python == "/usr/bin/python3.11"
+    chosen = load_instances(context_of(instance_entry(emr={"python": "/usr/bin/python3.13"})))[0]
+    assert chosen.emr.job_python == "/usr/bin/python3.13"
+    # Listed for emr-spark-8.0.0, not for 8.1.0.
+    message = config_error(context_of(instance_entry(emr={"python": "/usr/bin/python3.12"})))
+    assert "field emr.python: bad value '/usr/bin/python3.12'" in message
+    assert "allowed: a Python that emr-spark-8.1.0 ships: /usr/bin/python3.11, " in message
+
+
+def test_kafka_version_below_topic_support() -> None:
+    message = config_error(context_of(instance_entry(kafka={"version": "3.5.1"})))
+    assert "field kafka.version: bad value '3.5.1'" in message
+    assert ">= 3.6" in message
+
+
+def test_replication_factor_above_created_broker_count() -> None:
+    message = config_error(context_of(instance_entry(kafka={"topic_replication_factor": 4})))
+    assert "kafka.topic_replication_factor: bad value 4; allowed: <= kafka.broker_count (3)" in (
+        message
+    )
+
+
+@pytest.mark.parametrize("min_insync", [3, 4])
+def test_min_insync_replicas_must_stay_below_the_replication_factor(min_insync: int) -> None:
+    """min.insync.replicas >= RF would block every acks=all write when one replica is down."""
+    message = config_error(
+        context_of(instance_entry(kafka={"topic_min_insync_replicas": min_insync}))
+    )
+    assert (
+        f"field kafka.topic_min_insync_replicas: bad value {min_insync}; "
+        "allowed: < kafka.topic_replication_factor (3)"
+    ) in message
+
+
+def test_min_insync_replicas_is_checked_for_an_existing_cluster_too() -> None:
+    arn = "arn:aws:kafka:eu-west-1:123456789012:cluster/failures/0b1c2d3e-1111-2222"
+    message = config_error(
+        context_of(
+            instance_entry(
+                kafka={
+                    "cluster_arn": arn,
+                    "topic_replication_factor": 2,
+                    "topic_min_insync_replicas": 2,
+                }
+            )
+        )
+    )
+    assert "field kafka.topic_min_insync_replicas: bad value 2" in message
+
+
+def test_durability_stays_configurable() -> None:
+    kafka = {"broker_count": 6, "topic_replication_factor": 4, "topic_min_insync_replicas": 3}
+    (config,) = load_instances(context_of(instance_entry(kafka=kafka)))
+    assert (config.kafka.topic_replication_factor, config.kafka.min_insync_replicas) == (4, 3)
+
+
+def test_existing_vpc_needs_subnets_and_zones() -> None:
+    message = config_error(context_of(instance_entry(network={"vpc_id": "vpc-0123456789abcdef0"})))
+    assert "field network.private_subnet_ids" in message
+    assert "at least 2 private subnet ids" in message
+
+
+def test_existing_vpc_is_accepted_with_subnets() -> None:
+    network = existing_network("eu-west-1")
+    (config,) = load_instances(context_of(instance_entry(network=network)))
+    assert config.network.private_subnet_ids == tuple(network["private_subnet_ids"])
+
+
+def test_broker_count_must_fill_the_client_subnets() -> None:
+    network = {"availability_zones": ["eu-west-1a", "eu-west-1b"]}
+    message = config_error(context_of(instance_entry(network=network, kafka={"broker_count": 3})))
+    assert "field kafka.broker_count: bad value 3; allowed: a multiple of the 2 client subnets" in (
+        message
+    )
+
+
+def test_kafka_cluster_settings_are_ignored_with_an_existing_cluster() -> None:
+    arn = "arn:aws:kafka:eu-west-1:123456789012:cluster/failures/0b1c2d3e-1111-2222"
+    (config,) = load_instances(
+        context_of(
+            instance_entry(kafka={"cluster_arn": arn, "version": "2.8.1", "broker_count": 3})
+        )
+    )
+    assert config.kafka.cluster_arn == arn
+
+
+def test_a_created_cluster_defaults_to_a_kafka_version_with_no_end_of_support() -> None:
+    """Item 6: 3.6.0 ends 2026-06-01 and MSK phases out new clusters on it;
+    3.8.x (MSK's recommended) has no published date."""
+    (config,) = load_instances(context_of(instance_entry()))
+    assert config.kafka.version == DEFAULT_KAFKA_VERSION == "3.8.x"
+    assert DEFAULT_KAFKA_VERSION not in KAFKA_END_OF_SUPPORT
+    message = config_error(context_of(instance_entry(kafka={"version": "3.6.0"})))
+    assert "field kafka.version: bad value '3.6.0'; allowed: a version with no published end" in (
+        message
+    )
+    assert "3.6.0's ends 2026-06-01" in message
+    for version in ("3.7.x", "3.9.x", "4.0.x"):
+        assert load_instances(context_of(instance_entry(kafka={"version": version})))[
+            0
+        ].kafka.version
