@@ -7,6 +7,7 @@ root with the environment a shell would give it (no fixture state leaks in).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,7 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from infra.config import SYNTH_CHECK_CONTEXT_KEY, load_instances, read_cdk_context
+from infra.prices import FIRST_READ, PRICES_READ
+from infra.shared_config import load_shared
 from local.harness import load_example_instances
+from tests.fixtures import EXAMPLE_CDK_JSON
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
@@ -88,10 +93,6 @@ def test_make_cost_prints_each_instance_with_list_prices_and_their_date() -> Non
     """``make cost`` is ``python -m scripts.cost`` on the user's cdk.json:
     every declared instance and shared stack, resource lines and a total,
     the prices' date and that they are list prices."""
-    from infra.config import load_instances, read_cdk_context
-    from infra.prices import FIRST_READ, PRICES_READ
-    from infra.shared_config import load_shared
-
     context = read_cdk_context(ROOT / "cdk.json")
     stacks = [c.stack_name for c in load_instances(context)]
     stacks += [c.stack_name for c in load_shared(context)]
@@ -116,11 +117,6 @@ def test_make_cost_prints_each_instance_with_list_prices_and_their_date() -> Non
 def test_cdk_synth_prints_one_cost_line_per_instance_on_stderr_only(tmp_path: Path) -> None:
     """``app.py`` as the CDK CLI runs it (context in ``CDK_CONTEXT_JSON``):
     stdout stays empty, so ``cdk synth --quiet`` prints nothing else."""
-    import json
-
-    from infra.config import SYNTH_CHECK_CONTEXT_KEY, read_cdk_context
-    from tests.fixtures import EXAMPLE_CDK_JSON
-
     context = {**read_cdk_context(EXAMPLE_CDK_JSON), SYNTH_CHECK_CONTEXT_KEY: True}
     env = {**_clean_env(), "CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path)}
     done = subprocess.run(
