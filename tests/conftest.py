@@ -91,6 +91,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if other not in (tier, "synth") and item.get_closest_marker(other):
                 raise pytest.UsageError(f"{item.nodeid}: marked {other} but is a {tier} test")
         item.add_marker(tier)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _plan_for_workers(items, tiers)
+
+
+# --- Parallel workers (make test: pytest -n 2 --dist loadgroup) -----------------------------
+# Each worker is its own session, so a session or module fixture (the SparkSession,
+# a synthesized app, the emulators) is built once in every worker that runs a
+# test needing it. Every test outside tests/e2e runs with the rest of its file
+# on one worker (its fixtures are built at most once per worker, as in a file
+# run alone); each e2e case, which starts its own emulators and job, goes
+# to whichever worker is free. The longest come first: the cases with the
+# largest timeout mark, then e2e, integration, synth, and the short unit tests
+# last, to fill the end of both workers. The order is the same on every worker
+# (xdist requires it).
+_TIER_ORDER = {"e2e": 0, "integration": 1, "synth": 2, "unit": 3}
+
+
+def _timeout_of(item: pytest.Item) -> float:
+    mark = item.get_closest_marker("timeout")
+    return float(mark.args[0]) if mark is not None and mark.args else 0.0
+
+
+def _plan_for_workers(items: list[pytest.Item], tiers: dict[str, str]) -> None:
+    rank = {
+        id(item): (-_timeout_of(item), _TIER_ORDER[tiers[item.nodeid]], index)
+        for index, item in enumerate(items)
+    }
+    items.sort(key=lambda item: rank[id(item)])
+    for item in items:
+        if tiers[item.nodeid] != "e2e":
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 # --- The JVM guard of the unit tier --------------------------------------------------------
