@@ -78,7 +78,7 @@ synth: install ## Synthesize every instance with the real CDK CLI, offline (a ch
 # session (CI). ARGS go to pytest, e.g. make test-fast ARGS="-k lease -x".
 .PHONY: test
 test: install check synth ## Install, run every check, then every test of every tier (CI)
-	$(VENV)/bin/pytest -n 2 --dist loadgroup --no-loadscope-reorder $(ARGS)
+	$(VENV)/bin/pytest -n 2 --dist loadscope --no-loadscope-reorder $(ARGS)
 
 .PHONY: test-fast
 test-fast: install ## Unit tier: fakes, in-process moto, bare-Stack constructs; no JVM (guarded)
@@ -90,11 +90,11 @@ test-synth: install ## Synth tier: the CDK app and stacks, synthesized once per 
 
 .PHONY: test-integration
 test-integration: install ## Integration tier: embedded Spark (JVM) and/or moto server + tansu
-	$(VENV)/bin/pytest -m integration -n 2 --dist loadgroup --no-loadscope-reorder $(ARGS)
+	$(VENV)/bin/pytest -m integration -n 2 --dist loadscope --no-loadscope-reorder $(ARGS)
 
 .PHONY: test-e2e
 test-e2e: install ## End-to-end tier: the job as a child process on fresh emulators
-	$(VENV)/bin/pytest -m e2e -n 2 --dist loadgroup --no-loadscope-reorder $(ARGS)
+	$(VENV)/bin/pytest -m e2e -n 2 --dist loadscope --no-loadscope-reorder $(ARGS)
 
 .PHONY: run
 run: install ## Run the local pipeline end to end on the embedded emulators (ARGS="--instances a,b")

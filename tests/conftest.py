@@ -29,8 +29,10 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
 from job.session import build_session
 from local.emulators import Endpoints, emulators
@@ -95,17 +97,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _plan_for_workers(items, tiers)
 
 
-# --- Parallel workers (make test: pytest -n 2 --dist loadgroup) -----------------------------
+# --- Parallel workers (make test: pytest -n 2 --dist loadscope) -----------------------------
 # Each worker is its own session, so a session or module fixture (the SparkSession,
 # a synthesized app, the emulators) is built once in every worker that runs a
-# test needing it. Every test outside tests/e2e runs with the rest of its file
-# on one worker (its fixtures are built at most once per worker, as in a file
-# run alone); each e2e case, which starts its own emulators and job, goes
-# to whichever worker is free. The longest come first: the cases with the
-# largest timeout mark, then e2e, integration, synth, and the short unit tests
-# last, to fill the end of both workers. The order is the same on every worker
-# (xdist requires it).
+# test needing it. So every test outside tests/e2e runs with the rest of its
+# file on one worker (its fixtures built at most once per worker, as in a run
+# of that file alone), and each e2e case, which starts its own emulators and
+# job, goes to whichever worker is free (FileOrE2eCase). The longest come first:
+# the cases with the largest timeout mark, then e2e, integration, synth, and
+# the short unit tests last, to fill the end of both workers. The order is the
+# same on every worker (xdist requires it). xdist's own loadgroup cannot do
+# this here: it renames node ids, which pytest 9 no longer lets a plugin do.
 _TIER_ORDER = {"e2e": 0, "integration": 1, "synth": 2, "unit": 3}
+E2E_PREFIX = f"{(TESTS / 'e2e').relative_to(TESTS.parent).as_posix()}/"
 
 
 def _timeout_of(item: pytest.Item) -> float:
@@ -119,9 +123,20 @@ def _plan_for_workers(items: list[pytest.Item], tiers: dict[str, str]) -> None:
         for index, item in enumerate(items)
     }
     items.sort(key=lambda item: rank[id(item)])
-    for item in items:
-        if tiers[item.nodeid] != "e2e":
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+class FileOrE2eCase(LoadScopeScheduling):  # type: ignore[misc]
+    """``--dist loadscope`` with this suite's scopes: an e2e case alone, any
+    other test with its file."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        if nodeid.startswith(E2E_PREFIX):
+            return nodeid
+        return nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    return FileOrE2eCase(config, log) if config.getvalue("dist") == "loadscope" else None
 
 
 # --- The JVM guard of the unit tier --------------------------------------------------------
