@@ -3,7 +3,8 @@
 One SparkSession (local[2], Hive catalog on an embedded Derby metastore under a
 temporary work directory, UI off) built from the same conf source as EMR, and
 one pair of emulators (moto server + tansu) on free loopback ports. Both are
-stopped at the end of the session.
+stopped at the end of the session. Under ``make test`` each of the two xdist
+workers is a session of its own ("Parallel workers" below says what runs where).
 
 Tiers (``make help``; each test lands in exactly one):
 
