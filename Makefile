@@ -93,11 +93,11 @@ synth-light: install $(SYNTH_VENV)/.installed ## Synthesize the example in a vir
 	@echo "synth-light ok: $$(ls cdk.out.light/*.template.json | wc -l) templates in cdk.out.light/, without pyspark"
 
 # Test tiers: tests/conftest.py puts every test in exactly one (unit, synth,
-# integration, e2e) from the fixtures it uses; `make test` runs them all in one
-# session (CI). ARGS go to pytest, e.g. make test-fast ARGS="-k lease -x".
+# integration, e2e) from the fixtures it uses; `make test` runs them all on two
+# pytest-xdist workers that tests/conftest.py plans (CI). ARGS go to pytest, e.g. make test-fast ARGS="-k lease -x".
 .PHONY: test
-test: install check synth synth-light ## Install, run every check and both synths, then every test of every tier (CI)
-	$(VENV)/bin/pytest $(ARGS)
+test: install check synth synth-light ## Install, run every check and both synths, then every test of every tier on two workers (CI)
+	$(VENV)/bin/pytest -n 2 --dist loadscope --no-loadscope-reorder $(ARGS)
 
 .PHONY: test-fast
 test-fast: install ## Unit tier: fakes, in-process moto, bare-Stack constructs; no JVM (guarded)
@@ -109,11 +109,11 @@ test-synth: install ## Synth tier: the CDK app and stacks, synthesized once per 
 
 .PHONY: test-integration
 test-integration: install ## Integration tier: embedded Spark (JVM) and/or moto server + tansu
-	$(VENV)/bin/pytest -m integration $(ARGS)
+	$(VENV)/bin/pytest -m integration -n 2 --dist loadscope --no-loadscope-reorder $(ARGS)
 
 .PHONY: test-e2e
 test-e2e: install ## End-to-end tier: the job as a child process on fresh emulators
-	$(VENV)/bin/pytest -m e2e $(ARGS)
+	$(VENV)/bin/pytest -m e2e -n 2 --dist loadscope --no-loadscope-reorder $(ARGS)
 
 .PHONY: run
 run: install ## Run the local pipeline end to end on the embedded emulators (ARGS="--instances a,b")

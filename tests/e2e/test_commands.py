@@ -7,6 +7,7 @@ root with the environment a shell would give it (no fixture state leaks in).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,7 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from infra.config import SYNTH_CHECK_CONTEXT_KEY, load_instances, read_cdk_context
+from infra.prices import FIRST_READ, PRICES_READ
+from infra.shared_config import load_shared
 from local.harness import load_example_instances
+from tests.fixtures import EXAMPLE_CDK_JSON
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
@@ -27,13 +32,28 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
 
 
+def _run_as_user(
+    argv: list[str], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python <argv>`` from the repo root in a user's shell (``env`` or
+    :func:`_clean_env`), bounded; its output captured as text."""
+    return subprocess.run(
+        [sys.executable, *argv],
+        cwd=ROOT,
+        env=_clean_env() if env is None else env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
+
+
 def test_make_run_with_two_instances_passes_and_prints_the_summary(tmp_path: Path) -> None:
     """The first two instances the user's cdk.json declares (one when it
     declares one), as ``make run ARGS="--instances a,b"`` runs them."""
     chosen = [i.instance_id for i in load_example_instances()][:2]
-    done = subprocess.run(
+    done = _run_as_user(
         [
-            sys.executable,
             "-m",
             "local",
             "--instances",
@@ -42,13 +62,11 @@ def test_make_run_with_two_instances_passes_and_prints_the_summary(tmp_path: Pat
             "800",
             "--work-dir",
             str(tmp_path / "work"),
-        ],
-        cwd=ROOT,
-        env=_clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=540,
-        check=False,
+            # Wider than make run's 240 s: under make test another worker's
+            # case shares the machine with these two jobs (a bound, not a figure).
+            "--timeout",
+            "360",
+        ]
     )
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
@@ -88,22 +106,10 @@ def test_make_cost_prints_each_instance_with_list_prices_and_their_date() -> Non
     """``make cost`` is ``python -m scripts.cost`` on the user's cdk.json:
     every declared instance and shared stack, resource lines and a total,
     the prices' date and that they are list prices."""
-    from infra.config import load_instances, read_cdk_context
-    from infra.prices import FIRST_READ, PRICES_READ
-    from infra.shared_config import load_shared
-
     context = read_cdk_context(ROOT / "cdk.json")
     stacks = [c.stack_name for c in load_instances(context)]
     stacks += [c.stack_name for c in load_shared(context)]
-    done = subprocess.run(
-        [sys.executable, "-m", "scripts.cost"],
-        cwd=ROOT,
-        env=_clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=540,
-        check=False,
-    )
+    done = _run_as_user(["-m", "scripts.cost"])
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert f"LIST prices read {FIRST_READ} to {PRICES_READ}" in out
@@ -116,22 +122,9 @@ def test_make_cost_prints_each_instance_with_list_prices_and_their_date() -> Non
 def test_cdk_synth_prints_one_cost_line_per_instance_on_stderr_only(tmp_path: Path) -> None:
     """``app.py`` as the CDK CLI runs it (context in ``CDK_CONTEXT_JSON``):
     stdout stays empty, so ``cdk synth --quiet`` prints nothing else."""
-    import json
-
-    from infra.config import SYNTH_CHECK_CONTEXT_KEY, read_cdk_context
-    from tests.fixtures import EXAMPLE_CDK_JSON
-
     context = {**read_cdk_context(EXAMPLE_CDK_JSON), SYNTH_CHECK_CONTEXT_KEY: True}
     env = {**_clean_env(), "CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "app.py"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=540,
-        check=False,
-    )
+    done = _run_as_user(["app.py"], env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == ""
     lines = re.findall(r"^cost: (Streaming-\S+) ~\$[\d,.]+/month", done.stderr, re.MULTILINE)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from local.emulators import Endpoints
+from local.emulators import LOOPBACK, Endpoints, start_moto
+from model.kpl import deaggregate
 from model.record import BAD_AGGREGATE, MALFORMED_JSON, NOT_UTF8, REASONS, TOO_LARGE
 from ops import events, producer
 from ops.kinesis_put import chunks
@@ -105,8 +107,6 @@ def _sample(kind: str, n: int) -> events.SampleRecord:
 
 
 def test_plan_entries_packs_groups_and_keeps_bad_aggregates_alone() -> None:
-    from model.kpl import deaggregate
-
     valid = [_sample("valid", n) for n in range(7)]
     records = [
         *valid[:3],
@@ -138,7 +138,8 @@ def test_plan_entries_share_alternates_groups_and_zero_is_off() -> None:
     assert [(len(e.source.members), e.source.aggregated) for e in half] == [(1, False)] * 3 + [
         (3, True)
     ] + [(1, False)] * 3 + [(3, True)]
-    assert all(not e.source.aggregated for e in producer.plan_entries(records))
+    off = producer.plan_entries(records)
+    assert [(len(e.source.members), e.source.aggregated) for e in off] == [(1, False)] * 12
     with pytest.raises(ValueError, match="aggregate_share"):
         producer.plan_entries(records, aggregate_size=3, share=1.5)
 
@@ -227,3 +228,13 @@ def test_producer_cli_against_moto(endpoints: Endpoints, tmp_path: Path) -> None
         "shardId-000000000000",
         "shardId-000000000001",
     }
+
+
+def test_a_server_that_exits_before_it_serves_fails_at_once() -> None:
+    """A child server that dies (here: its port is taken) is an error naming
+    it, not a wait for the whole start timeout (local/emulators.py)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind((LOOPBACK, 0))
+        held.listen()  # connections queue but nobody answers HTTP
+        with pytest.raises(RuntimeError, match="moto exited with status 1 before it served"):
+            start_moto(int(held.getsockname()[1]))

@@ -16,7 +16,7 @@ import pytest
 from local.emulators import Emulators
 from local.serverless_launch import is_serverless
 from tests.e2e.conftest import MakeLocal, mix
-from tests.e2e.test_crash_loop import Reader, crash_loop, drain_and_check
+from tests.e2e.test_crash_loop import crash_and_drain
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
@@ -42,10 +42,9 @@ def test_serverless_crash_loop_loses_and_duplicates_nothing(
     )
     assert is_serverless(local.instance)
     records = mix(RECORDS, seed=31, prefix="sls", malformed_share=0.02, duplicate_share=0.05)
-    reader = Reader(local)
-    reader.start()
-    kills = crash_loop(local, [records[i::SLICES] for i in range(SLICES)], MAX_KILLS)
-    summary = drain_and_check(local, reader, kills, "serverless crash loop")
+    kills, summary = crash_and_drain(
+        local, records, SLICES, MAX_KILLS, label="serverless crash loop"
+    )
     assert len(local.produced) == RECORDS
     assert summary.rows == RECORDS - 40 - 100  # 2 % malformed, 5 % re-sent
     assert summary.failure_records == 40

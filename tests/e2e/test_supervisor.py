@@ -11,6 +11,7 @@ second), so a case takes a minute or two, not an hour.
 from __future__ import annotations
 
 import io
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,8 +154,6 @@ def test_a_job_killed_again_soon_after_its_restart_is_restarted_after_the_back_o
 
 
 def status_supervisor(text: str) -> dict[str, Any]:
-    import json
-
     found = json.loads(text)["supervisor"]
     assert isinstance(found, dict), text
     return found
