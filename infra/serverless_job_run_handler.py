@@ -37,8 +37,8 @@ has no retry policy and every property change replaces it, which starts the
 new run BEFORE the old one is deleted (CloudFormation creates the replacement
 first): two jobs on one checkpoint, and no graceful stop (docs/serverless.md).
 
-Imports stdlib, boto3 (in the Lambda runtime) and the import-light app modules
-the construct stages with it (:data:`HANDLER_FILES`).
+Imports stdlib, boto3 (in the Lambda runtime; requirements-synth.txt for
+synth) and the model's modules the construct stages with it (:data:`HANDLER_FILES`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+import boto3
+from botocore.config import Config
 
 from infra.s3_keys import read_if_present
 from model.lease import s3_lease_state
@@ -293,8 +296,6 @@ def reply(
 
 
 def _clients() -> dict[str, Any]:
-    import boto3  # optional: the Lambda runtime has it; synth imports this module without it
-    from botocore.config import Config  # optional: as boto3 above
 
     config = Config(connect_timeout=5, read_timeout=20, retries={"max_attempts": 5})
     return {name: boto3.client(name, config=config) for name in ("emr-serverless", "s3")}
