@@ -119,7 +119,7 @@ def builtin_prepare(raw: DataFrame, config: JobConfig) -> DataFrame:
     from job.dedup import DEDUP_KEY, dedup_input
     from job.sources.schema import ARRIVAL_TIMESTAMP
     from job.transform import classify
-    from model.table_layout import column_name
+    from model.record import column_name
 
     classified = classify(raw, fields=config.event_fields, max_record_bytes=config.max_record_bytes)
     keyed = dedup_input(classified, column_name(config.id_field))

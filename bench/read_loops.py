@@ -179,7 +179,8 @@ def efo_loops(front_url: str, stream: str, consumer: str) -> Iterator[list[EfoLo
     (``AT_TIMESTAMP``), through ``consumer`` (registered if absent), each
     past its first batch (subscription open); stopped, their subscriptions
     closed, at the end."""
-    from job.sources.kinesis_efo import EfoShardReader, close_subscriptions, ensure_consumer
+    from job.sources.kinesis_consumer import ensure_consumer
+    from job.sources.kinesis_efo import EfoShardReader, close_subscriptions
     from job.sources.kinesis_fetch import make_client
     from model.kinesis_offsets import ShardInfo, ShardState
 

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from model.contract import exit_record_path
 from model.storage_uri import is_s3, local_path, parse_s3_uri
 
@@ -114,8 +116,6 @@ def read_exit_record(checkpoint_location: str, s3_client: Any = None) -> ExitRec
     """The last record, or None when the job never wrote one."""
     path = exit_record_path(checkpoint_location)
     if is_s3(path):
-        from botocore.exceptions import ClientError
-
         bucket, key = parse_s3_uri(path)
         try:
             body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()

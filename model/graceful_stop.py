@@ -14,6 +14,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from model.contract import STOP_BY_HANDOVER, STOP_BY_OPERATOR
 from model.storage_uri import is_s3, local_path, parse_s3_uri
 
@@ -33,8 +35,6 @@ class StopMarker:
 
     def present(self) -> bool:
         if is_s3(self.path):
-            from botocore.exceptions import BotoCoreError, ClientError
-
             bucket, key = parse_s3_uri(self.path)
             try:
                 self._s3.head_object(Bucket=bucket, Key=key)

@@ -12,6 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
+
+from model import aws_clients
 from model.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
 from model.failure_store import FailureStoreSettings
 
@@ -81,10 +84,9 @@ def resolve_bootstrap_servers(
     if not options.cluster_arn:
         raise ValueError("kafka: set bootstrap_servers or cluster_arn")
     if client_factory is None:
-        from model.aws_clients import MSK_LOOKUP, client
 
         def client_factory(*, region_name: str) -> Any:
-            return client("kafka", MSK_LOOKUP, region=region_name)
+            return aws_clients.client("kafka", aws_clients.MSK_LOOKUP, region=region_name)
 
     kafka = client_factory(region_name=region)
     brokers = kafka.get_bootstrap_brokers(ClusterArn=options.cluster_arn)
@@ -102,8 +104,6 @@ def resolve_bootstrap_servers(
 
 def msk_iam_token(region: str) -> tuple[str, float]:
     """OAUTHBEARER callback for MSK IAM: a signed token and its expiry (seconds)."""
-    from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
-
     token, expiry_ms = MSKAuthTokenProvider.generate_auth_token(region)
     return str(token), float(expiry_ms) / 1000.0
 

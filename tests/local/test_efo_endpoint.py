@@ -16,7 +16,8 @@ from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError
 
 from job.sources import kinesis_efo
-from job.sources.kinesis_efo import EfoShardReader, ensure_consumer
+from job.sources.kinesis_consumer import ensure_consumer
+from job.sources.kinesis_efo import EfoShardReader
 from job.sources.kinesis_fetch import make_client
 from job.sources.kinesis_options import parse_options
 from job.sources.kinesis_rows import records_to_batch

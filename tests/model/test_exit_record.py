@@ -11,15 +11,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from job.driver import (
-    EXIT_BAD_CONFIG,
-    EXIT_LEASE_HELD,
-    EXIT_OK,
-    Outcome,
-    main,
-    process_status,
-    supervise,
-)
+from job.driver import main
+from job.outcome import EXIT_BAD_CONFIG, EXIT_LEASE_HELD, EXIT_OK, Outcome
+from job.query import supervise
 from model import contract
 from model.checkpoint_state import OldCheckpointError
 from model.config import ConfigError
@@ -33,7 +27,7 @@ from model.exit_record import (
 from model.graceful_stop import StopMarker, StopRequest
 from model.lease import FileLease
 from tests.job.job_helpers import job_config
-from tests.job.test_job_supervise import FakeQuery
+from tests.job.test_query import FakeQuery
 
 RECORD = ExitRecord(code=1, reason=contract.EXIT_BATCH_FAILED, detail="boom", at=100.5, owner="h:1")
 
@@ -168,7 +162,7 @@ def test_on_serverless_a_refused_configuration_ends_with_status_0_and_records_ex
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """EMR Serverless retries a failed run, not a successful one: exit 2 must
-    not fail the run there, and the record still says 2 (job.driver.process_status)."""
+    not fail the run there, and the record still says 2 (job.outcome.process_status)."""
     from job import driver as job
 
     checkpoint = tmp_path / "checkpoint"
@@ -193,15 +187,6 @@ def test_on_serverless_an_unreadable_configuration_ends_with_status_0(tmp_path: 
     missing = str(tmp_path / "missing.json")
     assert main(["--config", missing, "--platform", "serverless"]) == EXIT_OK
     assert main(["--config", missing]) == EXIT_BAD_CONFIG
-
-
-@pytest.mark.parametrize("code", [EXIT_OK, 1, EXIT_LEASE_HELD, 4])
-def test_on_serverless_every_other_code_is_the_process_status(code: int) -> None:
-    """A failed batch, a lease held or lost still fail the run (the service
-    retries it within its budget); a stop on request stays 0."""
-    assert process_status(code, "serverless") == code
-    assert process_status(code, "emr") == code
-    assert process_status(EXIT_BAD_CONFIG, "serverless") == EXIT_OK
 
 
 def test_an_unknown_platform_is_refused_naming_the_choices(

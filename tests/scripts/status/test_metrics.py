@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import boto3
 
-from job.monitoring import Datum, metric_data, progress_datums
+from job.cloudwatch import Datum, metric_data
+from job.monitoring import progress_datums
 from model import contract
 from scripts.status.metrics import alarm_prefix, read_alarms, read_batches, rows_from_results
 from tests.scripts.local_runs import INSTANCE, NOW, REGION
