@@ -10,12 +10,11 @@ import logging
 import threading
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from job.cloudwatch import Datum
 from model import contract
-from model.storage_uri import is_s3, local_path, parse_s3_uri
+from model.storage_uri import read_object, write_object
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +87,7 @@ class KeySeriesFile:
 
     def load(self) -> list[str]:
         try:
-            if is_s3(self.path):
-                bucket, key = parse_s3_uri(self.path)
-                body = self._s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-            else:
-                body = Path(local_path(self.path)).read_bytes()
-            names = json.loads(body)
+            names = json.loads(read_object(self.path, self._s3))
         except Exception as exc:  # absent (a new instance) or unreadable
             log.info("undeclared key series: none kept at %s (%s)", self.path, type(exc).__name__)
             return []
@@ -104,15 +98,7 @@ class KeySeriesFile:
     def save(self, names: Sequence[str]) -> None:
         body = json.dumps(list(names)).encode("utf-8")
         try:
-            if is_s3(self.path):
-                bucket, key = parse_s3_uri(self.path)
-                self._s3.put_object(Bucket=bucket, Key=key, Body=body)
-            else:
-                target = Path(local_path(self.path))
-                target.parent.mkdir(parents=True, exist_ok=True)
-                temporary = target.with_name(target.name + ".tmp")
-                temporary.write_bytes(body)
-                temporary.replace(target)
+            write_object(self.path, body, self._s3)
         except Exception as exc:  # the names in memory still bound this run
             log.warning("could not keep the undeclared key series at %s: %s", self.path, exc)
 

@@ -11,6 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from job import driver
 from job.driver import main
 from job.outcome import EXIT_BAD_CONFIG, EXIT_LEASE_HELD, EXIT_OK, Outcome
 from job.query import supervise
@@ -105,20 +106,28 @@ def test_main_records_a_refused_lease(tmp_path: Path) -> None:
     assert "first-copy" in record.detail
 
 
-def test_main_records_a_refused_configuration_under_the_lease(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from job import driver as job
-
+def _refused_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> tuple[list[str], Path]:
+    """``main``'s arguments for a job whose checkpoint check raises ``error``
+    (under the lease), and the job's checkpoint."""
     checkpoint = tmp_path / "checkpoint"
     config = job_config(database="d", bootstrap="b:1", checkpoint=str(checkpoint))
     (tmp_path / "c.json").write_text(config.to_json(), encoding="utf-8")
 
     def refuse(*_: object) -> None:
-        raise ConfigError("stream s: retention is 48 h but dedup_horizon_hours is 24")
+        raise error
 
-    monkeypatch.setattr(job, "checked_checkpoint", refuse)
-    assert main(["--config", str(tmp_path / "c.json")]) == EXIT_BAD_CONFIG
+    monkeypatch.setattr(driver, "checked_checkpoint", refuse)
+    return ["--config", str(tmp_path / "c.json")], checkpoint
+
+
+def test_main_records_a_refused_configuration_under_the_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused = ConfigError("stream s: retention is 48 h but dedup_horizon_hours is 24")
+    argv, checkpoint = _refused_at_start(tmp_path, monkeypatch, refused)
+    assert main(argv) == EXIT_BAD_CONFIG
     record = read_exit_record(str(checkpoint))
     assert record is not None
     assert (record.code, record.reason) == (EXIT_BAD_CONFIG, contract.EXIT_CONFIG_REFUSED)
@@ -163,17 +172,8 @@ def test_on_serverless_a_refused_configuration_ends_with_status_0_and_records_ex
 ) -> None:
     """EMR Serverless retries a failed run, not a successful one: exit 2 must
     not fail the run there, and the record still says 2 (job.outcome.process_status)."""
-    from job import driver as job
-
-    checkpoint = tmp_path / "checkpoint"
-    config = job_config(database="d", bootstrap="b:1", checkpoint=str(checkpoint))
-    (tmp_path / "c.json").write_text(config.to_json(), encoding="utf-8")
-
-    def refuse(*_: object) -> None:
-        raise OldCheckpointError("checkpoint c: holds dropDuplicatesWithinWatermark state")
-
-    monkeypatch.setattr(job, "checked_checkpoint", refuse)
-    argv = ["--config", str(tmp_path / "c.json")]
+    refused = OldCheckpointError("checkpoint c: holds dropDuplicatesWithinWatermark state")
+    argv, checkpoint = _refused_at_start(tmp_path, monkeypatch, refused)
     assert main([*argv, "--platform", "serverless"]) == EXIT_OK
     record = read_exit_record(str(checkpoint))
     assert record is not None
