@@ -76,14 +76,6 @@ SUBSCRIBE_LATER: Final = frozenset(
 )
 
 
-def stream_arn_of(consumer_arn: str) -> str:
-    """``arn:...:stream/NAME/consumer/C:TS`` → ``arn:...:stream/NAME``."""
-    head, sep, _ = consumer_arn.partition("/consumer/")
-    if not sep:
-        raise ValueError(f"consumer ARN {consumer_arn!r}: expected .../stream/NAME/consumer/...")
-    return head
-
-
 # Open subscriptions of this process, by (consumer ARN, shard): a Python worker
 # runs the tasks of many batches, so a later batch of a shard finds its
 # subscription here. Guarded by _LOCK; a subscription itself is used by one

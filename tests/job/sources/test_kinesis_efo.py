@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from job.sources import kinesis_efo
-from job.sources.kinesis_efo import EfoShardReader, stream_arn_of
+from job.sources.kinesis_efo import EfoShardReader
 from job.sources.kinesis_fetch import ShardBatch
 from job.sources.kinesis_options import parse_options
 from job.sources.kinesis_subscription import HostLock, host_lock_path
@@ -85,12 +85,6 @@ def reader(client: FakeKinesis, clock: Clock | None = None, **options: Any) -> E
         clock=clock,
         rand=lambda: 0.0,
     )
-
-
-def test_stream_arn_of_a_consumer() -> None:
-    assert stream_arn_of(ARN) == "arn:aws:kinesis:us-east-1:123456789012:stream/s"
-    with pytest.raises(ValueError, match="consumer ARN"):
-        stream_arn_of("arn:aws:kinesis:us-east-1:1:stream/s")
 
 
 def test_options_accept_subscribe_to_shard_with_a_consumer_name() -> None:
