@@ -10,16 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
-
-from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
+from typing import Any
 
 from model import aws_clients
+from model.config import JobConfig, KafkaOptions
 from model.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
 from model.failure_store import FailureStoreSettings
-
-if TYPE_CHECKING:
-    from model.config import JobConfig, KafkaOptions
 
 
 @dataclass(frozen=True)
@@ -104,6 +100,10 @@ def resolve_bootstrap_servers(
 
 def msk_iam_token(region: str) -> tuple[str, float]:
     """OAUTHBEARER callback for MSK IAM: a signed token and its expiry (seconds)."""
+    # optional: the signer is the job's dependency (job/requirements.lock), not the
+    # model's, which imports where only the CDK packages and boto3 are installed
+    from aws_msk_iam_sasl_signer import MSKAuthTokenProvider  # optional: MSK IAM only
+
     token, expiry_ms = MSKAuthTokenProvider.generate_auth_token(region)
     return str(token), float(expiry_ms) / 1000.0
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal
 
+from model.config import EventField
 from model.record import (
     EVOLVED_COLUMNS,
     GLUE_TYPES,
@@ -32,9 +33,6 @@ from model.record import (
     column_name,
     field_columns,
 )
-
-if TYPE_CHECKING:
-    from model.config import EventField
 
 # Iceberg's type promotions between the table's column types (the spec's
 # "Schema Evolution", https://iceberg.apache.org/spec/#schema-evolution; decimal
