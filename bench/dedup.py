@@ -92,7 +92,7 @@ from job.dedup import DEDUP_KEY, dedup_input
 from job.micro_batch import BatchProcessor, prepare
 from job.sources.schema import ARRIVAL_TIMESTAMP
 from job.transform import classify
-from model.table_layout import column_name
+from model.record import column_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from bench import framework
-from job.sources.kinesis_efo import EfoShardReader, close_subscriptions, ensure_consumer
+from job.sources.kinesis_consumer import ensure_consumer
+from job.sources.kinesis_efo import EfoShardReader, close_subscriptions
 from job.sources.kinesis_fetch import make_client
 from job.sources.kinesis_options import parse_options
 from model.kinesis_offsets import ShardInfo, ShardState

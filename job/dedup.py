@@ -33,13 +33,13 @@ of one new id in a batch, the earliest arrival passes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as sf
 
 from job.jvm import jvm_class
 from model.record import ARRIVAL, DATA, REASON, SEQUENCE, SHARD, STREAM, SUB_SEQUENCE
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
 
 # Buckets of ids, the processor's grouping key: fixed for a checkpoint's life
 # (the state is keyed by them: a change needs the move to a new checkpoint,
@@ -70,8 +70,6 @@ def arrival_deduplicated(
     checkpoint drops their re-sends too (docs/operate.md, "Moving to the timer
     de-duplication"); Spark reads it in the first batch only.
     """
-    from pyspark.sql import DataFrame
-
     spark = frame.sparkSession
     entry = jvm_class(spark, ENTRY_CLASS)
     watermarked = frame.withWatermark(arrival_column, f"{horizon_hours} hours")
@@ -92,8 +90,6 @@ def dedup_key(id_column: str) -> Column:
     never merged (each must reach the failure topic) while a replayed one is.
     A user record of a KPL aggregate adds its sub-sequence number (null, and
     so skipped by ``concat_ws``, for a plain record: those keys are unchanged)."""
-    from pyspark.sql import functions as sf
-
     coordinates = sf.concat_ws(
         "/",
         sf.col(STREAM.source),
@@ -147,8 +143,6 @@ def deduplicated(
 def dedup_input(classified: DataFrame, id_column: str) -> DataFrame:
     """What crosses the de-duplication's exchange: the classified rows with
     their :func:`dedup_key`, and the original bytes of failure rows only."""
-    from pyspark.sql import functions as sf
-
     slim = classified.withColumn(DATA, sf.when(sf.col(REASON).isNotNull(), sf.col(DATA)))
     return slim.select("*", dedup_key(id_column))
 
@@ -158,7 +152,5 @@ def _first_per_key(keyed: DataFrame, columns: Sequence[str]) -> DataFrame:
     struct column. Spark plans it as a sort-based aggregate with one ``first``
     per column, evaluated without code generation: one struct instead of 14
     columns halved the de-duplication of 200,000 records (2.2 s -> 1.0 s)."""
-    from pyspark.sql import functions as sf
-
     packed = keyed.select(DEDUP_KEY, sf.struct(*columns).alias("_row"))
     return packed.dropDuplicates([DEDUP_KEY]).select("_row.*")

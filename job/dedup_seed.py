@@ -41,18 +41,23 @@ import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.expressions import BooleanExpression
+from pyiceberg.expressions.parser import parse
+from pyiceberg.io import load_file_io
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadataUtil
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
 
 from job.dedup import DEDUP_KEY
 from job.table.catalog import file_io_properties
 from model.config import JobConfig
 from model.record import ARRIVAL, column_name
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyiceberg.expressions import BooleanExpression
-    from pyiceberg.table import Table
-    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +88,6 @@ def seed_cutoff(now: datetime, horizon_hours: int, retention_hours: int) -> date
 
 def arrival_filter(cutoff: datetime) -> BooleanExpression:
     """Rows that arrived at or after ``cutoff`` (the table's timestamps are UTC, naive)."""
-    from pyiceberg.expressions.parser import parse
-
     naive = cutoff.astimezone(UTC).replace(tzinfo=None)
     return parse(f"{ARRIVAL.column} >= '{naive.isoformat(timespec='microseconds')}'")
 
@@ -92,9 +95,6 @@ def arrival_filter(cutoff: datetime) -> BooleanExpression:
 def seed_keys(ids: pa.Array, arrivals: pa.Array) -> pa.RecordBatch:
     """``id:<id>`` keys with their arrival as UTC instants; rows without an id
     or an arrival dropped. Pure (pyarrow)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     keep = pc.and_(pc.is_valid(ids), pc.is_valid(arrivals))
     ids = pc.filter(ids, keep).cast(pa.string())
     arrivals = pc.filter(arrivals, keep)
@@ -109,10 +109,6 @@ def _reader(
     """The ``mapInArrow`` function: each input row is a pickled ``FileScanTask``."""
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyiceberg.io import load_file_io
-        from pyiceberg.io.pyarrow import ArrowScan
-        from pyiceberg.table.metadata import TableMetadataUtil
-
         metadata = TableMetadataUtil.parse_raw(metadata_json)
         io = load_file_io(properties=io_properties, location=metadata.location)
         projected = metadata.schema().select(id_column, ARRIVAL.column)
@@ -132,8 +128,6 @@ def read_seed(
 ) -> Seed | None:
     """The table's ids within the seed window (:func:`seed_cutoff`), one row per
     id with its latest arrival, cached and counted; None when there are none."""
-    from pyspark.sql import functions as sf
-
     cutoff = seed_cutoff(now, config.dedup_horizon_hours, config.stream_retention_hours)
     if table.current_snapshot() is None:
         log.info("seed: table %s is empty; nothing to seed", ".".join(table.name()))

@@ -26,7 +26,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Final
+from typing import Final
+
+from pyiceberg.table import Table
+from pyspark.sql import DataFrame
 
 from job.dedup import deduplicated
 from job.retry import with_retries
@@ -39,10 +42,6 @@ from model.config import JobConfig
 from model.kafka_settings import KafkaSettings
 from model.record import ARRIVAL, UNDECLARED_FIELDS, column_name
 from model.table_layout import table_columns
-
-if TYPE_CHECKING:
-    from pyiceberg.table import Table
-    from pyspark.sql import DataFrame
 
 # Spark sets it on the thread that runs a streaming batch: the query's
 # persistent id, the same after a restart from the same checkpoint.

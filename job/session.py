@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from pyspark.sql import SparkSession
 
 
 def build_session(conf: dict[str, str], app_name: str) -> SparkSession:
@@ -14,8 +11,6 @@ def build_session(conf: dict[str, str], app_name: str) -> SparkSession:
     On EMR the cluster's spark-defaults already hold the same values; setting
     them again here is harmless and keeps ``python -m job`` self-sufficient.
     """
-    from pyspark.sql import SparkSession
-
     builder = SparkSession.builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)

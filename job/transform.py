@@ -27,7 +27,10 @@ Failure reasons, in precedence order (the first that applies wins):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as sf
 
 from job.undeclared import with_undeclared
 from model import table_layout as layout
@@ -56,10 +59,6 @@ from model.record import (
     column_name,
     raw_column_name,
 )
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
-
 
 # ISO-8601 extended form: date, 'T', time with 1-9 fractional digits, optional
 # offset ('Z' or +hh:mm). Spark's cast alone is laxer (it takes a bare date or
@@ -98,8 +97,6 @@ def parse_timestamp(text: Column) -> Column:
     """ISO-8601 string -> timestamp (UTC instant, microseconds; extra digits are
     truncated, never rounded). Null when the shape or the calendar is wrong.
     A value without offset is read as UTC, independent of the session zone."""
-    from pyspark.sql import functions as sf
-
     # Once the shape matched, an offset is there exactly when the text ends in
     # 'Z' or its 6th character from the end is the offset's sign ("+hh:mm"):
     # a string test instead of a second regular expression per row.
@@ -110,8 +107,6 @@ def parse_timestamp(text: Column) -> Column:
 
 def utc_date(ts: Column) -> Column:
     """The UTC calendar date of an instant, whatever ``spark.sql.session.timeZone`` is."""
-    from pyspark.sql import functions as sf
-
     days = sf.floor(sf.unix_micros(ts) / sf.lit(_MICROS_PER_DAY)).cast("int")
     return sf.date_from_unix_date(days)
 
@@ -129,8 +124,6 @@ def _bad_aggregate_message(data: Column) -> Column:
     """Why a record that starts with the KPL magic is still here: a source
     de-aggregates every readable aggregate (:mod:`model.kpl`). Computed
     on the failing rows only (the message of the branch taken)."""
-    from pyspark.sql import functions as sf
-
     head = len(KPL_MAGIC)
     body = sf.substring(data, head + 1, sf.length(data) - head - KPL_DIGEST_SIZE)
     digest = sf.lower(sf.hex(sf.substring(data, -KPL_DIGEST_SIZE, KPL_DIGEST_SIZE)))
@@ -164,15 +157,11 @@ def _kind(spec: EventField, sub: Column) -> Column:
     ``schema_of_variant``. Serializing every value to JSON text to read its
     first character cost 0.5 s per field per 200,000 records; the schema of a
     scalar is a type tag."""
-    from pyspark.sql import functions as sf
-
     return sf.to_json(sub) if spec.type in _TEXT_TYPES else sf.schema_of_variant(sub)
 
 
 def _kind_ok(spec: EventField, kind: Column) -> Column:
     """True when the JSON value has the schema's type (``kind`` from :func:`_kind`)."""
-    from pyspark.sql import functions as sf
-
     if spec.type == "object":
         return sf.substring(kind, 1, 1) == sf.lit("{")
     if spec.type == "array":
@@ -192,8 +181,6 @@ def _kind_ok(spec: EventField, kind: Column) -> Column:
 def _value(spec: EventField, sub: Column, kind: Column) -> Column:
     """The field's column value, read from the field's own variant (no second
     path lookup in the document)."""
-    from pyspark.sql import functions as sf
-
     if spec.type in _TEXT_TYPES:
         return kind
     return sf.try_variant_get(sub, "$", SPARK_TYPES[spec.type])
@@ -215,8 +202,6 @@ def classify(
     expression (the UTF-8 check, the JSON parse, each timestamp parse) is a
     column computed once per row and only referenced afterwards.
     """
-    from pyspark.sql import functions as sf
-
     staged = decode(raw, max_record_bytes)
     staged = parse(staged)
     staged = extract(staged, fields)
@@ -234,8 +219,6 @@ def decode(raw: DataFrame, max_record_bytes: int) -> DataFrame:
     """Stage 1, the bytes: ``_decoded`` (the text of a record that fits
     ``max_record_bytes``), ``_utf8`` (it is valid UTF-8) and ``_body`` (the
     text without its leading byte order mark)."""
-    from pyspark.sql import functions as sf
-
     staged = raw.select(
         "*", sf.when(_fits(max_record_bytes), sf.col(DATA).cast("string")).alias("_decoded")
     )
@@ -246,8 +229,6 @@ def decode(raw: DataFrame, max_record_bytes: int) -> DataFrame:
 
 
 def _fits(max_record_bytes: int) -> Column:
-    from pyspark.sql import functions as sf
-
     return sf.length(sf.col(DATA)) <= sf.lit(max_record_bytes)
 
 
@@ -255,8 +236,6 @@ def parse(staged: DataFrame) -> DataFrame:
     """Stage 2, the JSON: ``_wrapped`` (the body parsed inside its sentinel
     wrapper, once), ``_whole`` (the body is one JSON value and whitespace) and
     ``_doc`` (the wrapper, when that value is an object)."""
-    from pyspark.sql import functions as sf
-
     wrapped = sf.concat(sf.lit(_WRAP_OPEN), sf.col("_body"), sf.lit(_WRAP_CLOSE))
     staged = staged.select("*", sf.try_parse_json(wrapped).alias("_wrapped"))
     # The whole text is one JSON value (and whitespace): the sentinel was read.
@@ -275,8 +254,6 @@ def extract(staged: DataFrame, fields: Sequence[EventField]) -> DataFrame:
     """Stage 3, the fields: each one's variant (``_v<i>``, the one path lookup
     per field) and kind (``_k<i>``, what its type check reads), then its
     column value; a timestamp's text as sent, then its parsed instant."""
-    from pyspark.sql import functions as sf
-
     doc = sf.col("_doc")
     staged = staged.select(
         "*",
@@ -304,8 +281,6 @@ def extract(staged: DataFrame, fields: Sequence[EventField]) -> DataFrame:
 
 def _present(i: int) -> Column:
     """Field ``i`` is in the object and not JSON ``null``."""
-    from pyspark.sql import functions as sf
-
     sub = sf.col(f"_v{i}")
     return sub.isNotNull() & ~sf.is_variant_null(sub)
 
@@ -313,8 +288,6 @@ def _present(i: int) -> Column:
 def _field_value(i: int, spec: EventField) -> Column:
     """Field ``i``'s column: its value, or for a timestamp the text as sent
     (the instant is parsed from it afterwards)."""
-    from pyspark.sql import functions as sf
-
     sub = sf.col(f"_v{i}")
     if spec.type == "timestamp":
         raw_text = sf.when(_present(i), sf.try_variant_get(sub, "$", "string"))
@@ -323,14 +296,12 @@ def _field_value(i: int, spec: EventField) -> Column:
 
 
 # One check of the taxonomy: when it fails a record, its reason and message.
-_Check = tuple["Column", str, "Column"]
+_Check = tuple[Column, str, Column]
 
 
 def record_checks(max_record_bytes: int) -> list[_Check]:
     """The checks of the record as a whole, in precedence order: its size, a
     KPL aggregate left whole, its encoding, its JSON."""
-    from pyspark.sql import functions as sf
-
     data = sf.col(DATA)
     return [
         (data.isNull(), MALFORMED_JSON, sf.lit("record has no data")),
@@ -366,8 +337,6 @@ def record_checks(max_record_bytes: int) -> list[_Check]:
 def field_checks(fields: Sequence[EventField]) -> list[_Check]:
     """The checks of the event's fields, in precedence order: every required
     field's presence, then every field's type, then every timestamp's text."""
-    from pyspark.sql import functions as sf
-
     missing: list[_Check] = []
     types: list[_Check] = []
     times: list[_Check] = []
@@ -400,8 +369,6 @@ def judge(
     """Stage 4, the verdict: the first check a record fails (the taxonomy's
     precedence) gives its reason, message and error class; the staged
     columns are dropped."""
-    from pyspark.sql import functions as sf
-
     verdict: Column = sf.lit(None).cast("struct<reason:string,message:string>")
     for cond, reason, message in reversed(
         [*record_checks(max_record_bytes), *field_checks(fields)]
@@ -424,8 +391,6 @@ def judge(
 
 def failures(classified: DataFrame) -> DataFrame:
     """Failure records: original bytes, source coordinates, reason, message."""
-    from pyspark.sql import functions as sf
-
     coordinates = [c.source for c in COORDINATES]
     return classified.where(sf.col(REASON).isNotNull()).select(
         DATA, *coordinates, REASON, MESSAGE, ERROR_CLASS

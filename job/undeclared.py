@@ -12,14 +12,15 @@ finding it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as sf
+from pyspark.sql.types import IntegerType
 
 from job.jvm import jvm_class
 from model.config import EventField
 from model.record import UNDECLARED_FIELDS, UNDECLARED_KEYS
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
 
 # The functions' names in the session, their classes and what they return.
 SIZE_FUNCTION: Final = "streaming_object_size"
@@ -32,8 +33,6 @@ _MEMBERS_TYPE: Final = "struct<fields:string,keys:array<string>>"
 def register_functions(spark: SparkSession) -> None:
     """Registers the two functions in ``spark`` (again is harmless), or says
     which class is missing from the classpath and how to get it."""
-    from pyspark.sql.types import IntegerType
-
     for name in (SIZE_CLASS, MEMBERS_CLASS):
         jvm_class(spark, name)
     spark.udf.registerJavaFunction(SIZE_FUNCTION, SIZE_CLASS, IntegerType())
@@ -72,8 +71,6 @@ def with_undeclared(
     same result from Spark's own expressions (a ``map<string,variant>`` cast,
     ``map_filter``, ``to_json``) cost 12-15 %, mostly because ``map_filter``
     has no generated code and split the stage's generated code in two."""
-    from pyspark.sql import functions as sf
-
     register_functions(staged.sparkSession)
     ones = (sf.when(sub.isNotNull(), sf.lit(1)).otherwise(sf.lit(0)) for sub in subs)
     held = sum(ones, sf.lit(0))

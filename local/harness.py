@@ -34,7 +34,7 @@ from local.summary import RunFigures, Summary, source_line, summarize
 from local.table import TableFigures, figures, read_rows, sql_catalog
 from model.config import JobConfig
 from model.polling import poll_until
-from model.table_layout import column_name
+from model.record import column_name
 from ops.events import EventSchema
 from ops.local_run import (
     FAKE_CREDENTIALS,

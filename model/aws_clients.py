@@ -19,6 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+import boto3
+from botocore.config import Config
+
 
 @dataclass(frozen=True)
 class ClientLimits:
@@ -49,8 +52,6 @@ class ClientLimits:
 
     def botocore_config(self) -> Any:
         """The ``botocore.config.Config`` these limits stand for."""
-        from botocore.config import Config
-
         extra: dict[str, Any] = {}
         if self.max_pool_connections is not None:
             extra["max_pool_connections"] = self.max_pool_connections
@@ -95,8 +96,6 @@ def client(
     names (``aws_access_key_id`` ...), e.g. the emulators' fake ones; without,
     boto3's default chain applies.
     """
-    import boto3
-
     pinned = dict(credentials or {})
     unknown = sorted(set(pinned) - _CREDENTIAL_NAMES)
     if unknown:

@@ -32,7 +32,6 @@ ORIGINAL_URI_HEADER: Final = "original_uri"
 ORIGINAL_BYTES_HEADER: Final = "original_bytes"
 ORIGINAL_SHA256_HEADER: Final = "original_sha256"
 DELIVERY_ERROR_HEADER: Final = "delivery_error"
-POINTER_HEADERS: Final = (ORIGINAL_URI_HEADER, ORIGINAL_BYTES_HEADER, ORIGINAL_SHA256_HEADER)
 MISSING: Final = "-"
 
 Headers = list[tuple[str, bytes]]

@@ -20,11 +20,12 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from model.contract import exit_record_path
-from model.storage_uri import is_s3, local_path, parse_s3_uri
+from model.storage_uri import read_object, write_object
 
 log = logging.getLogger(__name__)
 
@@ -95,15 +96,7 @@ def write_exit_record(checkpoint_location: str, record: ExitRecord, s3_client: A
     path = exit_record_path(checkpoint_location)
     body = record.to_json().encode("utf-8")
     try:
-        if is_s3(path):
-            bucket, key = parse_s3_uri(path)
-            s3_client.put_object(Bucket=bucket, Key=key, Body=body)
-        else:
-            target = Path(local_path(path))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            temporary = target.with_name(target.name + ".tmp")
-            temporary.write_bytes(body)
-            temporary.replace(target)  # a reader never sees half a record
+        write_object(path, body, s3_client)  # locally, a reader never sees half a record
     except Exception as exc:  # best effort: the exit code is what the process returns
         log.warning("could not write the exit record %s: %s: %s", path, type(exc).__name__, exc)
         return False
@@ -113,19 +106,12 @@ def write_exit_record(checkpoint_location: str, record: ExitRecord, s3_client: A
 def read_exit_record(checkpoint_location: str, s3_client: Any = None) -> ExitRecord | None:
     """The last record, or None when the job never wrote one."""
     path = exit_record_path(checkpoint_location)
-    if is_s3(path):
-        from botocore.exceptions import ClientError
-
-        bucket, key = parse_s3_uri(path)
-        try:
-            body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
-                return None
-            raise
-    else:
-        try:
-            body = Path(local_path(path)).read_bytes()
-        except FileNotFoundError:
+    try:
+        body = read_object(path, s3_client)
+    except FileNotFoundError:
+        return None
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
             return None
+        raise
     return ExitRecord.from_json(body, path)

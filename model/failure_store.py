@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from model.aws_clients import FAILURE_STORE_S3, client
 from model.storage_uri import is_s3, local_path, parse_s3_uri
 
 # Sidecar of a local object: what S3 keeps as the object's user metadata.
@@ -139,8 +140,6 @@ def _write_local(path: Path, data: bytes, meta: Mapping[str, str]) -> None:
 
 
 def _s3_client(settings: FailureStoreSettings) -> Any:
-    from model.aws_clients import FAILURE_STORE_S3, client
-
     return client(
         "s3", FAILURE_STORE_S3, region=settings.region, endpoint_url=settings.endpoint_url
     )

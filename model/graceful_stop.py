@@ -14,8 +14,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from model.contract import STOP_BY_HANDOVER, STOP_BY_OPERATOR
-from model.storage_uri import is_s3, local_path, parse_s3_uri
+from model.storage_uri import is_s3, local_path, parse_s3_uri, read_object
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +35,6 @@ class StopMarker:
 
     def present(self) -> bool:
         if is_s3(self.path):
-            from botocore.exceptions import BotoCoreError, ClientError
-
             bucket, key = parse_s3_uri(self.path)
             try:
                 self._s3.head_object(Bucket=bucket, Key=key)
@@ -58,11 +58,7 @@ class StopMarker:
         (``make stop-job``, an empty object from ``aws s3 cp /dev/null``) is an
         operator, whose stop the supervisor honours until the job is started again."""
         try:
-            if is_s3(self.path):
-                bucket, key = parse_s3_uri(self.path)
-                body = self._s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-            else:
-                body = Path(local_path(self.path)).read_bytes()
+            body = read_object(self.path, self._s3)
         except Exception as exc:  # gone meanwhile, or unreadable: the safe answer
             log.warning("stop marker %s unreadable (%s); taken as an operator's", self.path, exc)
             return STOP_BY_OPERATOR

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from model import aws_clients
+from model.config import JobConfig, KafkaOptions
 from model.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
 from model.failure_store import FailureStoreSettings
-
-if TYPE_CHECKING:
-    from model.config import JobConfig, KafkaOptions
 
 
 @dataclass(frozen=True)
@@ -81,10 +80,9 @@ def resolve_bootstrap_servers(
     if not options.cluster_arn:
         raise ValueError("kafka: set bootstrap_servers or cluster_arn")
     if client_factory is None:
-        from model.aws_clients import MSK_LOOKUP, client
 
         def client_factory(*, region_name: str) -> Any:
-            return client("kafka", MSK_LOOKUP, region=region_name)
+            return aws_clients.client("kafka", aws_clients.MSK_LOOKUP, region=region_name)
 
     kafka = client_factory(region_name=region)
     brokers = kafka.get_bootstrap_brokers(ClusterArn=options.cluster_arn)
@@ -102,7 +100,9 @@ def resolve_bootstrap_servers(
 
 def msk_iam_token(region: str) -> tuple[str, float]:
     """OAUTHBEARER callback for MSK IAM: a signed token and its expiry (seconds)."""
-    from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
+    # optional: the signer is the job's dependency (job/requirements.lock), not the
+    # model's, which imports where only the CDK packages and boto3 are installed
+    from aws_msk_iam_sasl_signer import MSKAuthTokenProvider  # optional: MSK IAM only
 
     token, expiry_ms = MSKAuthTokenProvider.generate_auth_token(region)
     return str(token), float(expiry_ms) / 1000.0

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from botocore.exceptions import ClientError
+
 from model.kinesis_offsets import ShardState
 from model.storage_uri import is_s3, local_path, parse_s3_uri
 
@@ -136,8 +138,6 @@ class S3EndStore:
         return f"{self.prefix}{_name(batch, shard_id)}"
 
     def put_once(self, batch: int, shard_id: str, end: ShardEnd) -> ShardEnd:
-        from botocore.exceptions import ClientError
-
         body = json.dumps(end.to_json()).encode()
         try:
             self.client.put_object(
@@ -161,8 +161,6 @@ class S3EndStore:
         return end
 
     def get(self, batch: int, shard_id: str) -> ShardEnd | None:
-        from botocore.exceptions import ClientError
-
         key = self._key(batch, shard_id)
         try:
             reply = self.client.get_object(Bucket=self.bucket, Key=key)

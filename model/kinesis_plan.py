@@ -117,13 +117,6 @@ def resolve(offset: BatchOffset, end_of: Callable[[int, str], ShardEnd | None]) 
     return Resolved(offset.batch, positions, more)
 
 
-def next_offset(resolved: Resolved, readable: Sequence[ShardInfo], tracked: Offsets) -> BatchOffset:
-    """The offset of the batch after ``resolved.batch``: it starts at
-    ``tracked`` (the resolved positions against the current shard list) and
-    reads ``readable``."""
-    return BatchOffset(resolved.batch + 1, tracked, tuple(readable))
-
-
 @dataclass(frozen=True)
 class ShardRead:
     """One shard's part of one task: read from ``start``; ``until`` set only

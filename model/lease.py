@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from botocore.exceptions import ClientError
+
 from model.polling import wait_for
 from model.storage_uri import is_s3, local_path, parse_s3_uri
 
@@ -174,8 +176,6 @@ class S3Lease:
         return json.dumps(body).encode(), expires
 
     def _put(self, **condition: str) -> bool:
-        from botocore.exceptions import ClientError
-
         body, expires = self._body()
         try:
             reply = self.client.put_object(Bucket=self.bucket, Key=self.key, Body=body, **condition)
@@ -190,8 +190,6 @@ class S3Lease:
         return True
 
     def _current(self) -> tuple[dict[str, Any], str] | None:
-        from botocore.exceptions import ClientError
-
         try:
             reply = self.client.get_object(Bucket=self.bucket, Key=self.key)
         except ClientError as exc:

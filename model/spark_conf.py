@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from model.jvm import local_jar
+
 
 @dataclass(frozen=True)
 class ExecutorSizing:
@@ -146,8 +148,6 @@ def local_conf(work_dir: str) -> dict[str, str]:
     metastore and a warehouse under ``work_dir`` (never the repo root), no UI,
     and the job's jar (``model.jvm``) as ``make install`` built it (on EMR
     the step's ``--jars`` carries it)."""
-    from model.jvm import local_jar
-
     conf = streaming_conf(LOCAL_SIZING)
     conf.update(
         {

@@ -1,10 +1,14 @@
 """Where a path lives: ``s3://`` (also ``s3a://``/``s3n://``) or the local file system.
 
 The lease, the stop marker and the job's start-up all accept either, so the
-same configuration shape runs on EMR and on a laptop.
+same configuration shape runs on EMR and on a laptop; :func:`read_object` and
+:func:`write_object` read and write a small object at either.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
@@ -24,3 +28,28 @@ def is_s3(path: str) -> bool:
 def local_path(path: str) -> str:
     """A local path with any ``file://`` prefix removed."""
     return path.removeprefix("file://")
+
+
+def read_object(path: str, s3_client: Any = None) -> bytes:
+    """The bytes at ``path``: an S3 object (read with ``s3_client``) or a local
+    file. A missing one raises as its store does (botocore's ``ClientError``,
+    ``FileNotFoundError``)."""
+    if is_s3(path):
+        bucket, key = parse_s3_uri(path)
+        return bytes(s3_client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    return Path(local_path(path)).read_bytes()
+
+
+def write_object(path: str, body: bytes, s3_client: Any = None) -> None:
+    """``body`` at ``path``: an S3 put (with ``s3_client``), or a local file
+    replaced whole (written beside it, then renamed: a reader never sees half
+    of it), its directory made if needed."""
+    if is_s3(path):
+        bucket, key = parse_s3_uri(path)
+        s3_client.put_object(Bucket=bucket, Key=key, Body=body)
+        return
+    target = Path(local_path(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(target.name + ".tmp")
+    temporary.write_bytes(body)
+    temporary.replace(target)

@@ -22,52 +22,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal
 
+from model.config import EventField
 from model.record import (
-    BATCH_ID,
     EVOLVED_COLUMNS,
     GLUE_TYPES,
     SEED_COLUMNS,
-    UNDECLARED_FIELDS,
     ColumnType,
     column_name,
     field_columns,
-    raw_column_name,
 )
-
-if TYPE_CHECKING:
-    from model.config import EventField
-
-__all__ = [
-    "BATCH_ID",
-    "EVOLVED_COLUMNS",
-    "SOURCE_COLUMNS",
-    "TYPE_PROMOTIONS",
-    "UNDECLARED_FIELDS",
-    "ColumnType",
-    "Partitioning",
-    "TableColumn",
-    "TimeTransform",
-    "column_name",
-    "event_columns",
-    "evolved_columns",
-    "partitioning",
-    "raw_column_name",
-    "seed_columns",
-    "table_columns",
-]
-
-# The columns after the event's: where each row came from (the source's
-# coordinates, named as :data:`model.record.COORDINATES` says) and which
-# micro-batch wrote it. Columns added after the first tables were created
-# (:data:`model.record.EVOLVED_COLUMNS`) reach a table the stack created before
-# them from the job at start (:mod:`job.table.evolution`), appended after the
-# others, which is also where a new table has them. The stack's
-# CloudFormation definition stays the creation-time seed (:func:`seed_columns`):
-# changing it would make CloudFormation rewrite every live table
-# (docs/infra.md, "The events table").
-SOURCE_COLUMNS: Final = SEED_COLUMNS
 
 # Iceberg's type promotions between the table's column types (the spec's
 # "Schema Evolution", https://iceberg.apache.org/spec/#schema-evolution; decimal
@@ -99,10 +64,19 @@ def event_columns(fields: Sequence[EventField]) -> tuple[TableColumn, ...]:
     )
 
 
+# The columns after the event's: where each row came from (the source's
+# coordinates, named as :data:`model.record.COORDINATES` says) and which
+# micro-batch wrote it. Columns added after the first tables were created
+# (:data:`model.record.EVOLVED_COLUMNS`) reach a table the stack created before
+# them from the job at start (:mod:`job.table.evolution`), appended after the
+# others, which is also where a new table has them. The stack's
+# CloudFormation definition stays the creation-time seed (:func:`seed_columns`):
+# changing it would make CloudFormation rewrite every live table
+# (docs/infra.md, "The events table").
 def seed_columns(fields: Sequence[EventField]) -> tuple[TableColumn, ...]:
     """The columns a table is created with by the stack (its CloudFormation
     definition, fixed once deployed): every column but the evolved ones."""
-    return (*event_columns(fields), *(TableColumn(n, t) for n, t in SOURCE_COLUMNS))
+    return (*event_columns(fields), *(TableColumn(n, t) for n, t in SEED_COLUMNS))
 
 
 def evolved_columns() -> tuple[TableColumn, ...]:

@@ -29,12 +29,18 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as sf
 
 from job.python_worker import keep_archive_directories
 from job.sinks.kafka import deliver
 from job.table.files import write_data_files
 from job.transform import event_columns
+from model.config import EventField
 from model.kafka_settings import KafkaSettings
 from model.record import (
     BATCH_ID,
@@ -46,13 +52,6 @@ from model.record import (
     UNDECLARED_FIELDS,
     UNDECLARED_KEYS,
 )
-from model.table_layout import table_columns
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyspark.sql import DataFrame
-
-    from model.config import EventField
 
 # One row per task, back to the driver.
 RESULT_SCHEMA: Final = (
@@ -87,8 +86,6 @@ def output_rows(batch: DataFrame, *, fields: Sequence[EventField], batch_id: int
     ``batch`` is what :func:`job.micro_batch.prepare` made: classified and
     de-duplicated, a valid row's bytes already dropped before the shuffle
     (:func:`job.dedup.dedup_input`), so they never cross into Python."""
-    from pyspark.sql import functions as sf
-
     return batch.select(
         *(name for name, _ in event_columns(fields)),
         *(sf.col(c.source).alias(c.column) for c in COORDINATES),
@@ -102,20 +99,9 @@ def output_rows(batch: DataFrame, *, fields: Sequence[EventField], batch_id: int
     )
 
 
-def valid_rows(batch: DataFrame, *, fields: Sequence[EventField], batch_id: int) -> DataFrame:
-    """Valid events as the table stores them."""
-    from pyspark.sql import functions as sf
-
-    table = [column.name for column in table_columns(fields)]
-    rows = output_rows(batch, fields=fields, batch_id=batch_id)
-    return rows.where(sf.col(REASON).isNull()).select(*table)
-
-
 def undeclared_key_counts(batch: pa.RecordBatch) -> Counter[str]:
     """How many valid rows of ``batch`` carry each undeclared key. Vectorized
     (Arrow's ``value_counts`` over the flattened key lists): no Python per row."""
-    import pyarrow.compute as pc
-
     keys = batch.filter(pc.is_null(batch.column(REASON))).column(UNDECLARED_KEYS)
     if keys.null_count == len(keys):
         return Counter()
@@ -130,8 +116,6 @@ def split(
     """The valid rows in table shape, and the failure rows as dicts keyed by
     the coordinates' table columns (:func:`job.sinks.kafka.deliver` reads
     them by the same names)."""
-    import pyarrow.compute as pc
-
     reason = batch.column(REASON)
     valid = batch.filter(pc.is_null(reason)).select(list(table_columns))
     failed = batch.filter(pc.is_valid(reason))
@@ -156,9 +140,6 @@ def batch_task(
     props = dict(io_properties)
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         # From this worker's next task on, no archive re-read before the task starts.
         keep_archive_directories()
         rows = 0

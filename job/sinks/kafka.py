@@ -27,6 +27,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from confluent_kafka import Producer
+from pyspark import TaskContext
+
 from model.claim_check import (
     Pointer,
     fits_inline,
@@ -97,11 +100,7 @@ class ProducerCache:
         if kept is not None:
             producer = kept[0]
         else:
-            factory = self._factory
-            if factory is None:
-                from confluent_kafka import Producer
-
-                factory = Producer
+            factory = self._factory or Producer
             producer = factory(producer_config(settings))
         self._kept[settings] = (producer, now)
         return producer
@@ -128,8 +127,6 @@ def deliver(
     if producers is None:
         # Kept only inside a Spark task; a driver-side caller (a script, a
         # test) gets a producer of its own, gone with the call.
-        from pyspark import TaskContext
-
         producers = WORKER_PRODUCERS if TaskContext.get() is not None else ProducerCache()
     if store is None and settings.store is not None:
         store = worker_store(settings.store)

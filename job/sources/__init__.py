@@ -21,31 +21,18 @@ checkpoint exists, both readers resume from the offsets stored in it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
 
 from job.sources.aws_kinesis import connector_options, require_connector
+from job.sources.kinesis_consumer import register_consumer
+from job.sources.kinesis_options import CONSUMER_ARN, METADATA_PATH, READ_TASKS, S3_ENDPOINT_URL
+from job.sources.kinesis_python import FORMAT_NAME, register
+from model.config import JobConfig
 from model.record import SHARD, SOURCE_COLUMNS, SUB_SEQUENCE
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-    from model.config import JobConfig
-
-__all__ = ["SOURCE_COLUMNS", "SOURCE_SCHEMA", "describe_source", "normalized", "read_stream"]
-
 log = logging.getLogger(__name__)
-
-
-def __getattr__(name: str) -> Any:
-    """``SOURCE_SCHEMA`` on first use: it is a pyspark ``StructType``, and this
-    package holds light modules too (:mod:`model.kpl`, which the
-    classification imports), so importing the package must not import pyspark
-    (tests/test_light_imports.py)."""
-    if name == "SOURCE_SCHEMA":
-        from job.sources.schema import SOURCE_SCHEMA
-
-        return SOURCE_SCHEMA
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def describe_source(config: JobConfig) -> str:
@@ -66,13 +53,9 @@ def read_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
         require_connector(spark)  # exit 2 with the jar path, not a bare lookup error
         frame = spark.readStream.format("aws-kinesis").options(**options).load()
     elif fmt == "python-kinesis":
-        from job.sources.kinesis_python import FORMAT_NAME, register
-
         register(spark)
         options.update(python_reader_options(spark, config))
         if config.source.consumer_type == "SubscribeToShard":
-            from job.sources.kinesis_efo import register_consumer
-
             # Once, on the driver, before the query: the stack's consumer (by
             # ARN) must be ACTIVE, or the start stops; the tasks subscribe
             # through it.
@@ -89,13 +72,6 @@ def python_reader_options(spark: SparkSession, config: JobConfig) -> dict[str, s
     batch may have (Spark's default parallelism: the executors' total cores
     on a cluster, ``n`` for ``local[n]``), and the S3 endpoint for an
     ``s3://`` checkpoint."""
-    from job.sources.kinesis_options import (
-        CONSUMER_ARN,
-        METADATA_PATH,
-        READ_TASKS,
-        S3_ENDPOINT_URL,
-    )
-
     options = {
         METADATA_PATH: config.source_ends_uri,
         READ_TASKS: str(spark.sparkContext.defaultParallelism),
@@ -111,8 +87,6 @@ def normalized(frame: DataFrame) -> DataFrame:
     """``frame`` with exactly the SOURCE_SCHEMA columns, in order: the JVM
     connector has no ``shardId`` and no ``subSequenceNumber``, so they are
     added as nulls."""
-    from pyspark.sql import functions as sf
-
     if SHARD.source not in frame.columns:
         frame = frame.withColumn(SHARD.source, sf.lit(None).cast("string"))
     if SUB_SEQUENCE.source not in frame.columns:

@@ -20,12 +20,11 @@ connector's ``KinesisOptions``:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
+
+from pyspark.sql import SparkSession
 
 from model.config import ConfigError, JobConfig
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 FORMAT: Final = "aws-kinesis"
 # Where EMR images ship the awslabs connector (EMR Release Guide: releases

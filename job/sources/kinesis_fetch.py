@@ -34,7 +34,11 @@ from datetime import UTC, datetime
 from functools import lru_cache, partial
 from typing import Any, Final, TypeVar
 
+from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.exceptions import HTTPClientError
+
 from job.sources.kinesis_options import ReaderOptions
+from model.aws_clients import ClientLimits, client
 from model.kinesis_offsets import ShardInfo, ShardState, sequence_key
 
 RETRYABLE_CODES: Final = frozenset(
@@ -72,9 +76,6 @@ def error_code(exc: BaseException) -> str | None:
 def is_retryable(exc: BaseException) -> bool:
     if error_code(exc) in RETRYABLE_CODES:
         return True
-    from botocore.exceptions import ConnectionError as BotoConnectionError
-    from botocore.exceptions import HTTPClientError
-
     return isinstance(exc, BotoConnectionError | HTTPClientError)
 
 
@@ -118,8 +119,6 @@ def make_client(options: ReaderOptions) -> Any:
     batch, and a new client (a session, the service model, the endpoint
     rules) costs tens of milliseconds each time; botocore clients are
     thread-safe."""
-    from model.aws_clients import ClientLimits, client
-
     limits = ClientLimits(
         connect_timeout_sec=options.connect_timeout_sec,
         read_timeout_sec=options.read_timeout_sec,

@@ -40,14 +40,19 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, TypeVar
 
+import pyarrow as pa
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
 
+from job.sources.kinesis_consumer import ensure_consumer
 from job.sources.kinesis_fetch import DataLossError, ShardReader, make_client
 from job.sources.kinesis_options import ReaderOptions, parse_options
 from job.sources.kinesis_task import batch_reader, read_shard, read_task, uses_fan_out
 from job.sources.schema import SOURCE_SCHEMA
+from model.aws_clients import JOB_S3, client
 from model.kinesis_ends import BATCHES_TO_RETAIN, EndStore, open_store
 from model.kinesis_offsets import (
     Offsets,
@@ -70,11 +75,6 @@ from model.kinesis_plan import (
     shard_reads,
 )
 from model.storage_uri import is_s3
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyspark.sql import SparkSession
-    from pyspark.sql.types import StructType
 
 FORMAT_NAME: Final = "python-kinesis"
 # Threads reading (or probing) shards in parallel within one process
@@ -138,8 +138,6 @@ class KinesisStreamReader(DataSourceStreamReader):
         if self._store is None:
             s3 = None
             if is_s3(self.options.metadata_path):
-                from model.aws_clients import JOB_S3, client
-
                 s3 = client(
                     "s3",
                     JOB_S3,
@@ -155,10 +153,6 @@ class KinesisStreamReader(DataSourceStreamReader):
         if not uses_fan_out(self.options):
             return None
         if self._consumer_arn is None:
-            from job.sources.kinesis_efo import (
-                ensure_consumer,
-            )
-
             self._consumer_arn = str(ensure_consumer(self.shard_reader.client, self.options))
         return self._consumer_arn
 

@@ -21,24 +21,18 @@ vectorized prefix test over its data column.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from job.sources.schema import SOURCE_SCHEMA, SUB_SEQUENCE_NUMBER
 from model.kpl import MAGIC, AggregateError, deaggregate
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-
-def _arrow_schema() -> pa.Schema:
-    """SOURCE_SCHEMA as Spark maps it to Arrow (timestamps in UTC): the JVM
-    rejects a batch whose schema differs."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(SOURCE_SCHEMA)
-
-
-ARROW_SCHEMA: Final = _arrow_schema()
+# SOURCE_SCHEMA as Spark maps it to Arrow (timestamps in UTC): the JVM rejects
+# a batch whose schema differs.
+ARROW_SCHEMA: Final[pa.Schema] = to_arrow_schema(SOURCE_SCHEMA)
 
 
 def records_to_batch(
@@ -50,9 +44,6 @@ def records_to_batch(
     ``ApproximateArrivalTimestamp`` is a timezone-aware datetime (botocore
     parses it so); Arrow stores the instant in UTC, whatever its zone.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     data = pa.array([bytes(record["Data"]) for record in records], pa.binary())
     # One vectorized prefix test: a Python loop over the records cost as much
     # as building the data column itself.
@@ -87,8 +78,6 @@ def _user_records_to_batch(
 ) -> pa.RecordBatch:
     """A batch holding at least one aggregate: record by record, each
     aggregate expanded where it stands."""
-    import pyarrow as pa
-
     payloads: list[bytes] = []
     keys: list[str | None] = []
     sequences: list[str] = []

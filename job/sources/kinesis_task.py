@@ -24,17 +24,17 @@ The one place that picks polling or enhanced fan-out is :func:`batch_reader`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pyarrow as pa
+
+from job.sources.kinesis_efo import EfoShardReader
 from job.sources.kinesis_fetch import ShardBatch, ShardReader
 from job.sources.kinesis_options import ReaderOptions
 from job.sources.kinesis_rows import records_to_batch
 from model.kinesis_ends import EndStore, ShardEnd
 from model.kinesis_offsets import ShardInfo, ShardState
 from model.kinesis_plan import ShardRead
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 BatchReader = Callable[[ShardInfo, ShardState], ShardBatch]
 InThreads = Callable[
@@ -59,8 +59,6 @@ def batch_reader(
     if uses_fan_out(options):
         if consumer_arn is None:
             raise ValueError("kinesis.consumerType SubscribeToShard: no consumer ARN was resolved")
-        from job.sources.kinesis_efo import EfoShardReader
-
         efo: BatchReader = EfoShardReader(
             client, options, consumer_arn, fallback=polling.next_batch
         ).next_batch

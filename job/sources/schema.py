@@ -62,5 +62,3 @@ CONNECTOR_SCHEMA: Final = StructType(
 SOURCE_SCHEMA: Final = StructType(
     [StructField(name, _TYPES[name], True) for name in record.SOURCE_COLUMNS]
 )
-
-SOURCE_COLUMNS: Final = record.SOURCE_COLUMNS

@@ -18,7 +18,11 @@ unreachable fails the batch, so its offsets are not committed.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.glue import GlueCatalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
 
 from job.retry import with_retries
 from job.table.checks import schema_problems, spec_problems
@@ -27,10 +31,6 @@ from model import aws_clients
 from model.config import ConfigError, JobConfig
 from model.table_layout import partitioning
 from model.table_properties import missing_properties, table_properties
-
-if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +52,6 @@ def open_catalog(config: JobConfig) -> Catalog:
     props: dict[str, str] = file_io_properties(config)
     if options.type == "sql":
         return _open_sql(options.uri, options.warehouse, props)
-    from pyiceberg.catalog.glue import GlueCatalog
-
     glue = aws_clients.client(
         "glue", aws_clients.GLUE_CATALOG, region=config.region, endpoint_url=options.endpoint_url
     )
@@ -67,8 +65,10 @@ def _open_sql(uri: str | None, warehouse: str | None, props: dict[str, str]) -> 
     second ``CREATE`` fails with ``table iceberg_tables already exists``. The
     tables then exist, so opening again succeeds: retried once, that error
     only."""
-    from pyiceberg.catalog.sql import SqlCatalog
-    from sqlalchemy.exc import OperationalError
+    # optional: SQLAlchemy, which the SQL catalog needs, is local only (not in
+    # job/requirements.lock, so not on EMR)
+    from pyiceberg.catalog.sql import SqlCatalog  # optional: SQLAlchemy, local only
+    from sqlalchemy.exc import OperationalError  # optional: SQLAlchemy, local only
 
     assert uri is not None and warehouse is not None
     try:
@@ -131,8 +131,6 @@ def ensure_table(
 
     ``loaded``: the table as the caller already loaded it (the job's start:
     loaded once, evolved, then checked here), so it is not loaded again."""
-    from pyiceberg.exceptions import NoSuchTableError
-
     name = f"{config.database}.{config.table}"
     if loaded is not None:
         table = loaded

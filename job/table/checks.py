@@ -12,16 +12,13 @@ write into another one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
 
 from job.table.schema import iceberg_transform, iceberg_type
+from model.config import EventField
 from model.table_layout import Partitioning, table_columns
-
-if TYPE_CHECKING:
-    from pyiceberg.schema import Schema
-    from pyiceberg.table import Table
-
-    from model.config import EventField
 
 
 def schema_problems(table_name: str, found: Schema, fields: Sequence[EventField]) -> list[str]:

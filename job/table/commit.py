@@ -32,15 +32,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
+
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table
 
 from job.retry import with_retries
 from model.config import CatalogOptions, TableMaintenance
 from model.table_layout import BATCH_ID_SUMMARY, QUERY_ID_SUMMARY
-
-if TYPE_CHECKING:
-    from pyiceberg.manifest import DataFile
-    from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,10 @@ Athena reads. Two kinds of columns get there this way:
 
 Each added column is optional and appended after the others; the data files
 written before it read it as null. A column whose type the declaration widened
-is promoted in place, as Iceberg allows (:data:`PROMOTIONS`: the spec's "Schema
-Evolution" section, https://iceberg.apache.org/spec/#schema-evolution; Athena
-reads the same promotions,
+is promoted in place, as Iceberg allows
+(:data:`model.table_layout.TYPE_PROMOTIONS`: the spec's "Schema Evolution"
+section, https://iceberg.apache.org/spec/#schema-evolution; Athena reads the
+same promotions,
 https://docs.aws.amazon.com/athena/latest/ug/querying-iceberg-evolving-table-schema.html). A
 narrowing, or any other change of type, is not made here: synth refuses it, and
 :func:`job.table.catalog.ensure_table` stops the job on a table that still
@@ -37,24 +38,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
 
 from job.retry import with_retries
 from job.table.catalog import load_table
 from job.table.schema import iceberg_schema
+from model.config import EventField, JobConfig
 from model.table_layout import TYPE_PROMOTIONS, table_columns
 
-if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
-    from pyiceberg.schema import Schema
-    from pyiceberg.table import Table
-
-    from model.config import EventField, JobConfig
-
 log = logging.getLogger(__name__)
-
-# Iceberg's valid type promotions (spec, "Schema Evolution"), by Iceberg's type names.
-PROMOTIONS: Final = TYPE_PROMOTIONS
 
 
 @dataclass(frozen=True)
@@ -88,14 +84,9 @@ def plan_evolution(found: Schema, fields: Sequence[EventField]) -> Evolution:
         wanted = str(contract.find_field(column.name).field_type)
         if column.name not in have:
             added.append(column.name)
-        elif (have[column.name], wanted) in PROMOTIONS:
+        elif (have[column.name], wanted) in TYPE_PROMOTIONS:
             promoted.append((column.name, have[column.name], wanted))
     return Evolution(tuple(added), tuple(promoted))
-
-
-def missing_columns(found: Schema, fields: Sequence[EventField]) -> list[str]:
-    """The contract's columns ``found`` lacks, in the contract's order."""
-    return list(plan_evolution(found, fields).added)
 
 
 def apply_evolution(table: Table, fields: Sequence[EventField]) -> Evolution:
@@ -116,8 +107,6 @@ def apply_evolution(table: Table, fields: Sequence[EventField]) -> Evolution:
 
 def evolve_table(config: JobConfig, catalog: Catalog | None = None) -> Evolution:
     """Bring the live table to the job's columns; what was changed."""
-    from pyiceberg.exceptions import NoSuchTableError
-
     try:
         table = load_table(config, catalog)
     except NoSuchTableError:

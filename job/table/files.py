@@ -20,19 +20,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyiceberg.manifest import DataFile
+import pyarrow as pa
+from pyiceberg.io import load_file_io
+from pyiceberg.io.pyarrow import _dataframe_to_data_files
+from pyiceberg.manifest import DataFile
+from pyiceberg.table.metadata import TableMetadataUtil
 
 
 def _naive_utc(batch: pa.RecordBatch) -> pa.RecordBatch:
     """Spark hands timestamps as ``timestamp[us, tz=UTC]`` (the session zone is
     UTC); the table's columns are Iceberg ``timestamp`` holding UTC instants,
     so the zone is dropped, never the value shifted."""
-    import pyarrow as pa
-
     columns = []
     fields = []
     for field, column in zip(batch.schema, batch.columns, strict=True):
@@ -50,11 +49,6 @@ def write_data_files(
     metadata_json: str, io_properties: Mapping[str, str], batches: Iterable[pa.RecordBatch]
 ) -> list[DataFile]:
     """The data files for these rows (none for no rows)."""
-    import pyarrow as pa
-    from pyiceberg.io import load_file_io
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files
-    from pyiceberg.table.metadata import TableMetadataUtil
-
     arrow = [_naive_utc(b) for b in batches if b.num_rows]
     if not arrow:
         return []

@@ -8,23 +8,23 @@ import-light for :mod:`infra`, and this module is what translates it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from model.table_layout import ColumnType, Partitioning, TimeTransform, table_columns
+from pyiceberg import types
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import parse_transform
+from pyiceberg.types import NestedField
 
-if TYPE_CHECKING:
-    from pyiceberg.partitioning import PartitionSpec
-    from pyiceberg.schema import Schema
-
-    from model.config import EventField
+from model.config import EventField
+from model.record import ColumnType
+from model.table_layout import Partitioning, TimeTransform, table_columns
 
 # Iceberg's partition field ids start here (pyiceberg's PARTITION_FIELD_ID_START).
 FIRST_PARTITION_FIELD_ID = 1000
 
 
 def iceberg_type(kind: ColumnType) -> Any:
-    from pyiceberg import types
-
     return {
         "string": types.StringType(),
         "int": types.IntegerType(),
@@ -38,17 +38,12 @@ def iceberg_type(kind: ColumnType) -> Any:
 
 def iceberg_transform(kind: TimeTransform) -> Any:
     """pyiceberg's transform of that name (``"day"`` -> ``DayTransform()``)."""
-    from pyiceberg.transforms import parse_transform
-
     return parse_transform(kind)
 
 
 def iceberg_schema(fields: Sequence[EventField]) -> Schema:
     """The table's schema: every column optional (a missing optional event
     field is a null, and Spark's Arrow batches are nullable throughout)."""
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import NestedField
-
     return Schema(
         *(
             NestedField(field_id=i, name=col.name, field_type=iceberg_type(col.type))
@@ -59,8 +54,6 @@ def iceberg_schema(fields: Sequence[EventField]) -> Schema:
 
 def partition_spec(schema: Schema, partitioning: Partitioning) -> PartitionSpec:
     """The spec a new table is created with."""
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-
     source = schema.find_field(partitioning.source_column)
     return PartitionSpec(
         PartitionField(

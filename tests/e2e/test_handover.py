@@ -27,7 +27,7 @@ from typing import Final
 
 import pytest
 
-from job.driver import EXIT_LEASE_HELD
+from job.outcome import EXIT_LEASE_HELD
 from local.emulators import Emulators
 from model import contract
 from model.exit_record import read_exit_record

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from job.driver import EXIT_LEASE_HELD
+from job.outcome import EXIT_LEASE_HELD
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from model.kinesis_ends import open_store

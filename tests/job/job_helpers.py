@@ -6,15 +6,17 @@ import json
 import re
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from job.sinks.batch_task import output_rows, split
 from job.sources.schema import SOURCE_SCHEMA
 from local.table import sql_catalog
-from model.config import JobConfig
+from model.config import EventField, JobConfig
 from model.kafka_settings import KafkaSettings
+from model.table_layout import table_columns
 
 ARRIVAL = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -39,6 +41,20 @@ def raw_rows(
 
 def raw_frame(spark: Any, records: list[bytes], **kw: Any) -> Any:
     return spark.createDataFrame(raw_rows(records, **kw), SOURCE_SCHEMA)
+
+
+def table_rows(batch: Any, *, fields: Sequence[EventField], batch_id: int) -> Any:
+    """The valid rows of a classified batch as the job writes them to the table:
+    :func:`job.sinks.batch_task.output_rows` on the driver, then each task's
+    :func:`job.sinks.batch_task.split` (the table's columns, in its order)."""
+    columns = tuple(column.name for column in table_columns(fields))
+    rows = output_rows(batch, fields=fields, batch_id=batch_id)
+
+    def valid(batches: Iterable[Any]) -> Iterator[Any]:
+        for arrow in batches:
+            yield split(arrow, columns)[0]
+
+    return rows.mapInArrow(valid, rows.select(*columns).schema)
 
 
 def job_config(

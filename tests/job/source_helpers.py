@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from job.sources.kinesis_options import ReaderOptions
 from model import aws_clients
 from model.config import JobConfig
 from model.kinesis_ends import ShardEnd
@@ -279,3 +280,53 @@ def client_error(code: str) -> Exception:
     from botocore.exceptions import ClientError
 
     return ClientError({"Error": {"Code": code, "Message": code}}, "GetRecords")
+
+
+# The enhanced fan-out tests (job.sources.kinesis_consumer, kinesis_subscription,
+# kinesis_efo): a SubscribeToShard event, a clock that sleeps at once, options.
+
+
+def efo_record(seq: int) -> dict[str, Any]:
+    return {
+        "SequenceNumber": str(seq),
+        "Data": f"r{seq}".encode(),
+        "PartitionKey": "k",
+        "ApproximateArrivalTimestamp": datetime(2026, 1, 1, tzinfo=UTC),
+    }
+
+
+def efo_event(
+    seqs: list[int], behind: int = 0, *, children: bool = False, cont: str | None = "x"
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "Records": [efo_record(s) for s in seqs],
+        "ContinuationSequenceNumber": str(seqs[-1]) if seqs and cont else cont,
+        "MillisBehindLatest": behind,
+    }
+    if children:
+        body["ChildShards"] = [{"ShardId": "shardId-000000000001", "ParentShards": []}]
+        body["ContinuationSequenceNumber"] = None
+    return {"SubscribeToShardEvent": body}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+EFO_OPTIONS = ReaderOptions(
+    stream_name="s",
+    region="us-east-1",
+    max_fetch_records_per_shard=100,
+    max_fetch_time_per_shard_sec=10,
+    consumer_type="SubscribeToShard",
+    consumer_name="c",
+)

@@ -23,8 +23,9 @@ from moto import mock_aws
 
 from bench.dedup import builtin_prepare
 from job.dedup_seed import read_seed
-from job.driver import EXIT_BAD_CONFIG, main
+from job.driver import main
 from job.micro_batch import prepare
+from job.outcome import EXIT_BAD_CONFIG
 from job.sources.schema import SOURCE_SCHEMA
 from job.table.catalog import ensure_table
 from local.emulators import Endpoints

@@ -1,7 +1,7 @@
 """process_batch on static (prepared) frames: both outputs, the exactly-once
 commit of a replayed batch, duplicates within a batch, one shuffle, and a Kafka
 outage that must fail the batch. Duplicates ACROSS batches are the state
-store's job: tests/job/test_job_stream.py runs them through a streaming query."""
+store's job: tests/job/test_query.py runs them through a streaming query."""
 
 from __future__ import annotations
 

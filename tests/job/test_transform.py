@@ -8,12 +8,19 @@ from typing import Any
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from job.sinks.batch_task import valid_rows
 from job.transform import classify, failures, parse_timestamp, utc_date
 from model.config import DEFAULT_EVENT_FIELDS, EventField
-from model.record import ERROR_CLASS, MESSAGE, REASON, REASONS, UNDECLARED_FIELDS, UNDECLARED_KEYS
-from model.table_layout import column_name, table_columns
-from tests.job.job_helpers import event, raw_frame
+from model.record import (
+    ERROR_CLASS,
+    MESSAGE,
+    REASON,
+    REASONS,
+    UNDECLARED_FIELDS,
+    UNDECLARED_KEYS,
+    column_name,
+)
+from model.table_layout import table_columns
+from tests.job.job_helpers import event, raw_frame, table_rows
 
 MAX = 2_048
 
@@ -235,7 +242,7 @@ def test_nothing_is_dropped_every_record_is_valid_or_a_failure(spark: Any) -> No
     records = [event(f"e{i}") for i in range(5)] + [b"bad", b"[]", event("x", payload=1)]
     frame = classify(raw_frame(spark, records), max_record_bytes=MAX).cache()
     try:
-        valid = valid_rows(frame, fields=DEFAULT_EVENT_FIELDS, batch_id=0)
+        valid = table_rows(frame, fields=DEFAULT_EVENT_FIELDS, batch_id=0)
         assert valid.count() + failures(frame).count() == len(records)
         assert valid.count() == 5
     finally:
@@ -245,7 +252,7 @@ def test_nothing_is_dropped_every_record_is_valid_or_a_failure(spark: Any) -> No
 def test_valid_row_values_raw_string_kept_and_payload_as_json(spark: Any) -> None:
     records = [event("a", "2026-01-02T03:04:05.123456789+09:00", payload={"k": [1, 2]})]
     frame = classify(raw_frame(spark, records), max_record_bytes=MAX)
-    valid = valid_rows(frame, fields=DEFAULT_EVENT_FIELDS, batch_id=7)
+    valid = table_rows(frame, fields=DEFAULT_EVENT_FIELDS, batch_id=7)
     expected = spark.createDataFrame(
         [
             (
@@ -284,7 +291,7 @@ def test_undeclared_keys_are_kept_as_compact_json_and_named(spark: Any) -> None:
         "4": ('{"channel":"app"}', ["channel"], "missing_field"),
         "5": (None, None, "malformed_json"),
     }
-    valid = valid_rows(frame, fields=DEFAULT_EVENT_FIELDS, batch_id=1)
+    valid = table_rows(frame, fields=DEFAULT_EVENT_FIELDS, batch_id=1)
     assert UNDECLARED_KEYS not in valid.columns
     kept = {r["id"]: r[UNDECLARED_FIELDS] for r in valid.collect()}
     web = '{"Type":{"x":[1,null]},"channel":"web"}'

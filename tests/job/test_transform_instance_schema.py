@@ -14,13 +14,11 @@ from typing import Any
 from infra.config import InstanceConfig, load_instances, read_cdk_context
 from infra.job_config import job_config_for
 from job.micro_batch import prepare
-from job.sinks.batch_task import valid_rows
-from job.sources.schema import SOURCE_COLUMNS
 from job.transform import failures
 from model.config import RESERVED_COLUMNS, JobConfig
-from model.record import ERROR_CLASS, MESSAGE, REASON, UNDECLARED_KEYS
+from model.record import ERROR_CLASS, MESSAGE, REASON, SOURCE_COLUMNS, UNDECLARED_KEYS
 from tests.fixtures import SCHEMAS_CDK_JSON
-from tests.job.job_helpers import raw_frame
+from tests.job.job_helpers import raw_frame, table_rows
 
 AT = "2026-01-02T03:04:05.123456789+09:00"
 # Valid for payments only: no ``id``/``occurredAt``/``type``/``payload``.
@@ -58,7 +56,7 @@ def _encode(body: dict[str, Any]) -> bytes:
 def _batch(spark: Any, config: JobConfig, records: list[bytes]) -> tuple[list[Any], list[Any]]:
     """(valid rows, failure rows) of one batch as the job prepares it."""
     prepared = prepare(raw_frame(spark, records), config).cache()
-    rows = valid_rows(prepared, fields=config.event_fields, batch_id=0).collect()
+    rows = table_rows(prepared, fields=config.event_fields, batch_id=0).collect()
     failed = failures(prepared).orderBy("sequenceNumber").collect()
     return rows, failed
 

@@ -119,7 +119,7 @@ def test_a_thousand_invented_keys_all_stay_in_the_table_under_21_series(spark: A
     from collections import Counter
     from datetime import UTC, datetime
 
-    from job.monitoring import UndeclaredKeySeries
+    from job.key_series import UndeclaredKeySeries
     from model import contract
 
     texts = [

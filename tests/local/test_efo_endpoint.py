@@ -14,7 +14,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from job.sources import kinesis_efo
-from job.sources.kinesis_efo import EfoShardReader, ensure_consumer
+from job.sources.kinesis_consumer import ensure_consumer
+from job.sources.kinesis_efo import EfoShardReader
 from job.sources.kinesis_fetch import make_client
 from job.sources.kinesis_options import parse_options
 from job.sources.kinesis_rows import records_to_batch
@@ -203,9 +204,8 @@ def test_calls_faster_than_one_per_second_are_limited(front: EfoEndpoint) -> Non
 
 def test_other_calls_reach_moto_through_the_front(front: EfoEndpoint) -> None:
     client, options, consumer = new_stream(front.url)
-    listed = client.list_stream_consumers(StreamARN=kinesis_efo.stream_arn_of(consumer))[
-        "Consumers"
-    ]
+    stream_arn = consumer.partition("/consumer/")[0]
+    listed = client.list_stream_consumers(StreamARN=stream_arn)["Consumers"]
     assert [c["ConsumerName"] for c in listed] == ["job"]
     with pytest.raises(ClientError, match="ResourceNotFoundException"):
         client.subscribe_to_shard(
@@ -292,5 +292,6 @@ def test_the_harness_registers_the_consumer_as_the_stack_would(front: EfoEndpoin
     assert register_stack_consumer(client, options.stream_name, "stack-job") == arn
     by_arn = replace(options, consumer_name="stack-job", consumer_arn=arn)
     assert ensure_consumer(client, by_arn) == arn
-    listed = client.list_stream_consumers(StreamARN=kinesis_efo.stream_arn_of(arn))["Consumers"]
+    stream_arn = arn.partition("/consumer/")[0]
+    listed = client.list_stream_consumers(StreamARN=stream_arn)["Consumers"]
     assert sorted(c["ConsumerName"] for c in listed) == ["job", "stack-job"]

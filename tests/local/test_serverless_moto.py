@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 from moto.core.models import DEFAULT_ACCOUNT_ID
 
-from job.driver import EXIT_BAD_CONFIG, EXIT_QUERY_FAILED, process_status
+from job.outcome import EXIT_BAD_CONFIG, EXIT_QUERY_FAILED, process_status
 from local import serverless_moto as sm
 
 REGION = "eu-west-1"

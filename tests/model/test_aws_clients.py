@@ -86,8 +86,8 @@ def test_unbounded_or_nonsense_limits_are_rejected(kwargs: dict[str, Any], field
 
 def test_callers_keep_their_bounds(aws: None) -> None:
     """What each client had before the factory: the job's from its config."""
-    from job.driver import s3_client_for
-    from job.monitoring import CloudWatchPublisher
+    from job.cloudwatch import CloudWatchPublisher
+    from job.query import s3_client_for
     from job.sources.kinesis_fetch import make_client
     from local.metrics import cloudwatch_client
     from ops.stream_writer import kinesis_client

@@ -11,15 +11,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from job.driver import (
-    EXIT_BAD_CONFIG,
-    EXIT_LEASE_HELD,
-    EXIT_OK,
-    Outcome,
-    main,
-    process_status,
-    supervise,
-)
+from job import driver
+from job.driver import main
+from job.outcome import EXIT_BAD_CONFIG, EXIT_LEASE_HELD, EXIT_OK, Outcome
+from job.query import supervise
 from model import contract
 from model.checkpoint_state import OldCheckpointError
 from model.config import ConfigError
@@ -33,7 +28,7 @@ from model.exit_record import (
 from model.graceful_stop import StopMarker, StopRequest
 from model.lease import FileLease
 from tests.job.job_helpers import job_config
-from tests.job.test_job_supervise import FakeQuery
+from tests.job.test_query import FakeQuery
 
 RECORD = ExitRecord(code=1, reason=contract.EXIT_BATCH_FAILED, detail="boom", at=100.5, owner="h:1")
 
@@ -111,20 +106,28 @@ def test_main_records_a_refused_lease(tmp_path: Path) -> None:
     assert "first-copy" in record.detail
 
 
-def test_main_records_a_refused_configuration_under_the_lease(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from job import driver as job
-
+def _refused_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> tuple[list[str], Path]:
+    """``main``'s arguments for a job whose checkpoint check raises ``error``
+    (under the lease), and the job's checkpoint."""
     checkpoint = tmp_path / "checkpoint"
     config = job_config(database="d", bootstrap="b:1", checkpoint=str(checkpoint))
     (tmp_path / "c.json").write_text(config.to_json(), encoding="utf-8")
 
     def refuse(*_: object) -> None:
-        raise ConfigError("stream s: retention is 48 h but dedup_horizon_hours is 24")
+        raise error
 
-    monkeypatch.setattr(job, "checked_checkpoint", refuse)
-    assert main(["--config", str(tmp_path / "c.json")]) == EXIT_BAD_CONFIG
+    monkeypatch.setattr(driver, "checked_checkpoint", refuse)
+    return ["--config", str(tmp_path / "c.json")], checkpoint
+
+
+def test_main_records_a_refused_configuration_under_the_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused = ConfigError("stream s: retention is 48 h but dedup_horizon_hours is 24")
+    argv, checkpoint = _refused_at_start(tmp_path, monkeypatch, refused)
+    assert main(argv) == EXIT_BAD_CONFIG
     record = read_exit_record(str(checkpoint))
     assert record is not None
     assert (record.code, record.reason) == (EXIT_BAD_CONFIG, contract.EXIT_CONFIG_REFUSED)
@@ -168,18 +171,9 @@ def test_on_serverless_a_refused_configuration_ends_with_status_0_and_records_ex
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """EMR Serverless retries a failed run, not a successful one: exit 2 must
-    not fail the run there, and the record still says 2 (job.driver.process_status)."""
-    from job import driver as job
-
-    checkpoint = tmp_path / "checkpoint"
-    config = job_config(database="d", bootstrap="b:1", checkpoint=str(checkpoint))
-    (tmp_path / "c.json").write_text(config.to_json(), encoding="utf-8")
-
-    def refuse(*_: object) -> None:
-        raise OldCheckpointError("checkpoint c: holds dropDuplicatesWithinWatermark state")
-
-    monkeypatch.setattr(job, "checked_checkpoint", refuse)
-    argv = ["--config", str(tmp_path / "c.json")]
+    not fail the run there, and the record still says 2 (job.outcome.process_status)."""
+    refused = OldCheckpointError("checkpoint c: holds dropDuplicatesWithinWatermark state")
+    argv, checkpoint = _refused_at_start(tmp_path, monkeypatch, refused)
     assert main([*argv, "--platform", "serverless"]) == EXIT_OK
     record = read_exit_record(str(checkpoint))
     assert record is not None
@@ -193,15 +187,6 @@ def test_on_serverless_an_unreadable_configuration_ends_with_status_0(tmp_path: 
     missing = str(tmp_path / "missing.json")
     assert main(["--config", missing, "--platform", "serverless"]) == EXIT_OK
     assert main(["--config", missing]) == EXIT_BAD_CONFIG
-
-
-@pytest.mark.parametrize("code", [EXIT_OK, 1, EXIT_LEASE_HELD, 4])
-def test_on_serverless_every_other_code_is_the_process_status(code: int) -> None:
-    """A failed batch, a lease held or lost still fail the run (the service
-    retries it within its budget); a stop on request stays 0."""
-    assert process_status(code, "serverless") == code
-    assert process_status(code, "emr") == code
-    assert process_status(EXIT_BAD_CONFIG, "serverless") == EXIT_OK
 
 
 def test_an_unknown_platform_is_refused_naming_the_choices(

@@ -1,5 +1,5 @@
-"""job.sources.kinesis_efo without a network: its pure parts, and the reader
-against a stub client whose event streams are lists."""
+"""job.sources.kinesis_efo without a network: the reader against a stub client
+whose event streams are lists."""
 
 # The stub mirrors boto3's keyword names (ConsumerARN, ShardId, ...).
 # ruff: noqa: N803
@@ -11,27 +11,22 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from job.sources import kinesis_efo
-from job.sources.kinesis_efo import (
-    EfoShardReader,
-    HostLock,
-    ensure_consumer,
-    event_view,
-    host_lock_path,
-    starting_position,
-    stream_arn_of,
-)
+from job.sources.kinesis_efo import EfoShardReader
 from job.sources.kinesis_fetch import ShardBatch
-from job.sources.kinesis_options import ReaderOptions, parse_options
+from job.sources.kinesis_options import parse_options
+from job.sources.kinesis_subscription import HostLock, host_lock_path
 from model.kinesis_offsets import ShardInfo, ShardState
 from model.polling import poll_until
-from tests.job.source_helpers import client_error
+from tests.job.source_helpers import EFO_OPTIONS as OPTIONS
+from tests.job.source_helpers import Clock, client_error
+from tests.job.source_helpers import efo_event as event
+from tests.job.source_helpers import efo_record as record
 
 ARN = "arn:aws:kinesis:us-east-1:123456789012:stream/s/consumer/c:1700000000"
 SHARD = ShardInfo("shardId-000000000000")
@@ -42,29 +37,6 @@ def _fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(kinesis_efo, "_LAST_SUBSCRIBE", {})
     yield
     kinesis_efo.close_subscriptions()
-
-
-def record(seq: int) -> dict[str, Any]:
-    return {
-        "SequenceNumber": str(seq),
-        "Data": f"r{seq}".encode(),
-        "PartitionKey": "k",
-        "ApproximateArrivalTimestamp": datetime(2026, 1, 1, tzinfo=UTC),
-    }
-
-
-def event(
-    seqs: list[int], behind: int = 0, *, children: bool = False, cont: str | None = "x"
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "Records": [record(s) for s in seqs],
-        "ContinuationSequenceNumber": str(seqs[-1]) if seqs and cont else cont,
-        "MillisBehindLatest": behind,
-    }
-    if children:
-        body["ChildShards"] = [{"ShardId": "shardId-000000000001", "ParentShards": []}]
-        body["ContinuationSequenceNumber"] = None
-    return {"SubscribeToShardEvent": body}
 
 
 class FakeStream:
@@ -103,29 +75,6 @@ class FakeKinesis:
         return {"EventStream": answer}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
-OPTIONS = ReaderOptions(
-    stream_name="s",
-    region="us-east-1",
-    max_fetch_records_per_shard=100,
-    max_fetch_time_per_shard_sec=10,
-    consumer_type="SubscribeToShard",
-    consumer_name="c",
-)
-
-
 def reader(client: FakeKinesis, clock: Clock | None = None, **options: Any) -> EfoShardReader:
     clock = clock or Clock()
     return EfoShardReader(
@@ -136,42 +85,6 @@ def reader(client: FakeKinesis, clock: Clock | None = None, **options: Any) -> E
         clock=clock,
         rand=lambda: 0.0,
     )
-
-
-# ------------------------------------------------------------------------ pure parts
-
-
-def test_starting_position_follows_the_shard_state() -> None:
-    assert starting_position(ShardState(after="42")) == {
-        "Type": "AFTER_SEQUENCE_NUMBER",
-        "SequenceNumber": "42",
-    }
-    assert starting_position(ShardState(ts=1_700_000_000.5)) == {
-        "Type": "AT_TIMESTAMP",
-        "Timestamp": datetime.fromtimestamp(1_700_000_000.5, UTC),
-    }
-    assert starting_position(ShardState()) == {"Type": "TRIM_HORIZON"}
-
-
-def test_event_view_reads_caught_up_and_the_shard_end() -> None:
-    behind = event_view(event([1, 2], behind=500))
-    assert [r["SequenceNumber"] for r in behind.records] == ["1", "2"]
-    assert (behind.caught_up, behind.ended, behind.continuation) == (False, False, "2")
-    tip = event_view(event([], cont="7"))
-    assert (tip.records, tip.caught_up, tip.ended) == ([], True, False)
-    end = event_view(event([3], children=True))
-    assert end.ended and end.continuation is None
-
-
-def test_event_view_names_an_unexpected_event() -> None:
-    with pytest.raises(ValueError, match="unexpected event"):
-        event_view({"Other": {}})
-
-
-def test_stream_arn_of_a_consumer() -> None:
-    assert stream_arn_of(ARN) == "arn:aws:kinesis:us-east-1:123456789012:stream/s"
-    with pytest.raises(ValueError, match="consumer ARN"):
-        stream_arn_of("arn:aws:kinesis:us-east-1:1:stream/s")
 
 
 def test_options_accept_subscribe_to_shard_with_a_consumer_name() -> None:
@@ -238,7 +151,7 @@ def test_child_shards_mark_the_shard_done() -> None:
     batch = reader(client).next_batch(SHARD, ShardState(after="6"))
     assert [r["SequenceNumber"] for r in batch.records] == ["7", "8"]
     assert batch.state == ShardState(after="8", done=True)
-    assert kinesis_efo.open_subscriptions() == 0
+    assert kinesis_efo.close_subscriptions() == 0  # none left open
 
 
 def test_a_subscription_that_ends_mid_batch_is_renewed_after_the_last_record() -> None:
@@ -264,7 +177,7 @@ def test_other_errors_inside_the_stream_fail_the_batch() -> None:
     client = FakeKinesis(FakeStream([], client_error("ResourceNotFoundException")))
     with pytest.raises(Exception, match="ResourceNotFoundException"):
         reader(client).next_batch(SHARD, ShardState())
-    assert kinesis_efo.open_subscriptions() == 0
+    assert kinesis_efo.close_subscriptions() == 0  # none left open
 
 
 def test_resource_in_use_and_the_rate_limit_back_off_then_subscribe() -> None:
@@ -411,7 +324,7 @@ def test_a_refused_subscribe_reads_the_batch_with_get_records_at_once(tmp_path: 
     assert (seqs(batch), batch.state) == (["4", "5"], ShardState(after="5"))
     assert fallback.calls == [ShardState(after="3")]
     assert len(client.calls) == 1 and clock.slept == []
-    assert kinesis_efo.open_subscriptions() == 0
+    assert kinesis_efo.close_subscriptions() == 0  # none left open
     # The refused worker holds nothing: a later one may subscribe.
     assert HostLock(host_lock_path(ARN, SHARD.shard_id, str(tmp_path))).acquire()
 
@@ -474,108 +387,3 @@ def test_the_subscription_holder_releases_the_shard_when_it_closes(tmp_path: Pat
     kinesis_efo.close_subscriptions()
     assert lock.acquire()
     lock.release()
-
-
-# ---------------------------------------------------------------------- the consumer
-
-
-class FakeConsumers:
-    def __init__(self, statuses: list[str], exists: bool) -> None:
-        self.statuses = statuses
-        self.exists = exists
-        self.registered: list[str] = []
-
-    def describe_stream_summary(self, StreamName: str) -> Any:
-        return {"StreamDescriptionSummary": {"StreamARN": f"arn:s/{StreamName}"}}
-
-    def describe_stream_consumer(self, StreamARN: str, ConsumerName: str) -> Any:
-        if not self.exists:
-            raise client_error("ResourceNotFoundException")
-        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
-        return {
-            "ConsumerDescription": {
-                "ConsumerARN": f"{StreamARN}/consumer/{ConsumerName}:1",
-                "ConsumerStatus": status,
-            }
-        }
-
-    def register_stream_consumer(self, StreamARN: str, ConsumerName: str) -> Any:
-        self.registered.append(ConsumerName)
-        self.exists = True
-        return {}
-
-
-def test_ensure_consumer_registers_once_and_waits_for_active() -> None:
-    clock = Clock()
-    client = FakeConsumers(["CREATING", "CREATING", "ACTIVE"], exists=False)
-    arn = ensure_consumer(client, OPTIONS, sleep=clock.sleep, clock=clock)
-    assert arn == "arn:s/s/consumer/c:1"
-    assert client.registered == ["c"]
-    assert clock.slept == [1.0, 1.0]
-
-
-def test_ensure_consumer_describes_a_registered_one() -> None:
-    client = FakeConsumers(["ACTIVE"], exists=True)
-    assert ensure_consumer(client, OPTIONS).endswith("/consumer/c:1")
-    assert client.registered == []
-
-
-def test_ensure_consumer_is_bounded() -> None:
-    clock = Clock()
-    client = FakeConsumers(["CREATING"], exists=True)
-    with pytest.raises(TimeoutError, match="still CREATING"):
-        ensure_consumer(client, OPTIONS, sleep=clock.sleep, clock=clock, timeout=5)
-    with pytest.raises(ValueError, match="consumerName"):
-        ensure_consumer(client, replace(OPTIONS, consumer_name=None))
-
-
-class StackConsumer:
-    """Kinesis with the stack's consumer only describable by ARN; a
-    registration is a failure of the test (the job must never register)."""
-
-    def __init__(self, statuses: list[str], exists: bool = True) -> None:
-        self.statuses = statuses
-        self.exists = exists
-        self.described: list[str] = []
-
-    def describe_stream_consumer(self, ConsumerARN: str) -> Any:
-        self.described.append(ConsumerARN)
-        if not self.exists:
-            raise client_error("ResourceNotFoundException")
-        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
-        return {"ConsumerDescription": {"ConsumerARN": ConsumerARN, "ConsumerStatus": status}}
-
-    def register_stream_consumer(self, **_: Any) -> Any:
-        raise AssertionError("the job registered a consumer")
-
-
-STACK_ARN = "arn:aws:kinesis:eu-west-1:1:stream/s/consumer/orders-eu-west-1-job:1700000000"
-
-
-def test_the_stacks_consumer_is_described_by_arn_and_never_registered() -> None:
-    """Issue 41 item 15: the stack owns the consumer; the job only waits for
-    it to be ACTIVE, and a missing one stops the start naming the stack."""
-    clock = Clock()
-    client = StackConsumer(["CREATING", "ACTIVE"])
-    options = replace(OPTIONS, consumer_arn=STACK_ARN)
-    assert ensure_consumer(client, options, sleep=clock.sleep, clock=clock) == STACK_ARN
-    assert client.described == [STACK_ARN, STACK_ARN]
-    gone = StackConsumer(["ACTIVE"], exists=False)
-    with pytest.raises(RuntimeError, match="the stack owns it"):
-        ensure_consumer(gone, options, sleep=clock.sleep, clock=clock)
-
-
-def test_the_consumer_arn_option_reaches_the_reader() -> None:
-    from job.sources.kinesis_options import CONSUMER_ARN, parse_options
-
-    raw = {
-        "kinesis.streamName": "s",
-        "kinesis.region": "eu-west-1",
-        "kinesis.metadataPath": "/tmp/m",
-        "kinesis.consumerType": "SubscribeToShard",
-        "kinesis.consumerName": "c",
-        CONSUMER_ARN: STACK_ARN,
-    }
-    assert parse_options(raw).consumer_arn == STACK_ARN
-    polling = {**raw, "kinesis.consumerType": "GetRecords"}
-    assert parse_options(polling).consumer_arn is None

@@ -23,7 +23,6 @@ from job.sources.aws_kinesis import connector_options
 from job.sources.kinesis_fetch import Backoff, ShardReader, call_with_backoff
 from job.sources.kinesis_options import METADATA_PATH, parse_duration_ms, parse_options
 from job.sources.kinesis_python import KinesisStreamReader
-from job.sources.schema import SOURCE_COLUMNS
 from model.config import MIN_FETCH_TIME_SEC, ConfigError, JobConfig, SourceOptions
 from model.kinesis_ends import LocalEndStore, ShardEnd, open_store
 from model.kinesis_offsets import (
@@ -33,6 +32,7 @@ from model.kinesis_offsets import (
 )
 from model.kinesis_plan import BatchOffset, resolve
 from model.kpl import MAGIC
+from model.record import SOURCE_COLUMNS
 from tests.job.source_helpers import (
     DriverSide,
     FakeKinesis,

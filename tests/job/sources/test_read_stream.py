@@ -10,8 +10,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from job.sources import SOURCE_COLUMNS, read_stream
+from job.sources import read_stream
 from local.emulators import Endpoints
+from model.record import SOURCE_COLUMNS
 from tests.job.source_helpers import job_config, new_stream, put, running
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from job.sources import SOURCE_SCHEMA, normalized
-from job.sources.schema import CONNECTOR_SCHEMA
+from job.sources import normalized
+from job.sources.schema import CONNECTOR_SCHEMA, SOURCE_SCHEMA
 
 
 def test_connector_schema_is_the_awslabs_one() -> None:

@@ -10,14 +10,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from job import query
 from job.table.catalog import ensure_table, open_catalog
-from job.table.evolution import PROMOTIONS, Evolution, evolve_table, missing_columns, plan_evolution
+from job.table.evolution import Evolution, evolve_table, plan_evolution
 from job.table.files import write_data_files
 from job.table.schema import iceberg_schema, partition_spec
 from model.config import DEFAULT_EVENT_FIELDS, ConfigError, EventField, JobConfig
-from model.record import SUB_SEQUENCE
+from model.record import SUB_SEQUENCE, UNDECLARED_FIELDS
 from model.table_layout import (
-    UNDECLARED_FIELDS,
+    TYPE_PROMOTIONS,
     partitioning,
     seed_columns,
     table_columns,
@@ -61,7 +62,7 @@ def test_the_job_adds_the_column_an_old_table_lacks_and_old_rows_read_null(
     config = _config(tmp_path)
     table = _old_table(config)
     evolved = [SUB_SEQUENCE.column, UNDECLARED_FIELDS]
-    assert missing_columns(table.schema(), config.event_fields) == evolved
+    assert list(plan_evolution(table.schema(), config.event_fields).added) == evolved
     with pytest.raises(ConfigError, match="'sub_sequence_number' is missing"):
         ensure_table(config)  # what a job without the evolution step would do
 
@@ -129,7 +130,7 @@ def test_only_icebergs_promotions_are_made() -> None:
     plan = plan_evolution(found, fields)
     assert plan.promoted == (("n", "int", "long"), ("x", "float", "double"))
     assert plan.added == ()
-    assert ("long", "int") not in PROMOTIONS and ("double", "long") not in PROMOTIONS
+    assert ("long", "int") not in TYPE_PROMOTIONS and ("double", "long") not in TYPE_PROMOTIONS
     other = Schema(NestedField(1, "id", StringType(), required=False))
     assert plan_evolution(other, fields).promoted == ()
 
@@ -138,13 +139,12 @@ def test_a_table_that_does_not_exist_yet_is_left_to_ensure_table(tmp_path: Path)
     config = _config(tmp_path)
     assert evolve_table(config).empty
     table = ensure_table(config)
-    assert missing_columns(table.schema(), config.event_fields) == []
+    assert plan_evolution(table.schema(), config.event_fields).added == ()
 
 
 def test_the_jobs_start_loads_the_table_once_evolves_and_checks_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from job import driver as job
     from job.table import catalog as catalog_module
 
     config = _config(tmp_path)
@@ -158,7 +158,8 @@ def test_the_jobs_start_loads_the_table_once_evolves_and_checks_it(
 
     monkeypatch.setattr(catalog_module, "load_table", counting_load)
     monkeypatch.setattr("job.table.evolution.load_table", counting_load)
-    table = job.open_table(config)
+    monkeypatch.setattr(query, "load_table", counting_load)
+    table = query.open_table(config)
     assert loads == ["load"], "loaded once: evolved, then checked, as one object"
     names = [f.name for f in table.schema().fields]
     assert names == [c.name for c in table_columns(config.event_fields)]
@@ -166,10 +167,9 @@ def test_the_jobs_start_loads_the_table_once_evolves_and_checks_it(
 
 
 def test_the_jobs_start_creates_a_local_table_that_does_not_exist(tmp_path: Path) -> None:
-    from job import driver as job
 
     config = _config(tmp_path)
-    table = job.open_table(config)
+    table = query.open_table(config)
     assert [f.name for f in table.schema().fields] == [
         c.name for c in table_columns(config.event_fields)
     ]

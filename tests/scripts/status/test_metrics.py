@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import boto3
 
-from job.monitoring import Datum, metric_data, progress_datums
+from job.cloudwatch import Datum, metric_data
+from job.monitoring import progress_datums
 from model import contract
 from scripts.status.metrics import (
     alarm_prefix,

@@ -19,7 +19,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from job.driver import EXIT_BAD_CONFIG, EXIT_LEASE_HELD, EXIT_OK, load_config, local_work_dir, main
+from job.driver import load_config, local_work_dir, main
+from job.outcome import EXIT_BAD_CONFIG, EXIT_LEASE_HELD, EXIT_OK
 from local.emulators import Endpoints
 from model.config import ConfigError
 from model.lease import FileLease
@@ -132,30 +133,6 @@ def test_sigterm_stops_the_job_process_with_exit_0(endpoints: Endpoints, tmp_pat
     assert "stop requested (signal SIGTERM)" in text
     assert "stopped gracefully" in text
     assert (tmp_path / "checkpoint" / "commits" / "0").exists()
-
-
-def test_stop_waits_for_a_moment_clear_of_trigger_ticks() -> None:
-    from job.driver import quiet_moment
-
-    assert not quiet_moment(10_000, 1_000), "a trigger fires right now"
-    assert not quiet_moment(10_020, 1_000), "one may just have started"
-    assert quiet_moment(10_400, 1_000)
-    assert not quiet_moment(10_800, 1_000), "the next is due"
-    assert quiet_moment(25_000, 10_000) and not quiet_moment(29_500, 10_000)
-
-
-@mock_aws
-def test_a_stream_kept_longer_than_the_dedup_horizon_stops_the_start() -> None:
-    from job.driver import check_stream_retention
-
-    kinesis = boto3.client("kinesis", region_name="us-east-1")
-    kinesis.create_stream(StreamName="stream-a", ShardCount=1)
-    config = job_config(database="db", bootstrap="127.0.0.1:1")
-    check_stream_retention(config, kinesis)  # 24 h retention, 24 h horizon: fine
-    kinesis.increase_stream_retention_period(StreamName="stream-a", RetentionPeriodHours=48)
-    with pytest.raises(ConfigError) as error:
-        check_stream_retention(config, kinesis)
-    assert "stream stream-a: retention is 48 h but dedup_horizon_hours is 24" in str(error.value)
 
 
 def test_a_horizon_shorter_than_the_retention_is_refused_before_start() -> None:

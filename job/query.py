@@ -1,0 +1,302 @@
+"""The streaming query: the checks before it starts (the checkpoint, the
+stream's retention, the events table), the de-duplication seed, the query
+itself, and the loop that supervises it until it fails, loses the lease or is
+asked to stop (:func:`supervise`). :mod:`job.driver` runs it under the lease.
+
+The query is planned by :func:`job.micro_batch.prepare`, looked up on the
+module when the query starts (``tests/e2e/old_dedup_job.py`` swaps it for the
+old de-duplication plan).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from job import micro_batch
+from job.cloudwatch import CloudWatchPublisher
+from job.dedup_seed import Seed, read_seed
+from job.key_series import UndeclaredKeySeries
+from job.monitoring import BatchResults, make_listener
+from job.outcome import EXIT_LEASE_LOST, EXIT_OK, EXIT_QUERY_FAILED, Outcome
+from job.retry import with_retries
+from job.sources import read_stream
+from job.table.catalog import ensure_table, load_table, open_catalog
+from job.table.evolution import evolve_loaded
+from model import aws_clients, contract
+from model.checkpoint_state import CheckpointState, check_resumable, inspect_checkpoint
+from model.config import ConfigError, JobConfig
+from model.graceful_stop import StopMarker, StopRequest
+from model.kafka_settings import KafkaSettings, resolve_bootstrap_servers
+from model.lease import LeaseKeeper
+from model.polling import wait_for
+from model.storage_uri import is_s3
+
+log = logging.getLogger(__name__)
+
+
+def s3_client_for(config: JobConfig) -> Any:
+    return aws_clients.client(
+        "s3", aws_clients.JOB_S3, region=config.region, endpoint_url=config.s3_endpoint_url
+    )
+
+
+def checked_checkpoint(config: JobConfig, s3_client: Any = None) -> CheckpointState:
+    """The checkpoint's state, read under the lease; raises
+    :class:`model.checkpoint_state.OldCheckpointError` (a ConfigError: exit 2)
+    when it holds the old de-duplication operator's state."""
+    location = config.checkpoint_location
+    if s3_client is None and is_s3(location):
+        s3_client = s3_client_for(config)
+    state = inspect_checkpoint(location, s3_client)
+    check_resumable(state, config.instance_id)
+    if state.committed:
+        log.info("checkpoint %s: resuming after batch %d", location, state.committed_batches[-1])
+    else:
+        log.info("checkpoint %s: no batch committed yet; the next batch is batch 0", location)
+    return state
+
+
+def seed_for(
+    spark: SparkSession, table: Table, config: JobConfig, checkpoint: CheckpointState
+) -> Seed | None:
+    """The table's recent ids for a checkpoint whose batch 0 is still to run
+    (:mod:`job.dedup_seed`); None once a batch is committed (Spark would ignore it)."""
+    if checkpoint.committed:
+        return None
+    started = time.monotonic()
+    seed = read_seed(spark, table, config, now=datetime.now(UTC))
+    if seed is None:
+        log.info("seed: 0 ids (nothing in the table arrived within the seed window)")
+        return None
+    log.info(
+        "seed: %d ids from %d data files (arrived since %s), loaded by batch 0; %.1fs",
+        seed.ids,
+        seed.files,
+        seed.cutoff.isoformat(timespec="seconds"),
+        time.monotonic() - started,
+    )
+    return seed
+
+
+def open_table(config: JobConfig) -> Table:
+    """The events table at start, loaded once: the columns added since it was
+    created applied (docs/infra.md, "Event schema"), then checked against the
+    contract. A table that does not exist yet is created locally; on AWS
+    :func:`job.table.catalog.ensure_table` says the stack must create it."""
+    catalog = with_retries(lambda: open_catalog(config), "open catalog", config.catalog)
+    try:
+        loaded = load_table(config, catalog)
+    except NoSuchTableError:
+        return ensure_table(config, catalog)
+    evolve_loaded(loaded, config)
+    return ensure_table(config, catalog, loaded=loaded)
+
+
+def run(
+    spark: SparkSession,
+    config: JobConfig,
+    *,
+    stop: StopRequest,
+    keeper: LeaseKeeper | None = None,
+    s3_client: Any = None,
+    checkpoint: CheckpointState | None = None,
+    outcome: Outcome | None = None,
+) -> int:
+    """Start the query and supervise it until it fails or is asked to stop.
+
+    ``checkpoint``: what :func:`checked_checkpoint` found (read here when not given)."""
+    if checkpoint is None:
+        checkpoint = checked_checkpoint(config, s3_client)
+    check_stream_retention(config)
+    table = open_table(config)
+    seed = seed_for(spark, table, config, checkpoint)
+
+    bootstrap = resolve_bootstrap_servers(config.kafka, region=config.region)
+    kafka = KafkaSettings.for_job(config, bootstrap)
+    results = BatchResults()
+    publisher = None
+    listener = None
+    if config.metrics.enabled:
+        publisher = CloudWatchPublisher.for_config(
+            config.instance_id,
+            config.region,
+            config.metrics.endpoint_url,
+            config.metrics.timeout_sec,
+            config.metrics.max_attempts,
+        )
+        # Undeclared keys by name up to a bound, kept across restarts.
+        key_series = UndeclaredKeySeries.stored(config.checkpoint_location, s3_client)
+        listener = make_listener(
+            publisher, results, config.trigger_interval_sec, key_series=key_series
+        )
+        spark.streams.addListener(listener)
+    on_result = results.put if seed is None else _releasing(seed, results.put)
+    processor = micro_batch.BatchProcessor(config, kafka, on_result=on_result, table=table)
+    marker = StopMarker(config.stop_marker_path, s3_client) if config.stop_marker_path else None
+    query = (
+        micro_batch.prepare(
+            read_stream(spark, config), config, seed=None if seed is None else seed.frame
+        )
+        .writeStream.queryName(f"events_{config.instance_id}".replace("-", "_"))
+        .option("checkpointLocation", config.checkpoint_location)
+        .trigger(processingTime=f"{config.trigger_interval_sec} seconds")
+        .foreachBatch(processor)
+        .start()
+    )
+    log.info("query %s started (checkpoint %s)", query.id, config.checkpoint_location)
+    try:
+        return supervise(query, config, stop=stop, keeper=keeper, marker=marker, outcome=outcome)
+    finally:
+        if listener is not None:
+            # Bounded: the last batch's progress event is still on Spark's
+            # listener bus right after the query stops (see make_listener).
+            listener.terminated.wait(timeout=config.metrics.timeout_sec)
+            spark.streams.removeListener(listener)
+        if publisher is not None:
+            publisher.close()
+            log.info(
+                "metrics: %d published, %d failed calls, %d dropped",
+                publisher.published,
+                publisher.failed_calls,
+                publisher.dropped,
+            )
+
+
+def _releasing(seed: Seed, then: Any) -> Any:
+    """``then``, after the first batch's result has also released the seed's
+    cached rows: batch 0 has loaded them into the state store."""
+    held = [True]
+
+    def on_result(result: Any) -> None:
+        if held[0]:
+            held[0] = False
+            seed.release()
+        then(result)
+
+    return on_result
+
+
+def check_stream_retention(config: JobConfig, kinesis: Any = None) -> None:
+    """The live stream's retention must not exceed the de-duplication horizon
+    (see ``JobConfig.dedup_horizon_hours``): someone may have raised it outside
+    the stack. ``RetentionPeriodHours`` from DescribeStreamSummary
+    (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_StreamDescriptionSummary.html)."""
+    if kinesis is None:
+        kinesis = aws_clients.client(
+            "kinesis",
+            aws_clients.JOB_S3,
+            region=config.region,
+            endpoint_url=config.kinesis_endpoint_url,
+        )
+    try:
+        summary = kinesis.describe_stream_summary(StreamName=config.stream_name)
+    except Exception as exc:
+        raise ConfigError(f"stream {config.stream_name}: cannot describe it: {exc}") from exc
+    retention = int(summary["StreamDescriptionSummary"]["RetentionPeriodHours"])
+    if retention > config.dedup_horizon_hours:
+        raise ConfigError(
+            f"stream {config.stream_name}: retention is {retention} h but dedup_horizon_hours "
+            f"is {config.dedup_horizon_hours}; expected a horizon >= the retention (raise "
+            "job.dedup_horizon_hours, or lower the stream's retention): a shorter horizon "
+            "would silently drop readable records of a shard that is behind"
+        )
+
+
+def supervise(
+    query: StreamingQuery,
+    config: JobConfig,
+    *,
+    stop: StopRequest,
+    keeper: LeaseKeeper | None = None,
+    marker: StopMarker | None = None,
+    outcome: Outcome | None = None,
+) -> int:
+    """The job's main loop; ``outcome`` (when given) gets why it ended."""
+    said = outcome if outcome is not None else Outcome()
+    poll = config.stop_poll_interval_sec
+    while True:
+        try:
+            if query.awaitTermination(poll):
+                break
+        except Exception as exc:
+            log.error("query failed, stopping the job: %s", _cause(exc))
+            said.set(contract.EXIT_BATCH_FAILED, _cause(exc))
+            return EXIT_QUERY_FAILED
+        if keeper is not None and keeper.lost.is_set():
+            log.error("lease lost, stopping at once: %s", keeper.reason)
+            said.set(contract.EXIT_LEASE_LOST, keeper.reason)
+            query.stop()
+            return EXIT_LEASE_LOST
+        if marker is not None and not stop.event.is_set() and marker.present():
+            stop.request(f"stop marker {marker.path}", by=marker.requester())
+        if stop.event.is_set():
+            log.info(
+                "stop requested (%s): stopping between batches (asked by: %s)", stop.reason, stop.by
+            )
+            _stop_between_batches(
+                query, config.graceful_stop_timeout_sec, config.trigger_interval_sec
+            )
+            if marker is not None and stop.reason.startswith("stop marker"):
+                marker.consume()
+            if _failed(query, "query failed while stopping", said):
+                return EXIT_QUERY_FAILED
+            log.info("stopped gracefully")
+            said.set(contract.EXIT_STOPPED_ON_REQUEST, stop.reason, stop.by)
+            return EXIT_OK
+    if not _failed(query, "query failed, stopping the job", said):
+        log.error("query terminated without a stop request or an error")
+        said.set(contract.EXIT_BATCH_FAILED, "query terminated without a stop request or an error")
+    return EXIT_QUERY_FAILED
+
+
+def _failed(query: StreamingQuery, what: str, outcome: Outcome) -> bool:
+    """Whether the ended query ended on an error; if so its cause is logged after
+    ``what`` and given to ``outcome`` (the one place both ways of ending read
+    ``query.exception()``)."""
+    failure = query.exception()
+    if failure is not None:
+        log.error("%s: %s", what, _cause(failure))
+        outcome.set(contract.EXIT_BATCH_FAILED, _cause(failure))
+    return failure is not None
+
+
+def quiet_moment(now_ms: int, interval_ms: int) -> bool:
+    """True when no trigger is about to fire or has just fired.
+
+    A processing-time trigger fires on multiples of its interval (Spark's
+    ``ProcessingTimeExecutor.nextBatchTime``), also after a late batch. Stopping
+    well clear of a tick avoids interrupting a batch that has just written its
+    offsets (which would leave an uncommitted batch for the next start)."""
+    guard = min(max(interval_ms // 10, 50), 1_000)
+    phase = now_ms % interval_ms
+    return guard <= phase <= interval_ms - 3 * guard
+
+
+def _stop_between_batches(query: StreamingQuery, timeout_sec: int, interval_sec: int) -> None:
+    """Wait (bounded) until no batch runs and no trigger is due, then stop. A
+    batch still running at the deadline is interrupted; it was not committed and
+    is replayed, idempotently, by the next start."""
+    interval_ms = interval_sec * 1_000
+
+    def stoppable() -> bool:
+        return not query.isActive or (
+            quiet_moment(int(time.time() * 1_000), interval_ms)
+            and not query.status.get("isTriggerActive")
+            and quiet_moment(int(time.time() * 1_000), interval_ms)
+        )
+
+    wait_for(stoppable, timeout=timeout_sec, interval=0.02)
+    query.stop()
+
+
+def _cause(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) <= 4000 else text[:4000] + " ..."

@@ -1,0 +1,37 @@
+"""``model.kafka_settings`` imports without the job's MSK IAM signer: the
+signer is the job's dependency (job/requirements.lock), imported only when a
+token is signed, so the model stays importable where only the CDK packages and
+boto3 are installed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_PROBE = r"""
+import sys
+
+class NoSigner:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "aws_msk_iam_sasl_signer":
+            raise ImportError("blocked: " + name)
+        return None
+
+sys.meta_path.insert(0, NoSigner())
+from model import kafka_settings
+print("imported")
+try:
+    kafka_settings.msk_iam_token("eu-west-1")
+except ImportError as exc:
+    print("token:", exc)
+"""
+
+
+def test_the_settings_import_without_the_signer_and_only_signing_needs_it() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.splitlines() == ["imported", "token: blocked: aws_msk_iam_sasl_signer"]
