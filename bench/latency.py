@@ -4,7 +4,7 @@ A producer (a process of its own) puts the job's record mix (2 % malformed,
 5 % re-sent ids) on a 2-shard Kinesis stream (moto) at a steady 1,000
 records/s: one ``PutRecords`` of 100 records every 0.1 s, through the
 producer's own ``put_all``. The job's
-streaming query runs in this process exactly as ``job.driver`` builds it:
+streaming query runs in this process exactly as ``job.query`` builds it:
 ``read_stream`` (the ``python-kinesis`` source) -> ``prepare`` ->
 ``foreachBatch(BatchProcessor)``, with a 1 s processing-time trigger.
 

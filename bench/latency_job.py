@@ -1,5 +1,5 @@
 """The job under :mod:`bench.latency`, and what watches it: the query as
-``job.driver`` builds it, a reader polling the table's catalog, and the job's
+``job.query`` builds it, a reader polling the table's catalog, and the job's
 own per-batch split from its log."""
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class JobSplit(logging.Handler):
 
 
 def start_job_query(spark: SparkSession, config: JobConfig) -> StreamingQuery:
-    """The job's query as ``job.driver.run`` builds it (no lease, no metrics)."""
+    """The job's query as ``job.query.run`` builds it (no lease, no metrics)."""
     processor = BatchProcessor(config, kafka_settings(config), table=ensure_table(config))
     return (
         prepare(read_stream(spark, config), config)

@@ -60,7 +60,7 @@ MIN_SERVICE_ATTEMPTS: Final = 1
 MAX_SERVICE_ATTEMPTS: Final = 10
 # The entry-point argument that tells the job it runs on EMR Serverless, so a
 # refused configuration or checkpoint (exit 2) ends the run in a way the
-# service does not retry (job/driver.py, ``process_status``).
+# service does not retry (job/outcome.py, ``process_status``).
 PLATFORM_ARGUMENTS: Final = ("--platform", "serverless")
 # CloudWatch log types: the driver's and the executors' stdout and stderr
 # (API CloudWatchLoggingConfiguration; only the driver's are sent by default).

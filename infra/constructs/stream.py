@@ -95,7 +95,7 @@ class EventStream(Construct):
         describe consumers of this stream and subscribe through them.
 
         The stack owns the consumer (``consumer_arn``); the ``python-kinesis``
-        reader only describes it by ARN (``job.sources.kinesis_efo.
+        reader only describes it by ARN (``job.sources.kinesis_consumer.
         ensure_consumer``). The permissions stay the ones AWS lists for an
         enhanced fan-out consumer application, RegisterStreamConsumer on the
         stream and DescribeStreamConsumer and SubscribeToShard on

@@ -19,7 +19,7 @@ The service and the supervisor do not fight:
   ``supervisor.max_restarts_per_hour`` as its attempts, the supervisor the
   last as its restarts (``restart_budget_split``);
 * exit 2 (a refused configuration or checkpoint): the job writes its exit
-  record and ends the run so the service does not retry it (job/driver.py, ``process_status``);
+  record and ends the run so the service does not retry it (job/outcome.py, ``process_status``);
   ``decide`` reads the record and alarms at once, never restarting
   (``model.contract.UNRECOVERABLE_EXITS``);
 * ``make stop-job``: the record says stopped on request by an operator, or,

@@ -1,7 +1,7 @@
 """The patched EMR Serverless emulator (local/serverless_moto.py): the release
 label, mode, retry policy and timeout are kept, a run is RUNNING until its
 attempt ends, and a failed STREAMING attempt is retried within the policy.
-With job.driver.process_status: a refused configuration (exit 2) is not retried."""
+With job.outcome.process_status: a refused configuration (exit 2) is not retried."""
 
 from __future__ import annotations
 

@@ -159,7 +159,7 @@ def test_a_failed_run_restarts_within_the_budget_then_one_alarm(aws: dict[str, A
 def test_exit_2_alarms_at_once_and_is_never_restarted(aws: dict[str, Any]) -> None:
     now = time.time()
     # The job refused its checkpoint and ended the run so the service does
-    # not retry it (SUCCESS; job/driver.py process_status), after writing its exit record.
+    # not retry it (SUCCESS; job/outcome.py process_status), after writing its exit record.
     deployed_run(aws, "SUCCESS")
     refused = ExitRecord(2, contract.EXIT_CHECKPOINT_REFUSED, "old operator", now - 5, "d:1")
     write_exit_record(CHECKPOINT, refused, aws["s3"])
