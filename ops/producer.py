@@ -37,7 +37,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -51,6 +50,7 @@ from ops.events import (
     FAILURE_KINDS,
     EventSchema,
     MixSpec,
+    SampleRecord,
     generate,
     now_utc,
 )
@@ -217,41 +217,20 @@ def spec_from_args(args: argparse.Namespace, schema: EventSchema = DEFAULT_SCHEM
     )
 
 
-def produce_as_asked(
-    client: Any, stream: str, spec: MixSpec, args: argparse.Namespace
+def put_as_asked(
+    client: Any, stream: str, records: Sequence[SampleRecord], args: argparse.Namespace
 ) -> ProduceReport:
-    """:func:`produce_mix` paced and aggregated as the flags of
-    :func:`add_mix_arguments` ask (``--rate``, ``--aggregate``, ``--aggregate-share``)."""
-    return produce_mix(
-        client,
-        stream,
-        spec,
-        rate=args.rate,
-        aggregate_size=args.aggregate,
-        aggregate_share=args.aggregate_share,
-    )
-
-
-def produce_mix(
-    client: Any,
-    stream: str,
-    spec: MixSpec,
-    *,
-    rate: float = 0.0,
-    start: datetime | None = None,
-    aggregate_size: int = 0,
-    aggregate_share: float = 1.0,
-) -> ProduceReport:
-    """Generate the mix of ``spec`` (valid events in the minute before ``start``,
-    default now) and put every record: ``generate`` and ``put_all``, the two
-    functions ``make run`` uses for each instance."""
+    """:func:`put_all` of ``records`` paced and aggregated as the flags of
+    :func:`add_mix_arguments` ask (``--rate``, ``--aggregate``, ``--aggregate-share``):
+    the one place those flags reach the sending, for ``python -m ops.producer``
+    and ``python -m scripts.produce`` alike."""
     return put_all(
         client,
         stream,
-        generate(spec, start or now_utc()),
-        rate=rate,
-        aggregate_size=aggregate_size,
-        aggregate_share=aggregate_share,
+        records,
+        rate=args.rate,
+        aggregate_size=args.aggregate,
+        aggregate_share=args.aggregate_share,
     )
 
 
@@ -279,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.create:
         ensure_stream(client, stream, args.shards)
     try:
-        report = produce_as_asked(client, stream, spec, args)
+        report = put_as_asked(client, stream, generate(spec, now_utc()), args)
     except ProduceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
