@@ -79,14 +79,7 @@ def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt"
         default=0.0,
         help="max records per second (default 0: unthrottled)",
     )
-    parser.add_argument("--malformed-share", type=share_type, default=0.02, help="default 0.02")
-    parser.add_argument("--duplicate-share", type=share_type, default=0.05, help="default 0.05")
-    parser.add_argument(
-        "--nanos",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="occurredAt with 9 fractional digits and an offset (default on)",
-    )
+    add_mix_knob_arguments(parser)
     parser.add_argument(
         "--failure-kinds",
         default=",".join(DEFAULT_FAILURE_KINDS),
@@ -109,12 +102,32 @@ def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt"
         default=0.0,
         help="share of the valid events carrying --undeclared-key (default 0)",
     )
-    parser.add_argument("--seed", type=int, default=7, help="RNG seed (default 7)")
     parser.add_argument(
         "--id-prefix", default=id_prefix, help=f"prefix of event ids (default {id_prefix})"
     )
     parser.add_argument("--report", type=Path, help="write the full report (ids, keys) as JSON")
     add_aggregate_arguments(parser)
+
+
+def add_mix_knob_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--malformed-share``, ``--duplicate-share``, ``--nanos`` and ``--seed``,
+    defaulting to :class:`MixSpec`'s defaults: shared by :func:`add_mix_arguments`
+    and ``python -m local`` (``make run``)."""
+    malformed, duplicate, seed = MixSpec.malformed_share, MixSpec.duplicate_share, MixSpec.seed
+    nanos = "on" if MixSpec.nanos else "off"
+    parser.add_argument(
+        "--malformed-share", type=share_type, default=malformed, help=f"default {malformed}"
+    )
+    parser.add_argument(
+        "--duplicate-share", type=share_type, default=duplicate, help=f"default {duplicate}"
+    )
+    parser.add_argument(
+        "--nanos",
+        action=argparse.BooleanOptionalAction,
+        default=MixSpec.nanos,
+        help=f"occurredAt with 9 fractional digits and an offset (default {nanos})",
+    )
+    parser.add_argument("--seed", type=int, default=seed, help=f"RNG seed (default {seed})")
 
 
 def add_aggregate_arguments(
