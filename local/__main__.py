@@ -46,7 +46,7 @@ from model.record import UNDECLARED_FIELDS
 from ops import local_run
 from ops.arguments import non_negative_float, non_negative_int, positive_float, share
 from ops.events import FAILURE_KINDS, MixSpec, generate, now_utc
-from ops.producer import add_aggregate_arguments
+from ops.producer import add_aggregate_arguments, add_mix_knob_arguments
 from ops.stream_writer import ProduceReport
 
 DEFAULT_WORK_DIR: Final = REPO_ROOT / local_run.DEFAULT_WORK_DIR
@@ -73,10 +73,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--rate", type=non_negative_float, default=1000.0, help="records/s per instance"
     )
-    parser.add_argument("--malformed-share", type=share, default=0.02)
-    parser.add_argument("--duplicate-share", type=share, default=0.05)
-    parser.add_argument("--nanos", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--seed", type=int, default=7)
+    add_mix_knob_arguments(parser)
     parser.add_argument(
         "--trigger-interval-sec", type=int, default=2, help="micro-batch trigger (default 2)"
     )

@@ -37,7 +37,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -51,6 +50,7 @@ from ops.events import (
     FAILURE_KINDS,
     EventSchema,
     MixSpec,
+    SampleRecord,
     generate,
     now_utc,
 )
@@ -79,14 +79,7 @@ def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt"
         default=0.0,
         help="max records per second (default 0: unthrottled)",
     )
-    parser.add_argument("--malformed-share", type=share_type, default=0.02, help="default 0.02")
-    parser.add_argument("--duplicate-share", type=share_type, default=0.05, help="default 0.05")
-    parser.add_argument(
-        "--nanos",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="occurredAt with 9 fractional digits and an offset (default on)",
-    )
+    add_mix_knob_arguments(parser)
     parser.add_argument(
         "--failure-kinds",
         default=",".join(DEFAULT_FAILURE_KINDS),
@@ -109,12 +102,32 @@ def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt"
         default=0.0,
         help="share of the valid events carrying --undeclared-key (default 0)",
     )
-    parser.add_argument("--seed", type=int, default=7, help="RNG seed (default 7)")
     parser.add_argument(
         "--id-prefix", default=id_prefix, help=f"prefix of event ids (default {id_prefix})"
     )
     parser.add_argument("--report", type=Path, help="write the full report (ids, keys) as JSON")
     add_aggregate_arguments(parser)
+
+
+def add_mix_knob_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--malformed-share``, ``--duplicate-share``, ``--nanos`` and ``--seed``,
+    defaulting to :class:`MixSpec`'s defaults: shared by :func:`add_mix_arguments`
+    and ``python -m local`` (``make run``)."""
+    malformed, duplicate, seed = MixSpec.malformed_share, MixSpec.duplicate_share, MixSpec.seed
+    nanos = "on" if MixSpec.nanos else "off"
+    parser.add_argument(
+        "--malformed-share", type=share_type, default=malformed, help=f"default {malformed}"
+    )
+    parser.add_argument(
+        "--duplicate-share", type=share_type, default=duplicate, help=f"default {duplicate}"
+    )
+    parser.add_argument(
+        "--nanos",
+        action=argparse.BooleanOptionalAction,
+        default=MixSpec.nanos,
+        help=f"occurredAt with 9 fractional digits and an offset (default {nanos})",
+    )
+    parser.add_argument("--seed", type=int, default=seed, help=f"RNG seed (default {seed})")
 
 
 def add_aggregate_arguments(
@@ -217,41 +230,20 @@ def spec_from_args(args: argparse.Namespace, schema: EventSchema = DEFAULT_SCHEM
     )
 
 
-def produce_as_asked(
-    client: Any, stream: str, spec: MixSpec, args: argparse.Namespace
+def put_as_asked(
+    client: Any, stream: str, records: Sequence[SampleRecord], args: argparse.Namespace
 ) -> ProduceReport:
-    """:func:`produce_mix` paced and aggregated as the flags of
-    :func:`add_mix_arguments` ask (``--rate``, ``--aggregate``, ``--aggregate-share``)."""
-    return produce_mix(
-        client,
-        stream,
-        spec,
-        rate=args.rate,
-        aggregate_size=args.aggregate,
-        aggregate_share=args.aggregate_share,
-    )
-
-
-def produce_mix(
-    client: Any,
-    stream: str,
-    spec: MixSpec,
-    *,
-    rate: float = 0.0,
-    start: datetime | None = None,
-    aggregate_size: int = 0,
-    aggregate_share: float = 1.0,
-) -> ProduceReport:
-    """Generate the mix of ``spec`` (valid events in the minute before ``start``,
-    default now) and put every record: ``generate`` and ``put_all``, the two
-    functions ``make run`` uses for each instance."""
+    """:func:`put_all` of ``records`` paced and aggregated as the flags of
+    :func:`add_mix_arguments` ask (``--rate``, ``--aggregate``, ``--aggregate-share``):
+    the one place those flags reach the sending, for ``python -m ops.producer``
+    and ``python -m scripts.produce`` alike."""
     return put_all(
         client,
         stream,
-        generate(spec, start or now_utc()),
-        rate=rate,
-        aggregate_size=aggregate_size,
-        aggregate_share=aggregate_share,
+        records,
+        rate=args.rate,
+        aggregate_size=args.aggregate,
+        aggregate_share=args.aggregate_share,
     )
 
 
@@ -279,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.create:
         ensure_stream(client, stream, args.shards)
     try:
-        report = produce_as_asked(client, stream, spec, args)
+        report = put_as_asked(client, stream, generate(spec, now_utc()), args)
     except ProduceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -39,8 +39,8 @@ from typing import Any, Final
 from model import aws_clients
 from ops import local_run
 from ops.events import EventSchema, MixSpec, generate, now_utc
-from ops.producer import add_mix_arguments, produce_as_asked, spec_from_args, write_report
-from ops.stream_writer import PRODUCER_LIMITS, ProduceError, ProduceReport, plan_entries, put_all
+from ops.producer import add_mix_arguments, put_as_asked, spec_from_args, write_report
+from ops.stream_writer import PRODUCER_LIMITS, ProduceError, ProduceReport, plan_entries
 from scripts.command import EXIT_USAGE, OperatorError, declared_instance, run_command
 from scripts.status.target import Target, local_config_path, parse_config, target_arguments
 
@@ -95,14 +95,7 @@ def produce_into_run(
     local_run.write_outside(directory, local_run.OutsideProduce(name, done=False, ids=ids))
     done = local_run.OutsideProduce(name, done=True, ids=ids, records=len(records))
     try:
-        report = put_all(
-            kinesis,
-            stream,
-            records,
-            rate=args.rate,
-            aggregate_size=args.aggregate,
-            aggregate_share=args.aggregate_share,
-        )
+        report = put_as_asked(kinesis, stream, records, args)
         done = local_run.OutsideProduce(
             name,
             done=True,
@@ -135,7 +128,7 @@ def produce(args: argparse.Namespace, out: Any) -> int:
         if args.work_dir is not None:
             report = produce_into_run(args, kinesis, stream, spec)
         else:
-            report = produce_as_asked(kinesis, stream, spec, args)
+            report = put_as_asked(kinesis, stream, generate(spec, now_utc()), args)
     except ProduceError as exc:
         print(f"produce: {exc}", file=sys.stderr)
         return EXIT_REJECTED
