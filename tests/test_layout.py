@@ -31,7 +31,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "model.failure_limits": ("tests/model/test_claim_check.py", ""),
     "model.failure_record": ("tests/model/test_claim_check.py", ""),
     "model.failure_store": ("tests/model/test_claim_check.py", ""),
-    "model.graceful_stop": ("tests/model/test_lease.py", ""),
     "model.kinesis_ends": ("tests/job/sources/test_kinesis_python.py", ""),
     "model.kinesis_offsets": ("tests/test_layout.py", ""),
     "model.kinesis_plan": ("tests/e2e/test_lifecycle.py", ""),

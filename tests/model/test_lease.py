@@ -1,4 +1,4 @@
-"""Lease (local flock and S3 conditional puts), stop marker, signals.
+"""Lease (local flock and S3 conditional puts).
 
 Python logic only: S3 is moto in-process (``mock_aws``, the same backend and
 the same conditional-put checks as the moto server), so no emulator process
@@ -13,16 +13,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
-from model.graceful_stop import StopMarker, StopRequest
 from model.lease import (
     FileLease,
     LeaseHeldError,
@@ -32,14 +27,7 @@ from model.lease import (
     lease_path,
     make_lease,
 )
-from model.storage_uri import parse_s3_uri
 from tests.job.lease_fakes import ScriptedLease, keeper_that_lost
-
-
-def test_parse_s3_uri() -> None:
-    assert parse_s3_uri("s3://bucket/a/b.json") == ("bucket", "a/b.json")
-    with pytest.raises(ValueError, match="not an s3://"):
-        parse_s3_uri("/local/path")
 
 
 def test_lease_sits_beside_the_checkpoint() -> None:
@@ -112,19 +100,6 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        yield boto3.client("s3", region_name="us-east-1")
-
-
-@pytest.fixture
-def bucket(s3: Any) -> str:
-    name = f"lease-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=name)
-    return name
-
-
 def test_s3_lease_conditional_puts(s3: Any, bucket: str) -> None:
     clock = Clock()
     first = S3Lease(s3, bucket, "cp/_lease", "inst", "first", ttl_sec=30, clock=clock)
@@ -190,32 +165,3 @@ def test_lease_keeper_retries_transient_errors_until_the_lease_is_lost(
     assert (
         retried == ["lease renewal failed, will retry: ConnectionError: endpoint unreachable"] * 2
     )
-
-
-def test_stop_marker_local_and_s3(tmp_path: Path, s3: Any, bucket: str) -> None:
-    local = StopMarker(str(tmp_path / "stop"))
-    assert not local.present()
-    (tmp_path / "stop").write_text("")
-    assert local.present()
-    local.consume()
-    assert not local.present()
-
-    remote = StopMarker(f"s3://{bucket}/markers/stop", s3)
-    assert not remote.present()
-    s3.put_object(Bucket=bucket, Key="markers/stop", Body=b"")
-    assert remote.present()
-    remote.consume()
-    assert not remote.present()
-
-
-def test_sigterm_sets_the_stop_request() -> None:
-    stop = StopRequest()
-    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
-    stop.install()
-    try:
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert stop.event.wait(timeout=5)
-        assert stop.reason == "signal SIGTERM"
-    finally:
-        signal.signal(signal.SIGTERM, previous[0])
-        signal.signal(signal.SIGINT, previous[1])

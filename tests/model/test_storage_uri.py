@@ -40,3 +40,9 @@ def test_an_s3_object_round_trips_through_the_client() -> None:
     assert read_object("s3://data/checkpoint/_exit", s3) == b"record"
     with pytest.raises(ClientError):
         read_object("s3://data/absent", s3)
+
+
+def test_parse_s3_uri() -> None:
+    assert parse_s3_uri("s3://bucket/a/b.json") == ("bucket", "a/b.json")
+    with pytest.raises(ValueError, match="not an s3://"):
+        parse_s3_uri("/local/path")
