@@ -28,9 +28,6 @@ ENTRY_FILES = frozenset({"__init__.py", "__main__.py"})
 COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "model.config_kit": ("tests/test_layout.py", ""),
     "model.contract": ("tests/model/test_exit_record.py", ""),
-    "model.failure_limits": ("tests/model/test_claim_check.py", ""),
-    "model.failure_record": ("tests/model/test_claim_check.py", ""),
-    "model.failure_store": ("tests/model/test_claim_check.py", ""),
     "model.kinesis_ends": ("tests/job/sources/test_kinesis_python.py", ""),
     "model.kinesis_offsets": ("tests/test_layout.py", ""),
     "model.kinesis_plan": ("tests/e2e/test_lifecycle.py", ""),

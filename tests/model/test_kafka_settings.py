@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from model.kafka_settings import KafkaSettings, producer_config
+
 ROOT = Path(__file__).resolve().parents[2]
 
 _PROBE = r"""
@@ -35,3 +37,9 @@ def test_the_settings_import_without_the_signer_and_only_signing_needs_it() -> N
         [sys.executable, "-c", _PROBE], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.splitlines() == ["imported", "token: blocked: aws_msk_iam_sasl_signer"]
+
+
+def test_the_producer_takes_its_limits_from_the_one_setting() -> None:
+    settings = KafkaSettings("b:1", "t", "PLAINTEXT", "r", "i", 5_000, 3_000, 5, 200_000)
+    conf = producer_config(settings)
+    assert conf["message.max.bytes"] == conf["batch.size"] == 200_000
