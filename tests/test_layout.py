@@ -38,7 +38,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "job.sources.kinesis_fetch": ("tests/job/sources/test_kinesis_python.py", ""),
     "job.sources.kinesis_options": ("tests/job/sources/test_kinesis_python.py", ""),
     "job.sources.kinesis_task": ("tests/test_layout.py", ""),
-    "job.table.files": ("tests/job/table/test_commit.py", ""),
     "job.table.schema": ("tests/job/table/test_checks.py", ""),
     "infra.constructs.alarm_topic": ("tests/test_layout.py", ""),
     "infra.constructs.alarms": ("tests/infra/constructs/test_tuning.py", ""),

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -92,18 +92,6 @@ def test_a_batch_commits_once_and_its_replay_is_skipped(tmp_path: Path) -> None:
         table, _write(table, config, ["c"], 0), query_id="q2", batch_id=0, options=config.catalog
     )
     assert other.committed and _ids(table) == ["a", "b", "c"]
-
-
-def test_the_day_partition_is_the_utc_day(tmp_path: Path) -> None:
-    config = _config(tmp_path)
-    table = ensure_table(config)
-    late = datetime(2026, 1, 2, 23, 30, tzinfo=UTC)
-    files = write_data_files(
-        table.metadata.model_dump_json(),
-        file_io_properties(config),
-        [_batch(["a"], 0, late), _batch(["b"], 0, late + timedelta(hours=1))],
-    )
-    assert sorted(str(f.partition[0]) for f in files) == ["20455", "20456"]  # days since epoch
 
 
 def _hand_made(config: JobConfig, schema: Any, spec: Any = None) -> Any:
