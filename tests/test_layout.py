@@ -34,7 +34,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "job.jvm": ("tests/model/test_jvm.py", ""),
     "job.main": ("tests/deploy/test_app_package.py", ""),
     "job.session": ("tests/model/test_spark_conf.py", ""),
-    "job.sources.kinesis_fetch": ("tests/job/sources/test_kinesis_python.py", ""),
     "job.sources.kinesis_task": ("tests/test_layout.py", ""),
     "job.table.schema": ("tests/job/table/test_checks.py", ""),
     "infra.constructs.alarm_topic": ("tests/test_layout.py", ""),
