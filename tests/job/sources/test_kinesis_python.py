@@ -27,7 +27,6 @@ from model.kinesis_ends import LocalEndStore, ShardEnd, open_store
 from model.kinesis_offsets import (
     ShardInfo,
     ShardState,
-    readable_shards,
 )
 from model.kinesis_plan import BatchOffset, resolve
 from model.kpl import MAGIC
@@ -106,19 +105,6 @@ def test_python_source_accepts_the_connector_options() -> None:
 
 
 # ---------------------------------------------------------------- offsets
-
-
-def test_child_waits_until_every_listed_parent_is_done() -> None:
-    shards = [
-        ShardInfo("p1", closed=True),
-        ShardInfo("p2", closed=True),
-        ShardInfo("c", parents=("p1", "p2")),
-        ShardInfo("orphan", parents=("expired",)),
-    ]
-    states = {"p1": ShardState(done=True), "p2": ShardState(after="5")}
-    assert [s.shard_id for s in readable_shards(states, shards)] == ["orphan", "p2"]
-    states["p2"] = ShardState(after="9", done=True)
-    assert [s.shard_id for s in readable_shards(states, shards)] == ["c", "orphan"]
 
 
 class Driver:
