@@ -28,7 +28,6 @@ ENTRY_FILES = frozenset({"__init__.py", "__main__.py"})
 COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "model.config_kit": ("tests/test_layout.py", ""),
     "model.contract": ("tests/model/test_exit_record.py", ""),
-    "model.kinesis_plan": ("tests/e2e/test_lifecycle.py", ""),
     "job.jvm": ("tests/model/test_jvm.py", ""),
     "job.main": ("tests/deploy/test_app_package.py", ""),
     "job.session": ("tests/model/test_spark_conf.py", ""),

@@ -603,12 +603,3 @@ def test_the_job_gives_python_kinesis_its_ends_folder_and_read_tasks() -> None:
     parsed = parse_options({**connector_options(config), **options})
     assert (parsed.metadata_path, parsed.read_tasks) == ("s3://bucket/cp/orders/_kinesis_ends/", 20)
     assert describe_source(config).endswith("; executors read the shards")
-
-
-def test_an_offset_of_a_newer_reader_or_a_lost_end_fails_with_its_name() -> None:
-    with pytest.raises(ValueError, match="version 3"):
-        BatchOffset.from_json({"v": 3, "batch": 1, "shards": {}, "reads": []})
-    offset = BatchOffset(4, {A_SHARD: ShardState()}, (ShardInfo(A_SHARD),))
-    with pytest.raises(RuntimeError, match=f"batch 4 read shard {A_SHARD}.*never recorded"):
-        resolve(offset, MemoryEndStore().get)
-    assert BatchOffset.from_json(offset.to_json()) == offset
