@@ -32,7 +32,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "job.main": ("tests/deploy/test_app_package.py", ""),
     "job.session": ("tests/model/test_spark_conf.py", ""),
     "job.sources.kinesis_task": ("tests/test_layout.py", ""),
-    "job.table.schema": ("tests/job/table/test_checks.py", ""),
     "infra.constructs.alarm_topic": ("tests/test_layout.py", ""),
     "infra.constructs.alarms": ("tests/infra/constructs/test_tuning.py", ""),
     "infra.constructs.buckets": ("tests/infra/constructs/test_tuning.py", ""),

@@ -7,10 +7,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import get_args
 
-from job.table.schema import iceberg_schema, iceberg_transform, partition_spec
-from model.table_layout import Partitioning, TimeTransform, partitioning
+from model.table_layout import Partitioning, partitioning
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pyspark", "pyiceberg", "pyarrow", "py4j")
@@ -20,22 +18,6 @@ def test_the_partition_description_names_transform_column_and_field() -> None:
     wanted = partitioning("occurredAt")
     assert wanted == Partitioning("day", "occurred_at", "occurred_at_day")
     assert str(wanted) == "day(occurred_at)"
-
-
-def test_the_pyiceberg_spec_is_derived_from_the_description() -> None:
-    from model.config import DEFAULT_EVENT_FIELDS
-
-    schema = iceberg_schema(DEFAULT_EVENT_FIELDS)
-    (field,) = partition_spec(schema, partitioning("occurredAt")).fields
-    assert (field.name, str(field.transform)) == ("occurred_at_day", "day")
-    assert schema.find_column_name(field.source_id) == "occurred_at"
-
-
-def test_every_time_transform_reads_back_under_its_own_name() -> None:
-    """The start-up check compares the table's transforms by these names."""
-    kinds = get_args(TimeTransform)
-    assert kinds == ("year", "month", "day", "hour")
-    assert [str(iceberg_transform(kind)) for kind in kinds] == list(kinds)
 
 
 def _heavy_modules_after(statements: str) -> list[str]:
