@@ -40,6 +40,12 @@ def config_error(context: dict[str, Any]) -> str:
     return str(caught.value)
 
 
+def entry_error(**overrides: Any) -> str:
+    """The message one instance (``instance_entry(**overrides)``) over the example's
+    defaults is refused with."""
+    return config_error(context_of(instance_entry(**overrides)))
+
+
 def existing_network(region: str) -> dict[str, Any]:
     """An existing VPC's ``network`` section: its id, three zones of ``region``
     and a private subnet in each."""

@@ -19,7 +19,7 @@ from infra.config_sections import default_shard_quota
 from infra.releases import EMR_REGIONS, EMR_REGIONS_PAGE, release_for
 from model import contract
 from model.config import MIN_FETCH_TIME_SEC, JobSettings, SourceSettings
-from tests.infra.config_cases import config_error, context_of, instance_entry
+from tests.infra.config_cases import config_error, context_of, entry_error, instance_entry
 from tests.infra.conftest import EXAMPLE_CDK_JSON
 
 
@@ -53,7 +53,7 @@ def test_defaults_apply_when_the_context_omits_them() -> None:
 
 
 def test_unknown_field() -> None:
-    message = config_error(context_of(instance_entry(stream={"shards": 2})))
+    message = entry_error(stream={"shards": 2})
     assert "instances[0] (orders/eu-west-1)" in message
     assert "stream.shards" in message
     assert "unknown field" in message
@@ -87,12 +87,12 @@ def test_fetch_time_below_the_connector_minimum() -> None:
 
 def test_msk_cluster_in_another_region() -> None:
     arn = "arn:aws:kafka:us-east-1:123456789012:cluster/failures/0b1c2d3e-1111-2222"
-    message = config_error(context_of(instance_entry(kafka={"cluster_arn": arn})))
+    message = entry_error(kafka={"cluster_arn": arn})
     assert "a cluster in the instance's region eu-west-1" in message
 
 
 def test_bad_removal_policy() -> None:
-    message = config_error(context_of(instance_entry(removal_policy="SNAPSHOT")))
+    message = entry_error(removal_policy="SNAPSHOT")
     assert "field removal_policy: bad value 'SNAPSHOT'; allowed: RETAIN | DESTROY" in message
 
 
@@ -118,7 +118,7 @@ def test_job_section_is_the_job_configs_own_model() -> None:
 
 
 def test_unknown_job_source_field_lists_the_job_settings() -> None:
-    message = config_error(context_of(instance_entry(job={"source": {"fail_on_data_loss": False}})))
+    message = entry_error(job={"source": {"fail_on_data_loss": False}})
     assert "field job.source.fail_on_data_loss: unknown field; allowed: " in message
     assert ", ".join(sorted(SourceSettings.model_fields)) in message
 
@@ -153,7 +153,7 @@ def test_float_field_takes_an_integer_but_not_a_bool_or_string() -> None:
     (config,) = load_instances(context_of(instance_entry(alarms={"scheduling_delay_ratio": 1})))
     assert config.alarms.scheduling_delay_ratio == 1.0
     for bad in (True, "0.5"):
-        message = config_error(context_of(instance_entry(alarms={"scheduling_delay_ratio": bad})))
+        message = entry_error(alarms={"scheduling_delay_ratio": bad})
         assert f"alarms.scheduling_delay_ratio: bad value {bad!r}; allowed: 0 < ratio <= 1" in (
             message
         )
@@ -180,7 +180,7 @@ def test_a_shard_count_above_the_regions_default_quota_is_refused() -> None:
     eu-west-1, 1,000 where the page says "1,000 or 6,000")."""
     assert default_shard_quota("eu-west-1") == 20_000
     assert default_shard_quota("ap-northeast-2") == 1_000
-    message = config_error(context_of(instance_entry(stream={"shard_count": 100_000})))
+    message = entry_error(stream={"shard_count": 100_000})
     assert message.startswith(
         "instance instances[0] (orders/eu-west-1): field stream.shard_count: bad value 100000; "
         "allowed: 1..20000: the default Kinesis shard quota of eu-west-1 ("
@@ -206,7 +206,7 @@ def test_the_accounts_shard_quota_raises_the_bound() -> None:
 @pytest.mark.parametrize("region", ["ap-northeast-9", "eu-west-9", "mars-north-1"])
 def test_a_region_where_emr_does_not_exist_is_refused(region: str) -> None:
     """Item 3: regions come from the cited list (infra/releases.py)."""
-    message = config_error(context_of(instance_entry(region=region)))
+    message = entry_error(region=region)
     assert message == (
         f"instance instances[0] (orders/{region}): field region: bad value {region!r}; "
         "allowed: a Region where Amazon EMR runs, such as eu-west-1 "

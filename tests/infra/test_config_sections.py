@@ -7,18 +7,24 @@ import pytest
 
 from infra.config import load_instances
 from infra.config_sections import DEFAULT_KAFKA_VERSION, KAFKA_END_OF_SUPPORT
-from tests.infra.config_cases import config_error, context_of, existing_network, instance_entry
+from tests.infra.config_cases import (
+    config_error,
+    context_of,
+    entry_error,
+    existing_network,
+    instance_entry,
+)
 
 
 @pytest.mark.parametrize("shards", [0, -3])
 def test_shard_count_below_one(shards: int) -> None:
-    message = config_error(context_of(instance_entry(stream={"shard_count": shards})))
+    message = entry_error(stream={"shard_count": shards})
     assert f"field stream.shard_count: bad value {shards}" in message
     assert "an integer >= 1, or null" in message
 
 
 def test_shard_count_of_wrong_type() -> None:
-    message = config_error(context_of(instance_entry(stream={"shard_count": "4"})))
+    message = entry_error(stream={"shard_count": "4"})
     assert "stream.shard_count: bad value '4'; allowed: an integer" in message
 
 
@@ -34,13 +40,13 @@ def test_shard_count_of_wrong_type() -> None:
     ],
 )
 def test_non_positive_thresholds(section: str, field: str, value: int) -> None:
-    message = config_error(context_of(instance_entry(**{section: {field: value}})))
+    message = entry_error(**{section: {field: value}})
     assert f"field {section}.{field}: bad value {value}" in message
     assert "> 0" in message
 
 
 def test_scheduling_delay_ratio_above_one() -> None:
-    message = config_error(context_of(instance_entry(alarms={"scheduling_delay_ratio": 1.5})))
+    message = entry_error(alarms={"scheduling_delay_ratio": 1.5})
     assert "alarms.scheduling_delay_ratio: bad value 1.5; allowed: 0 < ratio <= 1" in message
 
 
@@ -50,19 +56,19 @@ def test_the_job_python_defaults_to_the_releases_first_and_must_be_one_it_ships(
     chosen = load_instances(context_of(instance_entry(emr={"python": "/usr/bin/python3.13"})))[0]
     assert chosen.emr.job_python == "/usr/bin/python3.13"
     # Listed for emr-spark-8.0.0, not for 8.1.0.
-    message = config_error(context_of(instance_entry(emr={"python": "/usr/bin/python3.12"})))
+    message = entry_error(emr={"python": "/usr/bin/python3.12"})
     assert "field emr.python: bad value '/usr/bin/python3.12'" in message
     assert "allowed: a Python that emr-spark-8.1.0 ships: /usr/bin/python3.11, " in message
 
 
 def test_kafka_version_below_topic_support() -> None:
-    message = config_error(context_of(instance_entry(kafka={"version": "3.5.1"})))
+    message = entry_error(kafka={"version": "3.5.1"})
     assert "field kafka.version: bad value '3.5.1'" in message
     assert ">= 3.6" in message
 
 
 def test_replication_factor_above_created_broker_count() -> None:
-    message = config_error(context_of(instance_entry(kafka={"topic_replication_factor": 4})))
+    message = entry_error(kafka={"topic_replication_factor": 4})
     assert "kafka.topic_replication_factor: bad value 4; allowed: <= kafka.broker_count (3)" in (
         message
     )
@@ -103,7 +109,7 @@ def test_durability_stays_configurable() -> None:
 
 
 def test_existing_vpc_needs_subnets_and_zones() -> None:
-    message = config_error(context_of(instance_entry(network={"vpc_id": "vpc-0123456789abcdef0"})))
+    message = entry_error(network={"vpc_id": "vpc-0123456789abcdef0"})
     assert "field network.private_subnet_ids" in message
     assert "at least 2 private subnet ids" in message
 
@@ -116,7 +122,7 @@ def test_existing_vpc_is_accepted_with_subnets() -> None:
 
 def test_broker_count_must_fill_the_client_subnets() -> None:
     network = {"availability_zones": ["eu-west-1a", "eu-west-1b"]}
-    message = config_error(context_of(instance_entry(network=network, kafka={"broker_count": 3})))
+    message = entry_error(network=network, kafka={"broker_count": 3})
     assert "field kafka.broker_count: bad value 3; allowed: a multiple of the 2 client subnets" in (
         message
     )
@@ -138,7 +144,7 @@ def test_a_created_cluster_defaults_to_a_kafka_version_with_no_end_of_support() 
     (config,) = load_instances(context_of(instance_entry()))
     assert config.kafka.version == DEFAULT_KAFKA_VERSION == "3.8.x"
     assert DEFAULT_KAFKA_VERSION not in KAFKA_END_OF_SUPPORT
-    message = config_error(context_of(instance_entry(kafka={"version": "3.6.0"})))
+    message = entry_error(kafka={"version": "3.6.0"})
     assert "field kafka.version: bad value '3.6.0'; allowed: a version with no published end" in (
         message
     )
