@@ -260,3 +260,46 @@ def test_an_outside_reference_is_found(tmp_path: Path) -> None:
         "a.py",
         "b.md",
     ]
+
+
+# An import inside a function stays there only where a cycle or an optional
+# dependency forces it, and says which on its line (issue 42).
+PRODUCTION_PACKAGES = ("model", "job", "infra", "ops", "local", "scripts", "bench")
+_REASON = re.compile(r"#\s*(optional|cycle)\b")
+
+
+def unexplained_function_imports(root: Path) -> list[str]:
+    """``path:line`` of every import inside a function without its reason."""
+    found: list[str] = []
+    for top in PRODUCTION_PACKAGES:
+        for path in sorted((root / top).rglob("*.py")):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            tree = ast.parse("\n".join(lines), filename=str(path))
+            nested = {
+                node.lineno
+                for function in ast.walk(tree)
+                if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for node in ast.walk(function)
+                if isinstance(node, (ast.Import, ast.ImportFrom))
+            }
+            found.extend(
+                f"{path.relative_to(root)}:{line}"
+                for line in sorted(nested)
+                if not _REASON.search(lines[line - 1])
+            )
+    return found
+
+
+def test_an_import_inside_a_function_says_why() -> None:
+    found = unexplained_function_imports(ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_an_unexplained_function_import_is_reported(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "job/a.py",
+        "def f():\n    import json\n\n\ndef g():\n    import pyspark  # optional: x\n",
+    )
+    _write(tmp_path, "infra/b.py", "import json\n\n\ndef h():\n    from x import y  # cycle: z\n")
+    assert unexplained_function_imports(tmp_path) == ["job/a.py:2"]
