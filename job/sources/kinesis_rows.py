@@ -21,6 +21,7 @@ vectorized prefix test over its data column.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import pyarrow as pa
@@ -42,7 +43,9 @@ def records_to_batch(
     KPL aggregate replaced by its user records.
 
     ``ApproximateArrivalTimestamp`` is a timezone-aware datetime (botocore
-    parses it so); Arrow stores the instant in UTC, whatever its zone.
+    parses it so); it is turned to UTC here, before Arrow sees it, because
+    with ``PYARROW_IGNORE_TIMEZONE`` set (importing ``pyspark.pandas`` sets
+    it) Arrow keeps the wall clock and drops the zone.
     """
     data = pa.array([bytes(record["Data"]) for record in records], pa.binary())
     # One vectorized prefix test: a Python loop over the records cost as much
@@ -55,7 +58,7 @@ def records_to_batch(
         [stream] * count,
         [record.get("PartitionKey") for record in records],
         [str(record["SequenceNumber"]) for record in records],
-        [record.get("ApproximateArrivalTimestamp") for record in records],
+        [_utc(record.get("ApproximateArrivalTimestamp")) for record in records],
         [shard_id] * count,
     ]
     fields = list(ARROW_SCHEMA)
@@ -68,6 +71,11 @@ def records_to_batch(
         pa.nulls(count, ARROW_SCHEMA.field(SUB_SEQUENCE_NUMBER).type),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _utc(arrival: datetime | None) -> datetime | None:
+    """The same instant in UTC (``None`` kept: the emulator may omit it)."""
+    return None if arrival is None else arrival.astimezone(UTC)
 
 
 def _user_records_to_batch(
@@ -86,7 +94,7 @@ def _user_records_to_batch(
     for record, packed in zip(records, aggregated, strict=True):
         payload = bytes(record["Data"])
         sequence = str(record["SequenceNumber"])
-        arrival = record.get("ApproximateArrivalTimestamp")
+        arrival = _utc(record.get("ApproximateArrivalTimestamp"))
         users = None
         if packed:
             try:

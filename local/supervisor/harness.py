@@ -32,7 +32,7 @@ from model import contract
 from model.exit_record import read_exit_record
 from model.graceful_stop import StopMarker
 from model.lease import file_lease_state, lease_path
-from model.storage_uri import local_path
+from model.storage_uri import local_path, write_object
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,8 @@ class LocalSupervisor:
         with self._lock:
             decision = decide(self.observe(), self.state, self.policy)
             self.state = decision.state
-            self.state_path.write_text(self.state.to_json(), encoding="utf-8")
+            # Replaced whole: `make status` may read it at any moment.
+            write_object(str(self.state_path), self.state.to_json().encode("utf-8"))
             if decision.action == "restart":
                 log.warning("supervisor: %s", decision.message)
                 self.local.start_job()

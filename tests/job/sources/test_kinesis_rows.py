@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import pytest
+
 from job.sources.kinesis_rows import ARROW_SCHEMA, records_to_batch
 from model import record
 from ops.aggregation import aggregate, corrupt
@@ -37,6 +39,20 @@ def test_plain_records_keep_their_order_coordinates_and_instant() -> None:
     assert [r[record.SUB_SEQUENCE.source] for r in rows] == [None, None]
     # The same instant, in UTC, whatever zone botocore's datetime had.
     assert rows[0][record.ARRIVAL.source] == AT.astimezone(UTC)
+
+
+@pytest.mark.parametrize("aggregated", [False, True])
+def test_the_instant_survives_pyarrow_ignore_timezone(
+    monkeypatch: pytest.MonkeyPatch, aggregated: bool
+) -> None:
+    # Importing pyspark.pandas sets it; Arrow then keeps the wall clock (12:00)
+    # and labels it UTC, nine hours late.
+    monkeypatch.setenv("PYARROW_IGNORE_TIMEZONE", "1")
+    first = aggregate("outer", [b'{"id":"u0"}']) if aggregated else b"a"
+    rows = records_to_batch("s", "shardId-1", [_record(first, "1"), _record(b"b", "2")])
+    arrivals = [r[record.ARRIVAL.source] for r in rows.to_pylist()]
+    assert arrivals == [AT.astimezone(UTC)] * 2
+    assert arrivals[0].hour == 3
 
 
 def test_an_aggregate_becomes_its_user_records_where_it_stands() -> None:
