@@ -24,7 +24,7 @@ Choices the step encodes (docs/deploy.md has the long form):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -126,8 +126,39 @@ def read_jar_lock(path: str | Path) -> tuple[LockedJar, ...]:
     return parse_jar_lock(Path(path).read_text(encoding="utf-8"), str(path))
 
 
+class JobPackage:
+    """The files of one job version under ``package_uri`` and the spark-submit
+    arguments that load them: ONE layout for the EMR step (:class:`StepSpec`)
+    and the EMR Serverless run (``infra.serverless_job_run.JobRunSpec``)."""
+
+    package_uri: str
+
+    @property
+    def config_uri(self) -> str:
+        return f"{self.package_uri}/{JOB_CONFIG_FILE}"
+
+    @property
+    def entry_point(self) -> str:
+        return f"{self.package_uri}/{ENTRY_POINT}"
+
+    @property
+    def config_arguments(self) -> list[str]:
+        """The entry point's arguments that name the job's configuration."""
+        return ["--config", self.config_uri]
+
+    def package_arguments(self, jars_before: Sequence[str] = ()) -> list[str]:
+        """``--py-files`` with ``app.zip`` and ``--jars`` with ``jars_before``
+        followed by the job's jar (it is job code and travels with its version)."""
+        return [
+            "--py-files",
+            f"{self.package_uri}/{PACKAGE_ZIP}",
+            "--jars",
+            ",".join([*jars_before, f"{self.package_uri}/{JOB_JAR}"]),
+        ]
+
+
 @dataclass(frozen=True)
-class StepSpec:
+class StepSpec(JobPackage):
     """Everything the step depends on. Values may be CDK string tokens (the
     bucket name) at synth time; redeploy gets them resolved from the stack output.
 
@@ -167,10 +198,6 @@ class StepSpec:
             raise ValueError(
                 f"action_on_failure: {self.action_on_failure!r}; allowed: CONTINUE, CANCEL_AND_WAIT"
             )
-
-    @property
-    def config_uri(self) -> str:
-        return f"{self.package_uri}/{JOB_CONFIG_FILE}"
 
     def to_dict(self) -> dict[str, Any]:
         raw = asdict(self)
@@ -212,7 +239,6 @@ def build_step(spec: StepSpec) -> dict[str, Any]:
         "--stop-timeout-sec",
         str(spec.stop_timeout_sec),
     ]
-    job_jar = f"{spec.package_uri}/{JOB_JAR}"
     submit = [
         "spark-submit",
         "--master",
@@ -221,21 +247,16 @@ def build_step(spec: StepSpec) -> dict[str, Any]:
         "cluster",
         "--name",
         spec.app_name,
-        "--py-files",
-        f"{spec.package_uri}/{PACKAGE_ZIP}",
-        # local: the bootstrap installed the pinned jars on every node; the
-        # de-duplication processor is job code and travels with its version.
-        "--jars",
-        ",".join([*(f"local:{jars_dir}/{n}" for n in spec.jar_files), job_jar]),
+        # local: the bootstrap installed the pinned jars on every node.
+        *spec.package_arguments([f"local:{jars_dir}/{n}" for n in spec.jar_files]),
         "--conf",
         "spark.yarn.submit.waitAppCompletion=false",
         "--conf",
         f"spark.yarn.appMasterEnv.PYSPARK_PYTHON={spec.python}",
         "--conf",
         f"spark.executorEnv.PYSPARK_PYTHON={spec.python}",
-        f"{spec.package_uri}/{ENTRY_POINT}",
-        "--config",
-        spec.config_uri,
+        spec.entry_point,
+        *spec.config_arguments,
     ]
     return {
         "Name": spec.step_name,

@@ -48,9 +48,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from infra.emr_step import ENTRY_POINT, JOB_CONFIG_FILE, PACKAGE_ZIP
+from infra.emr_step import JobPackage
 from infra.serverless_config import ServerlessConfig
-from model.jvm import JAR_NAME as JOB_JAR
 from model.spark_conf import ExecutorSizing, serverless_conf
 
 MODE: Final = "STREAMING"
@@ -126,7 +125,7 @@ def application_spark_defaults(
 
 
 @dataclass(frozen=True)
-class JobRunSpec:
+class JobRunSpec(JobPackage):
     """Everything the request depends on; values may be CDK tokens at synth.
 
     ``package_uri`` is the versioned S3 prefix holding ``app.zip``, ``main.py``,
@@ -158,27 +157,14 @@ class JobRunSpec:
                 )
 
     @property
-    def config_uri(self) -> str:
-        return f"{self.package_uri}/{JOB_CONFIG_FILE}"
-
-    @property
-    def entry_point(self) -> str:
-        return f"{self.package_uri}/{ENTRY_POINT}"
-
-    @property
     def entry_point_arguments(self) -> list[str]:
-        return ["--config", self.config_uri, *PLATFORM_ARGUMENTS]
+        return [*self.config_arguments, *PLATFORM_ARGUMENTS]
 
     @property
     def spark_submit_parameters(self) -> str:
         """``--py-files``, ``--jars`` and the archive's ``--conf`` pairs, one
         string as the API takes it."""
-        parts = [
-            "--py-files",
-            f"{self.package_uri}/{PACKAGE_ZIP}",
-            "--jars",
-            f"{self.package_uri}/{JOB_JAR}",
-        ]
+        parts = self.package_arguments()
         for key, value in sorted(self.archive_conf.items()):
             parts += ["--conf", f"{key}={value}"]
         return " ".join(parts)

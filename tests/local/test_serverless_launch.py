@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from infra import serverless_job_run
+from infra import emr_step
 from local import serverless_launch as sl
 from local.emulators import Endpoints
 from local.harness import build_job_config, load_example_instances
@@ -97,7 +97,8 @@ def test_the_command_is_the_job_run_request_with_local_files(
 def test_a_wrong_entry_point_or_a_missing_jar_fails_the_launch(
     instance: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, wrong: str
 ) -> None:
-    monkeypatch.setattr(serverless_job_run, name, wrong)
+    # The package layout of the run (infra.emr_step.JobPackage) reads both names.
+    monkeypatch.setattr(emr_step, name, wrong)
     with pytest.raises(sl.LaunchError, match=rf"{wrong}: maps to .* which does not exist"):
         _plan(instance, tmp_path / "run")
 
