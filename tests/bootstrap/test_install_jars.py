@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.emr_step import LockedJar
 from tests.bootstrap.shell import run_bash
 from tests.bootstrap.test_bootstrap_lib import alone, fake_s3
 
@@ -32,16 +33,18 @@ class Jar:
     content: bytes
 
     @property
-    def coordinates(self) -> str:
-        return f"{GROUP}:{self.artifact}:{self.version}"
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content).hexdigest()
+
+    @property
+    def locked(self) -> LockedJar:
+        """The lock's entry for these bytes: its file name and Maven path are
+        the ones the stack expects (infra.emr_step), so the installer must agree."""
+        return LockedJar(GROUP, self.artifact, self.version, self.sha256, "test")
 
     @property
     def file_name(self) -> str:
-        return f"{self.artifact}-{self.version}.jar"
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.content).hexdigest()
+        return self.locked.file_name
 
 
 JARS = (
@@ -51,7 +54,7 @@ JARS = (
 
 
 def publish(repo: Path, jar: Jar, content: bytes | None = None) -> Path:
-    path = repo / GROUP.replace(".", "/") / jar.artifact / jar.version / jar.file_name
+    path = repo / jar.locked.repository_path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(jar.content if content is None else content)
     return path
@@ -63,7 +66,7 @@ def write_lock(path: Path, lines: list[str]) -> Path:
 
 
 def lock_line(jar: Jar, sha: str | None = None) -> str:
-    return f"{jar.coordinates}  {sha or jar.sha256}  test"
+    return f"{GROUP}:{jar.artifact}:{jar.version}  {sha or jar.sha256}  test"
 
 
 def run(
