@@ -43,7 +43,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "infra.constructs.logs_key": ("tests/infra/constructs/test_tuning.py", ""),
     "infra.constructs.metrics": ("tests/test_layout.py", ""),
     "infra.constructs.network": ("tests/test_layout.py", ""),
-    "infra.constructs.roles": ("tests/test_layout.py", ""),
     "infra.constructs.serverless_app": ("tests/test_layout.py", ""),
     "infra.emr_step": ("tests/infra/test_serverless_job_run.py", ""),
     "infra.job_jar": ("tests/test_layout.py", ""),

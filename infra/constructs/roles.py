@@ -23,8 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import jsii
-from aws_cdk import Acknowledgment, Aws, Validations
+from aws_cdk import Acknowledgment, Aws, CfnResource, Validations
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 
@@ -122,6 +123,18 @@ class Roles(Construct):
 def _default_policy(role: iam.Role) -> list[iam.Policy]:
     default = role.node.try_find_child("DefaultPolicy")
     return [default] if isinstance(default, iam.Policy) else []
+
+
+def depend_on_policy_only(function: lambda_.Function, role: iam.Role) -> None:
+    """Make ``function`` wait for ``role``'s DefaultPolicy (the grants it runs
+    with) and nothing else: CDK also makes it depend on the role it already
+    references by ``Fn::GetAtt``, a redundant ``DependsOn`` cfn-lint reports
+    (W3005)."""
+    function_resource = function.node.default_child
+    policy = role.node.try_find_child("DefaultPolicy")
+    policy_resource = policy.node.default_child if policy is not None else None
+    if isinstance(function_resource, CfnResource) and isinstance(policy_resource, CfnResource):
+        function_resource.add_override("DependsOn", [policy_resource.logical_id])
 
 
 def service_role(

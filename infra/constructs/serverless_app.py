@@ -42,7 +42,6 @@ from typing import Final
 from aws_cdk import (
     Acknowledgment,
     Aws,
-    CfnResource,
     CustomResource,
     Duration,
     RemovalPolicy,
@@ -62,7 +61,7 @@ from infra.config import InstanceConfig
 from infra.constructs.instance import stack_output
 from infra.constructs.job_deployment import JOB_PREFIX, JobDeployment
 from infra.constructs.logs_key import encrypted_log_group, retention_days
-from infra.constructs.roles import service_role
+from infra.constructs.roles import depend_on_policy_only, service_role
 from infra.emr_step import PACKAGE_ZIP, stop_timeout_for
 from infra.packaging import content_digest, stage_files
 from infra.serverless_archive import ARCHIVE_FILE, archive_path, archive_spark_conf
@@ -383,11 +382,7 @@ class ServerlessJob(Construct):
             log_group=log_group,
             description=f"Custom::ServerlessJobRun of {instance.instance_id}",
         )
-        function_resource = function.node.default_child
-        policy = role.node.try_find_child("DefaultPolicy")
-        policy_resource = policy.node.default_child if policy is not None else None
-        if isinstance(function_resource, CfnResource) and isinstance(policy_resource, CfnResource):
-            function_resource.add_override("DependsOn", [policy_resource.logical_id])
+        depend_on_policy_only(function, role)
         return function
 
 

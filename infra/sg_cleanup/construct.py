@@ -12,7 +12,6 @@ from typing import Final
 from aws_cdk import (
     Acknowledgment,
     Aws,
-    CfnResource,
     CustomResource,
     Duration,
     RemovalPolicy,
@@ -25,6 +24,7 @@ from constructs import Construct
 
 from infra.config_sections import EmrConfig, RetentionConfig
 from infra.constructs.logs_key import encrypted_log_group, retention_days
+from infra.constructs.roles import depend_on_policy_only
 
 # The custom resource's Lambda code, inlined (CloudFormation ZipFile, < 4 KiB).
 SG_CLEANUP_SOURCE: Final = Path(__file__).with_name("handler.py")
@@ -88,13 +88,7 @@ def security_group_cleanup(
         log_group=log_group,
         description="Revokes EMR-managed security group cross-references on delete",
     )
-    # CDK also makes the function depend on the role it already references
-    # (GetAtt), which cfn-lint reports (W3005); keep only the policy dependency.
-    function_resource = function.node.default_child
-    policy = role.node.try_find_child("DefaultPolicy")
-    policy_resource = policy.node.default_child if policy is not None else None
-    if isinstance(function_resource, CfnResource) and isinstance(policy_resource, CfnResource):
-        function_resource.add_override("DependsOn", [policy_resource.logical_id])
+    depend_on_policy_only(function, role)
     return CustomResource(
         scope,
         "SecurityGroupCleanupResource",

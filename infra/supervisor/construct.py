@@ -70,7 +70,6 @@ from typing import Any, Final, Protocol
 from aws_cdk import (
     Acknowledgment,
     Aws,
-    CfnResource,
     Duration,
     RemovalPolicy,
     Stack,
@@ -90,6 +89,7 @@ from constructs import Construct
 from infra.config import InstanceConfig
 from infra.constructs.alarms import SUPERVISOR_ERRORS, SUPERVISOR_NOT_RUNNING
 from infra.constructs.logs_key import encrypted_log_group, retention_days
+from infra.constructs.roles import depend_on_policy_only
 from infra.constructs.serverless_app import grant_job_runs
 from infra.packaging import SUPERVISOR_HANDLER, stage_supervisor
 from infra.serverless_job_run import restart_budget_split
@@ -344,13 +344,7 @@ class Supervisor(Construct):
             max_event_age=Duration.seconds(max(60, minutes * 60)),
             retry_attempts=2,
         )
-        # The function waits for its policy, not only the role (W3005: keep
-        # only the policy dependency, as infra/sg_cleanup/construct.py does).
-        function_resource = self.function.node.default_child
-        policy = self.role.node.try_find_child("DefaultPolicy")
-        policy_resource = policy.node.default_child if policy is not None else None
-        if isinstance(function_resource, CfnResource) and isinstance(policy_resource, CfnResource):
-            function_resource.add_override("DependsOn", [policy_resource.logical_id])
+        depend_on_policy_only(self.function, self.role)
         self.schedule = events.Rule(
             self,
             "Schedule",
