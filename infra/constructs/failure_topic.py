@@ -35,6 +35,18 @@ IAM_TLS_PORT: Final = 9098  # MSK brokers' listener for IAM auth over TLS
 # (docs/infra.md); the job config's kafka.security (PLAINTEXT is the local broker's).
 CLIENT_SECURITY: Final[KafkaSecurity] = "MSK_IAM"
 HOUR_MS: Final = 3_600_000
+# What a job may do on the cluster itself (connect, find its brokers, write
+# idempotently: cluster-scoped in MSK IAM) and on its own topic: no cluster
+# administration, no other topic (:meth:`FailureTopic.grant_job`).
+JOB_CLUSTER_ACTIONS: Final = (
+    "kafka-cluster:Connect",
+    "kafka-cluster:DescribeCluster",
+    "kafka-cluster:WriteDataIdempotently",
+    "kafka:GetBootstrapBrokers",
+    "kafka:DescribeCluster",
+    "kafka:DescribeClusterV2",
+)
+JOB_TOPIC_ACTIONS: Final = ("kafka-cluster:DescribeTopic", "kafka-cluster:WriteData")
 
 
 def topic_configs(config: KafkaConfig) -> dict[str, str]:
@@ -241,21 +253,14 @@ class FailureTopic(Construct):
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="FailureClusterConnect",
-                actions=[
-                    "kafka-cluster:Connect",
-                    "kafka-cluster:DescribeCluster",
-                    "kafka-cluster:WriteDataIdempotently",
-                    "kafka:GetBootstrapBrokers",
-                    "kafka:DescribeCluster",
-                    "kafka:DescribeClusterV2",
-                ],
+                actions=list(JOB_CLUSTER_ACTIONS),
                 resources=[self.cluster_arn],
             )
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="FailureTopicWrite",
-                actions=["kafka-cluster:DescribeTopic", "kafka-cluster:WriteData"],
+                actions=list(JOB_TOPIC_ACTIONS),
                 resources=[self.topic_arn],
             )
         )

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from cfnlint.api import ManualArgs, lint_file
 
+from infra.constructs.failure_topic import JOB_CLUSTER_ACTIONS, JOB_TOPIC_ACTIONS
 from tests.fixtures import EXAMPLE_CDK_JSON
 from tests.infra.config_cases import existing_network
 from tests.infra.conftest import Synthesized, check_context, synthesize
@@ -23,16 +24,13 @@ SHARED = "Streaming-shared-us-east-1"
 A, B = "Streaming-refunds-us-east-1", "Streaming-invoices-us-east-1"
 CLUSTER = "arn:aws:kafka:us-east-1:123456789012:cluster/streaming-failures-us-east-1/0b1c2d3e-aaaa"
 NETWORK = existing_network(REGION)
-# What a job may do on the shared cluster itself (not on a topic).
-CLUSTER_ACTIONS = {
-    "kafka-cluster:Connect",
-    "kafka-cluster:DescribeCluster",
-    "kafka-cluster:WriteDataIdempotently",
-    "kafka:GetBootstrapBrokers",
-    "kafka:DescribeCluster",
-    "kafka:DescribeClusterV2",
-}
-TOPIC_ACTIONS = {"kafka-cluster:DescribeTopic", "kafka-cluster:WriteData"}
+# What a job may do on the shared cluster itself and on its own topic: the
+# construct's grants (held below to no wildcard and no administration).
+CLUSTER_ACTIONS = frozenset(JOB_CLUSTER_ACTIONS)
+TOPIC_ACTIONS = frozenset(JOB_TOPIC_ACTIONS)
+# MSK IAM actions that administer a cluster or its topics
+# (https://docs.aws.amazon.com/msk/latest/developerguide/kafka-actions.html).
+ADMIN_VERBS = ("Alter", "Create", "Delete", "Update", "Reboot")
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +155,15 @@ def test_each_instance_reaches_only_its_own_topic_on_the_shared_cluster(
     assert synth.templates[A]["Resources"].keys() >= {"FailureTopic"}
     names = {synth.properties(n, "FailureTopic")["TopicName"] for n in (A, B)}
     assert len(names) == 2
+
+
+def test_a_jobs_kafka_actions_name_no_wildcard_and_no_administration() -> None:
+    granted = [*JOB_CLUSTER_ACTIONS, *JOB_TOPIC_ACTIONS]
+    assert len(granted) == 8
+    for action in granted:
+        service, _, verb = action.partition(":")
+        assert service in ("kafka-cluster", "kafka"), action
+        assert "*" not in verb and not verb.startswith(ADMIN_VERBS), action
 
 
 def test_control_a_topic_wildcard_or_admin_action_on_the_cluster_is_caught() -> None:
