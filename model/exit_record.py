@@ -22,10 +22,8 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from model.contract import exit_record_path
-from model.storage_uri import read_object, write_object
+from model.storage_uri import read_object_if_present, write_object
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +104,5 @@ def write_exit_record(checkpoint_location: str, record: ExitRecord, s3_client: A
 def read_exit_record(checkpoint_location: str, s3_client: Any = None) -> ExitRecord | None:
     """The last record, or None when the job never wrote one."""
     path = exit_record_path(checkpoint_location)
-    try:
-        body = read_object(path, s3_client)
-    except FileNotFoundError:
-        return None
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
-            return None
-        raise
-    return ExitRecord.from_json(body, path)
+    body = read_object_if_present(path, s3_client)
+    return None if body is None else ExitRecord.from_json(body, path)

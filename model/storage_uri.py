@@ -2,13 +2,21 @@
 
 The lease, the stop marker and the job's start-up all accept either, so the
 same configuration shape runs on EMR and on a laptop; :func:`read_object` and
-:func:`write_object` read and write a small object at either.
+:func:`write_object` read and write a small object at either, and
+:func:`read_object_if_present` reads one that may not be there yet.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
+
+# The error codes S3 answers a missing object with: GetObject's NoSuchKey, and
+# 404/NotFound from a HEAD (which has no body to name the error)
+# (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
+MISSING_CODES: Final = ("NoSuchKey", "404", "NotFound")
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
@@ -38,6 +46,20 @@ def read_object(path: str, s3_client: Any = None) -> bytes:
         bucket, key = parse_s3_uri(path)
         return bytes(s3_client.get_object(Bucket=bucket, Key=key)["Body"].read())
     return Path(local_path(path)).read_bytes()
+
+
+def read_object_if_present(path: str, s3_client: Any = None) -> bytes | None:
+    """:func:`read_object`, or None when there is no object at ``path`` (a
+    missing file, or an S3 error with one of :data:`MISSING_CODES`); any other
+    error raises."""
+    try:
+        return read_object(path, s3_client)
+    except FileNotFoundError:
+        return None
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in MISSING_CODES:
+            return None
+        raise
 
 
 def write_object(path: str, body: bytes, s3_client: Any = None) -> None:

@@ -13,14 +13,13 @@ the state, and imports only the model and :mod:`infra.supervisor.decision`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from infra.supervisor.decision import SupervisorState
 from model import contract
 from model.config import JobConfig
 from model.exit_record import ExitRecord, read_exit_record
-from model.storage_uri import is_s3, local_path, parse_s3_uri
+from model.storage_uri import read_object_if_present
 
 
 @dataclass(frozen=True)
@@ -51,20 +50,6 @@ class SupervisorStatus:
         ]
 
 
-def _read(path: str, s3: Any) -> bytes | None:
-    if is_s3(path):
-        bucket, key = parse_s3_uri(path)
-        try:
-            body: bytes = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-        except s3.exceptions.NoSuchKey:
-            return None
-        return body
-    try:
-        return Path(local_path(path)).read_bytes()
-    except FileNotFoundError:
-        return None
-
-
 def read_supervisor(config: JobConfig, s3: Any) -> SupervisorStatus | None:
     """None when the job config has no stop marker (no control prefix to look in)."""
     if config.stop_marker_path is None:
@@ -72,7 +57,7 @@ def read_supervisor(config: JobConfig, s3: Any) -> SupervisorStatus | None:
     where = contract.supervisor_state_path(config.stop_marker_path)
     record: ExitRecord | None = read_exit_record(config.checkpoint_location, s3)
     last_exit = record.line() if record is not None else None
-    body = _read(where, s3)
+    body = read_object_if_present(where, s3)
     if body is None:
         return SupervisorStatus(where, checked=False, last_exit=last_exit)
     state = SupervisorState.from_json(body, where)

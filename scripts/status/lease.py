@@ -22,7 +22,7 @@ from typing import Any
 
 from model.config import JobConfig
 from model.lease import JobState, file_lease_state, lease_path, s3_lease_state
-from model.storage_uri import is_s3, local_path, parse_s3_uri
+from model.storage_uri import is_s3, local_path, read_object_if_present
 
 # The lease's state as seen from outside lives in model.lease (the supervisor's
 # Lambda reads it there too); re-exported for the operator commands.
@@ -34,12 +34,7 @@ def job_state(config: JobConfig, s3: Any, now: float) -> JobState:
     where = lease_path(config.checkpoint_location)
     if not is_s3(where):
         return file_lease_state(Path(local_path(where)))
-    bucket, key = parse_s3_uri(where)
-    try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except s3.exceptions.NoSuchKey:
-        body = None
-    return s3_lease_state(where, body, now)
+    return s3_lease_state(where, read_object_if_present(where, s3), now)
 
 
 def process_alive(pid: int) -> bool:

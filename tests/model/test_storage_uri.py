@@ -10,7 +10,14 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from model.storage_uri import is_s3, local_path, parse_s3_uri, read_object, write_object
+from model.storage_uri import (
+    is_s3,
+    local_path,
+    parse_s3_uri,
+    read_object,
+    read_object_if_present,
+    write_object,
+)
 
 
 def test_s3_uris_and_local_paths_are_told_apart() -> None:
@@ -40,6 +47,24 @@ def test_an_s3_object_round_trips_through_the_client() -> None:
     assert read_object("s3://data/checkpoint/_exit", s3) == b"record"
     with pytest.raises(ClientError):
         read_object("s3://data/absent", s3)
+
+
+def test_a_missing_local_object_reads_as_none(tmp_path: Path) -> None:
+    path = str(tmp_path / "lease")
+    assert read_object_if_present(path) is None
+    write_object(path, b"held")
+    assert read_object_if_present(f"file://{path}") == b"held"
+
+
+@mock_aws
+def test_a_missing_s3_object_reads_as_none_and_other_errors_raise() -> None:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="data")
+    assert read_object_if_present("s3://data/control/supervisor.json", s3) is None
+    write_object("s3://data/control/supervisor.json", b"{}", s3)
+    assert read_object_if_present("s3://data/control/supervisor.json", s3) == b"{}"
+    with pytest.raises(ClientError, match="NoSuchBucket"):
+        read_object_if_present("s3://absent-bucket/k", s3)
 
 
 def test_parse_s3_uri() -> None:

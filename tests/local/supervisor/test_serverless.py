@@ -9,7 +9,6 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import boto3
 import pytest
@@ -19,7 +18,7 @@ from infra.serverless_job_run_handler import Checkpoint, Handover
 from local.supervisor.serverless import LocalFilesS3, run_until, s3_uri
 from model.exit_record import ExitRecord, read_exit_record, write_exit_record
 from model.lease import lease_path, make_lease, s3_lease_state
-from model.storage_uri import parse_s3_uri
+from model.storage_uri import parse_s3_uri, read_object_if_present
 
 
 @pytest.fixture
@@ -30,24 +29,15 @@ def s3() -> Iterator[LocalFilesS3]:
         yield LocalFilesS3(client)
 
 
-def _get(s3: Any, uri: str) -> bytes | None:
-    bucket, key = parse_s3_uri(uri)
-    try:
-        body: bytes = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except s3.exceptions.NoSuchKey:
-        return None
-    return body
-
-
 def test_the_lease_object_exists_while_the_flock_is_held(s3: LocalFilesS3, tmp_path: Path) -> None:
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir()
     uri = s3_uri(lease_path(str(checkpoint)))
-    assert _get(s3, uri) is None  # no lease file yet
+    assert read_object_if_present(uri, s3) is None  # no lease file yet
     lease = make_lease(str(checkpoint), "orders", ttl_sec=60)
     lease.acquire(1)
     try:
-        body = _get(s3, uri)
+        body = read_object_if_present(uri, s3)
         assert body is not None
         state = s3_lease_state(uri, body, time.time())
         assert state.running and state.holder == json.loads(body)["owner"]
@@ -57,7 +47,7 @@ def test_the_lease_object_exists_while_the_flock_is_held(s3: LocalFilesS3, tmp_p
     finally:
         lease.release()
     assert Path(lease_path(str(checkpoint))).exists()  # the file stays, the flock is gone
-    assert _get(s3, uri) is None
+    assert read_object_if_present(uri, s3) is None
     bucket, key = parse_s3_uri(uri)
     assert s3.list_objects_v2(Bucket=bucket, Prefix=key)["Contents"] == []
 
@@ -77,7 +67,7 @@ def test_records_markers_and_other_buckets(s3: LocalFilesS3, tmp_path: Path) -> 
     assert not marker.exists()
 
     s3.put_object(Bucket="elsewhere", Key="k", Body=b"moto")
-    assert _get(s3, "s3://elsewhere/k") == b"moto"
+    assert read_object_if_present("s3://elsewhere/k", s3) == b"moto"
     assert not (Path("/elsewhere") / "k").exists()
 
 
