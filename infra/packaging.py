@@ -27,6 +27,8 @@ from infra import job_jar
 from infra.emr_step import ENTRY_POINT, JOB_CONFIG_FILE, PACKAGE_ZIP
 from model.jvm import JAR_NAME as JOB_JAR
 
+# The repository the staged files come from (the constructs' default source root).
+REPO_ROOT: Final = job_jar.ROOT
 # The bootstrap actions' shared shell helpers; each action downloads it first.
 BOOTSTRAP_LIB: Final = "bootstrap-lib.sh"
 # Relative to the repository root; staged flat (by file name) under one prefix.

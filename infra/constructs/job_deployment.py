@@ -63,11 +63,10 @@ from infra.emr_step import (
     read_jar_lock,
     stop_timeout_for,
 )
-from infra.packaging import BOOTSTRAP_LIB, stage_bootstrap, stage_package
+from infra.packaging import BOOTSTRAP_LIB, REPO_ROOT, stage_bootstrap, stage_package
 from model import contract
 from model.config import JobConfig
 
-REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 MAVEN_CENTRAL: Final = "https://repo1.maven.org/maven2"
 # The Jackson jars whose checksums are verified (pyspark wheel). The CBOR
 # dataformat jar is locked too but only selected by an instance whose Kinesis

@@ -63,7 +63,7 @@ from infra.constructs.job_deployment import JOB_PREFIX, JobDeployment
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 from infra.constructs.roles import depend_on_policy_only, service_role
 from infra.emr_step import PACKAGE_ZIP, stop_timeout_for
-from infra.packaging import content_digest, stage_files
+from infra.packaging import REPO_ROOT, content_digest, stage_files
 from infra.serverless_archive import ARCHIVE_FILE, archive_path, archive_spark_conf
 from infra.serverless_job_run import (
     LOG_TYPES,
@@ -77,7 +77,6 @@ from model import contract
 from model.config import JobConfig
 from model.lease import lease_path
 
-REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 DEPS_PREFIX: Final = "artifacts/deps"
 # Where the archive is built for AWS (infra/serverless_archive.py).
 TARGET_PLATFORM: Final = "aarch64"

@@ -91,7 +91,7 @@ from infra.constructs.alarms import SUPERVISOR_ERRORS, SUPERVISOR_NOT_RUNNING
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 from infra.constructs.roles import depend_on_policy_only
 from infra.constructs.serverless_app import grant_job_runs
-from infra.packaging import SUPERVISOR_HANDLER, stage_supervisor
+from infra.packaging import REPO_ROOT, SUPERVISOR_HANDLER, stage_supervisor
 from infra.serverless_job_run import restart_budget_split
 from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Policy
@@ -110,7 +110,6 @@ MEMORY_MB: Final = 256
 SCHEDULE_RETRY_ATTEMPTS: Final = 4
 # One check at a time: a concurrent delivery is throttled and queued again.
 RESERVED_CONCURRENCY: Final = 1
-REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 # The cdk-nag findings on the role, acknowledged with their reasons.
 ROLE_FINDINGS: Final = (
     (
