@@ -44,9 +44,13 @@ from local.summary import Summary
 from model.polling import poll_until
 from model.record import UNDECLARED_FIELDS
 from ops import local_run
-from ops.arguments import non_negative_float, non_negative_int, positive_float, share
+from ops.arguments import positive_float, share
 from ops.events import FAILURE_KINDS, MixSpec, generate, now_utc
-from ops.producer import add_aggregate_arguments, add_mix_knob_arguments
+from ops.producer import (
+    add_aggregate_arguments,
+    add_count_and_rate_arguments,
+    add_mix_knob_arguments,
+)
 from ops.stream_writer import ProduceReport
 
 DEFAULT_WORK_DIR: Final = REPO_ROOT / local_run.DEFAULT_WORK_DIR
@@ -69,10 +73,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="",
         help="comma-separated instance ids or domains from cdk.json (default: the first)",
     )
-    parser.add_argument("--count", type=non_negative_int, default=5000, help="records per instance")
-    parser.add_argument(
-        "--rate", type=non_negative_float, default=1000.0, help="records/s per instance"
-    )
+    add_count_and_rate_arguments(parser, rate=1000.0, each=" per instance")
     add_mix_knob_arguments(parser)
     parser.add_argument(
         "--trigger-interval-sec", type=int, default=2, help="micro-batch trigger (default 2)"

@@ -70,15 +70,7 @@ CDK_JSON: Final = Path(__file__).resolve().parents[1] / "cdk.json"
 def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt") -> None:
     """The options of the event mix and its pace: shared by ``python -m
     ops.producer`` and ``python -m scripts.produce`` (``make produce``)."""
-    parser.add_argument(
-        "--count", type=non_negative_int, default=5000, help="records to put (default 5000)"
-    )
-    parser.add_argument(
-        "--rate",
-        type=non_negative_float,
-        default=0.0,
-        help="max records per second (default 0: unthrottled)",
-    )
+    add_count_and_rate_arguments(parser, rate=0.0)
     add_mix_knob_arguments(parser)
     parser.add_argument(
         "--failure-kinds",
@@ -107,6 +99,26 @@ def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt"
     )
     parser.add_argument("--report", type=Path, help="write the full report (ids, keys) as JSON")
     add_aggregate_arguments(parser)
+
+
+def add_count_and_rate_arguments(
+    parser: argparse.ArgumentParser, *, rate: float, each: str = ""
+) -> None:
+    """``--count`` (records to put, default 5000) and ``--rate`` (most records
+    a second, 0: unthrottled), each ``each`` (`` per instance`` for ``make
+    run``): shared by :func:`add_mix_arguments` and ``python -m local``."""
+    parser.add_argument(
+        "--count",
+        type=non_negative_int,
+        default=5000,
+        help=f"records to put{each} (default 5000)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=non_negative_float,
+        default=rate,
+        help=f"max records per second{each} (default {rate:g}; 0: unthrottled)",
+    )
 
 
 def add_mix_knob_arguments(parser: argparse.ArgumentParser) -> None:

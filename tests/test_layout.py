@@ -56,7 +56,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "ops.arguments": ("tests/scripts/test_arguments.py", ""),
     "ops.events": ("tests/ops/test_stream_writer.py", ""),
     "ops.local_run": ("tests/scripts/test_produce.py", ""),
-    "ops.producer": ("tests/e2e/test_local_tools.py", ""),
     "ops.topic_end": ("tests/test_layout.py", ""),
     "local.harness": ("tests/local/test_efo_endpoint.py", ""),
     "local.maintain": ("tests/job/table/test_commit.py", ""),
