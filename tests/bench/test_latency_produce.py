@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 from bench.latency_produce import STREAM, produce
 from ops.events import MixSpec, generate, now_utc
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.child_python import probe
 
 
 class FakeKinesis:
@@ -39,11 +35,8 @@ def test_records_go_in_calls_of_a_tenth_of_the_rate_and_each_valid_id_gets_its_f
 
 def test_the_producer_child_loads_no_spark() -> None:
     """A spawned child imports this module first: no JVM client library, no bench.framework."""
-    probe = (
+    code = (
         "import sys, bench.latency_produce; "
         "print(sorted(m for m in ('pyspark', 'bench.framework', 'job') if m in sys.modules))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
-    )
-    assert done.stdout.strip() == "[]"
+    assert probe(code).strip() == "[]"
