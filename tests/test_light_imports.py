@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.child_python import probe
+from tests.child_process import probe
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from bench.latency_produce import STREAM, produce
 from ops.events import MixSpec, generate, now_utc
-from tests.child_python import probe
+from tests.child_process import probe
 
 
 class FakeKinesis:

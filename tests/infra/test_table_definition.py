@@ -14,7 +14,7 @@ from infra.table_definition import (
     optimizer_table_actions,
     optimizer_writes,
 )
-from tests.child_python import probe
+from tests.child_process import probe
 
 CDK = ("aws_cdk", "constructs", "cdk_nag", "jsii")
 FINGERPRINT = """

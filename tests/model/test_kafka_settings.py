@@ -6,7 +6,7 @@ boto3 are installed."""
 from __future__ import annotations
 
 from model.kafka_settings import KafkaSettings, producer_config
-from tests.child_python import probe
+from tests.child_process import probe
 
 _PROBE = r"""
 from model import kafka_settings

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from model.table_layout import Partitioning, partitioning
-from tests.child_python import probe
+from tests.child_process import probe
 
 HEAVY = ("pyspark", "pyiceberg", "pyarrow", "py4j")
 

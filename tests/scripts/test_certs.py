@@ -28,7 +28,7 @@ from scripts.certs import (
     node_domain,
     write_private,
 )
-from tests.child_python import run_python
+from tests.child_process import run_python
 from tests.fixtures import EXAMPLE_CDK_JSON
 
 ACCOUNT = "123456789012"  # moto's account
