@@ -28,8 +28,6 @@ parse, hand-over between batches) plus that poll, not AWS's delivery time.
 from __future__ import annotations
 
 import contextlib
-import json
-import multiprocessing
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -37,6 +35,7 @@ from typing import Any, Final
 
 from bench import framework
 from bench.framework import Context, Row
+from bench.latency_produce import put_ids_elsewhere
 from bench.read_loops import Loop, efo_loops, poll_loops, raise_failed, seen_by
 from local.efo_endpoint import read_stats
 from local.emulators import LOOPBACK, start_efo_endpoint, start_moto
@@ -54,12 +53,11 @@ class Settings:
 
     shards: int
     rate: int  # records/s
-    puts_per_second: int  # PutRecords calls a second, each of rate / this records
     window_sec: float  # one repeat: its p50/p99
     settle_sec: float  # after a window's last put, for it to reach both loops
 
 
-FULL: Final = Settings(shards=2, rate=1_000, puts_per_second=10, window_sec=60.0, settle_sec=3.0)
+FULL: Final = Settings(shards=2, rate=1_000, window_sec=60.0, settle_sec=3.0)
 # --quick (the smoke test): a lighter load, one short window (Context.timed_rounds).
 QUICK: Final = replace(FULL, rate=200, window_sec=5.0)
 
@@ -67,49 +65,6 @@ QUICK: Final = replace(FULL, rate=200, window_sec=5.0)
 def latencies(puts: dict[str, float], seen: dict[str, float]) -> list[float]:
     """received - put for every put id a reader received, in seconds."""
     return [seen[key] - put for key, put in puts.items() if key in seen]
-
-
-def _produce_child(endpoint: str, first: int, count: int, load: Settings, out: Any) -> None:
-    """Put ``count`` ids from ``first`` at ``load.rate``/s on a fixed schedule; send
-    back (seconds taken, {id: put time})."""
-    client = kinesis_client(framework.REGION, endpoint)
-    rate = load.rate
-    per_call = max(1, rate // load.puts_per_second)
-    puts: dict[str, float] = {}
-    started = time.monotonic()
-    for index in range(0, count, per_call):
-        wait = started + index / rate - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        ids = [f"e{first + n}" for n in range(index, min(count, index + per_call))]
-        issued = time.monotonic()
-        client.put_records(
-            StreamName=STREAM,
-            Records=[{"Data": json.dumps({"id": i}).encode(), "PartitionKey": i} for i in ids],
-        )
-        puts.update(dict.fromkeys(ids, issued))
-    out.send((time.monotonic() - started, puts))
-    out.close()
-
-
-def produce_elsewhere(
-    endpoint: str, first: int, count: int, load: Settings
-) -> tuple[float, dict[str, float]]:
-    spawn = multiprocessing.get_context("spawn")
-    receive, send = spawn.Pipe(duplex=False)
-    child = spawn.Process(target=_produce_child, args=(endpoint, first, count, load, send))
-    child.start()
-    send.close()
-    limit = count / load.rate * 4 + 60
-    try:
-        if not receive.poll(limit):
-            raise TimeoutError(f"producer did not put {count} records in {limit:.0f}s")
-        seconds, puts = receive.recv()
-    finally:
-        child.join(30)
-        if child.is_alive():
-            child.terminate()
-    return float(seconds), dict(puts)
 
 
 @contextlib.contextmanager
@@ -142,7 +97,10 @@ def run(ctx: Context) -> list[Row]:
             loops: list[Loop] = [*efo, *poll]
             for index in range(ctx.timed_rounds):
                 count = int(rate * window)
-                seconds, puts = produce_elsewhere(moto_url, index * count, count, load)
+                first = index * count
+                seconds, puts = put_ids_elsewhere(
+                    framework.REGION, moto_url, stream=STREAM, first=first, count=count, rate=rate
+                )
                 time.sleep(load.settle_sec)  # the last puts reach both loops
                 runs.append(_window(puts, seconds, seen_by(efo), seen_by(poll)))
                 raise_failed(loops)

@@ -1,21 +1,25 @@
-"""bench/latency_produce.py: the producer's schedule and its put times."""
+"""bench/latency_produce.py: the producers' schedule and their put times."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from bench.latency_produce import STREAM, produce
+from bench.latency_produce import STREAM, produce, put_ids
 from ops.events import MixSpec, generate, now_utc
 from tests.child_process import probe
 
 
 class FakeKinesis:
-    def __init__(self) -> None:
+    def __init__(self, stream: str = STREAM) -> None:
+        self.stream = stream
         self.calls: list[int] = []
+        self.data: list[bytes] = []
 
     def put_records(self, StreamName: str, Records: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803 (boto3's names)
-        assert StreamName == STREAM
+        assert StreamName == self.stream
         self.calls.append(len(Records))
+        self.data.extend(r["Data"] for r in Records)
         return {"FailedRecordCount": 0, "Records": [{"SequenceNumber": "1"} for _ in Records]}
 
 
@@ -40,3 +44,17 @@ def test_the_producer_child_loads_no_spark() -> None:
         "print(sorted(m for m in ('pyspark', 'bench.framework', 'job') if m in sys.modules))"
     )
     assert probe(code).strip() == "[]"
+
+
+def test_bare_ids_go_on_the_same_schedule_numbered_from_first() -> None:
+    """bench.efo's producer: ``{"id": "e<n>"}`` records, the same calls of a
+    tenth of the rate, every id noted with its put time."""
+    client = FakeKinesis("bench-efo")
+
+    seconds, puts = put_ids(client, "bench-efo", 40, 250, 1_000)
+
+    assert client.calls == [100, 100, 50]
+    ids = [json.loads(data)["id"] for data in client.data]
+    assert ids == [f"e{n}" for n in range(40, 290)]
+    assert list(puts) == ids
+    assert seconds >= 0.2
