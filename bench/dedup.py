@@ -11,13 +11,13 @@ of arrival time passes), in the same run, on the same records:
 
 (1) Flat in keys held. The same 10,000-record batch of new ids (classify and
 de-duplicate, ``prepare``; a sink that consumes the batch) with 0 keys in the
-state and with ``FILL`` keys (10 M; quick: 30 k), in ONE query per operator,
+state and with ``fill`` keys (10 M; quick: 30 k: ``FULL``, ``QUICK``), in ONE query per operator,
 so that both sides run the same compiled plan on the same open state store:
 ``WARM_BATCHES`` batches of new ids, then two one-record batches two horizons
 and an hour later (the watermark passes every earlier id's horizon, and the
 second batch forgets them all), then ``repeats`` measured batches at about 0
-keys, then the fill in batches of ``FILL_BATCH``, then ``SETTLE_BATCHES``
-batches of new ids, then ``repeats`` measured batches at ``FILL`` keys. The
+keys, then the fill in batches of ``fill_batch``, then ``SETTLE_BATCHES``
+batches of new ids, then ``repeats`` measured batches at ``fill`` keys. The
 settle batches give RocksDB time to compact the fill's bulk writes (work a
 store does after a burst of writes, not for the keys it holds: measured right
 after the fill, the batches overlapped 14-38 MB of compaction each; it may
@@ -25,7 +25,7 @@ still overlap some, and each measured batch's compaction bytes are in the
 JSON). Every file is there when the query starts, so data batches follow
 each other with no no-data batch between them; each batch's own eviction
 (the built-in's scan, the timers' walk of their index) runs inside it.
-ratio = median data-batch time (``durationMs.triggerExecution``) at ``FILL``
+ratio = median data-batch time (``durationMs.triggerExecution``) at ``fill``
 / at 0; bar for ``timers``: <= 1.2; ``builtin`` is shown as it is.
 Eviction time and bytes read from RocksDB come from the progress events'
 ``stateOperators``.
@@ -44,7 +44,7 @@ stream over the same kind of files
 within the batch, Parquet; no state): ratio = bare / timers (bar: >= 0.5).
 
 (3) State size: bytes per key held (RocksDB SST files and the checkpoint's
-``state/`` directory) at ``FILL`` keys, for both.
+``state/`` directory) at ``fill`` keys, for both.
 
 (4) Forgetting: 500,000 ids, then ids two horizons and an hour later; the
 core time the operator spends forgetting them, per id.
@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -100,11 +101,34 @@ if TYPE_CHECKING:
     from model.config import JobConfig
 
 NAME: Final = "dedup"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How much each part of the benchmark runs on."""
+
+    fill: int  # (1) ids held at the ladder's top
+    fill_batch: int  # (1) records a batch of the fill
+    throughput_batch: int  # (2) records a timed micro-batch
+    warmup_batches: int  # (2) untimed micro-batches before the timed ones
+    expiry_keys: int  # (4) ids forgotten at once
+
+
+FULL: Final = Settings(
+    fill=10_000_000,
+    fill_batch=500_000,
+    throughput_batch=200_000,
+    warmup_batches=WARMUP_BATCHES,
+    expiry_keys=500_000,
+)
+# --quick (the smoke test): every part on a few thousand ids, one warm-up batch.
+QUICK: Final = Settings(
+    fill=30_000, fill_batch=15_000, throughput_batch=10_000, warmup_batches=1, expiry_keys=20_000
+)
 FLAT_BAR: Final = 1.2
 VS_TODAY_BAR: Final = 0.8
 VS_BARE_BAR: Final = 0.5
 BATCH: Final = 10_000
-THROUGHPUT_BATCH: Final = 200_000
 OPERATORS: Final = ("timers", "builtin")
 # The example cluster (cdk.json: 3 x m5.2xlarge -> 5 executors x 4 cores,
 # infra/sizing.py), the default trigger and horizon (docs/sizing.md).
@@ -112,9 +136,8 @@ CORES: Final = 20
 TRIGGER_S: Final = 10.0
 HORIZON_H: Final = 24
 LOCAL_CORES: Final = 2
-EXPIRY_KEYS: Final = 500_000
 # Batches of new ids a ladder query runs before anything is measured, and
-# after the fill before the batches at FILL keys.
+# after the fill before the batches at ``fill`` keys.
 WARM_BATCHES: Final = 3
 SETTLE_BATCHES: Final = 10
 
@@ -294,16 +317,16 @@ def sustained_rate(
 
 def run(ctx: Context) -> list[Row]:
     load_before = machine_load()
-    fill, fill_batch = (30_000, 15_000) if ctx.quick else (10_000_000, 500_000)
-    count = 10_000 if ctx.quick else THROUGHPUT_BATCH
-    warmups = 1 if ctx.quick else WARMUP_BATCHES
+    settings = QUICK if ctx.quick else FULL
+    fill, fill_batch = settings.fill, settings.fill_batch
+    count, warmups = settings.throughput_batch, settings.warmup_batches
     # Both operators' code warmed in this JVM before the first timed batch.
     for operator in OPERATORS:
         _warm(ctx, operator)
     through, cores = _throughputs(ctx, count, warmups)
     bare = dedup_batches.bare(ctx, NAME, count, warmups)
     flat = {op: flat_figures(_ladder(ctx, op, fill, fill_batch), BATCH) for op in OPERATORS}
-    expiry = {op: _expiry(ctx, op, 20_000 if ctx.quick else EXPIRY_KEYS) for op in OPERATORS}
+    expiry = {op: _expiry(ctx, op, settings.expiry_keys) for op in OPERATORS}
     sustained = {
         op: _sustained(
             op, through=through[op], flat=flat[op], expiry=expiry[op], count=count, fill=fill

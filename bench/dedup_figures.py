@@ -1,5 +1,5 @@
 """The figures of :mod:`bench.dedup`: one operator's batches at 0 and at
-``FILL`` keys, state bytes per key, and every figure of a run together."""
+``fill`` keys, state bytes per key, and every figure of a run together."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class Measured:
 
 def flat_figures(filled: dict[str, Any], batch: int) -> dict[str, Any]:
     """(1)'s figures of one operator's ladder (:func:`bench.dedup._ladder`'s
-    result): its batches at 0 and at ``FILL`` keys; ``batch``: records a batch."""
+    result): its batches at 0 and at ``fill`` keys; ``batch``: records a batch."""
     med = statistics.median
     zero = filled.pop("zero")
     zero_s = med(b["data_batch_seconds"] for b in zero)
@@ -59,14 +59,14 @@ def flat_figures(filled: dict[str, Any], batch: int) -> dict[str, Any]:
         "bytes_read_at_zero": med(b["bytes_read"] for b in zero),
         "bytes_read_at_fill": med(b["bytes_read"] for b in filled["measured"]),
         "ratio": round(full_s / zero_s, 3),
-        # Background compaction that ran during each measured batch at FILL keys.
+        # Background compaction that ran during each measured batch at ``fill`` keys.
         "compaction_bytes_at_fill": [b["compaction_bytes"] for b in filled["measured"]],
         "per_key": per_key(filled, batch),
     }
 
 
 def per_key(filled: dict[str, Any], batch: int) -> dict[str, Any]:
-    """State bytes per key held after the last measured batch at ``FILL`` keys."""
+    """State bytes per key held after the last measured batch at ``fill`` keys."""
     last = filled["measured"][-1]
     keys = int(last["keys_in_state"]) + batch  # the keys after that batch
     sst = int(last["state"][-1]["rocksdbSstFileSize"])

@@ -28,14 +28,14 @@ parse, hand-over between batches) plus that poll, not AWS's delivery time.
 from __future__ import annotations
 
 import contextlib
-import json
-import multiprocessing
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from bench import framework
 from bench.framework import Context, Row
+from bench.latency_produce import put_ids_elsewhere
 from bench.read_loops import Loop, efo_loops, poll_loops, raise_failed, seen_by
 from local.efo_endpoint import read_stats
 from local.emulators import LOOPBACK, start_efo_endpoint, start_moto
@@ -44,61 +44,27 @@ from ops.stream_writer import ensure_stream, kinesis_client
 
 NAME: Final = "efo"
 STREAM: Final = "bench-efo"
-SHARDS: Final = 2
-RATE: Final = 1_000
-QUICK_RATE: Final = 200
-PUTS_PER_SECOND: Final = 10
-WINDOW_SEC: Final = 60.0
-QUICK_WINDOW_SEC: Final = 5.0
 CONSUMER: Final = "bench-efo-loop"
-SETTLE_SEC: Final = 3.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The stream, the load put on it and the windows that measure it."""
+
+    shards: int
+    rate: int  # records/s
+    window_sec: float  # one repeat: its p50/p99
+    settle_sec: float  # after a window's last put, for it to reach both loops
+
+
+FULL: Final = Settings(shards=2, rate=1_000, window_sec=60.0, settle_sec=3.0)
+# --quick (the smoke test): a lighter load, one short window (Context.timed_rounds).
+QUICK: Final = replace(FULL, rate=200, window_sec=5.0)
 
 
 def latencies(puts: dict[str, float], seen: dict[str, float]) -> list[float]:
     """received - put for every put id a reader received, in seconds."""
     return [seen[key] - put for key, put in puts.items() if key in seen]
-
-
-def _produce_child(endpoint: str, first: int, count: int, rate: int, out: Any) -> None:
-    """Put ``count`` ids from ``first`` at ``rate``/s on a fixed schedule; send
-    back (seconds taken, {id: put time})."""
-    client = kinesis_client(framework.REGION, endpoint)
-    per_call = max(1, rate // PUTS_PER_SECOND)
-    puts: dict[str, float] = {}
-    started = time.monotonic()
-    for index in range(0, count, per_call):
-        wait = started + index / rate - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        ids = [f"e{first + n}" for n in range(index, min(count, index + per_call))]
-        issued = time.monotonic()
-        client.put_records(
-            StreamName=STREAM,
-            Records=[{"Data": json.dumps({"id": i}).encode(), "PartitionKey": i} for i in ids],
-        )
-        puts.update(dict.fromkeys(ids, issued))
-    out.send((time.monotonic() - started, puts))
-    out.close()
-
-
-def produce_elsewhere(
-    endpoint: str, first: int, count: int, rate: int
-) -> tuple[float, dict[str, float]]:
-    spawn = multiprocessing.get_context("spawn")
-    receive, send = spawn.Pipe(duplex=False)
-    child = spawn.Process(target=_produce_child, args=(endpoint, first, count, rate, send))
-    child.start()
-    send.close()
-    limit = count / rate * 4 + 60
-    try:
-        if not receive.poll(limit):
-            raise TimeoutError(f"producer did not put {count} records in {limit:.0f}s")
-        seconds, puts = receive.recv()
-    finally:
-        child.join(30)
-        if child.is_alive():
-            child.terminate()
-    return float(seconds), dict(puts)
 
 
 @contextlib.contextmanager
@@ -117,23 +83,25 @@ def servers() -> Iterator[tuple[str, str, Any]]:
 
 
 def run(ctx: Context) -> list[Row]:
-    rate = QUICK_RATE if ctx.quick else RATE
-    window = QUICK_WINDOW_SEC if ctx.quick else WINDOW_SEC
-    windows = 1 if ctx.quick else ctx.repeats
+    load = QUICK if ctx.quick else FULL
+    rate, window = load.rate, load.window_sec
     load_before = framework.machine_load()
     with servers() as (moto_url, front_url, _front):
         client = kinesis_client(framework.REGION, moto_url)
-        ensure_stream(client, STREAM, SHARDS)
+        ensure_stream(client, STREAM, load.shards)
         runs: list[dict[str, Any]] = []
         with (
             efo_loops(front_url, STREAM, CONSUMER) as efo,
             poll_loops(client, STREAM) as poll,
         ):
             loops: list[Loop] = [*efo, *poll]
-            for index in range(windows):
+            for index in range(ctx.timed_rounds):
                 count = int(rate * window)
-                seconds, puts = produce_elsewhere(moto_url, index * count, count, rate)
-                time.sleep(SETTLE_SEC)  # the last puts reach both loops
+                first = index * count
+                seconds, puts = put_ids_elsewhere(
+                    framework.REGION, moto_url, stream=STREAM, first=first, count=count, rate=rate
+                )
+                time.sleep(load.settle_sec)  # the last puts reach both loops
                 runs.append(_window(puts, seconds, seen_by(efo), seen_by(poll)))
                 raise_failed(loops)
             efo_batches = sum(loop.batches for loop in efo)
@@ -143,7 +111,7 @@ def run(ctx: Context) -> list[Row]:
         "the local SubscribeToShard endpoint) and polling (GetRecords every 0.2 s), "
         "same stream, same run",
         "rate_records_per_sec": rate,
-        "shards": SHARDS,
+        "shards": load.shards,
         "window_sec": window,
         "windows": runs,
         "efo_p99_sec": framework.summary([r["efo"]["p99_sec"] for r in runs]),

@@ -101,6 +101,13 @@ class Context:
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
     @property
+    def timed_rounds(self) -> int:
+        """How many times a benchmark repeats its timed work: the run's
+        ``--repeats``; once under ``--quick``, whose figures only show that the
+        benchmark runs."""
+        return 1 if self.quick else self.repeats
+
+    @property
     def emulators(self) -> Emulators:
         if self._emulators is None:
             self._emulators = self._stack.enter_context(running_emulators())

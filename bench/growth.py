@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -42,10 +43,23 @@ if TYPE_CHECKING:
     from model.config import JobConfig
 
 NAME: Final = "growth"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The measured batch and what (b) grows the table and the state by first."""
+
+    batch: int  # records of a measured micro-batch
+    commits: int  # (b) earlier commits (``--growth-commits`` overrides)
+    state_keys: int  # (b) ids fed into the de-duplication state
+    state_chunk: int  # (b) records a batch of that feed
+
+
+FULL: Final = Settings(batch=10_000, commits=2_000, state_keys=1_000_000, state_chunk=100_000)
+# --quick (the smoke test): a small table and state.
+QUICK: Final = Settings(batch=2_000, commits=50, state_keys=20_000, state_chunk=20_000)
 BAR: Final = 1.2
-BATCH: Final = 10_000
 FILES_PER_COMMIT: Final = 4
-COMMITS: Final = 2_000
 # Snapshots the default maintenance keeps at the default 10 s trigger: every
 # snapshot younger than the 24 h retention (8,640 commits a day).
 DAY_OF_SNAPSHOTS: Final = 24 * 3600 // 10
@@ -121,8 +135,8 @@ def prefill(table: Table, config: JobConfig, commits: int) -> dict[str, Any]:
         else {
             "seconds_per_snapshot_retained": round(fit.slope, 6),
             "intercept_seconds": round(fit.intercept, 3),
-            f"projected_commit_seconds_at_{COMMITS}_snapshots": round(
-                fit.intercept + fit.slope * COMMITS, 2
+            f"projected_commit_seconds_at_{FULL.commits}_snapshots": round(
+                fit.intercept + fit.slope * FULL.commits, 2
             ),
             f"projected_commit_seconds_at_{DAY_OF_SNAPSHOTS}_snapshots": round(
                 fit.intercept + fit.slope * DAY_OF_SNAPSHOTS, 2
@@ -162,11 +176,9 @@ def _measured(
 
 def run(ctx: Context) -> list[Row]:
     spark = ctx.spark
-    if ctx.quick:
-        commits, state_keys, chunk, size = 50, 20_000, 20_000, 2_000
-    else:
-        commits, state_keys, chunk, size = COMMITS, 1_000_000, 100_000, BATCH
-    commits = ctx.growth_commits or commits
+    settings = QUICK if ctx.quick else FULL
+    state_keys, chunk, size = settings.state_keys, settings.state_chunk, settings.batch
+    commits = ctx.growth_commits or settings.commits
     start = stream.now()
     measured = [stream.mixed_records(size, f"m{rep}") for rep in range(ctx.repeats)]
 
@@ -261,7 +273,7 @@ def run(ctx: Context) -> list[Row]:
             "a_batches": empty,
             "b_batches": grown,
             "prefill": filled,
-            "commits_asked_by_issue_9": COMMITS,
+            "commits_asked_by_issue_9": FULL.commits,
             "state_fill": {
                 "records": state_keys,
                 "batches": len(fill_events),

@@ -1,7 +1,7 @@
 """Reader: where ``python-kinesis`` spends its CPU, and whether it scales with cores.
 
-The same backlog (``SHARDS`` shards, 200,000 records of ~750 bytes; quick:
-4,000) is drained by three readers in the same run, in alternating order:
+The same backlog (8 shards, 200,000 records of ~750 bytes; quick:
+4,000: ``FULL`` and ``QUICK``) is drained by three readers in the same run, in alternating order:
 
 * **before**: the previous reader (``bench.old_reader``, registered as
   ``python-kinesis-driver``): the driver reads and decodes every record;
@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -69,9 +69,22 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 NAME: Final = "reader"
-SHARDS: Final = 8
-RECORDS: Final = 200_000
-QUICK_RECORDS: Final = 4_000
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The backlog and the rounds that drain it."""
+
+    shards: int
+    records: int  # the whole backlog, spread evenly over the shards
+    warmup_rounds: int  # untimed rounds of the three readers before the timed ones
+
+
+FULL: Final = Settings(shards=8, records=200_000, warmup_rounds=1)
+# --quick (the smoke test): a small backlog, no warm-up, one timed round
+# (Context.timed_rounds).
+QUICK: Final = replace(FULL, records=4_000, warmup_rounds=0)
+# Records per shard the query reads first, unmeasured: it starts its Python processes.
 WARM_UP: Final = 4
 # The backlog in one batch, as after raising the bound for a catch-up
 # (docs/sizing.md): the drain then measures reading, not Spark's per-batch work.
@@ -201,8 +214,8 @@ def drain(spark: SparkSession, reader: str, endpoint: str, layout: Layout, work:
 
 
 def run(ctx: Context) -> list[Row]:
-    records = QUICK_RECORDS if ctx.quick else RECORDS
-    layout = Layout(SHARDS, records // SHARDS)
+    backlog = QUICK if ctx.quick else FULL
+    layout = Layout(backlog.shards, backlog.records // backlog.shards)
     spark = ctx.spark
     order = [BEFORE, ONE, TWO]
     drains: dict[str, list[Drain]] = {name: [] for name in order}
@@ -210,9 +223,8 @@ def run(ctx: Context) -> list[Row]:
     with serve_in_process(layout, WARM_UP) as endpoint:
         set_visible(endpoint, layout.records_per_shard)
         served = [raw_rate(endpoint, layout, threads=2) for _ in range(3)]
-        warmups = 0 if ctx.quick else 1
-        rounds = 1 if ctx.quick else ctx.repeats
-        for repeat in range(warmups + rounds):
+        warmups = backlog.warmup_rounds
+        for repeat in range(warmups + ctx.timed_rounds):
             turn = order if repeat % 2 == 0 else list(reversed(order))
             for name in turn:
                 got = drain(spark, name, endpoint, layout, ctx.scratch(f"{NAME}-{repeat}"))

@@ -44,11 +44,21 @@ from bench.framework import Context, Row
 from job.micro_batch import BatchProcessor, prepare
 
 NAME: Final = "scale"
-SIZES: Final = (10_000, 100_000, 1_000_000)
-QUICK_SIZES: Final = (1_000, 5_000, 20_000)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What is measured: the batch sizes (records) and the instance counts synthesized."""
+
+    batch_sizes: tuple[int, ...]
+    instance_counts: tuple[int, ...]
+
+
+FULL: Final = Settings(batch_sizes=(10_000, 100_000, 1_000_000), instance_counts=(1, 3, 6))
+# --quick (the smoke test): smaller batches, fewer instances, one repeat
+# (Context.timed_rounds).
+QUICK: Final = Settings(batch_sizes=(1_000, 5_000, 20_000), instance_counts=(1, 2))
 PER_RECORD_BAR: Final = 1.2
-INSTANCES: Final = (1, 3, 6)
-QUICK_INSTANCES: Final = (1, 2)
 SYNTH_BAR_SEC: Final = 60.0
 SAMPLE_SEC: Final = 0.2
 
@@ -166,14 +176,11 @@ class Sampler(threading.Thread):
 # --- the benchmark --------------------------------------------------------------------------
 
 
-def _batch_sizes(ctx: Context) -> dict[int, list[float]]:
-    return {n: [] for n in (QUICK_SIZES if ctx.quick else SIZES)}
-
-
 def run(ctx: Context) -> list[Row]:
     spark = stream.micro_batch_session(ctx.spark)  # as a streaming query runs its batches
-    repeats = 1 if ctx.quick else ctx.repeats
-    times = _batch_sizes(ctx)
+    measured = QUICK if ctx.quick else FULL
+    repeats = ctx.timed_rounds
+    times: dict[int, list[float]] = {n: [] for n in measured.batch_sizes}
     largest = max(times)
     work = ctx.scratch(NAME)
     start = stream.now()
@@ -195,15 +202,15 @@ def run(ctx: Context) -> list[Row]:
     batch(min(times))  # warm-up (JIT, Python workers, broker, catalog), not timed
     peak = PeakMemory()
     for _ in range(repeats):
-        for n in times:
+        for n, runs in times.items():
             if n == largest:
                 with Sampler(peak):
-                    times[n].append(framework.timed(lambda n=n: batch(n)))  # type: ignore[misc]
+                    runs.append(framework.timed(lambda n=n: batch(n)))  # type: ignore[misc]
             else:
-                times[n].append(framework.timed(lambda n=n: batch(n)))  # type: ignore[misc]
+                runs.append(framework.timed(lambda n=n: batch(n)))  # type: ignore[misc]
     load_mid = framework.machine_load()
 
-    instance_counts = QUICK_INSTANCES if ctx.quick else INSTANCES
+    instance_counts = measured.instance_counts
     synth: dict[int, list[float]] = {n: [] for n in instance_counts}
     synth_split: dict[int, list[dict[str, Any]]] = {n: [] for n in instance_counts}
     for rep in range(repeats):

@@ -14,26 +14,19 @@ line pulled pyspark in.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.child_process import probe
 
 ROOT = Path(__file__).resolve().parents[1]
 
 LIGHT_PACKAGES = ("model", "infra", "scripts", "ops")
 
-# Run in the child: a meta-path finder that refuses pyspark, then each module
-# imported in turn; per failing module, the project frames of its traceback.
+# Run in the child, where pyspark cannot be imported: each module imported in
+# turn; per failing module, the project frames of its traceback.
 _CHILD = r"""
 import importlib, json, sys, traceback
 
-class NoPyspark:
-    def find_spec(self, name, path=None, target=None):
-        if name == "pyspark" or name.startswith("pyspark."):
-            raise ImportError(f"pyspark is blocked: {name}")
-        return None
-
-sys.meta_path.insert(0, NoPyspark())
 root = sys.argv[1]
 failed = {}
 for module in json.loads(sys.stdin.read()):
@@ -67,17 +60,8 @@ def light_modules(root: Path = ROOT) -> list[str]:
 def import_without_pyspark(modules: list[str], root: Path = ROOT) -> dict[str, dict[str, object]]:
     """The modules that fail to import when pyspark cannot be imported, with
     the error and the project frames (``path:line``) that led to it."""
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(root)],
-        input=json.dumps(modules),
-        capture_output=True,
-        text=True,
-        cwd=root,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, dict[str, object]] = json.loads(done.stdout.strip().splitlines()[-1])
+    out = probe(_CHILD, str(root), blocked=("pyspark",), stdin=json.dumps(modules), cwd=root)
+    result: dict[str, dict[str, object]] = json.loads(out.strip().splitlines()[-1])
     return result
 
 
@@ -106,7 +90,7 @@ def test_a_module_that_needs_pyspark_is_named(tmp_path: Path) -> None:
     (tmp_path / "via.py").write_text("import heavy\n", encoding="utf-8")
     failed = import_without_pyspark(["light", "via"], tmp_path)
     assert set(failed) == {"via"}
-    assert "pyspark is blocked" in str(failed["via"]["error"])
+    assert "blocked: pyspark" in str(failed["via"]["error"])
     assert failed["via"]["frames"] == ["via.py:1", "heavy.py:1"]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.scale import QUICK_INSTANCES
+from bench.scale import QUICK as SCALE_QUICK
 
 REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = (
@@ -80,10 +80,10 @@ def _assert_measured_something(out: Path) -> None:
         assert rates["runs"] and min(rates["runs"]) > 0, name
     assert reader["server_records_per_second"]["median"] > 0
     scale = json.loads((out / "scale.json").read_text(encoding="utf-8"))
-    assert len(scale["batches"]) == 3
+    assert len(scale["batches"]) == len(SCALE_QUICK.batch_sizes)
     assert scale["peak_memory_at_largest"]["jvm_driver_and_executor_mib"] > 0
     # One synth timing per instance count of a quick run, each with its runs.
-    assert sorted(int(n) for n in scale["synth"]) == sorted(QUICK_INSTANCES)
+    assert sorted(int(n) for n in scale["synth"]) == sorted(SCALE_QUICK.instance_counts)
     for n, synth in scale["synth"].items():
         assert synth["instances"] == int(n)
         assert synth["seconds"]["runs"] and min(synth["seconds"]["runs"]) > 0, n

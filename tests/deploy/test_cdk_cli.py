@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from infra.config import SELECTION_CONTEXT_KEY, placeholder_tls_uri, read_cdk_context
+from tests.child_process import REPO, output, run
 from tests.fixtures import EXAMPLE_CDK_JSON
 
-REPO = Path(__file__).resolve().parents[2]
 CDK = REPO / "node_modules" / ".bin" / "cdk"
 REAL_TLS = "s3://acme-emr-tls-111122223333/tls/orders-eu-west-1/certificates.zip"
 MAX_ERROR_LINES = 5
@@ -69,25 +69,11 @@ def run_cdk(tmp: Path, context: dict[str, Any], *args: str) -> subprocess.Comple
         "AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED": "true",
         "CDK_DISABLE_VERSION_CHECK": "1",
     }
-    return subprocess.run(
-        [str(CDK), *args],
-        cwd=tmp,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run([str(CDK), *args], cwd=tmp, env=env)
 
 
 def node_major() -> str:
-    found = subprocess.run(
-        ["node", "-p", "process.versions.node.split('.')[0]"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return found.stdout.strip()
+    return output(["node", "-p", "process.versions.node.split('.')[0]"]).strip()
 
 
 def test_one_instance_and_its_shared_stack_synthesize_while_others_hold_placeholders(
@@ -151,21 +137,8 @@ def test_a_bad_configuration_prints_its_problem_in_a_few_lines_without_a_traceba
 
 def _make_variable(name: str) -> str:
     """A variable as the Makefile exports it to its recipes."""
-    shown = subprocess.run(
-        [
-            "make",
-            "-s",
-            "--no-print-directory",
-            "--eval",
-            f'show-it:\n\t@echo "$${name}"',
-            "show-it",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return shown.stdout.strip()
+    show = f'show-it:\n\t@echo "$${name}"'
+    return output(["make", "-s", "--no-print-directory", "--eval", show, "show-it"]).strip()
 
 
 def test_make_synth_counts_the_stacks_of_its_own_run(tmp_path: Path) -> None:
@@ -181,21 +154,10 @@ def test_make_synth_counts_the_stacks_of_its_own_run(tmp_path: Path) -> None:
         "Tree": {"type": "cdk:tree"},
     }
     (out / "manifest.json").write_text(json.dumps({"artifacts": artifacts}), encoding="utf-8")
-    counted = subprocess.run(
-        [sys.executable, "-c", _make_variable("SYNTH_COUNT")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert counted.stdout.strip() == "2"
-    recipe = subprocess.run(
-        ["make", "-n", "--no-print-directory", "synth", f"STAMP={tmp_path / 'stamp'}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.splitlines()
+    counted = output([sys.executable, "-c", _make_variable("SYNTH_COUNT")], cwd=tmp_path)
+    assert counted.strip() == "2"
+    dry_run = ["make", "-n", "--no-print-directory", "synth", f"STAMP={tmp_path / 'stamp'}"]
+    recipe = run(dry_run).stdout.splitlines()
     clear = recipe.index("rm -rf cdk.out")
     assert any("cdk synth" in line for line in recipe[clear + 1 :])
 

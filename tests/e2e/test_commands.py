@@ -20,6 +20,7 @@ from infra.config import SYNTH_CHECK_CONTEXT_KEY, load_instances, read_cdk_conte
 from infra.prices import FIRST_READ, PRICES_READ
 from infra.shared_config import load_shared
 from local.harness import load_example_instances
+from tests.child_process import output
 from tests.fixtures import EXAMPLE_CDK_JSON
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,15 +88,8 @@ def test_make_run_with_two_instances_passes_and_prints_the_summary(tmp_path: Pat
 
 
 def test_make_help_lists_every_readme_target() -> None:
-    done = subprocess.run(
-        ["make", "--no-print-directory", "help"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    listed = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
+    shown = output(["make", "--no-print-directory", "help"], cwd=ROOT, timeout=30)
+    listed = {line.split()[0] for line in shown.splitlines() if line.strip()}
     assert {"run", "test", "synth", "check", "bench", "redeploy", "install"} <= listed
     operate = {"status", "stop-job", "produce", "reprocess", "report", "maintain"}
     assert operate <= listed, "the operator commands"

@@ -39,7 +39,7 @@ import pytest
 
 from infra.serverless_job_run_handler import Clock, handle
 from infra.supervisor import handler, serverless
-from infra.supervisor.decision import Decision, Policy, SupervisorState
+from infra.supervisor.decision import Decision, SupervisorState
 from local.emulators import Emulators
 from local.harness import LocalInstance, replace_fields
 from local.serverless_launch import is_serverless
@@ -49,6 +49,7 @@ from model.exit_record import read_exit_record
 from model.lease import lease_path
 from scripts import stop
 from tests.e2e.conftest import MakeLocal, mix
+from tests.infra.supervisor.policy_helpers import local_pace_policy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -57,14 +58,7 @@ INSTANCE: Final = "orders-eu-west-1"
 # (infra/serverless_job_run.py restart_budget_split).
 BUDGET: Final = 3
 SERVICE_ATTEMPTS: Final = 2
-POLICY: Final = Policy(
-    max_restarts=1,
-    window_sec=3_600,
-    backoff_sec=1,
-    backoff_max_sec=1,
-    start_grace_sec=240,
-    handover_grace_sec=240,
-)
+POLICY: Final = local_pace_policy(max_restarts=1, window_sec=3_600, backoff_max_sec=1)
 CHECKS_AFTER: Final = 6
 
 

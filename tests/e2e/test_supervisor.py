@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from infra.supervisor.decision import GAVE_UP_BUDGET, Policy, SupervisorState
+from infra.supervisor.decision import GAVE_UP_BUDGET, SupervisorState
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from local.supervisor.harness import LocalSupervisor
@@ -28,19 +28,13 @@ from model.exit_record import read_exit_record
 from scripts import stop
 from scripts.status import __main__ as status
 from tests.e2e.conftest import MakeLocal, mix, poll
+from tests.infra.supervisor.policy_helpers import local_pace_policy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 INSTANCE = "orders-ap-northeast-2"
 # A check a second; a restart must hold the lease within start_grace_sec.
-POLICY = Policy(
-    max_restarts=2,
-    window_sec=600,
-    backoff_sec=1,
-    backoff_max_sec=2,
-    start_grace_sec=240,
-    handover_grace_sec=240,
-)
+POLICY = local_pace_policy(max_restarts=2, window_sec=600, backoff_max_sec=2)
 # Detection bound locally: the kernel drops a dead holder's flock at once, so
 # one check interval plus the check itself.
 RESTART_BOUND_SEC = 10

@@ -46,6 +46,15 @@ def entry_error(**overrides: Any) -> str:
     return config_error(context_of(instance_entry(**overrides)))
 
 
+def assert_refused(overrides: dict[str, Any], *parts: str) -> None:
+    """One instance (``instance_entry(**overrides)``) is refused, and the
+    message holds every one of ``parts``: the field, the value, what is allowed."""
+    assert parts, "a refusal is checked against at least the field it names"
+    message = entry_error(**overrides)
+    missing = [part for part in parts if part not in message]
+    assert not missing, f"{missing} not in the refusal: {message}"
+
+
 def existing_network(region: str) -> dict[str, Any]:
     """An existing VPC's ``network`` section: its id, three zones of ``region``
     and a private subnet in each."""

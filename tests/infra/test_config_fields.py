@@ -3,22 +3,16 @@ synth naming the field, the value and what is allowed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tests.infra.config_cases import config_error, context_of, entry_error, instance_entry
+from tests.infra.config_cases import assert_refused
 
 
 @pytest.mark.parametrize("domain", ["Orders", "order_items", "order-items", "o", "1orders"])
 def test_domain_that_is_not_a_valid_name_fragment(domain: str) -> None:
-    message = entry_error(domain=domain)
-    assert "field domain" in message
-    assert repr(domain) in message
-    assert "lowercase letters/digits" in message
-
-
-def test_bad_region() -> None:
-    message = entry_error(region="europe")
-    assert "field region: bad value 'europe'" in message
+    assert_refused({"domain": domain}, "field domain", repr(domain), "lowercase letters/digits")
 
 
 @pytest.mark.parametrize(
@@ -31,9 +25,11 @@ def test_bad_region() -> None:
     ],
 )
 def test_malformed_msk_cluster_arn(arn: str) -> None:
-    message = entry_error(kafka={"cluster_arn": arn})
-    assert f"field kafka.cluster_arn: bad value {arn!r}" in message
-    assert "arn:aws:kafka:<region>" in message
+    assert_refused(
+        {"kafka": {"cluster_arn": arn}},
+        f"field kafka.cluster_arn: bad value {arn!r}",
+        "arn:aws:kafka:<region>",
+    )
 
 
 @pytest.mark.parametrize(
@@ -52,29 +48,38 @@ def test_malformed_msk_cluster_arn(arn: str) -> None:
 def test_unsupported_release_label_names_the_allowed_ones(label: str) -> None:
     """Well-formed but unknown labels fail too (the application names are per
     release), and so does a known release whose Spark is not the job's."""
-    message = entry_error(emr={"release_label": label})
-    assert f"field emr.release_label: bad value {label!r}" in message
-    assert "allowed: a release label whose Spark is the job's 4.1.1: emr-spark-8.1.0" in message
-
-
-def test_core_instance_type_must_be_sized() -> None:
-    message = entry_error(emr={"core_instance_type": "t3.micro"})
-    assert "field emr.core_instance_type: bad value 't3.micro'" in message
-    assert "m5.xlarge" in message
-
-
-def test_bad_email() -> None:
-    message = entry_error(alarms={"emails": ["oncall"]})
-    assert "field alarms.emails[0]: bad value 'oncall'" in message
-
-
-def test_bad_tls_certificate_uri() -> None:
-    message = config_error(
-        context_of(instance_entry(emr={"tls_certificates_s3_uri": "https://x/certs.zip"}))
+    assert_refused(
+        {"emr": {"release_label": label}},
+        f"field emr.release_label: bad value {label!r}",
+        "allowed: a release label whose Spark is the job's 4.1.1: emr-spark-8.1.0",
     )
-    assert "field emr.tls_certificates_s3_uri" in message
 
 
-def test_pattern_must_match_the_whole_value() -> None:
-    message = entry_error(domain="orders\n")
-    assert "field domain: bad value 'orders\\n'" in message
+@pytest.mark.parametrize(
+    ("overrides", "parts"),
+    [
+        pytest.param({"region": "europe"}, ["field region: bad value 'europe'"], id="region"),
+        pytest.param(
+            {"emr": {"core_instance_type": "t3.micro"}},
+            ["field emr.core_instance_type: bad value 't3.micro'", "m5.xlarge"],
+            id="core instance type must be sized",
+        ),
+        pytest.param(
+            {"alarms": {"emails": ["oncall"]}},
+            ["field alarms.emails[0]: bad value 'oncall'"],
+            id="email",
+        ),
+        pytest.param(
+            {"emr": {"tls_certificates_s3_uri": "https://x/certs.zip"}},
+            ["field emr.tls_certificates_s3_uri"],
+            id="TLS certificate URI",
+        ),
+        pytest.param(
+            {"domain": "orders\n"},
+            ["field domain: bad value 'orders\\n'"],
+            id="a pattern must match the whole value",
+        ),
+    ],
+)
+def test_a_bad_value_names_the_field(overrides: dict[str, Any], parts: list[str]) -> None:
+    assert_refused(overrides, *parts)

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from infra.config import load_instances
 from infra.config_sections import DEFAULT_KAFKA_VERSION, KAFKA_END_OF_SUPPORT
 from tests.infra.config_cases import (
-    config_error,
+    assert_refused,
     context_of,
     entry_error,
     existing_network,
@@ -18,14 +20,11 @@ from tests.infra.config_cases import (
 
 @pytest.mark.parametrize("shards", [0, -3])
 def test_shard_count_below_one(shards: int) -> None:
-    message = entry_error(stream={"shard_count": shards})
-    assert f"field stream.shard_count: bad value {shards}" in message
-    assert "an integer >= 1, or null" in message
-
-
-def test_shard_count_of_wrong_type() -> None:
-    message = entry_error(stream={"shard_count": "4"})
-    assert "stream.shard_count: bad value '4'; allowed: an integer" in message
+    assert_refused(
+        {"stream": {"shard_count": shards}},
+        f"field stream.shard_count: bad value {shards}",
+        "an integer >= 1, or null",
+    )
 
 
 @pytest.mark.parametrize(
@@ -40,14 +39,49 @@ def test_shard_count_of_wrong_type() -> None:
     ],
 )
 def test_non_positive_thresholds(section: str, field: str, value: int) -> None:
-    message = entry_error(**{section: {field: value}})
-    assert f"field {section}.{field}: bad value {value}" in message
-    assert "> 0" in message
+    assert_refused({section: {field: value}}, f"field {section}.{field}: bad value {value}", "> 0")
 
 
-def test_scheduling_delay_ratio_above_one() -> None:
-    message = entry_error(alarms={"scheduling_delay_ratio": 1.5})
-    assert "alarms.scheduling_delay_ratio: bad value 1.5; allowed: 0 < ratio <= 1" in message
+@pytest.mark.parametrize(
+    ("overrides", "parts"),
+    [
+        pytest.param(
+            {"stream": {"shard_count": "4"}},
+            ["stream.shard_count: bad value '4'; allowed: an integer"],
+            id="shard count of the wrong type",
+        ),
+        pytest.param(
+            {"alarms": {"scheduling_delay_ratio": 1.5}},
+            ["alarms.scheduling_delay_ratio: bad value 1.5; allowed: 0 < ratio <= 1"],
+            id="scheduling delay ratio above one",
+        ),
+        pytest.param(
+            {"kafka": {"version": "3.5.1"}},
+            ["field kafka.version: bad value '3.5.1'", ">= 3.6"],
+            id="kafka version below topic support",
+        ),
+        pytest.param(
+            {"kafka": {"topic_replication_factor": 4}},
+            ["kafka.topic_replication_factor: bad value 4; allowed: <= kafka.broker_count (3)"],
+            id="replication factor above the created broker count",
+        ),
+        pytest.param(
+            {"network": {"vpc_id": "vpc-0123456789abcdef0"}},
+            ["field network.private_subnet_ids", "at least 2 private subnet ids"],
+            id="an existing VPC needs subnets and zones",
+        ),
+        pytest.param(
+            {
+                "network": {"availability_zones": ["eu-west-1a", "eu-west-1b"]},
+                "kafka": {"broker_count": 3},
+            },
+            ["field kafka.broker_count: bad value 3; allowed: a multiple of the 2 client subnets"],
+            id="the broker count must fill the client subnets",
+        ),
+    ],
+)
+def test_a_bad_value_names_the_field(overrides: dict[str, Any], parts: list[str]) -> None:
+    assert_refused(overrides, *parts)
 
 
 def test_the_job_python_defaults_to_the_releases_first_and_must_be_one_it_ships() -> None:
@@ -61,45 +95,20 @@ def test_the_job_python_defaults_to_the_releases_first_and_must_be_one_it_ships(
     assert "allowed: a Python that emr-spark-8.1.0 ships: /usr/bin/python3.11, " in message
 
 
-def test_kafka_version_below_topic_support() -> None:
-    message = entry_error(kafka={"version": "3.5.1"})
-    assert "field kafka.version: bad value '3.5.1'" in message
-    assert ">= 3.6" in message
-
-
-def test_replication_factor_above_created_broker_count() -> None:
-    message = entry_error(kafka={"topic_replication_factor": 4})
-    assert "kafka.topic_replication_factor: bad value 4; allowed: <= kafka.broker_count (3)" in (
-        message
-    )
-
-
 @pytest.mark.parametrize("min_insync", [3, 4])
 def test_min_insync_replicas_must_stay_below_the_replication_factor(min_insync: int) -> None:
     """min.insync.replicas >= RF would block every acks=all write when one replica is down."""
-    message = config_error(
-        context_of(instance_entry(kafka={"topic_min_insync_replicas": min_insync}))
-    )
-    assert (
+    assert_refused(
+        {"kafka": {"topic_min_insync_replicas": min_insync}},
         f"field kafka.topic_min_insync_replicas: bad value {min_insync}; "
-        "allowed: < kafka.topic_replication_factor (3)"
-    ) in message
+        "allowed: < kafka.topic_replication_factor (3)",
+    )
 
 
 def test_min_insync_replicas_is_checked_for_an_existing_cluster_too() -> None:
     arn = "arn:aws:kafka:eu-west-1:123456789012:cluster/failures/0b1c2d3e-1111-2222"
-    message = config_error(
-        context_of(
-            instance_entry(
-                kafka={
-                    "cluster_arn": arn,
-                    "topic_replication_factor": 2,
-                    "topic_min_insync_replicas": 2,
-                }
-            )
-        )
-    )
-    assert "field kafka.topic_min_insync_replicas: bad value 2" in message
+    kafka = {"cluster_arn": arn, "topic_replication_factor": 2, "topic_min_insync_replicas": 2}
+    assert_refused({"kafka": kafka}, "field kafka.topic_min_insync_replicas: bad value 2")
 
 
 def test_durability_stays_configurable() -> None:
@@ -108,24 +117,10 @@ def test_durability_stays_configurable() -> None:
     assert (config.kafka.topic_replication_factor, config.kafka.min_insync_replicas) == (4, 3)
 
 
-def test_existing_vpc_needs_subnets_and_zones() -> None:
-    message = entry_error(network={"vpc_id": "vpc-0123456789abcdef0"})
-    assert "field network.private_subnet_ids" in message
-    assert "at least 2 private subnet ids" in message
-
-
 def test_existing_vpc_is_accepted_with_subnets() -> None:
     network = existing_network("eu-west-1")
     (config,) = load_instances(context_of(instance_entry(network=network)))
     assert config.network.private_subnet_ids == tuple(network["private_subnet_ids"])
-
-
-def test_broker_count_must_fill_the_client_subnets() -> None:
-    network = {"availability_zones": ["eu-west-1a", "eu-west-1b"]}
-    message = entry_error(network=network, kafka={"broker_count": 3})
-    assert "field kafka.broker_count: bad value 3; allowed: a multiple of the 2 client subnets" in (
-        message
-    )
 
 
 def test_kafka_cluster_settings_are_ignored_with_an_existing_cluster() -> None:

@@ -7,10 +7,6 @@ and the optimizer roles' actions it derives."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 from infra.table_definition import (
     OPTIMIZER_LAKE_FORMATION_PERMISSIONS,
     OPTIMIZER_TYPES,
@@ -18,16 +14,10 @@ from infra.table_definition import (
     optimizer_table_actions,
     optimizer_writes,
 )
+from tests.child_process import probe
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BLOCK_CDK = """
-import sys
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {"aws_cdk", "constructs", "cdk_nag", "jsii"}:
-            raise ImportError(f"blocked: {name}")
-        return None
-sys.meta_path.insert(0, Block())
+CDK = ("aws_cdk", "constructs", "cdk_nag", "jsii")
+FINGERPRINT = """
 from model.config import DEFAULT_EVENT_FIELDS
 from infra.table_definition import definition_fingerprint
 print(definition_fingerprint(DEFAULT_EVENT_FIELDS, "db", "warehouse/db.db/"))
@@ -36,16 +26,7 @@ print(definition_fingerprint(DEFAULT_EVENT_FIELDS, "db", "warehouse/db.db/"))
 
 def test_the_definition_imports_without_cdk() -> None:
     """No aws_cdk, constructs or jsii: the fingerprint is computed with CDK blocked."""
-    done = subprocess.run(
-        [sys.executable, "-c", BLOCK_CDK],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    fingerprint = done.stdout.strip()
+    fingerprint = probe(FINGERPRINT, blocked=CDK, timeout=120).strip()
     assert len(fingerprint) == 64
     assert set(fingerprint) <= set("0123456789abcdef")
 

@@ -309,19 +309,6 @@ def efo_event(
     return {"SubscribeToShardEvent": body}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 EFO_OPTIONS = ReaderOptions(
     stream_name="s",
     region="us-east-1",

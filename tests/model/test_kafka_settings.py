@@ -5,24 +5,10 @@ boto3 are installed."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 from model.kafka_settings import KafkaSettings, producer_config
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.child_process import probe
 
 _PROBE = r"""
-import sys
-
-class NoSigner:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "aws_msk_iam_sasl_signer":
-            raise ImportError("blocked: " + name)
-        return None
-
-sys.meta_path.insert(0, NoSigner())
 from model import kafka_settings
 print("imported")
 try:
@@ -33,10 +19,8 @@ except ImportError as exc:
 
 
 def test_the_settings_import_without_the_signer_and_only_signing_needs_it() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    assert done.stdout.splitlines() == ["imported", "token: blocked: aws_msk_iam_sasl_signer"]
+    out = probe(_PROBE, blocked=("aws_msk_iam_sasl_signer",))
+    assert out.splitlines() == ["imported", "token: blocked: aws_msk_iam_sasl_signer"]
 
 
 def test_the_producer_takes_its_limits_from_the_one_setting() -> None:

@@ -27,6 +27,7 @@ from model.lease import (
     lease_path,
     make_lease,
 )
+from tests.fake_clock import FakeClock
 from tests.job.lease_fakes import ScriptedLease, keeper_that_lost
 
 
@@ -92,16 +93,8 @@ def test_file_lease_is_free_the_moment_its_holder_is_killed(tmp_path: Path) -> N
             holder.wait(timeout=10)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_s3_lease_conditional_puts(s3: Any, bucket: str) -> None:
-    clock = Clock()
+    clock = FakeClock(now=1_000_000.0)
     first = S3Lease(s3, bucket, "cp/_lease", "inst", "first", ttl_sec=30, clock=clock)
     first.acquire(wait_sec=0)
     second = S3Lease(
@@ -125,7 +118,7 @@ def test_s3_lease_conditional_puts(s3: Any, bucket: str) -> None:
 
 
 def test_s3_lease_taken_over_is_reported_lost_by_the_old_holder(s3: Any, bucket: str) -> None:
-    clock = Clock()
+    clock = FakeClock(now=1_000_000.0)
     old = S3Lease(s3, bucket, "k", "inst", "old", ttl_sec=30, clock=clock)
     old.acquire(wait_sec=0)
     clock.now += 31
@@ -139,7 +132,9 @@ def test_lease_keeper_reports_loss(s3: Any, bucket: str) -> None:
     # A frozen clock: the lease cannot expire however late the keeper's thread
     # runs (renewals every 0.2 s of real time), so the one possible loss is the
     # overwrite below.
-    lease = S3Lease(s3, bucket, "keeper", "inst", "me", ttl_sec=0.6, clock=Clock())
+    lease = S3Lease(
+        s3, bucket, "keeper", "inst", "me", ttl_sec=0.6, clock=FakeClock(now=1_000_000.0)
+    )
     lease.acquire(wait_sec=0)
     s3.put_object(Bucket=bucket, Key="keeper", Body=b"{}")  # someone else overwrote it
     keeper = LeaseKeeper(lease)

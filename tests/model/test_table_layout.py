@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 from model.table_layout import Partitioning, partitioning
+from tests.child_process import probe
 
-ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pyspark", "pyiceberg", "pyarrow", "py4j")
 
 
@@ -22,16 +19,13 @@ def test_the_partition_description_names_transform_column_and_field() -> None:
 
 def _heavy_modules_after(statements: str) -> list[str]:
     """Spark, pyiceberg or Arrow modules loaded by ``statements`` in a fresh interpreter."""
-    probe = (
+    code = (
         "import json, sys\n"
         "from model.config import DEFAULT_EVENT_FIELDS\n"
         f"{statements}\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    return list(json.loads(done.stdout))
+    return list(json.loads(probe(code)))
 
 
 def test_the_layout_and_the_seed_columns_import_neither_spark_nor_pyiceberg() -> None:

@@ -9,7 +9,6 @@ import json
 import shutil
 import stat
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -29,30 +28,15 @@ from scripts.certs import (
     node_domain,
     write_private,
 )
+from tests.child_process import run_python
 from tests.fixtures import EXAMPLE_CDK_JSON
 
-REPO = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"  # moto's account
 
 
 def _certs(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "scripts.certs",
-            "--endpoint-url",
-            url,
-            "--cdk-json",
-            str(EXAMPLE_CDK_JSON),
-            *args,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    command = ("-m", "scripts.certs", "--endpoint-url", url, "--cdk-json", str(EXAMPLE_CDK_JSON))
+    return run_python(*command, *args, timeout=120)
 
 
 def test_node_domain_follows_the_emr_docs() -> None:

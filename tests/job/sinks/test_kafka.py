@@ -12,6 +12,7 @@ from job.sinks.kafka import KafkaDeliveryError, ProducerCache, deliver
 from model.config import KafkaOptions
 from model.failure_record import record_headers, record_key
 from model.kafka_settings import KafkaSettings, producer_config, resolve_bootstrap_servers
+from tests.fake_clock import FakeClock
 from tests.job import kafka_fakes
 
 SETTINGS = KafkaSettings("b:9092", "topic", "PLAINTEXT", "us-east-1", "inst", 5_000, 3_000, 5)
@@ -88,14 +89,6 @@ def test_full_local_queue_is_retried_and_all_delivered() -> None:
     assert [m["key"] for m in fake.sent] == [b"s/shardId-1/42"] * 2
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_producer_is_kept_between_tasks_until_it_fails_or_idles() -> None:
     made: list[FakeProducer] = []
     fail_next = {"on": False}
@@ -105,7 +98,7 @@ def test_a_producer_is_kept_between_tasks_until_it_fails_or_idles() -> None:
         made.append(FakeProducer(fail={0} if fail_next["on"] else None))
         return made[-1]
 
-    clock = Clock()
+    clock = FakeClock(now=0.0)
     cache = ProducerCache(factory, idle_sec=60.0, clock=clock)
     assert deliver(iter([ROW]), SETTINGS, cache) == 1
     clock.now = 30.0

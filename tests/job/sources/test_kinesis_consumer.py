@@ -13,8 +13,9 @@ import pytest
 
 from job.sources.kinesis_consumer import ensure_consumer
 from job.sources.kinesis_options import CONSUMER_ARN, parse_options
+from tests.fake_clock import FakeClock
 from tests.job.source_helpers import EFO_OPTIONS as OPTIONS
-from tests.job.source_helpers import Clock, client_error
+from tests.job.source_helpers import client_error
 
 
 class FakeConsumers:
@@ -44,7 +45,7 @@ class FakeConsumers:
 
 
 def test_ensure_consumer_registers_once_and_waits_for_active() -> None:
-    clock = Clock()
+    clock = FakeClock()
     client = FakeConsumers(["CREATING", "CREATING", "ACTIVE"], exists=False)
     arn = ensure_consumer(client, OPTIONS, sleep=clock.sleep, clock=clock)
     assert arn == "arn:s/s/consumer/c:1"
@@ -59,7 +60,7 @@ def test_ensure_consumer_describes_a_registered_one() -> None:
 
 
 def test_ensure_consumer_is_bounded() -> None:
-    clock = Clock()
+    clock = FakeClock()
     client = FakeConsumers(["CREATING"], exists=True)
     with pytest.raises(TimeoutError, match="still CREATING"):
         ensure_consumer(client, OPTIONS, sleep=clock.sleep, clock=clock, timeout=5)
@@ -93,7 +94,7 @@ STACK_ARN = "arn:aws:kinesis:eu-west-1:1:stream/s/consumer/orders-eu-west-1-job:
 def test_the_stacks_consumer_is_described_by_arn_and_never_registered() -> None:
     """Issue 41 item 15: the stack owns the consumer; the job only waits for
     it to be ACTIVE, and a missing one stops the start naming the stack."""
-    clock = Clock()
+    clock = FakeClock()
     client = StackConsumer(["CREATING", "ACTIVE"])
     options = replace(OPTIONS, consumer_arn=STACK_ARN)
     assert ensure_consumer(client, options, sleep=clock.sleep, clock=clock) == STACK_ARN

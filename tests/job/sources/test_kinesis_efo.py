@@ -23,8 +23,9 @@ from job.sources.kinesis_options import parse_options
 from job.sources.kinesis_subscription import HostLock, host_lock_path
 from model.kinesis_offsets import ShardInfo, ShardState
 from model.polling import poll_until
+from tests.fake_clock import FakeClock
 from tests.job.source_helpers import EFO_OPTIONS as OPTIONS
-from tests.job.source_helpers import Clock, client_error
+from tests.job.source_helpers import client_error
 from tests.job.source_helpers import efo_event as event
 from tests.job.source_helpers import efo_record as record
 
@@ -75,8 +76,8 @@ class FakeKinesis:
         return {"EventStream": answer}
 
 
-def reader(client: FakeKinesis, clock: Clock | None = None, **options: Any) -> EfoShardReader:
-    clock = clock or Clock()
+def reader(client: FakeKinesis, clock: FakeClock | None = None, **options: Any) -> EfoShardReader:
+    clock = clock or FakeClock()
     return EfoShardReader(
         client,
         replace(OPTIONS, **options),
@@ -137,7 +138,7 @@ def test_the_record_limit_splits_an_event_and_the_rest_waits_for_the_next_batch(
 def test_a_batch_from_before_the_subscription_opens_a_new_one() -> None:
     """A retried batch starts before what the subscription handed out."""
     client = FakeKinesis(FakeStream([event([1, 2])]), FakeStream([event([2])]))
-    clock = Clock()
+    clock = FakeClock()
     efo = reader(client, clock)
     efo.next_batch(SHARD, ShardState())
     replay = efo.next_batch(SHARD, ShardState(after="1"))
@@ -181,7 +182,7 @@ def test_other_errors_inside_the_stream_fail_the_batch() -> None:
 
 
 def test_resource_in_use_and_the_rate_limit_back_off_then_subscribe() -> None:
-    clock = Clock()
+    clock = FakeClock()
     client = FakeKinesis(
         client_error("ResourceInUseException"),
         client_error("LimitExceededException"),
@@ -250,10 +251,10 @@ def job_reader(
     client: FakeKinesis,
     fallback: GetRecordsFallback,
     lock_dir: Path,
-    clock: Clock | None = None,
+    clock: FakeClock | None = None,
     **options: Any,
 ) -> EfoShardReader:
-    clock = clock or Clock()
+    clock = clock or FakeClock()
     return EfoShardReader(
         client,
         replace(OPTIONS, **options),
@@ -318,7 +319,7 @@ def test_a_refused_subscribe_reads_the_batch_with_get_records_at_once(tmp_path: 
     """Another worker subscribed less than 5 s ago: no 5 s wait in the task."""
     fallback = GetRecordsFallback([4, 5])
     client = FakeKinesis(client_error("ResourceInUseException"))
-    clock = Clock()
+    clock = FakeClock()
     efo = job_reader(client, fallback, tmp_path, clock)
     batch = efo.next_batch(SHARD, ShardState(after="3"))
     assert (seqs(batch), batch.state) == (["4", "5"], ShardState(after="5"))
