@@ -123,8 +123,15 @@ def test_a_split_parent_ends_with_child_shards(front: EfoEndpoint) -> None:
     client.put_record(StreamName=stream, Data=b"after", PartitionKey="k9")
     shards = shard_ids(client, stream)
     reader = EfoShardReader(client, options, consumer)
+    # The records may come in an event of their own, caught up, before the
+    # event with ChildShards (the endpoint's poll races the reader): the end
+    # then arrives in the next batch, with nothing more.
     batch = reader.next_batch(parent, ShardState())
-    assert [r["Data"] for r in batch.records] == [b"before-0", b"before-1", b"before-2"]
+    read = [r["Data"] for r in batch.records]
+    if not batch.state.done:
+        batch = reader.next_batch(parent, batch.state)
+        read += [r["Data"] for r in batch.records]
+    assert read == [b"before-0", b"before-1", b"before-2"]
     assert batch.state.done is True
     children = [s for s in shards if parent.shard_id in s.parents]
     assert len(children) == 2
