@@ -96,7 +96,8 @@ synth-light: install $(SYNTH_VENV)/.installed ## Synthesize the example in a vir
 # integration, e2e) from the fixtures it uses; `make test` runs them all on two
 # pytest-xdist workers that tests/conftest.py plans (CI). ARGS go to pytest, e.g. make test-fast ARGS="-k lease -x".
 .PHONY: test
-test: install check synth synth-light ## Install, run every check and both synths, then every test of every tier on two workers (CI)
+test: install ## Install, run every check and both synths (side by side), then every test of every tier on two workers (CI)
+	$(MAKE) --no-print-directory -j2 check synth synth-light
 	$(VENV)/bin/pytest -n 2 --dist loadscope --no-loadscope-reorder $(ARGS)
 
 .PHONY: test-fast
