@@ -38,7 +38,7 @@ KNOWN_TIERS: Final[dict[str, str]] = {
     "test_the_whole_micro_batch_runs_exactly_one_shuffle": "integration",
     "test_s3_lease_conditional_puts": "unit",
     "test_stop_marker_stops_between_batches_and_is_consumed": "unit",
-    "test_second_copy_refuses_to_start_and_the_first_carries_on": "e2e",
+    "test_second_copy_refuses_then_a_stop_marker_ends_the_first_after_its_batch": "e2e",
     "test_percentile_is_nearest_rank": "unit",
     "test_every_declared_instance_passes_cdk_nag": "synth",
     "test_spark_session_uses_hive_catalog": "integration",

@@ -22,25 +22,7 @@ from tests.e2e.conftest import MakeLocal, mix, poll
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 
-def test_stop_marker_ends_the_job_with_exit_zero_after_the_current_batch(
-    emulators: Emulators, make_local: MakeLocal
-) -> None:
-    local = make_local(emulators)
-    local.start_job()
-    local.produce(mix(1_000, seed=41, prefix="gs"))
-    local.wait_until_accounted(timeout=240)
-    assert local.job is not None
-    local.job.request_stop()
-    assert local.job.wait(timeout=120) == 0, local.log_tail()
-    assert local.config.stop_marker_path is not None
-    assert not Path(local.config.stop_marker_path).exists(), "consumed: the next start runs"
-    assert set(local.checkpoint_offsets()) == local.committed_batches(), (
-        "every planned batch was committed before the exit"
-    )
-    assert local.summary().ok
-
-
-def test_second_copy_refuses_to_start_and_the_first_carries_on(
+def test_second_copy_refuses_then_a_stop_marker_ends_the_first_after_its_batch(
     emulators: Emulators, make_local: MakeLocal
 ) -> None:
     local = make_local(emulators)
@@ -63,7 +45,15 @@ def test_second_copy_refuses_to_start_and_the_first_carries_on(
     assert first.running, "the first copy must be unaffected"
     local.produce(mix(500, seed=52, prefix="sc-b"))
     local.wait_until_accounted(timeout=240)
-    assert local.stop_job() == 0, local.log_tail()
+
+    # The stop marker ends the job with exit 0 after the current batch.
+    first.request_stop()
+    assert first.wait(timeout=120) == 0, local.log_tail()
+    assert local.config.stop_marker_path is not None
+    assert not Path(local.config.stop_marker_path).exists(), "consumed: the next start runs"
+    assert set(local.checkpoint_offsets()) == local.committed_batches(), (
+        "every planned batch was committed before the exit"
+    )
     assert local.summary().ok
 
 

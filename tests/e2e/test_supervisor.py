@@ -25,6 +25,7 @@ from local.harness import LocalInstance
 from local.supervisor.harness import LocalSupervisor
 from model import contract
 from model.exit_record import read_exit_record
+from ops.events import SampleRecord
 from scripts import stop
 from scripts.status import __main__ as status
 from tests.e2e.conftest import MakeLocal, mix, poll
@@ -59,6 +60,19 @@ def seen_running(supervisor: LocalSupervisor) -> bool:
     return supervisor.state.last_seen_running is not None
 
 
+def running_supervised(
+    local: LocalInstance, made: list[LocalSupervisor], records: list[SampleRecord]
+) -> LocalSupervisor:
+    """The job started under a supervisor, ``records`` landed, and the
+    supervisor has seen the job hold its lease: where every case begins."""
+    local.start_job()
+    supervisor = supervise(local, made)
+    local.produce(records)
+    local.wait_until_accounted(timeout=300)
+    poll(lambda: seen_running(supervisor), "the supervisor saw the job run", 30)
+    return supervisor
+
+
 def test_a_killed_job_is_restarted_and_an_operator_stop_is_not(
     emulators: Emulators,
     make_local: MakeLocal,
@@ -66,11 +80,7 @@ def test_a_killed_job_is_restarted_and_an_operator_stop_is_not(
     tmp_path: Path,
 ) -> None:
     local = make_local(emulators, INSTANCE)
-    local.start_job()
-    supervisor = supervise(local, supervised)
-    local.produce(mix(800, seed=81, prefix="sv-a"))
-    local.wait_until_accounted(timeout=300)
-    poll(lambda: seen_running(supervisor), "the supervisor saw the job run", 30)
+    supervisor = running_supervised(local, supervised, mix(800, seed=81, prefix="sv-a"))
 
     killed = local.job
     assert killed is not None
@@ -116,11 +126,7 @@ def test_a_job_killed_again_soon_after_its_restart_is_restarted_after_the_back_o
     lease, killed again well inside start_grace_sec (240 s): the second
     restart comes within the back-off plus a check, not after the grace."""
     local = make_local(emulators, INSTANCE, shards=1)
-    local.start_job()
-    supervisor = supervise(local, supervised)
-    local.produce(mix(300, seed=71, prefix="k2-a"))
-    local.wait_until_accounted(timeout=300)
-    poll(lambda: seen_running(supervisor), "the supervisor saw the job run", 30)
+    supervisor = running_supervised(local, supervised, mix(300, seed=71, prefix="k2-a"))
     local.kill_job()
     poll(lambda: len(supervisor.restarts) == 1, "the first restart", RESTART_BOUND_SEC)
     first = supervisor.restarts[0].state.restarts[-1]
@@ -158,11 +164,7 @@ def test_a_batch_that_always_fails_gets_the_budget_then_one_alarm_with_the_reaso
 ) -> None:
     emulators = kafka_on_s3_emulators
     local = make_local(emulators, INSTANCE, shards=1)
-    local.start_job()
-    supervisor = supervise(local, supervised)
-    local.produce(mix(200, seed=91, prefix="ff-a"))
-    local.wait_until_accounted(timeout=300)
-    poll(lambda: seen_running(supervisor), "the supervisor saw the job run", 30)
+    supervisor = running_supervised(local, supervised, mix(200, seed=91, prefix="ff-a"))
 
     # The failure topic goes away: every batch with a failure record fails.
     emulators.stop_kafka()
