@@ -17,7 +17,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from model.contract import STOP_BY_HANDOVER, STOP_BY_OPERATOR
-from model.storage_uri import is_s3, local_path, parse_s3_uri, read_object
+from model.storage_uri import is_missing, is_s3, local_path, parse_s3_uri, read_object
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +39,7 @@ class StopMarker:
             try:
                 self._s3.head_object(Bucket=bucket, Key=key)
             except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") not in (
-                    "404",
-                    "NoSuchKey",
-                    "NotFound",
-                ):
+                if not is_missing(exc):
                     log.warning("stop marker check failed: %s", exc)
                 return False
             except BotoCoreError as exc:

@@ -46,7 +46,7 @@ from typing import Any, Final, Protocol
 from botocore.exceptions import ClientError
 
 from model.kinesis_offsets import ShardState
-from model.storage_uri import is_s3, local_path, parse_s3_uri
+from model.storage_uri import is_missing, is_s3, local_path, parse_s3_uri
 
 # Batches whose ends are kept: Spark's own default for its offset and commit
 # logs (spark.sql.streaming.minBatchesToRetain); only the last one is ever
@@ -165,7 +165,7 @@ class S3EndStore:
         try:
             reply = self.client.get_object(Bucket=self.bucket, Key=key)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            if is_missing(exc):
                 return None
             raise
         return ShardEnd.from_json(json.loads(reply["Body"].read()), f"s3://{self.bucket}/{key}")

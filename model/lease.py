@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from model.polling import wait_for
-from model.storage_uri import is_s3, local_path, parse_s3_uri
+from model.storage_uri import is_missing, is_s3, local_path, parse_s3_uri
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ class S3Lease:
         try:
             reply = self.client.get_object(Bucket=self.bucket, Key=self.key)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            if is_missing(exc):
                 return None
             raise
         try:

@@ -48,16 +48,22 @@ def read_object(path: str, s3_client: Any = None) -> bytes:
     return Path(local_path(path)).read_bytes()
 
 
+def is_missing(exc: ClientError) -> bool:
+    """Whether an S3 error says there is no such object (:data:`MISSING_CODES`):
+    the one test every reader of an object that may not exist yet uses."""
+    return exc.response.get("Error", {}).get("Code") in MISSING_CODES
+
+
 def read_object_if_present(path: str, s3_client: Any = None) -> bytes | None:
     """:func:`read_object`, or None when there is no object at ``path`` (a
-    missing file, or an S3 error with one of :data:`MISSING_CODES`); any other
-    error raises."""
+    missing file, or an S3 error :func:`is_missing` names); any other error
+    raises."""
     try:
         return read_object(path, s3_client)
     except FileNotFoundError:
         return None
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in MISSING_CODES:
+        if is_missing(exc):
             return None
         raise
 
