@@ -78,12 +78,21 @@ def test_restart_after_a_pause_processes_the_backlog_in_bounded_batches(
 
     offsets = local.checkpoint_offsets()
     new_batches = sorted(set(offsets) - before)
-    per_batch = [_records_per_shard(local, offsets[b]) for b in new_batches]
+    per_batch = [_records_per_shard(local, offsets[b]) for b in new_batches if _reads(offsets, b)]
     nonempty = [b for b in per_batch if sum(b.values())]
     assert sum(sum(b.values()) for b in per_batch) == 10_000
     assert all(n <= limit for b in per_batch for n in b.values()), per_batch
     assert math.ceil(10_000 / (shards * limit)) <= len(nonempty) <= 10_000 // limit + 2
     assert local.summary().ok
+
+
+def _reads(offsets: dict[int, dict[str, Any]], batch: int) -> bool:
+    """Spark batch ``batch`` reads ``(offsets[batch - 1], offsets[batch]]``. A
+    no-data batch (Spark runs one when the de-duplication watermark moves with
+    no new input) repeats the previous offset and reads nothing: the reader's
+    ``partitions`` returns no task for ``start == end``. Counted from its
+    offset alone, it would count the previous batch's records twice."""
+    return offsets[batch] != offsets.get(batch - 1)
 
 
 def _batch_ends(local: LocalInstance, offset: dict[str, Any]) -> dict[str, ShardState]:
