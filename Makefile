@@ -62,7 +62,7 @@ serverless-archives: $(SERVERLESS_ARCHIVES) ## Build the job's Python dependency
 install: $(STAMP) $(JOB_JAR) $(SERVERLESS_ARCHIVES) ## Create/reuse .venv, install the pinned Python and npm dependencies, build the job's jar and the serverless dependency archives
 
 .PHONY: check
-check: install ## ruff (lint + format check) and mypy strict on model/, job/, infra/, ops/, local/, bench/, scripts/
+check: $(STAMP) ## ruff (lint + format check) and mypy strict on model/, job/, infra/, ops/, local/, bench/, scripts/
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
@@ -96,7 +96,9 @@ synth-light: install $(SYNTH_VENV)/.installed ## Synthesize the example in a vir
 # integration, e2e) from the fixtures it uses; `make test` runs them all on two
 # pytest-xdist workers that tests/conftest.py plans (CI). ARGS go to pytest, e.g. make test-fast ARGS="-k lease -x".
 .PHONY: test
-test: install ## Install, run every check and both synths (side by side), then every test of every tier on two workers (CI)
+# check needs the venv only, so it runs beside the job's jar and the two serverless
+# archives that synth waits for (install), then beside synth-light.
+test: $(STAMP) ## Install, run every check and both synths (side by side), then every test of every tier on two workers (CI)
 	$(MAKE) --no-print-directory -j2 check synth synth-light
 	$(VENV)/bin/pytest -n 2 --dist loadscope --no-loadscope-reorder $(ARGS)
 
