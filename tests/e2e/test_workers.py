@@ -26,7 +26,10 @@ def test_an_e2e_case_is_its_own_scope_and_any_other_test_goes_with_its_file() ->
     assert E2E_PREFIX == "tests/e2e/"
     case = "tests/e2e/test_crash_loop.py::test_crash_loop_loses_and_duplicates_nothing"
     assert scheduler._split_scope(case) == case
-    other = "tests/e2e/test_crash_loop.py::test_crash_loop_through_enhanced_fan_out"
+    other = (
+        "tests/e2e/test_crash_loop.py::"
+        "test_crash_loop_through_enhanced_fan_out_across_a_split_and_a_merge"
+    )
     assert scheduler._split_scope(other) != scheduler._split_scope(case)
     for test in ("test_a", "test_b[1-x::y]", "Class::test_c"):
         scope = scheduler._split_scope(f"tests/infra/test_cost.py::{test}")
