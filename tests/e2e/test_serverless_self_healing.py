@@ -16,11 +16,11 @@ an S3 facade and publishing its alarm to SNS (read back through SQS).
   what is left of the budget, then exactly one alarm names the last exit;
 * a refused configuration (exit 2 on ``--platform serverless``) ends its run
   SUCCESS after one attempt, is not restarted, and alarms at once;
-* ``make stop-job`` stops the job, and the supervisor leaves it stopped;
 * a change of the job (the handler's Update with a new package) hands over
   through the stop marker and the lease: the new run starts only once the old
   job has exited and the lease is free, two jobs never run at once, and every
-  record produced before, during and after is in the table exactly once.
+  record produced before, during and after is in the table exactly once; then
+  ``make stop-job`` stops the new run, and the supervisor leaves it stopped.
 """
 
 from __future__ import annotations
@@ -186,6 +186,39 @@ def supervise(service: LocalService, request: dict[str, Any]) -> Supervised:
     return Supervised(service, settings, clients, queue)
 
 
+def stop_job_while_supervised(
+    service: LocalService, request: dict[str, Any], tmp_path: Path
+) -> None:
+    """``make stop-job`` (the Makefile's target runs scripts.stop) on the
+    running job while the supervisor checks: it exits 0 as stopped by the
+    operator, and the supervisor neither restarts nor alarms."""
+    local = service.local
+    ended = len(service.ended)
+    supervised = supervise(service, request)
+    run_until(lambda: supervised.state.last_seen_running is not None, "seen", 300, supervised.step)
+    out = io.StringIO()
+    argv = ["--instance", INSTANCE, "--work-dir", str(tmp_path), "--timeout", "120"]
+    codes: list[int] = []
+    stopper = threading.Thread(
+        target=lambda: codes.append(stop.main([*argv, "--poll-sec", "0.5"], out))
+    )
+    stopper.start()
+    run_until(
+        lambda: not stopper.is_alive() and len(service.ended) > ended,
+        "stopped",
+        180,
+        supervised.step,
+    )
+    stopper.join()
+    assert codes == [0], out.getvalue()
+    supervised.more_checks(CHECKS_AFTER)
+    record = read_exit_record(local.config.checkpoint_location)
+    assert record is not None and record.stopped_by == contract.STOP_BY_OPERATOR
+    assert supervised.acted == [], [d.message for d in supervised.acted]
+    assert supervised.state.stopped_by_operator
+    assert supervised.alarms() == []
+
+
 def job_runs(service: LocalService) -> list[dict[str, Any]]:
     found = service.client("emr-serverless").list_job_runs(applicationId=service.application_id)
     return sorted(found["jobRuns"], key=lambda run: run["createdAt"])
@@ -283,41 +316,13 @@ def test_a_refused_configuration_is_not_retried_and_alarms_at_once(setup: LocalS
     assert local.runs == 1
 
 
-def test_make_stop_job_is_left_alone(setup: LocalService, tmp_path: Path) -> None:
-    service, local = setup, setup.local
-    run_id, request = deploy(service)
-    supervised = supervise(service, request)
-    run_until(lambda: supervised.state.last_seen_running is not None, "seen", 300, supervised.step)
-
-    # make stop-job (the Makefile's target runs scripts.stop), while the
-    # supervisor keeps checking.
-    out = io.StringIO()
-    argv = ["--instance", INSTANCE, "--work-dir", str(tmp_path), "--timeout", "120"]
-    codes: list[int] = []
-    stopper = threading.Thread(
-        target=lambda: codes.append(stop.main([*argv, "--poll-sec", "0.5"], out))
-    )
-    stopper.start()
-    run_until(
-        lambda: not stopper.is_alive() and bool(service.ended), "stopped", 180, supervised.step
-    )
-    stopper.join()
-    assert codes == [0], out.getvalue()
-    supervised.more_checks(CHECKS_AFTER)
-
-    assert service.ended == [(run_id, 1, 0, "SUCCESS")]
-    record = read_exit_record(local.config.checkpoint_location)
-    assert record is not None and record.stopped_by == contract.STOP_BY_OPERATOR
-    assert supervised.acted == [], [d.message for d in supervised.acted]
-    assert supervised.state.stopped_by_operator
-    assert supervised.alarms() == []
-    assert [run["state"] for run in job_runs(service)] == ["SUCCESS"]
-    assert local.runs == 1
-
-
-def test_a_change_of_the_job_hands_over_with_nothing_lost_or_doubled(
-    setup: LocalService,
+def test_a_change_of_the_job_hands_over_then_make_stop_job_is_left_alone(
+    setup: LocalService, tmp_path: Path
 ) -> None:
+    """A new version hands over with nothing lost or doubled; then
+    ``make stop-job`` stops the new run while the supervisor checks, and the
+    supervisor leaves it stopped (one case: both need a deployed run, and the
+    handover leaves one running)."""
     service, local = setup, setup.local
     old, old_request = deploy(service)
     local.produce(mix(150, seed=41, prefix="ho-before"))
@@ -379,3 +384,9 @@ def test_a_change_of_the_job_hands_over_with_nothing_lost_or_doubled(
     assert summary.missing_failures == ()
     assert summary.ok, summary.problems
     assert [run["state"] for run in job_runs(service)] == ["SUCCESS", "RUNNING"]
+
+    # make stop-job on the new run, while the supervisor keeps checking.
+    stop_job_while_supervised(service, new_request, tmp_path)
+    assert service.ended == [(old, 1, 0, "SUCCESS"), (new, 1, 0, "SUCCESS")]
+    assert [run["state"] for run in job_runs(service)] == ["SUCCESS", "SUCCESS"]
+    assert local.runs == 2
