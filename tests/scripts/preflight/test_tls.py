@@ -8,11 +8,12 @@ import io
 import zipfile
 
 import pytest
+from botocore.exceptions import ClientError
 
 from infra.config import InstanceConfig
 from scripts import certs
 from scripts.preflight import tls
-from scripts.preflight.result import Result
+from scripts.preflight.result import Result, access_denied
 from tests.scripts.preflight.stubs import Stub, _access_denied, _config
 
 
@@ -165,6 +166,19 @@ def test_a_refused_read_names_the_expected_owner() -> None:
     result = tls.check_tls_object(_config(), {"s3": s3, "sts": sts})
     assert result.status == "FAIL" and "AccessDenied" in result.detail
     assert "the bucket must belong to account 123456789012" in result.fix
+
+
+@pytest.mark.parametrize(
+    ("code", "denied"),
+    [("AccessDenied", True), ("AccessDeniedException", True), ("ThrottlingException", False)],
+)
+def test_access_denied_reads_the_client_error_code(code: str, denied: bool) -> None:
+    error = ClientError({"Error": {"Code": code, "Message": "m"}}, "GetObject")
+    assert access_denied(error) is denied
+
+
+def test_an_error_without_a_response_is_not_access_denied() -> None:
+    assert access_denied(RuntimeError("AccessDenied")) is False
 
 
 # ------------------------------------------------------------------ expiry (issue 41 item 5)
