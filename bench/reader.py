@@ -308,21 +308,14 @@ def run(ctx: Context) -> list[Row]:
         "load_after": load_after,
     }
     write_result(ctx, NAME, result)
-    with figure(ctx, NAME, ncols=2) as (_, axes):
-        bars(
-            axes[0],
-            [reader.label for reader in order],
-            [median(reader, "rate") for reader in order],
-            "drain rate (median)",
-            "records/s",
-        )
-        bars(
-            axes[1],
-            [reader.label for reader in order],
-            [median(reader, "cpu_per_100k") for reader in order],
-            "driver CPU per 100k records",
-            "s",
-        )
+    labels = [reader.label for reader in order]
+    charts = (
+        ("rate", "drain rate (median)", "records/s"),
+        ("cpu_per_100k", "driver CPU per 100k records", "s"),
+    )
+    with figure(ctx, NAME, ncols=len(charts)) as (_, axes):
+        for axis, (figure_of, title, unit) in zip(axes, charts, strict=True):
+            bars(axis, labels, [median(reader, figure_of) for reader in order], title, unit)
     return [
         Row(
             NAME,
