@@ -96,9 +96,21 @@ WORKERS: Final = "pyspark.daemon"
 JVM: Final = "org.apache.spark.deploy.SparkSubmit"
 STREAM: Final = "bench-reader"
 
-BEFORE: Final = "before (driver reads)"
-ONE: Final = "after, 1 task"
-TWO: Final = "after, 2 tasks"
+
+@dataclass(frozen=True)
+class Reader:
+    """One of the readers a drain runs: its label in the results, its source
+    format and its ``kinesis.python.readTasks`` (None: the previous reader
+    has no such option)."""
+
+    label: str
+    format: str
+    read_tasks: int | None = None
+
+
+BEFORE: Final = Reader("before (driver reads)", old_reader.FORMAT_NAME)
+ONE: Final = Reader("after, 1 task", "python-kinesis", read_tasks=1)
+TWO: Final = Reader("after, 2 tasks", "python-kinesis", read_tasks=2)
 
 
 @dataclass(frozen=True)
@@ -164,12 +176,11 @@ def _spent(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
-def _frame(spark: SparkSession, reader: str, endpoint: str, work: Path) -> Any:
+def _frame(spark: SparkSession, reader: Reader, endpoint: str, work: Path) -> Any:
     register(spark)
     old_reader.register(spark)
-    fmt = old_reader.FORMAT_NAME if reader == BEFORE else "python-kinesis"
     frame = (
-        spark.readStream.format(fmt)
+        spark.readStream.format(reader.format)
         .option("kinesis.streamName", STREAM)
         .option("kinesis.region", framework.REGION)
         .option("kinesis.endpointUrl", endpoint)
@@ -179,12 +190,12 @@ def _frame(spark: SparkSession, reader: str, endpoint: str, work: Path) -> Any:
         .option("kinesis.getRecords.fetchIntervalMs", "0")
         .option("kinesis.metadataPath", str(work / "kinesis_ends"))
     )
-    if reader != BEFORE:
-        frame = frame.option("kinesis.python.readTasks", "1" if reader == ONE else "2")
+    if reader.read_tasks is not None:
+        frame = frame.option("kinesis.python.readTasks", str(reader.read_tasks))
     return frame.load()
 
 
-def drain(spark: SparkSession, reader: str, endpoint: str, layout: Layout, work: Path) -> Drain:
+def drain(spark: SparkSession, reader: Reader, endpoint: str, layout: Layout, work: Path) -> Drain:
     """One reader over the backlog: warm-up, release, wall time and runner CPU."""
     set_visible(endpoint, WARM_UP)
     query = stream.read_only_query(_frame(spark, reader, endpoint, work), work / "checkpoint")
@@ -208,7 +219,9 @@ def drain(spark: SparkSession, reader: str, endpoint: str, layout: Layout, work:
         query.stop()
     expected = layout.shards * (layout.records_per_shard - WARM_UP)
     if read != expected:
-        raise RuntimeError(f"{reader}: read {read} records after the warm-up, expected {expected}")
+        raise RuntimeError(
+            f"{reader.label}: read {read} records after the warm-up, expected {expected}"
+        )
     cpu = sum(after.get(pid, cpu) - cpu for pid, cpu in before.items())
     return Drain(read, seconds, cpu, worker_cpu, jvm_cpu)
 
@@ -217,26 +230,26 @@ def run(ctx: Context) -> list[Row]:
     backlog = QUICK if ctx.quick else FULL
     layout = Layout(backlog.shards, backlog.records // backlog.shards)
     spark = ctx.spark
-    order = [BEFORE, ONE, TWO]
-    drains: dict[str, list[Drain]] = {name: [] for name in order}
+    order = (BEFORE, ONE, TWO)
+    drains: dict[Reader, list[Drain]] = {reader: [] for reader in order}
     load_before = machine_load()
     with serve_in_process(layout, WARM_UP) as endpoint:
         set_visible(endpoint, layout.records_per_shard)
         served = [raw_rate(endpoint, layout, threads=2) for _ in range(3)]
         warmups = backlog.warmup_rounds
         for repeat in range(warmups + ctx.timed_rounds):
-            turn = order if repeat % 2 == 0 else list(reversed(order))
-            for name in turn:
-                got = drain(spark, name, endpoint, layout, ctx.scratch(f"{NAME}-{repeat}"))
+            turn = order if repeat % 2 == 0 else tuple(reversed(order))
+            for reader in turn:
+                got = drain(spark, reader, endpoint, layout, ctx.scratch(f"{NAME}-{repeat}"))
                 if repeat >= warmups:
-                    drains[name].append(got)
+                    drains[reader].append(got)
                 print(
-                    f"   {name}: {got.rate:,.0f} records/s, driver CPU "
+                    f"   {reader.label}: {got.rate:,.0f} records/s, driver CPU "
                     f"{got.cpu_per_100k:.3f} s/100k, workers {got.worker_cores:.2f} cores, "
                     f"JVM {got.jvm_cores:.2f} cores"
                     + (
                         ""
-                        if name == BEFORE
+                        if reader == BEFORE
                         else f", {got.per_worker_core:,.0f} records/worker CPU s"
                     )
                     + ("" if repeat >= warmups else " (warm-up)"),
@@ -244,14 +257,22 @@ def run(ctx: Context) -> list[Row]:
                 )
     load_after = machine_load()
 
-    def median(name: str, figure_of: str) -> float:
-        return float(statistics.median(getattr(d, figure_of) for d in drains[name]))
+    def median(reader: Reader, figure_of: str) -> float:
+        return float(statistics.median(getattr(d, figure_of) for d in drains[reader]))
+
+    def summaries(
+        figure_of: str, digits: int, readers: tuple[Reader, ...] = order
+    ) -> dict[str, Any]:
+        """Each reader's drains' ``figure_of`` summarized, by its label."""
+        return {
+            r.label: summary([getattr(d, figure_of) for d in drains[r]], digits) for r in readers
+        }
 
     cpu_before = median(BEFORE, "cpu_per_100k")
     cpu_after = median(ONE, "cpu_per_100k"), median(TWO, "cpu_per_100k")
     cpu_ratio = max(cpu_after) / cpu_before
     scale = median(TWO, "rate") / median(ONE, "rate")
-    fastest = max(median(name, "rate") for name in order)
+    fastest = max(median(reader, "rate") for reader in order)
     served_rate = float(statistics.median(served))
     result = {
         "what": (
@@ -259,18 +280,14 @@ def run(ctx: Context) -> list[Row]:
             "drained through a streaming query (noop sink) by the previous and the current "
             "python-kinesis reader, alternating, from a loopback GetRecords stand-in"
         ),
-        "records_per_second": {name: summary([d.rate for d in drains[name]], 0) for name in order},
-        "executor_python_cores_used": {
-            name: summary([d.worker_cores for d in drains[name]], 2) for name in order
-        },
-        "jvm_cores_used": {name: summary([d.jvm_cores for d in drains[name]], 2) for name in order},
+        "records_per_second": summaries("rate", 0),
+        "executor_python_cores_used": summaries("worker_cores", 2),
+        "jvm_cores_used": summaries("jvm_cores", 2),
         "records_per_executor_python_cpu_second": {
             "how": "records / CPU seconds of Spark's Python workers over the drain",
-            **{name: summary([d.per_worker_core for d in drains[name]], 0) for name in (ONE, TWO)},
+            **summaries("per_worker_core", 0, (ONE, TWO)),
         },
-        "driver_cpu_seconds_per_100k_records": {
-            name: summary([d.cpu_per_100k for d in drains[name]], 4) for name in order
-        },
+        "driver_cpu_seconds_per_100k_records": summaries("cpu_per_100k", 4),
         "driver_cpu_after_over_before": {
             "value": round(cpu_ratio, 4),
             "bar": f"<= {CPU_BAR}",
@@ -291,21 +308,14 @@ def run(ctx: Context) -> list[Row]:
         "load_after": load_after,
     }
     write_result(ctx, NAME, result)
-    with figure(ctx, NAME, ncols=2) as (_, axes):
-        bars(
-            axes[0],
-            order,
-            [median(name, "rate") for name in order],
-            "drain rate (median)",
-            "records/s",
-        )
-        bars(
-            axes[1],
-            order,
-            [median(name, "cpu_per_100k") for name in order],
-            "driver CPU per 100k records",
-            "s",
-        )
+    labels = [reader.label for reader in order]
+    charts = (
+        ("rate", "drain rate (median)", "records/s"),
+        ("cpu_per_100k", "driver CPU per 100k records", "s"),
+    )
+    with figure(ctx, NAME, ncols=len(charts)) as (_, axes):
+        for axis, (figure_of, title, unit) in zip(axes, charts, strict=True):
+            bars(axis, labels, [median(reader, figure_of) for reader in order], title, unit)
     return [
         Row(
             NAME,

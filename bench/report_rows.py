@@ -52,15 +52,21 @@ def _ratio(r: Result, key: str, what: str, detail: str) -> Row:
     return _checked(r, ratio, what, f"{_x(ratio['of_medians'])} ({detail})")
 
 
+def _seconds_ratio(r: Result, key: str, what: str, sides: dict[str, str], note: str = "") -> Row:
+    """A headline ratio of two run times: ``sides`` maps each side's label to
+    the key of its seconds summary, shown as "label median s" in that order."""
+    medians = ", ".join(f"{label} {_median(r[side]):.2f} s" for label, side in sides.items())
+    return _ratio(r, key, what, medians + note)
+
+
 def throughput(r: Result) -> list[Row]:
     steps = ", ".join(f"{k} {v:.2f}" for k, v in r["breakdown_seconds_median"].items())
     return [
-        _ratio(
+        _seconds_ratio(
             r,
             "ratio_baseline_to_subject",
             f"micro-batch vs bare Spark, {r['records']:,} records (bare s / ours s)",
-            f"ours {_median(r['subject_seconds']):.2f} s, "
-            f"bare {_median(r['baseline_seconds']):.2f} s",
+            {"ours": "subject_seconds", "bare": "baseline_seconds"},
         ),
         Row(
             r["benchmark"],
@@ -87,13 +93,12 @@ def growth(r: Result) -> list[Row]:
     fit = r["prefill"]["commit_seconds_linear_fit"]
     after = r["table_metadata"]["after_prefill"]
     return [
-        _ratio(
+        _seconds_ratio(
             r,
             "ratio_b_to_a",
             f"{r['batch_records']:,}-record batch after {r['prefill']['commits']:,} commits and "
             f"{r['state_fill']['records']:,} ids vs an empty table (grown s / empty s)",
-            f"grown {_median(r['b_grown_trigger_seconds']):.2f} s, "
-            f"empty {_median(r['a_empty_trigger_seconds']):.2f} s",
+            {"grown": "b_grown_trigger_seconds", "empty": "a_empty_trigger_seconds"},
         ),
         Row(
             r["benchmark"],
@@ -225,12 +230,12 @@ def reader(r: Result) -> list[Row]:
 def incident(r: Result) -> list[Row]:
     shuffles = r["shuffles"]
     return [
-        _ratio(
+        _seconds_ratio(
             r,
             "ratio_baseline_to_subject",
             f"micro-batch vs the seed's design, {r['records']:,} records (seed s / ours s)",
-            f"ours {_median(r['subject_seconds']):.2f} s, seed "
-            f"{_median(r['baseline_seconds']):.2f} s; its store is local SQLite, no network",
+            {"ours": "subject_seconds", "seed": "baseline_seconds"},
+            "; its store is local SQLite, no network",
         ),
         Row(
             r["benchmark"],

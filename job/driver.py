@@ -22,10 +22,8 @@ from job.outcome import (
     EXIT_BAD_CONFIG,
     EXIT_LEASE_HELD,
     EXIT_QUERY_FAILED,
-    PLATFORM_EMR,
-    PLATFORM_SERVERLESS,
-    PLATFORMS,
     Outcome,
+    Platform,
     process_status,
 )
 from job.query import checked_checkpoint, run, s3_client_for
@@ -54,8 +52,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--platform",
-        choices=PLATFORMS,
-        default=PLATFORM_EMR,
+        choices=[platform.value for platform in Platform],
+        default=Platform.EMR.value,
         help="where the job runs: emr (a step on a cluster; default) or serverless (an EMR "
         "Serverless job run: a refused configuration or checkpoint ends the run with status 0 "
         "so that the service does not retry it; the exit record keeps code 2)",
@@ -145,7 +143,7 @@ def _under_lease(
         # On EMR Serverless every Spark setting comes from spark-submit (the
         # application's spark-defaults and the run's parameters; locally
         # local/serverless_launch.py passes the local ones the same way).
-        serverless = args.platform == PLATFORM_SERVERLESS
+        serverless = args.platform == Platform.SERVERLESS
         spark = _session(config, None if serverless else local_work_dir(config, args.work_dir))
         try:
             return run(

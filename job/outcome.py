@@ -32,6 +32,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Final
 
 from model import contract
@@ -45,9 +46,14 @@ EXIT_BAD_CONFIG: Final = 2
 EXIT_LEASE_HELD: Final = 3
 EXIT_LEASE_LOST: Final = 4
 
-PLATFORM_EMR: Final = "emr"
-PLATFORM_SERVERLESS: Final = "serverless"
-PLATFORMS: Final = (PLATFORM_EMR, PLATFORM_SERVERLESS)
+
+class Platform(StrEnum):
+    """Where the job runs (``--platform``): a step on an EMR cluster, or an
+    EMR Serverless job run (:func:`process_status`)."""
+
+    EMR = "emr"
+    SERVERLESS = "serverless"
+
 
 # The reason a code means when nothing more precise is known (model.contract names).
 REASON_OF_CODE: Final = {
@@ -101,7 +107,7 @@ def process_status(code: int, platform: str) -> int:
     Every other code is the process's status on both platforms: 1 and 4 (and 3)
     fail the run, which the service retries within its budget; 0 is a stop on
     request, left alone."""
-    if platform == PLATFORM_SERVERLESS and code == EXIT_BAD_CONFIG:
+    if platform == Platform.SERVERLESS and code == EXIT_BAD_CONFIG:
         log.error(
             "exit %d (refused; see the exit record): ending the EMR Serverless job run with "
             "status 0 so that its retry policy does not start it again",

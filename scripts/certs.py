@@ -51,6 +51,7 @@ from typing import Any, Final
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
 from model import aws_clients
@@ -73,12 +74,19 @@ def node_domain(region: str) -> str:
     return "*.ec2.internal" if region == "us-east-1" else f"*.{region}.compute.internal"
 
 
-def certificate_zip(region: str, *, days: int, now: dt.datetime | None = None) -> bytes:
-    """The three PEM files EMR expects, zipped (deterministic member order)."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, node_domain(region))])
-    start = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(minutes=5)
-    certificate = (
+def self_signed(
+    key: CertificateIssuerPrivateKeyTypes,
+    common_name: str,
+    dns_names: Sequence[str],
+    *,
+    start: dt.datetime,
+    days: int,
+) -> x509.Certificate:
+    """A self-signed CA certificate of ``key`` for ``common_name``, valid ``days``
+    from ``start``, with ``dns_names`` as its subject alternative names (none:
+    no SAN extension)."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    builder = (
         x509.CertificateBuilder()
         .subject_name(name)
         .issuer_name(name)
@@ -86,12 +94,22 @@ def certificate_zip(region: str, *, days: int, now: dt.datetime | None = None) -
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
         .not_valid_after(start + dt.timedelta(days=days))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(node_domain(region))]), critical=False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
     )
+    if dns_names:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False
+        )
+    return builder.add_extension(
+        x509.BasicConstraints(ca=True, path_length=None), critical=True
+    ).sign(key, hashes.SHA256())
+
+
+def certificate_zip(region: str, *, days: int, now: dt.datetime | None = None) -> bytes:
+    """The three PEM files EMR expects, zipped (deterministic member order)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    start = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(minutes=5)
+    domain = node_domain(region)
+    certificate = self_signed(key, domain, [domain], start=start, days=days)
     key_pem = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,

@@ -65,6 +65,7 @@ class Dashboard(Construct):
             return [cw.HorizontalAnnotation(value=specs[0].threshold, label=text)]
 
         batches = labelled(contract.BATCH_DURATION_MS, "SampleCount", "batches")
+        records_in = labelled(contract.INPUT_ROWS, "Sum", "records in")
         self.dashboard = cw.Dashboard(self, "Default", dashboard_name=props.name)
         self.dashboard.add_widgets(
             cw.AlarmStatusWidget(alarms=list(props.alarms), title="Alarms", width=24)
@@ -74,7 +75,7 @@ class Dashboard(Construct):
                 title="This time range",
                 metrics=[
                     batches,
-                    labelled(contract.INPUT_ROWS, "Sum", "records in"),
+                    records_in,
                     labelled(contract.FAILURE_RECORDS, "Sum", "failure records"),
                     labelled(contract.BATCH_DURATION_MS, "Maximum", "slowest batch (ms)"),
                     labelled(contract.END_TO_END_LATENCY_MS, "Maximum", "max latency (ms)"),
@@ -136,7 +137,7 @@ class Dashboard(Construct):
             graph(
                 "Failure records vs records in",
                 [labelled(contract.FAILURE_RECORDS, "Sum", "failure records")],
-                right=[labelled(contract.INPUT_ROWS, "Sum", "records in")],
+                right=[records_in],
                 line=alarm_line(contract.FAILURE_RECORDS),
             ),
             graph(
@@ -157,7 +158,7 @@ class Dashboard(Construct):
             graph(
                 "Events with undeclared keys, by key",
                 [metrics.undeclared_keys()],
-                right=[labelled(contract.INPUT_ROWS, "Sum", "records in")],
+                right=[records_in],
             ),
         ]
         for widget in graphs:

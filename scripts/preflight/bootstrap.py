@@ -21,14 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from infra.config import InstanceConfig
-from scripts.preflight.result import (
-    ACCESS_DENIED_CODES,
-    Clients,
-    Result,
-    error_code,
-    error_text,
-    iam_fix,
-)
+from scripts.preflight.result import Clients, Result, access_denied, error_code, error_text, iam_fix
 
 DEFAULT_QUALIFIER: Final = "hnb659fds"
 QUALIFIER_CONTEXT_KEY: Final = "@aws-cdk/core:bootstrapQualifier"
@@ -88,8 +81,7 @@ def check_cdk_bootstrap(
     try:
         value = ssm.get_parameter(Name=parameter)["Parameter"]["Value"]
     except Exception as exc:
-        code = error_code(exc)
-        if code == "ParameterNotFound":
+        if error_code(exc) == "ParameterNotFound":
             return Result(
                 NAME,
                 False,
@@ -98,7 +90,7 @@ def check_cdk_bootstrap(
                 f"bootstrap each target region once: {command}",
             )
         fix = iam_fix(f"ssm:GetParameter on {parameter}")
-        if code in ACCESS_DENIED_CODES:
+        if access_denied(exc):
             return Result(NAME, False, f"GetParameter {parameter} was refused (access denied)", fix)
         return Result(NAME, False, f"GetParameter {parameter} failed: {error_text(exc)}", fix)
     try:

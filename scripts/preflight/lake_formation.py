@@ -7,14 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from infra.config import InstanceConfig
-from scripts.preflight.result import (
-    ACCESS_DENIED_CODES,
-    Clients,
-    Result,
-    error_code,
-    error_text,
-    iam_fix,
-)
+from scripts.preflight.result import Clients, Result, access_denied, error_text, iam_fix
 
 # Lake Formation governs a new database or table unless the data lake's
 # CreateDatabaseDefaultPermissions / CreateTableDefaultPermissions grant ALL to
@@ -64,7 +57,7 @@ def check_lake_formation(config: InstanceConfig, clients: Clients) -> Result:
     try:
         settings = clients["lakeformation"].get_data_lake_settings()["DataLakeSettings"]
     except Exception as exc:
-        if error_code(exc) in ACCESS_DENIED_CODES:
+        if access_denied(exc):
             return Result(
                 name,
                 False,

@@ -46,5 +46,10 @@ def error_code(exc: Exception) -> str:
     return ""
 
 
+def access_denied(exc: Exception) -> bool:
+    """Whether a call failed because the credentials lack a permission."""
+    return error_code(exc) in ACCESS_DENIED_CODES
+
+
 def iam_fix(actions: str) -> str:
     return f"run with credentials allowed {actions}"

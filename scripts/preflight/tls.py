@@ -20,7 +20,7 @@ from cryptography.x509.oid import NameOID
 
 from infra.config import InstanceConfig
 from scripts.certs import CHAIN, PRIVATE_KEY, node_domain
-from scripts.preflight.result import ACCESS_DENIED_CODES, Clients, Result, error_code, error_text
+from scripts.preflight.result import Clients, Result, access_denied, error_text
 
 # EMR's in-transit encryption with PEM certificates loads a zip holding
 # privateKey.pem and certificateChain.pem (trustedCertificates.pem optional),
@@ -157,7 +157,7 @@ def check_tls_object(config: InstanceConfig, clients: Clients) -> Result:
         data = body.read(TLS_ZIP_MAX_BYTES + 1)
     except Exception as exc:
         fix = certs_fix(config)
-        if error_code(exc) in ACCESS_DENIED_CODES:
+        if access_denied(exc):
             fix = (
                 f"the bucket must belong to account {account} and your credentials need "
                 f"s3:GetObject on it; or {fix}"

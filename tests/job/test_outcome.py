@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from infra.serverless_job_run import PLATFORM_ARGUMENTS
 from job.outcome import (
     EXIT_BAD_CONFIG,
     EXIT_LEASE_HELD,
@@ -12,6 +13,7 @@ from job.outcome import (
     EXIT_OK,
     EXIT_QUERY_FAILED,
     Outcome,
+    Platform,
     process_status,
 )
 from model import contract
@@ -24,6 +26,15 @@ def test_on_serverless_every_other_code_is_the_process_status(code: int) -> None
     assert process_status(code, "serverless") == code
     assert process_status(code, "emr") == code
     assert process_status(EXIT_BAD_CONFIG, "serverless") == EXIT_OK
+
+
+def test_the_serverless_job_run_names_a_platform_the_job_knows() -> None:
+    """infra cannot import the job: the entry-point arguments it writes must
+    name a member of :class:`Platform` (the one exit 2 becomes status 0 on)."""
+    flag, value = PLATFORM_ARGUMENTS
+    assert flag == "--platform"
+    assert Platform(value) is Platform.SERVERLESS
+    assert process_status(EXIT_BAD_CONFIG, Platform(value)) == EXIT_OK
 
 
 def test_an_outcome_without_a_reason_records_the_reason_of_its_code() -> None:

@@ -4,6 +4,7 @@ server: the zip it uploads is read back and parsed with a real X.509 parser
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import shutil
@@ -16,7 +17,7 @@ import boto3
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtensionOID, NameOID
 
 from scripts.certs import (
@@ -26,6 +27,7 @@ from scripts.certs import (
     default_bucket,
     ensure_bucket,
     node_domain,
+    self_signed,
     write_private,
 )
 from tests.child_process import run_python
@@ -82,6 +84,23 @@ def test_certs_uploads_a_zip_emr_can_load(moto_url: str) -> None:
     assert trusted == chain
     lifetime = chain.not_valid_after_utc - chain.not_valid_before_utc
     assert 364 <= lifetime.days <= 366
+
+
+def test_self_signed_names_its_sans_only_when_given_and_is_a_ca() -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    named = self_signed(key, "cn.example", ["a.example", "b.example"], start=start, days=10)
+    sans = named.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == ["a.example", "b.example"]
+    assert named.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert named.issuer == named.subject
+    assert (named.not_valid_before_utc, named.not_valid_after_utc) == (
+        start,
+        start + datetime.timedelta(days=10),
+    )
+    bare = self_signed(key, "cn.example", [], start=start, days=10)
+    with pytest.raises(x509.ExtensionNotFound):
+        bare.extensions.get_extension_for_class(x509.SubjectAlternativeName)
 
 
 def test_certs_uses_a_given_bucket_and_refuses_unknown_instances(moto_url: str) -> None:

@@ -8,11 +8,14 @@ import io
 import zipfile
 
 import pytest
+from botocore.exceptions import ClientError
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from infra.config import InstanceConfig
 from scripts import certs
 from scripts.preflight import tls
-from scripts.preflight.result import Result
+from scripts.preflight.result import Result, access_denied
 from tests.scripts.preflight.stubs import Stub, _access_denied, _config
 
 
@@ -39,29 +42,12 @@ def _zip_of(certificate_pem: bytes, *, members: tuple[str, ...] = ("privateKey.p
 
 
 def _certificate(common_name: str, dns_names: list[str]) -> bytes:
-    """A self-signed certificate with ``dns_names`` as its SANs (none: no SAN extension)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
+    """A self-signed certificate with ``dns_names`` as its SANs (none: no SAN
+    extension); an EC key, quicker to make than make certs' RSA one."""
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=365))
-    )
-    if dns_names:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False
-        )
-    return builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+    certificate = certs.self_signed(key, common_name, dns_names, start=now, days=365)
+    return certificate.public_bytes(serialization.Encoding.PEM)
 
 
 def _tls_check(config: InstanceConfig, zipped: bytes) -> tuple[Result, Stub]:
@@ -165,6 +151,19 @@ def test_a_refused_read_names_the_expected_owner() -> None:
     result = tls.check_tls_object(_config(), {"s3": s3, "sts": sts})
     assert result.status == "FAIL" and "AccessDenied" in result.detail
     assert "the bucket must belong to account 123456789012" in result.fix
+
+
+@pytest.mark.parametrize(
+    ("code", "denied"),
+    [("AccessDenied", True), ("AccessDeniedException", True), ("ThrottlingException", False)],
+)
+def test_access_denied_reads_the_client_error_code(code: str, denied: bool) -> None:
+    error = ClientError({"Error": {"Code": code, "Message": "m"}}, "GetObject")
+    assert access_denied(error) is denied
+
+
+def test_an_error_without_a_response_is_not_access_denied() -> None:
+    assert access_denied(RuntimeError("AccessDenied")) is False
 
 
 # ------------------------------------------------------------------ expiry (issue 41 item 5)
