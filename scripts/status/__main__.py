@@ -40,7 +40,7 @@ from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status.checkpoint import SHARD_END, CheckpointFiles, read_checkpoint
 from scripts.status.kinesis import Budget, list_shards, position_for, shard_status
 from scripts.status.lease import job_state
-from scripts.status.metrics import alarm_prefix, read_alarms, read_batches
+from scripts.status.metrics import MetricsWindow, alarm_prefix, read_alarms, read_batches
 from scripts.status.optimizers import Optimizers, not_available_locally, read_optimizers
 from scripts.status.report import StatusReport, format_report, to_json
 from scripts.status.table import read_snapshot
@@ -95,6 +95,7 @@ def collect(target: Target, args: argparse.Namespace, now: Callable[[], datetime
     )
     at = now()
     period = args.metrics_period or (LOCAL_PERIOD_SEC if target.local else AWS_PERIOD_SEC)
+    window = MetricsWindow(now=at, minutes=args.metrics_minutes, period_sec=period)
     return StatusReport(
         instance=target.instance_id,
         origin=target.origin,
@@ -105,14 +106,7 @@ def collect(target: Target, args: argparse.Namespace, now: Callable[[], datetime
         checkpoint=checkpoint,
         shards=statuses,
         untracked_shards=untracked,
-        batches=read_batches(
-            cloudwatch,
-            target.instance_id,
-            now=at,
-            minutes=args.metrics_minutes,
-            period_sec=period,
-            last=args.batches,
-        ),
+        batches=read_batches(cloudwatch, target.instance_id, window, last=args.batches),
         metrics_period_sec=period,
         metrics_minutes=args.metrics_minutes,
         alarm_prefix=alarm_prefix(target.stack_name),
@@ -121,13 +115,7 @@ def collect(target: Target, args: argparse.Namespace, now: Callable[[], datetime
         table=read_snapshot(config),
         optimizers=table_optimizers(target),
         supervisor=read_supervisor(config, s3),
-        undeclared=read_undeclared_keys(
-            cloudwatch,
-            target.instance_id,
-            now=at,
-            minutes=args.metrics_minutes,
-            period_sec=period,
-        ),
+        undeclared=read_undeclared_keys(cloudwatch, target.instance_id, window),
     )
 
 

@@ -91,22 +91,27 @@ def rows_from_results(results: Iterable[Mapping[str, Any]], last: int) -> list[B
     return rows[-last:] if last > 0 else []
 
 
+@dataclass(frozen=True)
+class MetricsWindow:
+    """What ``make status`` reads of CloudWatch: the last ``minutes`` before
+    ``now``, in points of ``period_sec``; one value for every reader."""
+
+    now: datetime
+    minutes: float
+    period_sec: int
+
+
 def metric_data(
-    cloudwatch: Any,
-    queries: list[dict[str, Any]],
-    *,
-    now: datetime,
-    minutes: float,
-    period_sec: int,
+    cloudwatch: Any, queries: list[dict[str, Any]], window: MetricsWindow
 ) -> list[Mapping[str, Any]]:
-    """Every page of one ``GetMetricData`` over the last ``minutes`` (to one
-    period past ``now``): the results as they come, a query's points possibly
-    split over pages."""
+    """Every page of one ``GetMetricData`` over the window (to one period past
+    its ``now``): the results as they come, a query's points possibly split
+    over pages."""
     results: list[Mapping[str, Any]] = []
     kwargs: dict[str, Any] = {
         "MetricDataQueries": queries,
-        "StartTime": now - timedelta(minutes=minutes),
-        "EndTime": now + timedelta(seconds=period_sec),
+        "StartTime": window.now - timedelta(minutes=window.minutes),
+        "EndTime": window.now + timedelta(seconds=window.period_sec),
     }
     while True:
         response = cloudwatch.get_metric_data(**kwargs)
@@ -118,15 +123,9 @@ def metric_data(
 
 
 def read_batches(
-    cloudwatch: Any, instance: str, *, now: datetime, minutes: float, period_sec: int, last: int
+    cloudwatch: Any, instance: str, window: MetricsWindow, *, last: int
 ) -> list[BatchRow]:
-    results = metric_data(
-        cloudwatch,
-        metric_queries(instance, period_sec),
-        now=now,
-        minutes=minutes,
-        period_sec=period_sec,
-    )
+    results = metric_data(cloudwatch, metric_queries(instance, window.period_sec), window)
     return rows_from_results(_merge_pages(results), last)
 
 

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from model import contract
 from model.record import UNDECLARED_FIELDS
-from scripts.status.metrics import metric_data, metric_query, points
+from scripts.status.metrics import MetricsWindow, metric_data, metric_query, points
 
 # GetMetricData takes at most 500 queries per call; one is the input rows'.
 MAX_KEYS: Final = 400
@@ -96,20 +96,12 @@ def key_counts(keys: list[str], results: Iterable[Mapping[str, Any]]) -> list[Ke
     return sorted((k for k in found if k.records > 0), key=lambda k: (-k.records, k.key))
 
 
-def read_undeclared_keys(
-    cloudwatch: Any, instance: str, *, now: datetime, minutes: float, period_sec: int
-) -> list[KeyCount]:
-    """The undeclared keys seen in the last ``minutes``, most frequent first."""
+def read_undeclared_keys(cloudwatch: Any, instance: str, window: MetricsWindow) -> list[KeyCount]:
+    """The undeclared keys seen in the window, most frequent first."""
     keys = list_keys(cloudwatch, instance)
     if not keys:
         return []
-    results = metric_data(
-        cloudwatch,
-        key_queries(instance, keys, period_sec),
-        now=now,
-        minutes=minutes,
-        period_sec=period_sec,
-    )
+    results = metric_data(cloudwatch, key_queries(instance, keys, window.period_sec), window)
     return key_counts(keys, results)
 
 

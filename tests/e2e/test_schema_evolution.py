@@ -20,6 +20,7 @@ from local.metrics import cloudwatch_client
 from model import contract
 from model.record import UNDECLARED_FIELDS
 from ops.events import MixSpec, carrying, expected_ids, generate, now_utc
+from scripts.status.metrics import MetricsWindow
 from scripts.status.undeclared import read_undeclared_keys
 from tests.e2e.conftest import MakeLocal, poll
 from tests.fixtures import EXAMPLE_CDK_JSON
@@ -108,8 +109,8 @@ def test_an_undeclared_field_is_kept_then_declared_by_a_redeploy(
     assert _key_sum(local, began, redeployed) == CARRIERS
     assert _key_sum(local, redeployed, datetime.now(UTC) + timedelta(seconds=5)) == 0
     client = cloudwatch_client(local.config.region, local.endpoints.aws_url)
-    (seen,) = read_undeclared_keys(client, local.name, now=datetime.now(UTC), minutes=30,
-                                   period_sec=1)  # fmt: skip
+    window = MetricsWindow(now=datetime.now(UTC), minutes=30, period_sec=1)
+    (seen,) = read_undeclared_keys(client, local.name, window)
     assert (seen.key, seen.records) == (KEY, CARRIERS)
     assert seen.share is not None and 0 < seen.share < 1
     assert local.stop_job() == 0, local.log_tail()

@@ -11,6 +11,7 @@ from job.cloudwatch import Datum, metric_data
 from job.monitoring import progress_datums
 from model import contract
 from scripts.status.metrics import (
+    MetricsWindow,
     alarm_prefix,
     metric_query,
     points,
@@ -48,11 +49,12 @@ def test_batches_are_read_back_as_the_job_publishes_them(aws: None) -> None:
     cloudwatch.put_metric_data(
         Namespace=contract.metric_namespace(INSTANCE), MetricData=metric_data([idle], INSTANCE)
     )
-    rows = read_batches(cloudwatch, INSTANCE, now=NOW, minutes=5, period_sec=1, last=2)
+    window = MetricsWindow(now=NOW, minutes=5, period_sec=1)
+    rows = read_batches(cloudwatch, INSTANCE, window, last=2)
     assert [r.values["duration_ms"] for r in rows] == [1001.0, 1002.0]
     assert [r.values["input_rows"] for r in rows] == [20.0, 30.0]
     assert all(r.values["batches"] == 1.0 for r in rows)
-    every = read_batches(cloudwatch, INSTANCE, now=NOW, minutes=5, period_sec=1, last=10)
+    every = read_batches(cloudwatch, INSTANCE, window, last=10)
     assert len(every) == 3  # the idle heartbeat is not a batch
 
 
