@@ -24,9 +24,11 @@ along; no scan may ever see part of a batch. A last run drains the stream. The
 table must then hold every valid id exactly once and the topic every
 malformed record with its reason.
 
-A second case does the same over fewer records, read through enhanced fan-out
-while the stream is resharded under the running job (a split, a merge, another
-split): the same zeros.
+The first case launches every run as the instance's EMR Serverless job run
+(spark-submit of the StartJobRun request); the second launches it as the EMR
+step does (``python -m job``), over fewer records, read through enhanced
+fan-out while the stream is resharded under the running job (a split, a
+merge, another split): the same zeros. Each launch path has its crash loop.
 """
 
 from __future__ import annotations
@@ -48,12 +50,15 @@ from job.table.commit import committed_batch
 from local.efo_endpoint import read_stats
 from local.emulators import Emulators
 from local.harness import LocalInstance
+from local.serverless_launch import is_serverless
 from local.table import orphan_files, table_exists
 from tests.e2e.conftest import MakeLocal, mix
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
 RECORDS: Final = 20_000
+# The instance the first case launches as an EMR Serverless job run.
+SERVERLESS_INSTANCE: Final = "orders-eu-west-1"
 # Each slice is one run killed: 4 forces at least 4 kills, the fewest that can
 # hit each of the two moments twice (each one again after a recovery), which is
 # what drain_and_check asserts; more slices only add restarts (about 25 s each
@@ -257,10 +262,27 @@ def crash_and_drain(
     return kills, drain_and_check(local, reader, kills, label)
 
 
-def test_crash_loop_loses_and_duplicates_nothing(
-    emulators: Emulators, make_local: MakeLocal
+def test_crash_loop_on_the_serverless_launch_path_loses_and_duplicates_nothing(
+    emulators: Emulators,
+    make_local: MakeLocal,
+    instances: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    local = make_local(emulators, overrides={"source": {"max_fetch_records_per_shard": 1_000}})
+    """Every run of the job is launched as the instance's EMR Serverless job
+    run would be (local/serverless_launch.py: the StartJobRun request's entry
+    point, arguments and spark-submit parameters, the application's
+    spark-defaults, the dependency archive, by spark-submit; issue 40). The
+    EMR step's launch (``python -m job``) has its crash loop in the next case:
+    the job is the same, only how it is started differs."""
+    # The e2e example's copy of the instance, on "compute": "serverless" (as cdk.json has it).
+    serverless = instances[SERVERLESS_INSTANCE].model_copy(update={"compute": "serverless"})
+    monkeypatch.setitem(instances, SERVERLESS_INSTANCE, serverless)
+    local = make_local(
+        emulators,
+        SERVERLESS_INSTANCE,
+        overrides={"source": {"max_fetch_records_per_shard": 1_000}},
+    )
+    assert is_serverless(local.instance)
     records = mix(RECORDS, seed=11, prefix="crash", malformed_share=0.02, duplicate_share=0.05)
     kills, summary = crash_and_drain(local, records, SLICES, MAX_KILLS, label="crash loop")
     assert len(local.produced) == RECORDS
@@ -270,6 +292,10 @@ def test_crash_loop_loses_and_duplicates_nothing(
     assert kills.total >= SLICES
     assert summary.rows == 20_000 - 400 - 1_000
     assert summary.failure_records == 400
+    # Every run went through the job run's spark-submit, told --platform serverless.
+    log = local.log_path.read_text(encoding="utf-8", errors="replace")
+    assert log.count("target serverless: spark-submit of StartJobRun STREAMING") == local.runs
+    assert "--platform serverless" in log and "pyspark/bin/spark-submit" in log
 
 
 def _hash_range(shard: dict[str, Any]) -> tuple[int, int]:

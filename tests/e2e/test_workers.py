@@ -24,7 +24,10 @@ class _Item:
 def test_an_e2e_case_is_its_own_scope_and_any_other_test_goes_with_its_file() -> None:
     scheduler = FileOrE2eCase.__new__(FileOrE2eCase)  # _split_scope reads no state
     assert E2E_PREFIX == "tests/e2e/"
-    case = "tests/e2e/test_crash_loop.py::test_crash_loop_loses_and_duplicates_nothing"
+    case = (
+        "tests/e2e/test_crash_loop.py::"
+        "test_crash_loop_on_the_serverless_launch_path_loses_and_duplicates_nothing"
+    )
     assert scheduler._split_scope(case) == case
     other = (
         "tests/e2e/test_crash_loop.py::"
