@@ -68,7 +68,10 @@ def test_status_and_stop_on_a_running_job(
     stopped_after = time.monotonic() - began
     assert code == 0, stop_out + local.log_tail()
     assert "stopped gracefully" in stop_out and stopped_after < STOP_BOUND_SEC
-    assert not job.running and job.returncode == 0
+    # make stop-job returns once the lease is free and the holder's process is
+    # seen gone; the harness's handle on that process may learn its exit a
+    # moment later (it reaps it), so the exit code is read with a short bound.
+    assert job.wait(timeout=30) == 0, stop_out + local.log_tail()
 
     check_status_after_stop(target, tmp_path, tips, snapshot)
     code, text = run(status, *target)
