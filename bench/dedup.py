@@ -9,15 +9,16 @@ of arrival time passes), in the same run, on the same records:
 * ``builtin``: the operator the job used before, ``dropDuplicatesWithinWatermark``,
   whose eviction scans every id held, every batch.
 
-(1) Flat in keys held. The same 10,000-record batch of new ids (classify and
-de-duplicate, ``prepare``; a sink that consumes the batch) with 0 keys in the
-state and with ``fill`` keys (10 M; quick: 30 k: ``FULL``, ``QUICK``), in ONE query per operator,
+(1) Flat in keys held. The same ``batch`` of new ids (10,000 records; quick:
+2,000; classify and de-duplicate, ``prepare``; a sink that consumes the batch)
+with 0 keys in the state and with ``fill`` keys (10 M; quick: 30 k: ``FULL``,
+``QUICK``), in ONE query per operator,
 so that both sides run the same compiled plan on the same open state store:
 ``WARM_BATCHES`` batches of new ids, then two one-record batches two horizons
 and an hour later (the watermark passes every earlier id's horizon, and the
 second batch forgets them all), then ``repeats`` measured batches at about 0
-keys, then the fill in batches of ``fill_batch``, then ``SETTLE_BATCHES``
-batches of new ids, then ``repeats`` measured batches at ``fill`` keys. The
+keys, then the fill in batches of ``fill_batch``, then ``settle_batches``
+(10; quick: 3) batches of new ids, then ``repeats`` measured batches at ``fill`` keys. The
 settle batches give RocksDB time to compact the fill's bulk writes (work a
 store does after a burst of writes, not for the keys it holds: measured right
 after the fill, the batches overlapped 14-38 MB of compaction each; it may
@@ -103,12 +104,20 @@ if TYPE_CHECKING:
 NAME: Final = "dedup"
 
 
+# The full run's batch of new ids (1), and the batches after the fill before
+# the batches at ``fill`` keys.
+BATCH: Final = 10_000
+SETTLE_BATCHES: Final = 10
+
+
 @dataclass(frozen=True)
 class Settings:
     """How much each part of the benchmark runs on."""
 
     fill: int  # (1) ids held at the ladder's top
     fill_batch: int  # (1) records a batch of the fill
+    batch: int  # (1) records a warm-up, measured or settle batch of new ids
+    settle_batches: int  # (1) batches of new ids between the fill and the measured ones
     throughput_batch: int  # (2) records a timed micro-batch
     warmup_batches: int  # (2) untimed micro-batches before the timed ones
     expiry_keys: int  # (4) ids forgotten at once
@@ -117,18 +126,26 @@ class Settings:
 FULL: Final = Settings(
     fill=10_000_000,
     fill_batch=500_000,
+    batch=BATCH,
+    settle_batches=SETTLE_BATCHES,
     throughput_batch=200_000,
     warmup_batches=WARMUP_BATCHES,
     expiry_keys=500_000,
 )
-# --quick (the smoke test): every part on a few thousand ids, one warm-up batch.
+# --quick (the smoke test): every part on a few thousand ids, one warm-up
+# batch, a few settle batches (nothing is compacted that matters at 30 k keys).
 QUICK: Final = Settings(
-    fill=30_000, fill_batch=15_000, throughput_batch=10_000, warmup_batches=1, expiry_keys=20_000
+    fill=30_000,
+    fill_batch=15_000,
+    batch=2_000,
+    settle_batches=3,
+    throughput_batch=10_000,
+    warmup_batches=1,
+    expiry_keys=20_000,
 )
 FLAT_BAR: Final = 1.2
 VS_TODAY_BAR: Final = 0.8
 VS_BARE_BAR: Final = 0.5
-BATCH: Final = 10_000
 OPERATORS: Final = ("timers", "builtin")
 # The example cluster (cdk.json: 3 x m5.2xlarge -> 5 executors x 4 cores,
 # infra/sizing.py), the default trigger and horizon (docs/sizing.md).
@@ -136,10 +153,8 @@ CORES: Final = 20
 TRIGGER_S: Final = 10.0
 HORIZON_H: Final = 24
 LOCAL_CORES: Final = 2
-# Batches of new ids a ladder query runs before anything is measured, and
-# after the fill before the batches at ``fill`` keys.
+# Batches of new ids a ladder query runs before anything is measured.
 WARM_BATCHES: Final = 3
-SETTLE_BATCHES: Final = 10
 
 
 def builtin_prepare(raw: DataFrame, config: JobConfig) -> DataFrame:
@@ -161,21 +176,22 @@ def _consume(frame: DataFrame, _batch_id: int) -> None:
     frame.write.format("noop").mode("overwrite").save()
 
 
-def _warm(ctx: Context, operator: str) -> None:
+def _warm(ctx: Context, operator: str, batch: int) -> None:
     """One short query of ``operator``: its code compiled in this JVM before
     anything is timed."""
     config = job_config(ctx, f"{NAME}_{operator}_warm")
     source = Path(config.checkpoint_location).parent / "source"
     start = now()
-    write_source_file(source, 0, unique_records(BATCH, f"warm-{operator}", start), start)
+    write_source_file(source, 0, unique_records(batch, f"warm-{operator}", start), start)
     run_to_end(start_query(ctx.spark, config, source, plan=_plan(operator), sink=_consume))
 
 
-def _ladder(ctx: Context, operator: str, fill: int, fill_batch: int) -> dict[str, Any]:
+def _ladder(ctx: Context, operator: str, settings: Settings) -> dict[str, Any]:
     """(1)'s one query: warm-up, forget, ``repeats`` batches at about 0 keys,
     the fill, the settle batches, ``repeats`` batches at ``fill`` keys (the
     module's docstring)."""
     config = job_config(ctx, f"{NAME}_{operator}_ladder")
+    fill, fill_batch, batch = settings.fill, settings.fill_batch, settings.batch
     source = Path(config.checkpoint_location).parent / "source"
     start = now()
     # Two horizons and an hour on: the watermark (newest arrival - the
@@ -192,14 +208,14 @@ def _ladder(ctx: Context, operator: str, fill: int, fill_batch: int) -> dict[str
         ]
 
     files = [
-        *new_ids("warm", [BATCH] * WARM_BATCHES, start),
+        *new_ids("warm", [batch] * WARM_BATCHES, start),
         *new_ids("forget", [1, 1], later),
-        *new_ids("zero", [BATCH] * ctx.repeats, later),
+        *new_ids("zero", [batch] * ctx.repeats, later),
         *new_ids(
             "fill", [min(fill_batch, fill - first) for first in range(0, fill, fill_batch)], later
         ),
-        *new_ids("settle", [BATCH] * SETTLE_BATCHES, later),
-        *new_ids("filled", [BATCH] * ctx.repeats, later),
+        *new_ids("settle", [batch] * settings.settle_batches, later),
+        *new_ids("filled", [batch] * ctx.repeats, later),
     ]
     for index, (_, records, arrival) in enumerate(files):
         write_source_file(source, index, records, arrival + timedelta(seconds=index))
@@ -213,7 +229,7 @@ def _ladder(ctx: Context, operator: str, fill: int, fill_batch: int) -> dict[str
         batches.setdefault(role, []).append(trigger(events, index) | {"keys_in_state": held})
         held += len(records)
         if role == "forget" and len(batches[role]) == 2:  # the warm-up ids are forgotten
-            held -= WARM_BATCHES * BATCH
+            held -= WARM_BATCHES * batch
     # What the forget batches removed: every warm-up id, or the "0 keys" are
     # not. The processor's removed rows also count each expired timer's entry
     # of ids, one per timer.
@@ -318,22 +334,38 @@ def sustained_rate(
 def run(ctx: Context) -> list[Row]:
     load_before = machine_load()
     settings = QUICK if ctx.quick else FULL
-    fill, fill_batch = settings.fill, settings.fill_batch
     count, warmups = settings.throughput_batch, settings.warmup_batches
     # Both operators' code warmed in this JVM before the first timed batch.
     for operator in OPERATORS:
-        _warm(ctx, operator)
+        _warm(ctx, operator, settings.batch)
     through, cores = _throughputs(ctx, count, warmups)
     bare = dedup_batches.bare(ctx, NAME, count, warmups)
-    flat = {op: flat_figures(_ladder(ctx, op, fill, fill_batch), BATCH) for op in OPERATORS}
+    flat = {op: flat_figures(_ladder(ctx, op, settings), settings.batch) for op in OPERATORS}
     expiry = {op: _expiry(ctx, op, settings.expiry_keys) for op in OPERATORS}
     sustained = {
         op: _sustained(
-            op, through=through[op], flat=flat[op], expiry=expiry[op], count=count, fill=fill
+            op,
+            through=through[op],
+            flat=flat[op],
+            expiry=expiry[op],
+            count=count,
+            fill=settings.fill,
         )
         for op in OPERATORS
     }
-    found = Measured(fill, fill_batch, count, flat, through, cores, bare, expiry, sustained)
+    found = Measured(
+        fill=settings.fill,
+        fill_batch=settings.fill_batch,
+        batch=settings.batch,
+        settle_batches=settings.settle_batches,
+        count=count,
+        flat=flat,
+        through=through,
+        cores=cores,
+        bare=bare,
+        expiry=expiry,
+        sustained=sustained,
+    )
     write_result(ctx, NAME, _result(found, load_before))
     _chart(ctx, found)
     return _rows(found)
@@ -371,10 +403,10 @@ def _sustained(
 def _result(found: Measured, load_before: dict[str, Any]) -> dict[str, Any]:
     return {
         "what": __doc__,
-        "batch_records": BATCH,
+        "batch_records": found.batch,
         "fill_keys": found.fill,
         "fill_batch_records": found.fill_batch,
-        "settle_batches": SETTLE_BATCHES,
+        "settle_batches": found.settle_batches,
         "throughput_batch_records": found.count,
         "flat": found.flat,
         "throughput": {
@@ -407,7 +439,7 @@ def _chart(ctx: Context, found: Measured) -> None:
             for op in OPERATORS
             for key in ("seconds_at_zero", "seconds_at_fill")
         ]
-        bars(axes[0], labels, values, f"{BATCH:,}-record batch", "s")
+        bars(axes[0], labels, values, f"{found.batch:,}-record batch", "s")
         tp_labels = [*OPERATORS, "bare Spark"]
         tp_values = [med(found.through["timers"]), med(found.through["builtin"]), med(found.bare)]
         bars(axes[1], tp_labels, tp_values, f"{found.count:,}-record micro-batch", "s")
@@ -421,7 +453,7 @@ def _rows(found: Measured) -> list[Row]:
         rows.append(
             Row(
                 NAME,
-                f"{operator}: {BATCH:,}-record batch at {found.fill:,} keys vs 0 keys",
+                f"{operator}: {found.batch:,}-record batch at {found.fill:,} keys vs 0 keys",
                 f"{f['ratio']:.2f}x ({f['seconds_at_fill']['median']:.2f} s vs "
                 f"{f['seconds_at_zero']['median']:.2f} s; eviction {f['eviction_ms_at_fill']:.0f} "
                 f"vs {f['eviction_ms_at_zero']:.0f} ms; read {f['bytes_read_at_fill'] / 2**20:.1f} "

@@ -16,6 +16,8 @@ class Measured:
 
     fill: int
     fill_batch: int
+    batch: int  # records a batch of new ids in (1)
+    settle_batches: int
     count: int  # records of a throughput micro-batch
     flat: dict[str, dict[str, Any]]
     through: dict[str, list[float]]

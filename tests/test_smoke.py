@@ -13,12 +13,19 @@ import boto3
 import pytest
 
 from local.emulators import Endpoints
-from tests.conftest import TESTS, TIER_OF_TEST, TIERS
+from tests.conftest import TEST_JVM_OPTIONS, TESTS, TIER_OF_TEST, TIERS
 
 
 def test_spark_session_uses_hive_catalog(spark: Any) -> None:
     assert spark.conf.get("spark.sql.catalogImplementation") == "hive"
     assert spark.range(5).count() == 5
+
+
+def test_the_test_jvms_run_with_c1_only_and_the_serial_collector(spark: Any) -> None:
+    """tests/conftest.py's JAVA_TOOL_OPTIONS reach the session's JVM (and so
+    every JVM a test starts, which inherit the same environment)."""
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert set(TEST_JVM_OPTIONS) <= set(runtime.getInputArguments())
 
 
 def test_moto_kinesis_answers(endpoints: Endpoints) -> None:

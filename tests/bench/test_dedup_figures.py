@@ -51,6 +51,8 @@ def test_the_ratios_are_of_medians() -> None:
     found = Measured(
         fill=1,
         fill_batch=1,
+        batch=1,
+        settle_batches=1,
         count=1,
         flat={},
         through={"timers": [2.0, 4.0, 3.0], "builtin": [1.5, 2.0, 2.5]},
