@@ -10,6 +10,7 @@ import pytest
 from infra.config import load_instances
 from infra.config_sections import DEFAULT_KAFKA_VERSION, KAFKA_END_OF_SUPPORT
 from tests.infra.config_cases import (
+    assert_bad_value,
     assert_refused,
     context_of,
     entry_error,
@@ -20,11 +21,7 @@ from tests.infra.config_cases import (
 
 @pytest.mark.parametrize("shards", [0, -3])
 def test_shard_count_below_one(shards: int) -> None:
-    assert_refused(
-        {"stream": {"shard_count": shards}},
-        f"field stream.shard_count: bad value {shards}",
-        "an integer >= 1, or null",
-    )
+    assert_bad_value("stream", "shard_count", shards, "an integer >= 1, or null")
 
 
 @pytest.mark.parametrize(
@@ -39,7 +36,7 @@ def test_shard_count_below_one(shards: int) -> None:
     ],
 )
 def test_non_positive_thresholds(section: str, field: str, value: int) -> None:
-    assert_refused({section: {field: value}}, f"field {section}.{field}: bad value {value}", "> 0")
+    assert_bad_value(section, field, value, "> 0")
 
 
 @pytest.mark.parametrize(
