@@ -44,12 +44,8 @@ def test_malformed_msk_cluster_arn(arn: str) -> None:
 def test_unsupported_release_label_names_the_allowed_ones(label: str) -> None:
     """Well-formed but unknown labels fail too (the application names are per
     release), and so does a known release whose Spark is not the job's."""
-    assert_bad_value(
-        "emr",
-        "release_label",
-        label,
-        "allowed: a release label whose Spark is the job's 4.1.1: emr-spark-8.1.0",
-    )
+    allowed = "a release label whose Spark is the job's 4.1.1: emr-spark-8.1.0"
+    assert_bad_value("emr", "release_label", label, allowed)
 
 
 @pytest.mark.parametrize(
