@@ -38,7 +38,7 @@ from pydantic import (
 )
 
 from model import contract, record
-from model.config_kit import Allowed, ConfigModel, JsonTuple, bad_value, problems
+from model.config_kit import Allowed, ConfigModel, JsonTuple, at_least, bad_value, problems
 from model.failure_limits import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_MAX_MESSAGE_BYTES,
@@ -374,13 +374,6 @@ class JobSettings(_JobModel):
         return self
 
 
-def _at_least(field: str, value: int, floor: int, floor_text: str) -> None:
-    """Refuses ``field``'s ``value`` below ``floor``; ``floor_text`` says what
-    the floor is and why (the error shows it as ``>= <floor_text>``)."""
-    if value < floor:
-        raise bad_value(value, f">= {floor_text}", field)
-
-
 class JobConfig(JobSettings):
     instance_id: str
     region: str
@@ -414,7 +407,7 @@ class JobConfig(JobSettings):
     @model_validator(mode="after")
     def _lower_bounds(self) -> Self:
         """The settings that may not be below another one, checked in this order."""
-        _at_least(
+        at_least(
             "dedup_horizon_hours",
             self.dedup_horizon_hours,
             self.stream_retention_hours,
@@ -422,7 +415,7 @@ class JobConfig(JobSettings):
             "de-duplication watermark runs on arrival time, and a shorter horizon "
             "would silently drop readable records of a shard that is behind",
         )
-        _at_least(
+        at_least(
             "lease_wait_sec",
             self.lease_wait_sec,
             self.lease_ttl_sec,

@@ -34,6 +34,7 @@ from tests.infra.config_cases import (
         ("job", "trigger_interval_sec", 0, "an integer > 0"),
         ("kafka", "version", "3.5.1", "an MSK Kafka version >= 3.6"),
         ("kafka", "topic_replication_factor", 4, "<= kafka.broker_count (3)"),
+        ("supervisor", "backoff_max_sec", 30, ">= supervisor.backoff_sec (60)"),
     ],
 )
 def test_a_bad_value_names_the_field_the_value_and_what_is_allowed(
