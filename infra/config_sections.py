@@ -29,7 +29,7 @@ from infra.config_fields import (
 from infra.releases import DEFAULT_RELEASE_LABEL, Release, release_for
 from model import contract
 from model.config import JobSettings, MaxMessageBytes
-from model.config_kit import Allowed, ConfigModel, JsonTuple, bad_value
+from model.config_kit import Allowed, ConfigModel, JsonTuple, at_least, bad_value
 from model.failure_limits import DEFAULT_MAX_MESSAGE_BYTES
 
 # A created cluster's Kafka: MSK's recommended version, with no end-of-support
@@ -407,12 +407,8 @@ class SupervisorConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _backoff_bounds(self) -> Self:
-        if self.backoff_max_sec < self.backoff_sec:
-            raise bad_value(
-                self.backoff_max_sec,
-                f">= supervisor.backoff_sec ({self.backoff_sec})",
-                "backoff_max_sec",
-            )
+        floor = f"supervisor.backoff_sec ({self.backoff_sec})"
+        at_least("backoff_max_sec", self.backoff_max_sec, self.backoff_sec, floor)
         return self
 
 

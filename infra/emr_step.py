@@ -133,13 +133,17 @@ class JobPackage:
 
     package_uri: str
 
+    def file_uri(self, name: str) -> str:
+        """The URI of the package's file ``name``."""
+        return f"{self.package_uri}/{name}"
+
     @property
     def config_uri(self) -> str:
-        return f"{self.package_uri}/{JOB_CONFIG_FILE}"
+        return self.file_uri(JOB_CONFIG_FILE)
 
     @property
     def entry_point(self) -> str:
-        return f"{self.package_uri}/{ENTRY_POINT}"
+        return self.file_uri(ENTRY_POINT)
 
     @property
     def config_arguments(self) -> list[str]:
@@ -151,9 +155,9 @@ class JobPackage:
         followed by the job's jar (it is job code and travels with its version)."""
         return [
             "--py-files",
-            f"{self.package_uri}/{PACKAGE_ZIP}",
+            self.file_uri(PACKAGE_ZIP),
             "--jars",
-            ",".join([*jars_before, f"{self.package_uri}/{JOB_JAR}"]),
+            ",".join([*jars_before, self.file_uri(JOB_JAR)]),
         ]
 
 

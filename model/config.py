@@ -38,7 +38,7 @@ from pydantic import (
 )
 
 from model import contract, record
-from model.config_kit import Allowed, ConfigModel, JsonTuple, bad_value, problems
+from model.config_kit import Allowed, ConfigModel, JsonTuple, at_least, bad_value, problems
 from model.failure_limits import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_MAX_MESSAGE_BYTES,
@@ -405,26 +405,23 @@ class JobConfig(JobSettings):
     graceful_stop_timeout_sec: PositiveInt = 300
 
     @model_validator(mode="after")
-    def _horizon_covers_retention(self) -> Self:
-        if self.dedup_horizon_hours < self.stream_retention_hours:
-            raise bad_value(
-                self.dedup_horizon_hours,
-                f">= the stream's retention ({self.stream_retention_hours} h): the "
-                "de-duplication watermark runs on arrival time, and a shorter horizon "
-                "would silently drop readable records of a shard that is behind",
-                "dedup_horizon_hours",
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _lease_outlasts_ttl(self) -> Self:
-        if self.lease_wait_sec < self.lease_ttl_sec:
-            raise bad_value(
-                self.lease_wait_sec,
-                f">= lease_ttl_sec ({self.lease_ttl_sec}), or a restart after a crash "
-                "could never outwait the dead copy's lease",
-                "lease_wait_sec",
-            )
+    def _lower_bounds(self) -> Self:
+        """The settings that may not be below another one, checked in this order."""
+        at_least(
+            "dedup_horizon_hours",
+            self.dedup_horizon_hours,
+            self.stream_retention_hours,
+            f"the stream's retention ({self.stream_retention_hours} h): the "
+            "de-duplication watermark runs on arrival time, and a shorter horizon "
+            "would silently drop readable records of a shard that is behind",
+        )
+        at_least(
+            "lease_wait_sec",
+            self.lease_wait_sec,
+            self.lease_ttl_sec,
+            f"lease_ttl_sec ({self.lease_ttl_sec}), or a restart after a crash "
+            "could never outwait the dead copy's lease",
+        )
         return self
 
     @property

@@ -3,7 +3,7 @@ and the instance configuration (:mod:`infra.config`, :mod:`infra.shared_config`)
 
 Strict, frozen, closed pydantic models (:class:`ConfigModel`), list-as-tuple
 fields (:data:`JsonTuple`), value rules that carry their human text
-(:class:`Allowed`, :func:`bad_value`), and the translation of pydantic's
+(:class:`Allowed`, :func:`bad_value`, :func:`at_least`), and the translation of pydantic's
 errors into one line per bad field that names the field, its value and what
 is allowed (:func:`problems`). Nothing here knows a field of the job or of an
 instance: each configuration prefixes the lines its own way.
@@ -47,6 +47,14 @@ def bad_value(value: object, allowed: str, *field: str | int) -> PydanticCustomE
         "bad value {value}; allowed: {allowed}",
         {"value": value, "allowed": allowed, "field": field},
     )
+
+
+def at_least(field: str, value: int, floor: int, floor_text: str) -> None:
+    """The rule "``field`` may not be below another setting": refuses ``value``
+    below ``floor`` with :func:`bad_value` naming ``field``; ``floor_text`` says
+    what the floor is and why (shown as ``>= <floor_text>``)."""
+    if value < floor:
+        raise bad_value(value, f">= {floor_text}", field)
 
 
 @dataclass(frozen=True)

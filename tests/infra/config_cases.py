@@ -55,6 +55,14 @@ def assert_refused(overrides: dict[str, Any], *parts: str) -> None:
     assert not missing, f"{missing} not in the refusal: {message}"
 
 
+def assert_bad_value(section: str, field: str, value: Any, allowed: str) -> None:
+    """An instance whose ``section.field`` is ``value`` is refused with
+    ``field <section>.<field>: bad value <repr>; allowed: <allowed>...``
+    (``allowed``: the start of what is allowed)."""
+    expected = f"field {section}.{field}: bad value {value!r}; allowed: {allowed}"
+    assert_refused({section: {field: value}}, expected)
+
+
 def existing_network(region: str) -> dict[str, Any]:
     """An existing VPC's ``network`` section: its id, three zones of ``region``
     and a private subnet in each."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.config_cases import assert_refused
+from tests.infra.config_cases import assert_bad_value, assert_refused
 
 
 @pytest.mark.parametrize("domain", ["Orders", "order_items", "order-items", "o", "1orders"])
@@ -25,11 +25,7 @@ def test_domain_that_is_not_a_valid_name_fragment(domain: str) -> None:
     ],
 )
 def test_malformed_msk_cluster_arn(arn: str) -> None:
-    assert_refused(
-        {"kafka": {"cluster_arn": arn}},
-        f"field kafka.cluster_arn: bad value {arn!r}",
-        "arn:aws:kafka:<region>",
-    )
+    assert_bad_value("kafka", "cluster_arn", arn, "arn:aws:kafka:<region>")
 
 
 @pytest.mark.parametrize(
@@ -48,11 +44,8 @@ def test_malformed_msk_cluster_arn(arn: str) -> None:
 def test_unsupported_release_label_names_the_allowed_ones(label: str) -> None:
     """Well-formed but unknown labels fail too (the application names are per
     release), and so does a known release whose Spark is not the job's."""
-    assert_refused(
-        {"emr": {"release_label": label}},
-        f"field emr.release_label: bad value {label!r}",
-        "allowed: a release label whose Spark is the job's 4.1.1: emr-spark-8.1.0",
-    )
+    allowed = "a release label whose Spark is the job's 4.1.1: emr-spark-8.1.0"
+    assert_bad_value("emr", "release_label", label, allowed)
 
 
 @pytest.mark.parametrize(

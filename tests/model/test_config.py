@@ -285,9 +285,31 @@ def test_id_and_event_time_field_rules(
     assert line in _error(_raw(event_fields=fields, **overrides))
 
 
-def test_lease_wait_shorter_than_the_ttl() -> None:
-    message = _error(_raw(lease_ttl_sec=60, lease_wait_sec=59))
-    assert message.startswith("lease_wait_sec: bad value 59; allowed: >= lease_ttl_sec (60)")
+@pytest.mark.parametrize(
+    ("overrides", "start"),
+    [
+        pytest.param(
+            {"lease_ttl_sec": 60, "lease_wait_sec": 59},
+            "lease_wait_sec: bad value 59; allowed: >= lease_ttl_sec (60)",
+            id="lease wait shorter than the ttl",
+        ),
+        pytest.param(
+            {"stream_retention_hours": 48, "dedup_horizon_hours": 47},
+            "dedup_horizon_hours: bad value 47; allowed: >= the stream's retention (48 h)",
+            id="horizon shorter than the retention",
+        ),
+    ],
+)
+def test_a_setting_below_its_floor_is_refused(overrides: dict[str, Any], start: str) -> None:
+    assert _error(_raw(**overrides)).startswith(start)
+
+
+def test_the_horizon_is_checked_first_and_may_equal_the_retention() -> None:
+    """Both below their floors: the horizon is named; equal to its floor: accepted."""
+    equal = JobConfig.from_dict(_raw(stream_retention_hours=48, dedup_horizon_hours=48))
+    assert equal.dedup_horizon_hours == equal.stream_retention_hours
+    both = _raw(stream_retention_hours=48, dedup_horizon_hours=47, lease_wait_sec=1)
+    assert _error(both).startswith("dedup_horizon_hours: bad value 47")
 
 
 @pytest.mark.parametrize(
