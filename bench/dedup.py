@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from bench import dedup_batches
 from bench.core_time import CoreTime
-from bench.dedup_figures import Measured, flat_figures
+from bench.dedup_figures import Ladder, Measured, flat_figures
 from bench.dedup_triggers import trigger, triggers
 from bench.framework import (
     WARMUP_BATCHES,
@@ -114,20 +114,14 @@ SETTLE_BATCHES: Final = 10
 class Settings:
     """How much each part of the benchmark runs on."""
 
-    fill: int  # (1) ids held at the ladder's top
-    fill_batch: int  # (1) records a batch of the fill
-    batch: int  # (1) records a warm-up, measured or settle batch of new ids
-    settle_batches: int  # (1) batches of new ids between the fill and the measured ones
+    ladder: Ladder  # (1)
     throughput_batch: int  # (2) records a timed micro-batch
     warmup_batches: int  # (2) untimed micro-batches before the timed ones
     expiry_keys: int  # (4) ids forgotten at once
 
 
 FULL: Final = Settings(
-    fill=10_000_000,
-    fill_batch=500_000,
-    batch=BATCH,
-    settle_batches=SETTLE_BATCHES,
+    Ladder(fill=10_000_000, fill_batch=500_000, batch=BATCH, settle_batches=SETTLE_BATCHES),
     throughput_batch=200_000,
     warmup_batches=WARMUP_BATCHES,
     expiry_keys=500_000,
@@ -135,10 +129,7 @@ FULL: Final = Settings(
 # --quick (the smoke test): every part on a few thousand ids, one warm-up
 # batch, a few settle batches (nothing is compacted that matters at 30 k keys).
 QUICK: Final = Settings(
-    fill=30_000,
-    fill_batch=15_000,
-    batch=2_000,
-    settle_batches=3,
+    Ladder(fill=30_000, fill_batch=15_000, batch=2_000, settle_batches=3),
     throughput_batch=10_000,
     warmup_batches=1,
     expiry_keys=20_000,
@@ -186,12 +177,12 @@ def _warm(ctx: Context, operator: str, batch: int) -> None:
     run_to_end(start_query(ctx.spark, config, source, plan=_plan(operator), sink=_consume))
 
 
-def _ladder(ctx: Context, operator: str, settings: Settings) -> dict[str, Any]:
+def _ladder(ctx: Context, operator: str, sizes: Ladder) -> dict[str, Any]:
     """(1)'s one query: warm-up, forget, ``repeats`` batches at about 0 keys,
     the fill, the settle batches, ``repeats`` batches at ``fill`` keys (the
     module's docstring)."""
     config = job_config(ctx, f"{NAME}_{operator}_ladder")
-    fill, fill_batch, batch = settings.fill, settings.fill_batch, settings.batch
+    fill, fill_batch, batch = sizes.fill, sizes.fill_batch, sizes.batch
     source = Path(config.checkpoint_location).parent / "source"
     start = now()
     # Two horizons and an hour on: the watermark (newest arrival - the
@@ -214,7 +205,7 @@ def _ladder(ctx: Context, operator: str, settings: Settings) -> dict[str, Any]:
         *new_ids(
             "fill", [min(fill_batch, fill - first) for first in range(0, fill, fill_batch)], later
         ),
-        *new_ids("settle", [batch] * settings.settle_batches, later),
+        *new_ids("settle", [batch] * sizes.settle_batches, later),
         *new_ids("filled", [batch] * ctx.repeats, later),
     ]
     for index, (_, records, arrival) in enumerate(files):
@@ -335,12 +326,13 @@ def run(ctx: Context) -> list[Row]:
     load_before = machine_load()
     settings = QUICK if ctx.quick else FULL
     count, warmups = settings.throughput_batch, settings.warmup_batches
+    ladder = settings.ladder
     # Both operators' code warmed in this JVM before the first timed batch.
     for operator in OPERATORS:
-        _warm(ctx, operator, settings.batch)
+        _warm(ctx, operator, ladder.batch)
     through, cores = _throughputs(ctx, count, warmups)
     bare = dedup_batches.bare(ctx, NAME, count, warmups)
-    flat = {op: flat_figures(_ladder(ctx, op, settings), settings.batch) for op in OPERATORS}
+    flat = {op: flat_figures(_ladder(ctx, op, ladder), ladder.batch) for op in OPERATORS}
     expiry = {op: _expiry(ctx, op, settings.expiry_keys) for op in OPERATORS}
     sustained = {
         op: _sustained(
@@ -349,23 +341,11 @@ def run(ctx: Context) -> list[Row]:
             flat=flat[op],
             expiry=expiry[op],
             count=count,
-            fill=settings.fill,
+            fill=ladder.fill,
         )
         for op in OPERATORS
     }
-    found = Measured(
-        fill=settings.fill,
-        fill_batch=settings.fill_batch,
-        batch=settings.batch,
-        settle_batches=settings.settle_batches,
-        count=count,
-        flat=flat,
-        through=through,
-        cores=cores,
-        bare=bare,
-        expiry=expiry,
-        sustained=sustained,
-    )
+    found = Measured(ladder, count, flat, through, cores, bare, expiry, sustained)
     write_result(ctx, NAME, _result(found, load_before))
     _chart(ctx, found)
     return _rows(found)
@@ -403,10 +383,10 @@ def _sustained(
 def _result(found: Measured, load_before: dict[str, Any]) -> dict[str, Any]:
     return {
         "what": __doc__,
-        "batch_records": found.batch,
-        "fill_keys": found.fill,
-        "fill_batch_records": found.fill_batch,
-        "settle_batches": found.settle_batches,
+        "batch_records": found.ladder.batch,
+        "fill_keys": found.ladder.fill,
+        "fill_batch_records": found.ladder.fill_batch,
+        "settle_batches": found.ladder.settle_batches,
         "throughput_batch_records": found.count,
         "flat": found.flat,
         "throughput": {
@@ -433,13 +413,15 @@ def _result(found: Measured, load_before: dict[str, Any]) -> dict[str, Any]:
 def _chart(ctx: Context, found: Measured) -> None:
     med = statistics.median
     with figure(ctx, NAME, ncols=2) as (_, axes):
-        labels = [f"{op}\n{n}" for op in OPERATORS for n in ("0 keys", f"{found.fill:,} keys")]
+        labels = [
+            f"{op}\n{n}" for op in OPERATORS for n in ("0 keys", f"{found.ladder.fill:,} keys")
+        ]
         values = [
             found.flat[op][key]["median"]
             for op in OPERATORS
             for key in ("seconds_at_zero", "seconds_at_fill")
         ]
-        bars(axes[0], labels, values, f"{found.batch:,}-record batch", "s")
+        bars(axes[0], labels, values, f"{found.ladder.batch:,}-record batch", "s")
         tp_labels = [*OPERATORS, "bare Spark"]
         tp_values = [med(found.through["timers"]), med(found.through["builtin"]), med(found.bare)]
         bars(axes[1], tp_labels, tp_values, f"{found.count:,}-record micro-batch", "s")
@@ -447,13 +429,14 @@ def _chart(ctx: Context, found: Measured) -> None:
 
 def _rows(found: Measured) -> list[Row]:
     med = statistics.median
+    ladder = found.ladder
     rows = []
     for operator in OPERATORS:
         f = found.flat[operator]
         rows.append(
             Row(
                 NAME,
-                f"{operator}: {found.batch:,}-record batch at {found.fill:,} keys vs 0 keys",
+                f"{operator}: {ladder.batch:,}-record batch at {ladder.fill:,} keys vs 0 keys",
                 f"{f['ratio']:.2f}x ({f['seconds_at_fill']['median']:.2f} s vs "
                 f"{f['seconds_at_zero']['median']:.2f} s; eviction {f['eviction_ms_at_fill']:.0f} "
                 f"vs {f['eviction_ms_at_zero']:.0f} ms; read {f['bytes_read_at_fill'] / 2**20:.1f} "

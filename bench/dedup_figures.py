@@ -11,13 +11,20 @@ from bench.framework import summary
 
 
 @dataclass(frozen=True)
+class Ladder:
+    """The sizes of (1)'s query (:func:`bench.dedup._ladder`)."""
+
+    fill: int  # ids held at its top
+    fill_batch: int  # records a batch of the fill
+    batch: int  # records a warm-up, measured or settle batch of new ids
+    settle_batches: int  # batches of new ids between the fill and the measured ones
+
+
+@dataclass(frozen=True)
 class Measured:
     """Every figure of one run, before the result and the rows are written."""
 
-    fill: int
-    fill_batch: int
-    batch: int  # records a batch of new ids in (1)
-    settle_batches: int
+    ladder: Ladder
     count: int  # records of a throughput micro-batch
     flat: dict[str, dict[str, Any]]
     through: dict[str, list[float]]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bench.dedup_figures import Measured, flat_figures, per_key
+from bench.dedup_figures import Ladder, Measured, flat_figures, per_key
 
 
 def batch(seconds: float, keys: int = 0, sst: int = 0) -> dict[str, Any]:
@@ -49,10 +49,7 @@ def test_per_key_counts_the_last_batch_s_own_keys() -> None:
 
 def test_the_ratios_are_of_medians() -> None:
     found = Measured(
-        fill=1,
-        fill_batch=1,
-        batch=1,
-        settle_batches=1,
+        ladder=Ladder(fill=1, fill_batch=1, batch=1, settle_batches=1),
         count=1,
         flat={},
         through={"timers": [2.0, 4.0, 3.0], "builtin": [1.5, 2.0, 2.5]},
