@@ -18,14 +18,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from job.outcome import (
-    EXIT_BAD_CONFIG,
-    EXIT_LEASE_HELD,
-    EXIT_QUERY_FAILED,
-    Outcome,
-    Platform,
-    process_status,
-)
+from job.outcome import ExitCode, Outcome, Platform, process_status
 from job.query import checked_checkpoint, run, s3_client_for
 from job.session import build_session
 from model import aws_clients, contract
@@ -90,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         # No checkpoint is known yet, so no exit record: the log says why.
         log.error("invalid job configuration: %s", exc)
-        return process_status(EXIT_BAD_CONFIG, args.platform)
+        return process_status(ExitCode.BAD_CONFIG, args.platform)
 
     stop = StopRequest()
     stop.install()
@@ -100,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(
     config: JobConfig, args: argparse.Namespace, stop: StopRequest, s3: Any, outcome: Outcome
-) -> int:
+) -> ExitCode:
     """Lease, checkpoint check, session and query: the exit code. Why it ends
     (``outcome``) is written as the exit record while the lease is still held,
     so whoever sees the lease free also finds the record of that exit."""
@@ -110,12 +103,12 @@ def _main(
     except LeaseHeldError as exc:
         log.error("%s", exc)
         outcome.set(contract.EXIT_LEASE_REFUSED, str(exc))
-        write_exit_record(config.checkpoint_location, outcome.record(EXIT_LEASE_HELD), s3)
-        return EXIT_LEASE_HELD
+        write_exit_record(config.checkpoint_location, outcome.record(ExitCode.LEASE_HELD), s3)
+        return ExitCode.LEASE_HELD
     keeper = LeaseKeeper(lease)
     keeper.start()
     log.info("instance %s: lease acquired by %s", config.instance_id, lease.owner)
-    code = EXIT_QUERY_FAILED
+    code = ExitCode.QUERY_FAILED
     try:
         code = _under_lease(config, args, stop, s3, keeper=keeper, outcome=outcome)
         return code
@@ -136,7 +129,7 @@ def _under_lease(
     *,
     keeper: LeaseKeeper,
     outcome: Outcome,
-) -> int:
+) -> ExitCode:
     try:
         # Before Spark starts: a checkpoint the query cannot resume stops here.
         checkpoint = checked_checkpoint(config, s3)
@@ -160,15 +153,15 @@ def _under_lease(
     except OldCheckpointError as exc:
         log.error("invalid job configuration: %s", exc)
         outcome.set(contract.EXIT_CHECKPOINT_REFUSED, str(exc))
-        return EXIT_BAD_CONFIG
+        return ExitCode.BAD_CONFIG
     except ConfigError as exc:
         log.error("invalid job configuration: %s", exc)
         outcome.set(contract.EXIT_CONFIG_REFUSED, str(exc))
-        return EXIT_BAD_CONFIG
+        return ExitCode.BAD_CONFIG
     except Exception as exc:
         log.exception("job failed")
         outcome.set(contract.EXIT_BATCH_FAILED, f"{type(exc).__name__}: {exc}")
-        return EXIT_QUERY_FAILED
+        return ExitCode.QUERY_FAILED
 
 
 def local_work_dir(config: JobConfig, explicit: str | None) -> str | None:

@@ -2,18 +2,10 @@
 :class:`Outcome` written as the exit record, and the process's status per
 platform (:func:`process_status`).
 
-Exit codes (the step is submitted with ``waitAppCompletion=false``, so on EMR a
-dead job shows as the YARN application failing and the missing-heartbeat alarm
-firing; locally and in tests the exit code is what is checked):
-
-0  stopped on request (SIGTERM/SIGINT or the stop marker), between batches
-1  the query failed (an exception in a batch; the cause is logged)
-2  the configuration is invalid or unreadable (the message names the field), or
-   the checkpoint holds state this job cannot resume (the old
-   dropDuplicatesWithinWatermark operator's: the message names the checkpoint,
-   what it holds and the fix, :mod:`model.checkpoint_state`)
-3  another copy holds the instance's lease: refused to start
-4  the lease was lost while running (another copy took it, or it expired)
+Exit codes (:class:`ExitCode`; the step is submitted with
+``waitAppCompletion=false``, so on EMR a dead job shows as the YARN application
+failing and the missing-heartbeat alarm firing; locally and in tests the exit
+code is what is checked).
 
 Whatever the code, once the configuration is read the job also writes why it
 stopped to ``<checkpoint>/_exit`` (:mod:`model.exit_record`, best effort): the
@@ -32,7 +24,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from typing import Final
 
 from model import contract
@@ -40,11 +32,30 @@ from model.exit_record import ExitRecord, shorten
 
 log = logging.getLogger(__name__)
 
-EXIT_OK: Final = 0
-EXIT_QUERY_FAILED: Final = 1
-EXIT_BAD_CONFIG: Final = 2
-EXIT_LEASE_HELD: Final = 3
-EXIT_LEASE_LOST: Final = 4
+
+class ExitCode(IntEnum):
+    """The job's process exit codes. Each stands for the reason written when
+    nothing more precise is known (:attr:`reason`); an int, so it is the
+    process's status as it is."""
+
+    # Stopped on request (SIGTERM/SIGINT or the stop marker), between batches.
+    OK = 0
+    # The query failed (an exception in a batch; the cause is logged).
+    QUERY_FAILED = 1
+    # The configuration is invalid or unreadable (the message names the
+    # field), or the checkpoint holds state this job cannot resume (the old
+    # dropDuplicatesWithinWatermark operator's: the message names the
+    # checkpoint, what it holds and the fix, :mod:`model.checkpoint_state`).
+    BAD_CONFIG = 2
+    # Another copy holds the instance's lease: refused to start.
+    LEASE_HELD = 3
+    # The lease was lost while running (another copy took it, or it expired).
+    LEASE_LOST = 4
+
+    @property
+    def reason(self) -> str:
+        """The exit record's reason for this code (a ``model.contract`` name)."""
+        return _REASON_OF_CODE[self]
 
 
 class Platform(StrEnum):
@@ -55,13 +66,12 @@ class Platform(StrEnum):
     SERVERLESS = "serverless"
 
 
-# The reason a code means when nothing more precise is known (model.contract names).
-REASON_OF_CODE: Final = {
-    EXIT_OK: contract.EXIT_STOPPED_ON_REQUEST,
-    EXIT_QUERY_FAILED: contract.EXIT_BATCH_FAILED,
-    EXIT_BAD_CONFIG: contract.EXIT_CONFIG_REFUSED,
-    EXIT_LEASE_HELD: contract.EXIT_LEASE_REFUSED,
-    EXIT_LEASE_LOST: contract.EXIT_LEASE_LOST,
+_REASON_OF_CODE: Final = {
+    ExitCode.OK: contract.EXIT_STOPPED_ON_REQUEST,
+    ExitCode.QUERY_FAILED: contract.EXIT_BATCH_FAILED,
+    ExitCode.BAD_CONFIG: contract.EXIT_CONFIG_REFUSED,
+    ExitCode.LEASE_HELD: contract.EXIT_LEASE_REFUSED,
+    ExitCode.LEASE_LOST: contract.EXIT_LEASE_LOST,
 }
 
 
@@ -77,10 +87,10 @@ class Outcome:
     def set(self, reason: str, detail: str, stopped_by: str | None = None) -> None:
         self.reason, self.detail, self.stopped_by = reason, detail, stopped_by
 
-    def record(self, code: int) -> ExitRecord:
-        reason = self.reason or REASON_OF_CODE.get(code, contract.EXIT_BATCH_FAILED)
+    def record(self, code: ExitCode) -> ExitRecord:
+        reason = self.reason or code.reason
         return ExitRecord(
-            code=code,
+            code=int(code),
             reason=reason,
             detail=shorten(self.detail),
             at=time.time(),
@@ -89,7 +99,7 @@ class Outcome:
         )
 
 
-def process_status(code: int, platform: str) -> int:
+def process_status(code: ExitCode, platform: str) -> int:
     """The process's exit status for the job's exit ``code`` on ``platform``.
 
     EMR Serverless retries a STREAMING job run that fails, up to
@@ -107,11 +117,11 @@ def process_status(code: int, platform: str) -> int:
     Every other code is the process's status on both platforms: 1 and 4 (and 3)
     fail the run, which the service retries within its budget; 0 is a stop on
     request, left alone."""
-    if platform == Platform.SERVERLESS and code == EXIT_BAD_CONFIG:
+    if platform == Platform.SERVERLESS and code == ExitCode.BAD_CONFIG:
         log.error(
             "exit %d (refused; see the exit record): ending the EMR Serverless job run with "
             "status 0 so that its retry policy does not start it again",
             code,
         )
-        return EXIT_OK
+        return ExitCode.OK
     return code

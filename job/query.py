@@ -25,7 +25,7 @@ from job.cloudwatch import CloudWatchPublisher
 from job.dedup_seed import Seed, read_seed
 from job.key_series import UndeclaredKeySeries
 from job.monitoring import BatchResults, make_listener
-from job.outcome import EXIT_LEASE_LOST, EXIT_OK, EXIT_QUERY_FAILED, Outcome
+from job.outcome import ExitCode, Outcome
 from job.retry import with_retries
 from job.sources import read_stream
 from job.table.catalog import ensure_table, load_table, open_catalog
@@ -109,7 +109,7 @@ def run(
     s3_client: Any = None,
     checkpoint: CheckpointState | None = None,
     outcome: Outcome | None = None,
-) -> int:
+) -> ExitCode:
     """Start the query and supervise it until it fails or is asked to stop.
 
     ``checkpoint``: what :func:`checked_checkpoint` found (read here when not given)."""
@@ -218,7 +218,7 @@ def supervise(
     keeper: LeaseKeeper | None = None,
     marker: StopMarker | None = None,
     outcome: Outcome | None = None,
-) -> int:
+) -> ExitCode:
     """The job's main loop; ``outcome`` (when given) gets why it ended."""
     said = outcome if outcome is not None else Outcome()
     poll = config.stop_poll_interval_sec
@@ -229,12 +229,12 @@ def supervise(
         except Exception as exc:
             log.error("query failed, stopping the job: %s", _cause(exc))
             said.set(contract.EXIT_BATCH_FAILED, _cause(exc))
-            return EXIT_QUERY_FAILED
+            return ExitCode.QUERY_FAILED
         if keeper is not None and keeper.lost.is_set():
             log.error("lease lost, stopping at once: %s", keeper.reason)
             said.set(contract.EXIT_LEASE_LOST, keeper.reason)
             query.stop()
-            return EXIT_LEASE_LOST
+            return ExitCode.LEASE_LOST
         if marker is not None and not stop.event.is_set() and marker.present():
             stop.request(f"stop marker {marker.path}", by=marker.requester())
         if stop.event.is_set():
@@ -247,14 +247,14 @@ def supervise(
             if marker is not None and stop.reason.startswith("stop marker"):
                 marker.consume()
             if _failed(query, "query failed while stopping", said):
-                return EXIT_QUERY_FAILED
+                return ExitCode.QUERY_FAILED
             log.info("stopped gracefully")
             said.set(contract.EXIT_STOPPED_ON_REQUEST, stop.reason, stop.by)
-            return EXIT_OK
+            return ExitCode.OK
     if not _failed(query, "query failed, stopping the job", said):
         log.error("query terminated without a stop request or an error")
         said.set(contract.EXIT_BATCH_FAILED, "query terminated without a stop request or an error")
-    return EXIT_QUERY_FAILED
+    return ExitCode.QUERY_FAILED
 
 
 def _failed(query: StreamingQuery, what: str, outcome: Outcome) -> bool:

@@ -27,7 +27,7 @@ from typing import Final
 
 import pytest
 
-from job.outcome import EXIT_LEASE_HELD
+from job.outcome import ExitCode
 from local.emulators import Emulators
 from model import contract
 from model.exit_record import read_exit_record
@@ -138,7 +138,7 @@ def test_a_new_cluster_hands_over_from_the_old_one_through_the_lease(
     calls = (before / "aws.calls").read_text(encoding="utf-8").splitlines()
     assert [c.split()[:2] for c in calls] == [["s3", "rm"]], "no stop marker was written"
     copy = local.start_second_copy()  # cluster B's YARN runs what was submitted
-    assert copy.wait(timeout=180) == EXIT_LEASE_HELD, copy.log_tail()
+    assert copy.wait(timeout=180) == ExitCode.LEASE_HELD, copy.log_tail()
     assert old.running, "the old version runs on, until CloudFormation deletes its cluster"
 
     # The launcher of this version on cluster B: the lease says the old one runs.

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from job.outcome import EXIT_LEASE_HELD
+from job.outcome import ExitCode
 from local.emulators import Emulators
 from local.harness import LocalInstance
 from model.kinesis_ends import open_store
@@ -33,7 +33,7 @@ def test_second_copy_refuses_then_a_stop_marker_ends_the_first_after_its_batch(
     copy = local.start_second_copy()
     code = copy.wait(timeout=180)
     log = copy.log_path.read_text(encoding="utf-8", errors="replace")
-    assert code == EXIT_LEASE_HELD, log[-3000:]
+    assert code == ExitCode.LEASE_HELD, log[-3000:]
     # The reason names the instance and the live holder: the first copy's process.
     assert (
         f"another copy of the job for instance {local.config.instance_id!r} is running on "

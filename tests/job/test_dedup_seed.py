@@ -25,7 +25,7 @@ from bench.dedup import builtin_prepare
 from job.dedup_seed import read_seed
 from job.driver import main
 from job.micro_batch import prepare
-from job.outcome import EXIT_BAD_CONFIG
+from job.outcome import ExitCode
 from job.sources.schema import SOURCE_SCHEMA
 from job.table.catalog import ensure_table
 from local.emulators import Endpoints
@@ -151,7 +151,7 @@ def test_the_job_refuses_the_old_checkpoint_before_spark_starts(
     path.write_text(json.dumps(config.to_dict()), encoding="utf-8")
     before = sorted(p.relative_to(old_checkpoint) for p in old_checkpoint.rglob("*"))
     with caplog.at_level(logging.ERROR, logger="job.driver"):
-        assert main(["--config", str(path)]) == EXIT_BAD_CONFIG
+        assert main(["--config", str(path)]) == ExitCode.BAD_CONFIG
     assert f"checkpoint {old_checkpoint} holds de-duplication state this job cannot resume" in (
         caplog.text
     )

@@ -20,7 +20,7 @@ import pytest
 from moto import mock_aws
 
 from job.driver import load_config, local_work_dir, main
-from job.outcome import EXIT_BAD_CONFIG, EXIT_LEASE_HELD, EXIT_OK
+from job.outcome import ExitCode
 from local.emulators import Endpoints
 from model.config import ConfigError
 from model.lease import FileLease
@@ -47,9 +47,9 @@ def test_bad_config_exits_2_naming_the_field(
 ) -> None:
     raw = job_config(database="d", bootstrap="b:1").to_dict()
     raw["trigger_interval_sec"] = 0
-    assert main(["--config", _write(tmp_path / "c.json", raw)]) == EXIT_BAD_CONFIG
+    assert main(["--config", _write(tmp_path / "c.json", raw)]) == ExitCode.BAD_CONFIG
     assert "trigger_interval_sec: bad value 0; allowed: an integer > 0" in caplog.text
-    assert main(["--config", str(tmp_path / "missing.json")]) == EXIT_BAD_CONFIG
+    assert main(["--config", str(tmp_path / "missing.json")]) == ExitCode.BAD_CONFIG
 
 
 def test_second_copy_refuses_to_start_with_exit_3(
@@ -61,7 +61,7 @@ def test_second_copy_refuses_to_start_with_exit_3(
     holder = FileLease(checkpoint / "_lease", config.instance_id, "first-copy")
     holder.acquire(wait_sec=0)
     try:
-        assert main(["--config", _write(tmp_path / "c.json", raw)]) == EXIT_LEASE_HELD
+        assert main(["--config", _write(tmp_path / "c.json", raw)]) == ExitCode.LEASE_HELD
     finally:
         holder.release()
     assert "first-copy" in caplog.text and "refusing to start" in caplog.text
@@ -124,7 +124,9 @@ def test_sigterm_stops_the_job_process_with_exit_0(endpoints: Endpoints, tmp_pat
             assert time.monotonic() < deadline, "no batch within 240s"
             time.sleep(0.5)
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == EXIT_OK, log_path.read_text(errors="replace")[-3000:]
+        assert process.wait(timeout=120) == ExitCode.OK, log_path.read_text(errors="replace")[
+            -3000:
+        ]
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)

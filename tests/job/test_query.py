@@ -26,7 +26,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from job.outcome import EXIT_LEASE_LOST, EXIT_OK, EXIT_QUERY_FAILED
+from job.outcome import ExitCode
 from job.query import check_stream_retention, quiet_moment, run, supervise
 from local.emulators import Endpoints, free_port
 from local.table import read_rows
@@ -129,7 +129,7 @@ def test_a_stop_request_waits_for_the_running_batch_then_exits_0(
     query = FakeQuery(on_poll={3: lambda: stop.request("signal SIGTERM")}, busy_reads=4)
     config = _config()
 
-    assert supervise(query, config, stop=stop) == EXIT_OK
+    assert supervise(query, config, stop=stop) == ExitCode.OK
 
     assert query.poll_timeouts == [config.stop_poll_interval_sec] * 3
     assert query.stop_calls == 1
@@ -148,7 +148,7 @@ def test_stop_marker_stops_between_batches_and_is_consumed(
     query = FakeQuery(on_poll={2: lambda: path.write_text('{"by": "test"}')}, busy_reads=2)
     marker = StopMarker(str(path))
 
-    assert supervise(query, _config(), stop=stop, marker=marker) == EXIT_OK
+    assert supervise(query, _config(), stop=stop, marker=marker) == ExitCode.OK
 
     assert len(query.poll_timeouts) == 2, "seen on the first poll after it appeared"
     assert stop.reason == f"stop marker {path}"
@@ -163,7 +163,7 @@ def test_a_signal_does_not_consume_a_marker_it_did_not_read(tmp_path: Path) -> N
     stop.request("signal SIGINT")
     query = FakeQuery(on_poll={1: lambda: path.write_text("")})
 
-    assert supervise(query, _config(), stop=stop, marker=StopMarker(str(path))) == EXIT_OK
+    assert supervise(query, _config(), stop=stop, marker=StopMarker(str(path))) == ExitCode.OK
     assert stop.reason == "signal SIGINT"
     assert path.exists()
 
@@ -179,7 +179,7 @@ def test_a_lost_lease_stops_at_once_mid_batch_with_exit_4(
     stop = StopRequest()
     query = FakeQuery(busy_reads=1_000)
 
-    assert supervise(query, _config(), stop=stop, keeper=keeper) == EXIT_LEASE_LOST
+    assert supervise(query, _config(), stop=stop, keeper=keeper) == ExitCode.LEASE_LOST
 
     assert lease.renewals == 2
     assert query.stop_calls == 1
@@ -194,7 +194,7 @@ def test_a_failed_batch_exits_1_with_the_cause_bounded(job_log: pytest.LogCaptur
     cause = "KafkaDeliveryError: 1 of 1 failure records not delivered " + "x" * 5_000
     query = FakeQuery(on_poll={}, await_raises=RuntimeError(cause))
 
-    assert supervise(query, _config(), stop=StopRequest()) == EXIT_QUERY_FAILED
+    assert supervise(query, _config(), stop=StopRequest()) == ExitCode.QUERY_FAILED
 
     [record] = [r for r in job_log.records if r.levelno == logging.ERROR]
     message = record.getMessage()
@@ -214,7 +214,7 @@ def test_a_query_that_ends_by_itself_exits_1(
 ) -> None:
     query = FakeQuery(terminates=True, exception=exception)
 
-    assert supervise(query, _config(), stop=StopRequest()) == EXIT_QUERY_FAILED
+    assert supervise(query, _config(), stop=StopRequest()) == ExitCode.QUERY_FAILED
 
     assert len(query.poll_timeouts) == 1
     assert logged in job_log.text
@@ -225,7 +225,7 @@ def test_a_batch_failing_while_stopping_exits_1(job_log: pytest.LogCaptureFixtur
     stop.request("signal SIGTERM")
     query = FakeQuery(exception_after_stop=RuntimeError("batch 7 failed"))
 
-    assert supervise(query, _config(), stop=stop) == EXIT_QUERY_FAILED
+    assert supervise(query, _config(), stop=stop) == ExitCode.QUERY_FAILED
 
     assert query.stop_calls == 1
     assert "query failed while stopping: batch 7 failed" in job_log.text
@@ -237,7 +237,7 @@ def test_the_wait_for_a_running_batch_is_bounded_by_the_graceful_timeout() -> No
     stop.request("signal SIGTERM")
     query = FakeQuery(busy_reads=10**9)  # the batch never ends
 
-    assert supervise(query, _config(graceful_stop_timeout_sec=1), stop=stop) == EXIT_OK
+    assert supervise(query, _config(graceful_stop_timeout_sec=1), stop=stop) == ExitCode.OK
 
     assert query.stop_calls == 1
     assert query.batch_running_at_stop is True, "interrupted: it is replayed on the next start"
@@ -367,7 +367,7 @@ def test_replay_after_losing_the_last_commit_leaves_no_duplicate_and_no_gap(
             300,
         )
     finally:
-        assert job.stop() == EXIT_OK
+        assert job.stop() == ExitCode.OK
     commits = _commits(config)
     assert len(commits) >= 2, "150 records per shard per batch: several batches"
     ids = _ids(spark, config)
@@ -390,7 +390,7 @@ def test_replay_after_losing_the_last_commit_leaves_no_duplicate_and_no_gap(
             180,
         )
     finally:
-        assert job.stop() == EXIT_OK
+        assert job.stop() == ExitCode.OK
     ids = _ids(spark, config)
     assert len(ids) == len(set(ids)), "0 duplicates"
     assert set(ids) == expected, "0 missing"
@@ -425,7 +425,7 @@ def test_a_batch_whose_failures_cannot_be_delivered_stops_the_query_uncommitted(
     finally:
         if job.thread.is_alive():
             job.stop()
-    assert code == EXIT_QUERY_FAILED
+    assert code == ExitCode.QUERY_FAILED
     offsets = Path(config.checkpoint_location) / "offsets"
     planned = {int(p.name) for p in offsets.iterdir() if p.name.isdigit()}
     assert planned, "the batch was planned"

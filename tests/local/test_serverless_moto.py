@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 from moto.core.models import DEFAULT_ACCOUNT_ID
 
-from job.outcome import EXIT_BAD_CONFIG, EXIT_QUERY_FAILED, process_status
+from job.outcome import ExitCode, process_status
 from local import serverless_moto as sm
 
 REGION = "eu-west-1"
@@ -117,12 +117,12 @@ def test_a_refused_configuration_ends_the_run_without_a_retry(emr: Any) -> None:
     retried: list[int] = []
     sm.on_retry.append(lambda run: retried.append(run.attempt))
     _, refused = _start(emr, _app(emr), mode="STREAMING")
-    assert sm.end_attempt(refused, process_status(EXIT_BAD_CONFIG, "serverless")) == "SUCCESS"
+    assert sm.end_attempt(refused, process_status(ExitCode.BAD_CONFIG, "serverless")) == "SUCCESS"
     _, failed = _start(emr, _app(emr), mode="STREAMING")
-    assert sm.end_attempt(failed, process_status(EXIT_QUERY_FAILED, "serverless")) == "RUNNING"
+    assert sm.end_attempt(failed, process_status(ExitCode.QUERY_FAILED, "serverless")) == "RUNNING"
     # The same exit 2 on the EMR code path would have been retried here.
     _, on_emr = _start(emr, _app(emr), mode="STREAMING")
-    assert sm.end_attempt(on_emr, process_status(EXIT_BAD_CONFIG, "emr")) == "RUNNING"
+    assert sm.end_attempt(on_emr, process_status(ExitCode.BAD_CONFIG, "emr")) == "RUNNING"
     assert retried == [2, 2]
 
 

@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from job import driver
 from job.driver import main
-from job.outcome import EXIT_BAD_CONFIG, EXIT_LEASE_HELD, EXIT_OK, Outcome
+from job.outcome import ExitCode, Outcome
 from job.query import supervise
 from model import contract
 from model.checkpoint_state import OldCheckpointError
@@ -97,12 +97,12 @@ def test_main_records_a_refused_lease(tmp_path: Path) -> None:
     holder = FileLease(checkpoint / "_lease", config.instance_id, "first-copy")
     holder.acquire(wait_sec=0)
     try:
-        assert main(["--config", str(tmp_path / "c.json")]) == EXIT_LEASE_HELD
+        assert main(["--config", str(tmp_path / "c.json")]) == ExitCode.LEASE_HELD
     finally:
         holder.release()
     record = read_exit_record(str(checkpoint))
     assert record is not None
-    assert (record.code, record.reason) == (EXIT_LEASE_HELD, contract.EXIT_LEASE_REFUSED)
+    assert (record.code, record.reason) == (ExitCode.LEASE_HELD, contract.EXIT_LEASE_REFUSED)
     assert "first-copy" in record.detail
 
 
@@ -127,10 +127,10 @@ def test_main_records_a_refused_configuration_under_the_lease(
 ) -> None:
     refused = ConfigError("stream s: retention is 48 h but dedup_horizon_hours is 24")
     argv, checkpoint = _refused_at_start(tmp_path, monkeypatch, refused)
-    assert main(argv) == EXIT_BAD_CONFIG
+    assert main(argv) == ExitCode.BAD_CONFIG
     record = read_exit_record(str(checkpoint))
     assert record is not None
-    assert (record.code, record.reason) == (EXIT_BAD_CONFIG, contract.EXIT_CONFIG_REFUSED)
+    assert (record.code, record.reason) == (ExitCode.BAD_CONFIG, contract.EXIT_CONFIG_REFUSED)
     assert "retention is 48 h" in record.detail
 
 
@@ -150,9 +150,9 @@ def test_a_stop_marker_says_who_asked(tmp_path: Path, body: bytes, by: str) -> N
     outcome = Outcome()
     config = job_config(database="d", bootstrap="b:1", trigger_interval_sec=1)
     assert supervise(query, config, stop=stop, marker=StopMarker(str(path)), outcome=outcome) == (
-        EXIT_OK
+        ExitCode.OK
     )
-    record = outcome.record(EXIT_OK)
+    record = outcome.record(ExitCode.OK)
     assert (record.reason, record.stopped_by) == (contract.EXIT_STOPPED_ON_REQUEST, by)
 
 
@@ -174,19 +174,19 @@ def test_on_serverless_a_refused_configuration_ends_with_status_0_and_records_ex
     not fail the run there, and the record still says 2 (job.outcome.process_status)."""
     refused = OldCheckpointError("checkpoint c: holds dropDuplicatesWithinWatermark state")
     argv, checkpoint = _refused_at_start(tmp_path, monkeypatch, refused)
-    assert main([*argv, "--platform", "serverless"]) == EXIT_OK
+    assert main([*argv, "--platform", "serverless"]) == ExitCode.OK
     record = read_exit_record(str(checkpoint))
     assert record is not None
-    assert (record.code, record.reason) == (EXIT_BAD_CONFIG, contract.EXIT_CHECKPOINT_REFUSED)
+    assert (record.code, record.reason) == (ExitCode.BAD_CONFIG, contract.EXIT_CHECKPOINT_REFUSED)
     # The same refusal on EMR (default and explicit) keeps its status 2.
-    assert main(argv) == EXIT_BAD_CONFIG
-    assert main([*argv, "--platform", "emr"]) == EXIT_BAD_CONFIG
+    assert main(argv) == ExitCode.BAD_CONFIG
+    assert main([*argv, "--platform", "emr"]) == ExitCode.BAD_CONFIG
 
 
 def test_on_serverless_an_unreadable_configuration_ends_with_status_0(tmp_path: Path) -> None:
     missing = str(tmp_path / "missing.json")
-    assert main(["--config", missing, "--platform", "serverless"]) == EXIT_OK
-    assert main(["--config", missing]) == EXIT_BAD_CONFIG
+    assert main(["--config", missing, "--platform", "serverless"]) == ExitCode.OK
+    assert main(["--config", missing]) == ExitCode.BAD_CONFIG
 
 
 def test_an_unknown_platform_is_refused_naming_the_choices(
