@@ -323,10 +323,10 @@ def _report(
     for summary in summaries:
         for line in summary.lines():
             _say(line)
-        code = codes.get(summary.instance)
+        code = codes.get(summary.figures.instance)
         _say(f"  job exit code         {code}")
-        if targets and summary.instance in targets:
-            _say(f"  {targets[summary.instance]}")
+        if targets and summary.figures.instance in targets:
+            _say(f"  {targets[summary.figures.instance]}")
         ok = ok and summary.ok and code == 0
     _say(f"report {report}")
     _say(f"wall time {seconds:.0f}s -> {'PASS' if ok else 'FAIL'}")

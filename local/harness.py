@@ -11,8 +11,6 @@ share nothing but the emulators, as two stacks share nothing but the account.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -458,7 +456,7 @@ class LocalInstance:
 
     def write_summary(self, summary: Summary) -> Path:
         path = self.root / "summary.json"
-        path.write_text(json.dumps(dataclasses.asdict(summary), indent=1), encoding="utf-8")
+        path.write_text(summary.to_json(), encoding="utf-8")
         return path
 
 

@@ -9,6 +9,8 @@ table twice. A re-sent event (same id) counts once.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -76,71 +78,69 @@ def source_line(
 
 @dataclass(frozen=True)
 class Summary:
-    """One instance's verdict (:func:`summarize`): its figures, what the
-    comparison found, and ``problems``, one line per broken promise."""
+    """One instance's verdict (:func:`summarize`): the figures it was made of,
+    what the comparison found, and ``problems``, one line per broken promise."""
 
-    instance: str
-    produced_records: int
+    figures: RunFigures
     resent_records: int
     unique_events: int
     rows: int
     duplicate_ids: int
     failure_records: int
-    failure_records_raw: int
     failures_by_reason: dict[str, int]
     missing_ids: tuple[str, ...]
     unexpected_ids: tuple[str, ...]
     missing_failures: tuple[str, ...]
     unexpected_failures: tuple[str, ...]
     wrong_reasons: dict[str, tuple[str, str]]
-    batches: int
     p50_batch_ms: float | None
     p99_batch_ms: float | None
-    metrics_published: int
-    seconds: float
-    snapshots: int = 0
-    data_files: int = 0
     problems: tuple[str, ...] = field(default=())
-    kinesis_records: int = 0
-    aggregates: int = 0
-    source: str = ""
-    outside_records: int = 0
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    def to_json(self) -> str:
+        """The verdict and every figure behind it (``summary.json`` in the
+        run's work dir); the expected ids, a set, are written sorted."""
+        return json.dumps(dataclasses.asdict(self), indent=1, default=sorted)
+
     def lines(self) -> list[str]:
         def ms(value: float | None) -> str:
             return "n/a" if value is None else f"{value:,.0f} ms"
 
+        fig = self.figures
+        in_aggregates = fig.produced_records - (
+            fig.produced_kinesis_records - fig.produced_aggregates
+        )
         reasons = ", ".join(f"{k}={v}" for k, v in self.failures_by_reason.items()) or "none"
         out = [
-            f"instance {self.instance}",
-            *([f"  Kinesis source        {self.source}"] if self.source else []),
-            f"  records produced      {self.produced_records:>8,}  "
+            f"instance {fig.instance}",
+            *([f"  Kinesis source        {fig.source}"] if fig.source else []),
+            f"  records produced      {fig.produced_records:>8,}  "
             f"({self.resent_records:,} re-sent ids, {self.unique_events:,} unique events)",
             *(
                 [
-                    f"  of which from outside {self.outside_records:>8,}  "
+                    f"  of which from outside {fig.outside_records:>8,}  "
                     "(make produce --work-dir while the run ran)"
                 ]
-                if self.outside_records
+                if fig.outside_records
                 else []
             ),
-            f"  Kinesis records       {self.kinesis_records:>8,}  "
-            f"({self.aggregates:,} KPL aggregates holding "
-            f"{self.produced_records - (self.kinesis_records - self.aggregates):,} of the records)",
+            f"  Kinesis records       {fig.produced_kinesis_records:>8,}  "
+            f"({fig.produced_aggregates:,} KPL aggregates holding "
+            f"{in_aggregates:,} of the records)",
             f"  rows in the table     {self.rows:>8,}  "
-            f"(read through the catalog: {self.snapshots:,} snapshots, "
-            f"{self.data_files:,} data files)",
+            f"(read through the catalog: {fig.table_snapshots:,} snapshots, "
+            f"{fig.table_data_files:,} data files)",
             f"  failure records       {self.failure_records:>8,}  "
-            f"(distinct keys; {self.failure_records_raw:,} on the topic) by reason: {reasons}",
+            f"(distinct keys; {fig.topic_records:,} on the topic) by reason: {reasons}",
             f"  duplicate ids         {self.duplicate_ids:>8,}",
             f"  missing               {len(self.missing_ids) + len(self.missing_failures):>8,}",
-            f"  batches               {self.batches:>8,}  "
+            f"  batches               {fig.batches:>8,}  "
             f"p50 {ms(self.p50_batch_ms)}, p99 {ms(self.p99_batch_ms)}",
-            f"  metrics published     {self.metrics_published:>8,}",
+            f"  metrics published     {fig.metrics_published:>8,}",
             f"  check                 "
             f"{self.unique_events:,} = {self.rows:,} + {self.failure_records:,} -> "
             f"{'OK' if self.ok else 'FAILED'}",
@@ -213,30 +213,19 @@ def summarize(figures: RunFigures) -> Summary:
 
     durations = list(figures.batch_durations_ms)
     return Summary(
-        instance=figures.instance,
-        produced_records=figures.produced_records,
+        figures,
         resent_records=resent,
         unique_events=unique_events,
         rows=rows,
         duplicate_ids=duplicate_ids,
         failure_records=failures,
-        failure_records_raw=figures.topic_records,
         failures_by_reason=dict(sorted(by_reason.items())),
         missing_ids=missing_ids,
         unexpected_ids=unexpected_ids,
         missing_failures=missing_failures,
         unexpected_failures=unexpected_failures,
         wrong_reasons=wrong,
-        batches=figures.batches,
         p50_batch_ms=percentile(durations, 50),
         p99_batch_ms=percentile(durations, 99),
-        metrics_published=figures.metrics_published,
-        seconds=figures.seconds,
-        snapshots=figures.table_snapshots,
-        data_files=figures.table_data_files,
         problems=tuple(problems),
-        kinesis_records=figures.produced_kinesis_records,
-        aggregates=figures.produced_aggregates,
-        source=figures.source,
-        outside_records=figures.outside_records,
     )

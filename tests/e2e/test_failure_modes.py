@@ -133,4 +133,4 @@ def test_cloudwatch_down_keeps_the_job_processing(
     assert int(counted.group(2)) >= 2
     summary = local.summary()
     assert summary.ok, summary.problems
-    assert summary.metrics_published == 0, "nothing reached the real (moto) CloudWatch"
+    assert summary.figures.metrics_published == 0, "nothing reached the real (moto) CloudWatch"

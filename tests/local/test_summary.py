@@ -3,6 +3,7 @@ or once on the topic with its reason) and its percentiles."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from local.summary import RunFigures, percentile, summarize
@@ -34,10 +35,20 @@ def test_summary_accepts_a_complete_run() -> None:
     assert any("5 = 3 + 2 -> OK" in line for line in summary.lines())
 
 
+def test_the_summary_file_holds_the_verdict_and_the_figures_behind_it() -> None:
+    summary = summarize(_figures(table_ids=["a", "b", "b"]))
+    written = json.loads(summary.to_json())
+    assert written["rows"] == 3
+    assert written["duplicate_ids"] == 1
+    assert written["problems"] == list(summary.problems) != []
+    assert written["figures"]["instance"] == summary.figures.instance
+    assert written["figures"]["expected_ids"] == sorted(summary.figures.expected_ids)
+
+
 def test_summary_counts_kinesis_records_and_aggregates_apart_from_events() -> None:
     summary = summarize(_figures(produced_kinesis_records=4, produced_aggregates=1))
     assert summary.ok
-    assert (summary.kinesis_records, summary.aggregates) == (4, 1)
+    assert (summary.figures.produced_kinesis_records, summary.figures.produced_aggregates) == (4, 1)
     line = next(x for x in summary.lines() if "Kinesis records" in x)
     assert "4" in line and "(1 KPL aggregates holding 3 of the records)" in line
 
