@@ -74,15 +74,21 @@ def encode_configs(configs: dict[str, str]) -> str:
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
+@dataclass(frozen=True)
+class FailureCluster:
+    """What an MSK cluster for failure topics is made of, whether an instance
+    creates its own or a region's shared stack creates the shared one."""
+
+    name: str
+    config: KafkaConfig
+    vpc: ec2.IVpc
+    subnets: tuple[ec2.ISubnet, ...]
+    removal_policy: RemovalPolicy
+    retention: RetentionConfig
+
+
 def add_failure_cluster(
-    scope: Construct,
-    *,
-    cluster_name: str,
-    config: KafkaConfig,
-    vpc: ec2.IVpc,
-    subnets: tuple[ec2.ISubnet, ...],
-    removal_policy: RemovalPolicy,
-    retention: RetentionConfig,
+    scope: Construct, spec: FailureCluster
 ) -> tuple[ec2.SecurityGroup, logs.LogGroup, msk.CfnCluster]:
     """The MSK cluster failure topics live on, its brokers' security group and
     log group, created as children of ``scope`` (an instance's ``Failures``
@@ -92,30 +98,30 @@ def add_failure_cluster(
     security_group = ec2.SecurityGroup(
         scope,
         "BrokerSecurityGroup",
-        vpc=vpc,
-        description=f"MSK brokers of {cluster_name}: IAM/TLS clients only",
+        vpc=spec.vpc,
+        description=f"MSK brokers of {spec.name}: IAM/TLS clients only",
         allow_all_outbound=False,
     )
     log_group = encrypted_log_group(
         scope,
         "BrokerLogs",
-        what=f"MSK cluster {cluster_name}'s broker logs",
-        retention=retention_days(retention.broker_log_days),
-        removal_policy=removal_policy,
+        what=f"MSK cluster {spec.name}'s broker logs",
+        retention=retention_days(spec.retention.broker_log_days),
+        removal_policy=spec.removal_policy,
     )
     cluster = msk.CfnCluster(
         scope,
         "Cluster",
-        cluster_name=cluster_name,
-        kafka_version=config.version,
-        number_of_broker_nodes=config.broker_count,
+        cluster_name=spec.name,
+        kafka_version=spec.config.version,
+        number_of_broker_nodes=spec.config.broker_count,
         broker_node_group_info=msk.CfnCluster.BrokerNodeGroupInfoProperty(
-            client_subnets=[subnet.subnet_id for subnet in subnets],
-            instance_type=config.broker_instance_type,
+            client_subnets=[subnet.subnet_id for subnet in spec.subnets],
+            instance_type=spec.config.broker_instance_type,
             security_groups=[security_group.security_group_id],
             storage_info=msk.CfnCluster.StorageInfoProperty(
                 ebs_storage_info=msk.CfnCluster.EBSStorageInfoProperty(
-                    volume_size=config.broker_volume_gib
+                    volume_size=spec.config.broker_volume_gib
                 )
             ),
         ),
@@ -135,21 +141,17 @@ def add_failure_cluster(
                 )
             )
         ),
-        enhanced_monitoring=config.enhanced_monitoring,
+        enhanced_monitoring=spec.config.enhanced_monitoring,
     )
-    cluster.apply_removal_policy(removal_policy)
+    cluster.apply_removal_policy(spec.removal_policy)
     return security_group, log_group, cluster
 
 
 @dataclass(frozen=True)
 class FailureTopicProps:
     topic_name: str
-    cluster_name: str
-    config: KafkaConfig
-    vpc: ec2.IVpc
-    subnets: tuple[ec2.ISubnet, ...]
-    removal_policy: RemovalPolicy
-    retention: RetentionConfig
+    # The cluster the instance creates when its config names no other.
+    cluster: FailureCluster
     # The instance's Region (for ``config.shared``: whose shared cluster).
     region: str | None = None
 
@@ -158,16 +160,15 @@ class FailureTopicProps:
         cls, instance: InstanceConfig, vpc: ec2.IVpc, subnets: tuple[ec2.ISubnet, ...]
     ) -> FailureTopicProps:
         """The instance's topic, on a cluster named like its stack (when created)."""
-        return cls(
-            instance.failure_topic_name,
+        cluster = FailureCluster(
             instance.stack_name,
             instance.kafka,
             vpc,
             subnets,
             removal_policy(instance),
             instance.retention,
-            instance.region,
         )
+        return cls(instance.failure_topic_name, cluster, instance.region)
 
 
 class FailureTopic(Construct):
@@ -180,7 +181,7 @@ class FailureTopic(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, props: FailureTopicProps) -> None:
         super().__init__(scope, construct_id)
-        config = props.config
+        config = props.cluster.config
         self.cluster: msk.CfnCluster | None = None
         self.security_group: ec2.SecurityGroup | None = None
         if config.cluster_arn is not None:
@@ -203,7 +204,7 @@ class FailureTopic(Construct):
         # What the topic takes, for the synth check against the job's producer.
         self.max_message_bytes = int(configs["max.message.bytes"])
         self.topic.override_logical_id(TOPIC_LOGICAL_ID)
-        self.topic.apply_removal_policy(props.removal_policy)
+        self.topic.apply_removal_policy(props.cluster.removal_policy)
         self.topic_arn = self.topic.attr_topic_arn
         self.client_security = CLIENT_SECURITY
         stack_output(self, "FailureTopicArn", self.topic_arn)
@@ -214,15 +215,7 @@ class FailureTopic(Construct):
             stack_output(self, "MskClusterArn", self.cluster_arn)
 
     def _create_cluster(self, props: FailureTopicProps) -> str:
-        created = add_failure_cluster(
-            self,
-            cluster_name=props.cluster_name,
-            config=props.config,
-            vpc=props.vpc,
-            subnets=props.subnets,
-            removal_policy=props.removal_policy,
-            retention=props.retention,
-        )
+        created = add_failure_cluster(self, props.cluster)
         self.security_group, self.broker_log_group, self.cluster = created
         return self.cluster.attr_arn
 

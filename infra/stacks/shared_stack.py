@@ -23,7 +23,7 @@ from aws_cdk import CfnOutput, Fn, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from infra.constructs.failure_topic import IAM_TLS_PORT, add_failure_cluster
+from infra.constructs.failure_topic import IAM_TLS_PORT, FailureCluster, add_failure_cluster
 from infra.constructs.network import Network, NetworkProps
 from infra.shared_config import SharedRegionConfig
 
@@ -54,15 +54,15 @@ class SharedRegionStack(Stack):
             props=NetworkProps(config.network, removal, config.retention),
         )
         failures = Construct(self, "Failures")
-        security_group, _logs, self.cluster = add_failure_cluster(
-            failures,
-            cluster_name=config.cluster_name,
-            config=config.kafka,
-            vpc=network.vpc,
-            subnets=network.msk_subnets,
-            removal_policy=removal,
-            retention=config.retention,
+        cluster = FailureCluster(
+            config.cluster_name,
+            config.kafka,
+            network.vpc,
+            network.msk_subnets,
+            removal,
+            config.retention,
         )
+        security_group, _logs, self.cluster = add_failure_cluster(failures, cluster)
         security_group.add_ingress_rule(
             ec2.Peer.ipv4(config.network.vpc_cidr),  # the created VPC's (a literal for cdk-nag)
             ec2.Port.tcp(IAM_TLS_PORT),
