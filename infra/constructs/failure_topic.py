@@ -21,7 +21,7 @@ from aws_cdk import aws_msk as msk
 from constructs import Construct
 
 from infra.config import InstanceConfig
-from infra.config_sections import KafkaConfig, RetentionConfig
+from infra.config_sections import KafkaConfig
 from infra.constructs.instance import removal_policy, stack_output
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 from infra.constructs.network import shared_region_stack
@@ -84,7 +84,8 @@ class FailureCluster:
     vpc: ec2.IVpc
     subnets: tuple[ec2.ISubnet, ...]
     removal_policy: RemovalPolicy
-    retention: RetentionConfig
+    # The only retention the cluster has: its brokers' log group's.
+    broker_log_days: int
 
 
 def add_failure_cluster(
@@ -106,7 +107,7 @@ def add_failure_cluster(
         scope,
         "BrokerLogs",
         what=f"MSK cluster {spec.name}'s broker logs",
-        retention=retention_days(spec.retention.broker_log_days),
+        retention=retention_days(spec.broker_log_days),
         removal_policy=spec.removal_policy,
     )
     cluster = msk.CfnCluster(
@@ -153,7 +154,7 @@ class FailureTopicProps:
     # The cluster the instance creates when its config names no other.
     cluster: FailureCluster
     # The instance's Region (for ``config.shared``: whose shared cluster).
-    region: str | None = None
+    region: str
 
     @classmethod
     def of(
@@ -166,7 +167,7 @@ class FailureTopicProps:
             vpc,
             subnets,
             removal_policy(instance),
-            instance.retention,
+            instance.retention.broker_log_days,
         )
         return cls(instance.failure_topic_name, cluster, instance.region)
 
@@ -186,7 +187,7 @@ class FailureTopic(Construct):
         self.security_group: ec2.SecurityGroup | None = None
         if config.cluster_arn is not None:
             self.cluster_arn = config.cluster_arn
-        elif config.shared and props.region is not None:
+        elif config.shared:
             self.cluster_arn = shared_region_stack(self, props.region).shared_cluster_arn
         else:
             self.cluster_arn = self._create_cluster(props)

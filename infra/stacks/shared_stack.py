@@ -60,7 +60,7 @@ class SharedRegionStack(Stack):
             network.vpc,
             network.msk_subnets,
             removal,
-            config.retention,
+            config.retention.broker_log_days,
         )
         security_group, _logs, self.cluster = add_failure_cluster(failures, cluster)
         security_group.add_ingress_rule(
