@@ -151,7 +151,8 @@ def add_failure_cluster(
 @dataclass(frozen=True)
 class FailureTopicProps:
     topic_name: str
-    # The cluster the instance creates when its config names no other.
+    # The cluster the instance creates when its config names no other; its
+    # ``config`` (the instance's ``kafka``) also sets the topic's partitions and limits.
     cluster: FailureCluster
     # The instance's Region (for ``config.shared``: whose shared cluster).
     region: str
