@@ -345,7 +345,17 @@ def run(ctx: Context) -> list[Row]:
         )
         for op in OPERATORS
     }
-    found = Measured(ladder, count, flat, through, cores, bare, expiry, sustained)
+    # Keywords: flat, expiry and sustained (and through and cores) share a type.
+    found = Measured(
+        ladder=ladder,
+        count=count,
+        flat=flat,
+        through=through,
+        cores=cores,
+        bare=bare,
+        expiry=expiry,
+        sustained=sustained,
+    )
     write_result(ctx, NAME, _result(found, load_before))
     _chart(ctx, found)
     return _rows(found)

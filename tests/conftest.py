@@ -57,10 +57,10 @@ os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
 # ``make bench`` and ``make run`` do not: their figures are about the product.
 TEST_JVM_OPTIONS: Final = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 # xdist's workers inherit the controller's value: add only what is missing.
-_JVM_OPTIONS_SET = os.environ.get("JAVA_TOOL_OPTIONS", "")
+_INHERITED_JVM_OPTIONS = os.environ.get("JAVA_TOOL_OPTIONS", "").split()
 os.environ["JAVA_TOOL_OPTIONS"] = " ".join(
-    (*(o for o in TEST_JVM_OPTIONS if o not in _JVM_OPTIONS_SET.split()), _JVM_OPTIONS_SET)
-).strip()
+    [*(o for o in TEST_JVM_OPTIONS if o not in _INHERITED_JVM_OPTIONS), *_INHERITED_JVM_OPTIONS]
+)
 
 TESTS = Path(__file__).resolve().parent
 SPARK_FIXTURES = frozenset({"spark"})

@@ -124,9 +124,8 @@ def test_sigterm_stops_the_job_process_with_exit_0(endpoints: Endpoints, tmp_pat
             assert time.monotonic() < deadline, "no batch within 240s"
             time.sleep(0.5)
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == ExitCode.OK, log_path.read_text(errors="replace")[
-            -3000:
-        ]
+        code = process.wait(timeout=120)
+        assert code == ExitCode.OK, log_path.read_text(errors="replace")[-3000:]
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
