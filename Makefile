@@ -166,6 +166,10 @@ redeploy: install ## Stop the running job version gracefully and submit the curr
 certs: install ## Create the EMR TLS certificate zip for an instance, upload it, print the config value (INSTANCE=domain-region)
 	$(PY) -m scripts.certs --instance "$(INSTANCE)" $(ARGS)
 
+.PHONY: change-check
+change-check: install ## Before a deploy: what CloudFormation would refuse or replace between the deployed cdk.json (BEFORE=path) and today's
+	$(PY) -m scripts.change_check --before "$(BEFORE)" $(ARGS)
+
 .PHONY: cost
 cost: install ## What each instance costs a month, from its synthesized template and list prices (ARGS="--instance domain-region --live")
 	$(PY) -m scripts.cost $(ARGS)

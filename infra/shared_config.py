@@ -111,9 +111,12 @@ def uses_shared(instance: InstanceConfig) -> bool:
 
 
 def check_shared_users(instances: list[InstanceConfig], shared: list[SharedRegionConfig]) -> None:
-    """Refuse an instance that uses a Region's shared stack none declares, and
-    one that creates its own cluster in the shared VPC with a broker count its
-    subnets cannot spread evenly; one line per instance."""
+    """Refuse an instance that uses a Region's shared stack none declares, one
+    whose account is not the shared stack's (CDK falls back to weak references
+    between accounts, https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.ReferenceStrength.html,
+    and a weak reference protects nothing), and one that creates its own
+    cluster in the shared VPC with a broker count its subnets cannot spread
+    evenly; one line per instance."""
     by_region = {config.region: config for config in shared}
     lines: list[str] = []
     for instance in instances:
@@ -126,6 +129,14 @@ def check_shared_users(instances: list[InstanceConfig], shared: list[SharedRegio
                 f"instance {instance.instance_id}: field {field}: bad value True; allowed: "
                 f'false, or declare {{"region": "{instance.region}"}} under '
                 f'{CONTEXT_KEY}.{SHARED_KEY} (docs/infra.md, "A region\'s shared stack")'
+            )
+        elif instance.account != entry.account:
+            lines.append(
+                f"instance {instance.instance_id}: field account: {instance.account!r} but "
+                f"{SHARED_KEY} {instance.region} has {entry.account!r}; allowed: the same account "
+                "on both (between two accounts CDK writes weak references, Fn::GetStackOutput, "
+                "and CloudFormation no longer refuses a shared-stack update that replaces a VPC "
+                "or cluster the instance uses)"
             )
         elif instance.creates_cluster:
             try:

@@ -10,9 +10,27 @@ network, keeps instance A off instance B's topic (tests/infra/stacks/test_shared
 The brokers admit the VPC's own CIDR on the IAM/TLS listener: the instances
 that use this VPC (``network.shared``) run their EMR nodes in it, and an
 instance on the cluster (``kafka.shared``) must use it (infra.config). Those
-instances reference :attr:`shared_vpc` and :attr:`shared_cluster_arn`: CDK
-exports what they use, and they depend on this stack. The outputs below are
-for operators (``make reprocess --msk-cluster-arn``).
+instances reference :attr:`shared_vpc` and :attr:`shared_cluster_arn`, and
+they depend on this stack. The outputs below are for operators
+(``make reprocess --msk-cluster-arn``).
+
+Kept exports: the stack exports every id an instance can import
+(:attr:`SharedRegionStack.lent`) whatever instances this synth builds. CDK
+would otherwise write only the exports of the instances in this synth, so
+removing a Region's last instance from ``cdk.json``, switching one off
+``network.shared`` / ``kafka.shared``, or deploying a subset
+(``-c streaming:instances=...``) would drop an export that a deployed stack
+still imports, and CloudFormation refuses that update ("you can't delete the
+stack that is exporting the output value or modify the exported output
+value", https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/intrinsic-function-reference-importvalue.html).
+``Stack.export_value`` without a name gives an export the very name CDK gives
+the automatic reference
+(https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.Stack.html#exportwbrvalueexportedvalue-options),
+so stacks deployed before keep their imports. Why not SSM parameters or weak
+references (``Fn::GetStackOutput``): both let the shared stack replace a VPC
+or a cluster under a running instance; an export still makes CloudFormation
+refuse that, loudly, naming the importing stack
+(scripts/change_check.py replays both rules before a deploy).
 """
 
 from __future__ import annotations
@@ -75,6 +93,16 @@ class SharedRegionStack(Stack):
             self, "AvailabilityZones", value=Fn.join(",", [s.availability_zone for s in subnets])
         )
         CfnOutput(self, "MskClusterArn", value=self.cluster.attr_arn)
+        for value in self.lent:
+            self.export_value(value)
+
+    @property
+    def lent(self) -> tuple[str, ...]:
+        """Every id an instance of the Region may import: the VPC, its private
+        subnets (EMR runs in the first, a created MSK cluster spans the first 2
+        or 3) and the cluster's ARN."""
+        subnets = tuple(subnet.subnet_id for subnet in self.network.private_subnets)
+        return (self.network.vpc.vpc_id, *subnets, self.cluster.attr_arn)
 
     @property
     def shared_vpc(self) -> ec2.IVpc:

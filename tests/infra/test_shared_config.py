@@ -160,3 +160,32 @@ def test_a_broker_count_that_does_not_fill_the_client_subnets_is_refused() -> No
     entry["kafka"] = {"broker_count": 4}
     (config,) = load_shared({"streaming": {"shared": [entry]}})
     assert config.kafka.broker_count == 4
+
+
+def test_an_instance_in_another_account_than_its_shared_stack_is_refused() -> None:
+    """Between accounts (an account on one side only counts) CDK writes weak
+    references, which let the shared stack replace what the instance uses."""
+    account = "123456789012"
+    instances = load_instances(
+        {
+            "streaming": {
+                "instances": [
+                    {
+                        "domain": "refunds",
+                        "region": REGION,
+                        "account": account,
+                        "emr": _own_tls("refunds"),
+                        **SHARES,
+                    },
+                ]
+            }
+        }
+    )
+    with pytest.raises(InstanceConfigError) as caught:
+        check_shared_users(instances, load_shared({"streaming": {"shared": [{"region": REGION}]}}))
+    (line,) = str(caught.value).splitlines()
+    assert line.startswith(
+        "instance refunds-us-east-1: field account: '123456789012' but shared us-east-1 has None"
+    )
+    same = {"streaming": {"shared": [{"region": REGION, "account": account}]}}
+    check_shared_users(instances, load_shared(same))

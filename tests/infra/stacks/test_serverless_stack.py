@@ -49,9 +49,9 @@ def test_the_application_is_the_release_on_arm64_bounded_to_the_driver_and_execu
     subnets = network["SubnetIds"]
     assert len(subnets) == 3
     for subnet in subnets:
-        output = subnet["Fn::GetStackOutput"]
-        assert output["StackName"] == "Streaming-shared-us-east-1"
-        assert "PrivateSubnet" in output["OutputName"]
+        export = subnet["Fn::ImportValue"]
+        assert export.startswith("Streaming-shared-us-east-1:")
+        assert "PrivateSubnet" in export
     (group,) = network["SecurityGroupIds"]
     assert group["Fn::GetAtt"][0] in synthesized_serverless.resources(
         LIGHT, "AWS::EC2::SecurityGroup"
