@@ -18,8 +18,8 @@ to its name.
 from __future__ import annotations
 
 import ast
+import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -243,10 +243,50 @@ def outside_references(root: Path, paths: list[str]) -> list[str]:
     return found
 
 
+# What a checkout holds besides its own files: installs, builds, run outputs
+# (.gitignore's list). A source archive has none of them, and no .git either.
+NOT_THE_PROJECTS = frozenset(
+    {
+        ".git",
+        ".venv",
+        ".venv-synth",
+        "node_modules",
+        "build",
+        "cdk.out",
+        "cdk.out.light",
+        ".work",
+        "metastore_db",
+        "spark-warehouse",
+        "__pycache__",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+    }
+)
+
+
+def project_files(root: Path) -> list[str]:
+    """The project's files under ``root``, relative, without what installs and
+    runs leave behind: the same list in a clone and in an unpacked archive."""
+    found: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in NOT_THE_PROJECTS)
+        base = Path(folder).relative_to(root)
+        found += [
+            str(base / name) for name in sorted(files) if not (Path(folder) / name).is_symlink()
+        ]
+    return found
+
+
+def test_project_files_skip_installs_and_outputs(tmp_path: Path) -> None:
+    _write(tmp_path, "docs/a.md", "a\n")
+    _write(tmp_path, ".venv/lib/b.py", "b\n")
+    _write(tmp_path, "sub/__pycache__/c.pyc", "c\n")
+    assert project_files(tmp_path) == ["docs/a.md"]
+
+
 def test_no_file_points_outside_the_repository() -> None:
-    tracked = subprocess.run(
-        ["git", "ls-files"], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout.split()
+    tracked = project_files(ROOT)
     assert "docs/design.md" in tracked
     found = outside_references(ROOT, tracked)
     assert not found, "\n".join(found)

@@ -4,10 +4,11 @@
 Cluster A runs the old job (it holds the lease). Cluster B's YARN has no
 application of that name: the step on B must still find the old version, by
 its lease, stop it gracefully and only then submit. The same case run with
-the launcher as it was before issue 33 (from git history; it asked its own
-YARN) shows why: B's YARN is empty, so it writes no marker and submits at
-once; the new job waits for the lease the old one keeps renewing and exits 3,
-and nothing new runs.
+the launcher as it was before the lease-based handover (kept as
+tests/e2e/fixtures/launcher_before_lease.sh; it asked its own YARN) shows
+why: B's YARN is empty, so it writes no marker and submits at once; the new
+job waits for the lease the old one keeps renewing and exits 3, and nothing
+new runs.
 
 Fakes, on PATH for the launcher only: ``aws`` maps ``s3://local/<path>`` to the
 local file system (the lease's ``flock`` read as a fresh S3 lease while a live
@@ -37,8 +38,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 REPO: Final = Path(__file__).resolve().parents[2]
 LAUNCHER: Final = REPO / "bootstrap" / "streaming-spark-submit.sh"
-# The last commit before the lease-based handover (issue 33).
-BEFORE_ISSUE_33: Final = "6c5bea241027492a4f8631a11b5c3dae1f80c0dd"
+# The launcher before the lease-based handover, as it was committed then.
+LAUNCHER_BEFORE_LEASE: Final = Path(__file__).with_name("fixtures") / "launcher_before_lease.sh"
 
 FAKE_AWS: Final = """
 import json, os, sys, time
@@ -116,20 +117,11 @@ def test_a_new_cluster_hands_over_from_the_old_one_through_the_lease(
     local.produce(mix(600, seed=101, prefix="ho-a"))
     local.wait_until_accounted(timeout=300)
 
-    # Today's launcher (before issue 33) on cluster B: it strands the instance.
+    # The launcher before the lease-based handover, on cluster B: it strands the instance.
     before = tmp_path / "before"
     fake_bin(before)
     script = before / "streaming-spark-submit.sh"
-    script.write_text(
-        subprocess.run(
-            ["git", "show", f"{BEFORE_ISSUE_33}:bootstrap/streaming-spark-submit.sh"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout,
-        encoding="utf-8",
-    )
+    script.write_text(LAUNCHER_BEFORE_LEASE.read_text(encoding="utf-8"), encoding="utf-8")
     handover = ["--app-name", contract.app_name(local.name), "--stop-marker", s3(marker)]
     stale = launch(script, before, *handover, "--poll-sec", "0.2")
     out, _ = stale.communicate(timeout=60)
