@@ -13,6 +13,7 @@ JAVA_SOURCES := $(shell find jvm/src -name '*.java')
 PIP_PINS := pip==26.3 setuptools==84.2.1
 ARGS ?=
 INSTANCE ?=
+REASON ?=
 # jsii prints an 11-line banner on every CDK run under a Node release it no
 # longer supports (Node 20 since 2026-10-30; the README names Node 22 or later):
 # silenced for the machine's major version, deprecated ones too (jsii reads
@@ -62,7 +63,7 @@ serverless-archives: $(SERVERLESS_ARCHIVES) ## Build the job's Python dependency
 install: $(STAMP) $(JOB_JAR) $(SERVERLESS_ARCHIVES) ## Create/reuse .venv, install the pinned Python and npm dependencies, build the job's jar and the serverless dependency archives
 
 .PHONY: check
-check: $(STAMP) ## ruff (lint + format check) and mypy strict on model/, job/, infra/, ops/, local/, bench/, scripts/
+check: $(STAMP) ## ruff (lint + format check) and mypy strict on model/, job/, infra/, ops/, local/, bench/, scripts/, integ/
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
@@ -177,6 +178,18 @@ cost: install ## What each instance costs a month, from its synthesized template
 .PHONY: preflight
 preflight: install ## scripts/preflight/: check an account/region is ready for an instance's first deploy (INSTANCE=domain-region)
 	$(PY) -m scripts.preflight --instance "$(INSTANCE)" $(ARGS)
+
+# Integration tests (docs/integ.md): the committed snapshot of two throwaway
+# instances is checked in make test (tests/integ/test_check.py); make integ
+# runs one instance's life on an account.
+.PHONY: integ-snapshot
+integ-snapshot: install ## Accept the integration snapshot's differences after an intended infra change (REASON="why", recorded)
+	@test -n "$(REASON)" || { echo "make integ-snapshot: REASON is empty; allowed: one line saying why the templates change (it is recorded in integ/snapshots/updates.json)"; exit 2; }
+	$(PY) -m integ.check --update --reason "$(REASON)"
+
+.PHONY: integ
+integ: install ## Deploy, assert, update, stop/start and destroy a throwaway instance on your account (ARGS="--dry-run" needs none)
+	$(PY) -m integ.run $(ARGS)
 
 .PHONY: clean
 clean: ## Remove run outputs (cdk.out, .work); keeps .venv

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("model", "job", "infra", "ops", "local", "scripts", "bench")
+PACKAGES = ("model", "job", "infra", "ops", "local", "scripts", "bench", "integ")
 # Entry points with no logic of their own: ``python -m <package>`` shims.
 ENTRY_FILES = frozenset({"__init__.py", "__main__.py"})
 
@@ -57,6 +57,7 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "ops.events": ("tests/ops/test_stream_writer.py", ""),
     "ops.local_run": ("tests/scripts/test_produce.py", ""),
     "ops.topic_end": ("tests/test_layout.py", ""),
+    "integ.app": ("tests/integ/test_check.py", ""),
     "local.harness": ("tests/local/test_efo_endpoint.py", ""),
     "local.maintain": ("tests/job/table/test_commit.py", ""),
     "local.metrics_dump": ("tests/local/test_metrics_dump_offsets.py", ""),
