@@ -60,7 +60,12 @@ from infra.serverless_config import (
 )
 from infra.sizes import SIZES, SizeName
 from infra.sizing import size_executors
-from infra.table_definition import pinned_seed_fields
+from infra.table_definition import (
+    DEPLOYED_DEFINITION_SHA256,
+    database_prefix,
+    definition_fingerprint,
+    pinned_seed_fields,
+)
 from model import contract
 from model.config import JobSettings
 from model.config_kit import ConfigModel, bad_value, problems
@@ -246,6 +251,28 @@ class InstanceConfig(ConfigModel):
             return self
         if not self.kafka.shared and not self.network.shared:
             check_broker_count(self.kafka.broker_count, self.network, "the created MSK cluster")
+        return self
+
+    @model_validator(mode="after")
+    def _own_fields_are_pinned(self) -> Self:
+        """An instance whose events table would be built from fields of its own
+        and states no pin: name the pin, in one line, before any construct
+        exists. Synth cannot tell a table not deployed yet from a deployed one,
+        so the line says both ways (the construct's check,
+        infra/table_definition.py, still guards a pin that no longer matches)."""
+        if self.table_definition_sha256 is not None or self.table_seed is not None:
+            return self
+        fields = self.seed_schema().fields
+        name = self.database_name
+        found = definition_fingerprint(fields, name, database_prefix(name))
+        if found != DEPLOYED_DEFINITION_SHA256:
+            raise bad_value(
+                None,
+                f'"{found}" (events table {name}.{contract.EVENTS_TABLE} from its own '
+                "job.event_fields): add it to the instance's cdk.json entry if that table is "
+                'not deployed yet; a deployed one: docs/infra.md, "Changing the events table"',
+                "table_definition_sha256",
+            )
         return self
 
     @property
