@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal, Self, TypeVar
+from typing import Any, Final, Literal, Self, TypeVar, get_args
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
@@ -149,6 +149,18 @@ class InstanceConfig(ConfigModel):
     # What the live stack holds (DeployedConfig); synth refuses a change
     # CloudFormation cannot apply to it (docs/infra.md, "Changes synth refuses").
     deployed: DeployedConfig = Field(default_factory=DeployedConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_compute_first(cls, data: Any) -> Any:
+        """An unknown ``compute`` is the root error: reported alone, before the
+        fields an EMR cluster would require (a mistyped "serverless" would
+        otherwise first ask for ``emr.tls_certificates_s3_uri``)."""
+        if isinstance(data, Mapping) and "compute" in data:
+            value = data["compute"]
+            if value not in get_args(ComputeName):
+                raise bad_value(value, " | ".join(get_args(ComputeName)), "compute")
+        return data
 
     @model_validator(mode="before")
     @classmethod
