@@ -32,6 +32,7 @@ from typing import Any, Final, Literal, Self, TypeVar, get_args
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from infra.advice import demand_of, shape_of, verdict
 from infra.config_fields import MSK_CLUSTER_ARN_PATTERN, Account, Domain, Region, Sha256
 from infra.config_sections import (
     KINESIS_QUOTAS_PAGE,
@@ -263,6 +264,26 @@ class InstanceConfig(ConfigModel):
             return self
         if not self.kafka.shared and not self.network.shared:
             check_broker_count(self.kafka.broker_count, self.network, "the created MSK cluster")
+        return self
+
+    @model_validator(mode="after")
+    def _shape_holds_the_declared_load(self) -> Self:
+        """A shape below what ``expected_load`` needs by docs/sizing.md's model
+        is refused, with the advised shape (infra/advice.py), unless the
+        instance accepts it with a reason; an oversized one is only a warning,
+        printed at synth (infra/cost.py)."""
+        demand = demand_of(self)
+        if demand is None or self.expected_load.accept_undersized:
+            return self
+        found = verdict(demand, shape_of(self), self.region)
+        if found is not None and found.kind == "under":
+            raise bad_value(
+                self.expected_load.records_per_sec,
+                f"a shape that holds it x{demand.headroom:g} headroom ({found.what}): "
+                f"{found.advice}; or expected_load.accept_undersized with a reason",
+                "expected_load",
+                "records_per_sec",
+            )
         return self
 
     @model_validator(mode="after")
