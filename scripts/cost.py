@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from infra.advice import advice_line, advised, demand_of
 from infra.config import (
     SELECTION_CONTEXT_KEY,
     SYNTH_CHECK_CONTEXT_KEY,
+    InstanceConfig,
     load_instances,
     read_cdk_context,
 )
@@ -79,11 +81,11 @@ def report(args: argparse.Namespace) -> str:
             template = assembly.get_stack_by_name(stack.stack_name).template
             found = _priced(stack.stack_name, template, config.region, load, rows)
             if "not priced: " in found:
-                blocks.append(found)
+                blocks.append(f"{found}\n{_advice(config, rows)}")
                 continue
             blocks.append(
                 f"{found}\n  (volume lines at {load.records_per_sec:g} records/s of "
-                f"{load.record_bytes} B: expected_load in cdk.json)"
+                f"{load.record_bytes} B: expected_load in cdk.json)\n{_advice(config, rows)}"
             )
         for shared in [c for c in app.node.children if isinstance(c, SharedRegionStack)]:
             template = assembly.get_stack_by_name(shared.stack_name).template
@@ -102,6 +104,26 @@ def report(args: argparse.Namespace) -> str:
     live = [r for r in rows if r.note == "live"]
     source = f" {len(live)} rows read live from the AWS Price List API." if args.live else ""
     return "\n\n".join([preamble(NOT_PRICED_NOTE + source), *blocks])
+
+
+def _advice(config: InstanceConfig, rows: tuple[PriceRow, ...]) -> str:
+    """The advised shape beside the instance, on both compute targets, with
+    the compute's price a month (infra/advice.py)."""
+    demand = demand_of(config)
+    if demand is None:
+        return "  advice: none (no expected_load declared)"
+    lines = [
+        f"  advice at {demand.records_per_sec:g} records/s x{demand.headroom:g} headroom "
+        f'(expected_load; docs/sizing.md, "The advice"):'
+    ]
+    for compute, shape in advised(demand, config.region, rows).items():
+        usd = "not priced" if shape.monthly_usd is None else f"${shape.monthly_usd:,.2f}/month"
+        mark = " (its compute)" if compute == config.compute else ""
+        lines.append(f"    {shape.text}: {usd}{mark}")
+    flagged = advice_line(config)
+    if flagged is not None:
+        lines.append(f"  {flagged}")
+    return "\n".join(lines)
 
 
 def _priced(

@@ -126,3 +126,9 @@ def test_a_region_without_prices_is_not_priced_and_only_its_instance_is_built(
         r"in us-west-2",
         captured.out,
     ), captured.out
+    # Beside it, the advised shape on both compute targets (no price rows here).
+    assert "  advice at 50 records/s x2 headroom" in captured.out
+    assert re.search(r"    emr 1 x m7g\.xlarge core .*: not priced\n", captured.out)
+    assert re.search(
+        r"    serverless ARM64 1 x 1 vCPU .*: not priced \(its compute\)", captured.out
+    )
