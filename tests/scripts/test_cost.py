@@ -8,14 +8,22 @@ exit 0, no traceback."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from infra.config import InstanceConfigError, load_instances, read_cdk_context
+from infra.config import (
+    SELECTION_CONTEXT_KEY,
+    SYNTH_CHECK_CONTEXT_KEY,
+    InstanceConfigError,
+    load_instances,
+    read_cdk_context,
+)
 from scripts import cost
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,3 +140,48 @@ def test_a_region_without_prices_is_not_priced_and_only_its_instance_is_built(
     assert re.search(
         r"    serverless ARM64 1 x 1 vCPU .*: not priced \(its compute\)", captured.out
     )
+
+
+def _synth(path: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``app.py`` as ``npx cdk synth -c streaming:instances=clicks-us-west-2``
+    runs it: the CLI hands the context over in CDK_CONTEXT_JSON."""
+    context = {
+        **read_cdk_context(path),
+        SYNTH_CHECK_CONTEXT_KEY: True,
+        SELECTION_CONTEXT_KEY: CLICKS,
+    }
+    env = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps(context),
+        "CDK_OUTDIR": str(tmp_path / "cdk.out"),
+    }
+    return subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.synth
+def test_the_walkthrough_synth_of_the_new_domain_alone(tmp_path: Path) -> None:
+    """docs/infra.md, "Add your own domain", steps 2 and 5: the first synth is
+    one line naming the pin; with it, the instance and its shared stack only."""
+    first = _synth(_write(tmp_path, with_clicks()), tmp_path)
+    assert first.returncode == 1
+    # jsii's banner about this machine's Node version aside (make silences it).
+    (line,) = [x for x in first.stderr.splitlines() if not x.startswith("b'!!")]
+    pin = re.search(r'allowed: "([0-9a-f]{64})"', line)
+    assert pin is not None and line.startswith("cdk.json: instance instances[3] (clicks/us-west-2)")
+    done = _synth(_write(tmp_path, with_clicks(pin[1])), tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    templates = sorted(p.name for p in (tmp_path / "cdk.out").glob("*.template.json"))
+    assert templates == [
+        "Streaming-clicks-us-west-2.template.json",
+        "Streaming-shared-us-west-2.template.json",
+    ]
+    assert "cost: Streaming-clicks-us-west-2 not estimated: no price for" in done.stderr
