@@ -46,16 +46,14 @@ def test_each_declared_load_of_the_example_gets_the_formulas_need() -> None:
     state = r x 2 x H x 3600 x 91 B; F, p per target (docs/sizing.md)."""
     for config in _declared().values():
         demand = demand_of(config)
-        assert demand is not None, config.instance_id
+        if demand is None:  # no expected_load declared: nothing to advise
+            continue
         load, job = config.expected_load, config.job
-        h, r, b, interval = (
-            load.headroom,
-            load.records_per_sec,
-            load.record_bytes,
-            job.trigger_interval_sec,
-        )
+        h, r, b = load.headroom, load.records_per_sec, load.record_bytes
+        interval = job.trigger_interval_sec
         fixed, p = (6.0, 6_500.0) if config.compute == "emr" else (3.0, 2_200.0)
-        by_hand = h * r * interval / (p * (interval - fixed))
+        # At or below F batches run back to back: then what keeps up.
+        by_hand = h * r * interval / (p * (interval - fixed)) if interval > fixed else h * r / p
         found = need(demand)
         assert found.cores == pytest.approx(by_hand), config.instance_id
         assert found.shards == max(1, math.ceil(h * r / 1000), math.ceil(h * r * b / 2**20))
