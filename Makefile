@@ -172,8 +172,8 @@ change-check: install ## Before a deploy: what CloudFormation would refuse or re
 	$(PY) -m scripts.change_check --before "$(BEFORE)" $(ARGS)
 
 .PHONY: cost
-cost: install ## What each instance costs a month, from its synthesized template and list prices (ARGS="--instance domain-region --live")
-	$(PY) -m scripts.cost $(ARGS)
+cost: install ## What each instance costs a month, from its synthesized template and list prices ([INSTANCE=domain-region] [ARGS="--live"])
+	$(PY) -m scripts.cost $(if $(INSTANCE),--instance "$(INSTANCE)") $(ARGS)
 
 .PHONY: preflight
 preflight: install ## scripts/preflight/: check an account/region is ready for an instance's first deploy (INSTANCE=domain-region)

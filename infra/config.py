@@ -28,10 +28,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal, Self, TypeVar
+from typing import Any, Final, Literal, Self, TypeVar, get_args
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from infra.advice import demand_of, shape_of, verdict
 from infra.config_fields import MSK_CLUSTER_ARN_PATTERN, Account, Domain, Region, Sha256
 from infra.config_sections import (
     KINESIS_QUOTAS_PAGE,
@@ -60,7 +61,12 @@ from infra.serverless_config import (
 )
 from infra.sizes import SIZES, SizeName
 from infra.sizing import size_executors
-from infra.table_definition import pinned_seed_fields
+from infra.table_definition import (
+    DEPLOYED_DEFINITION_SHA256,
+    database_prefix,
+    definition_fingerprint,
+    pinned_seed_fields,
+)
 from model import contract
 from model.config import JobSettings
 from model.config_kit import ConfigModel, bad_value, problems
@@ -144,6 +150,18 @@ class InstanceConfig(ConfigModel):
     # What the live stack holds (DeployedConfig); synth refuses a change
     # CloudFormation cannot apply to it (docs/infra.md, "Changes synth refuses").
     deployed: DeployedConfig = Field(default_factory=DeployedConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_compute_first(cls, data: Any) -> Any:
+        """An unknown ``compute`` is the root error: reported alone, before the
+        fields an EMR cluster would require (a mistyped "serverless" would
+        otherwise first ask for ``emr.tls_certificates_s3_uri``)."""
+        if isinstance(data, Mapping) and "compute" in data:
+            value = data["compute"]
+            if value not in get_args(ComputeName):
+                raise bad_value(value, " | ".join(get_args(ComputeName)), "compute")
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -246,6 +264,48 @@ class InstanceConfig(ConfigModel):
             return self
         if not self.kafka.shared and not self.network.shared:
             check_broker_count(self.kafka.broker_count, self.network, "the created MSK cluster")
+        return self
+
+    @model_validator(mode="after")
+    def _shape_holds_the_declared_load(self) -> Self:
+        """A shape below what ``expected_load`` needs by docs/sizing.md's model
+        is refused, with the advised shape (infra/advice.py), unless the
+        instance accepts it with a reason; an oversized one is only a warning,
+        printed at synth (infra/cost.py)."""
+        demand = demand_of(self)
+        if demand is None or self.expected_load.accept_undersized:
+            return self
+        found = verdict(demand, shape_of(self), self.region)
+        if found is not None and found.kind == "under":
+            raise bad_value(
+                self.expected_load.records_per_sec,
+                f"a shape that holds it x{demand.headroom:g} headroom ({found.what}): "
+                f"{found.advice}; or expected_load.accept_undersized with a reason",
+                "expected_load",
+                "records_per_sec",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _own_fields_are_pinned(self) -> Self:
+        """An instance whose events table would be built from fields of its own
+        and states no pin: name the pin, in one line, before any construct
+        exists. Synth cannot tell a table not deployed yet from a deployed one,
+        so the line says both ways (the construct's check,
+        infra/table_definition.py, still guards a pin that no longer matches)."""
+        if self.table_definition_sha256 is not None or self.table_seed is not None:
+            return self
+        fields = self.seed_schema().fields
+        name = self.database_name
+        found = definition_fingerprint(fields, name, database_prefix(name))
+        if found != DEPLOYED_DEFINITION_SHA256:
+            raise bad_value(
+                None,
+                f'"{found}" (events table {name}.{contract.EVENTS_TABLE} from its own '
+                "job.event_fields): add it to the instance's cdk.json entry if that table is "
+                'not deployed yet; a deployed one: docs/infra.md, "Changing the events table"',
+                "table_definition_sha256",
+            )
         return self
 
     @property

@@ -358,12 +358,29 @@ class KafkaConfig(ConfigModel):
 
 
 class ExpectedLoadConfig(ConfigModel):
-    """The load the instance is expected to carry. Only ``make cost`` reads it,
-    for the lines that grow with volume (infra/cost_lines.py); nothing is sized from
-    it. Zero: not declared, the volume lines are priced at nothing."""
+    """The load the instance is expected to carry: ``make cost`` prices the
+    lines that grow with volume from it (infra/cost_lines.py), and synth checks
+    the shape against what it needs (infra/advice.py). Zero: not declared, the
+    volume lines are priced at nothing and no shape is advised.
+
+    ``headroom``: how many times the usual rate the shape must hold (a hot
+    hour, the drain after an outage; docs/sizing.md uses 2). A shape below
+    the need is refused unless ``accept_undersized`` is true with a
+    ``reason`` (a test instance, a load that will not grow)."""
 
     records_per_sec: float = Field(default=0, ge=0)
     record_bytes: PositiveInt = 1024
+    headroom: float = Field(default=2.0, ge=1, le=100)
+    accept_undersized: bool = False
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _a_reason_to_accept(self) -> Self:
+        if self.accept_undersized and self.reason is None:
+            raise bad_value(
+                None, "a sentence saying why the instance may run below its need", "reason"
+            )
+        return self
 
 
 class DeployedConfig(ConfigModel):

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from infra.advice import advice_line
 from infra.config import InstanceConfig
 from infra.cost_lines import CostLine, Load, TemplateCostError, priced_lines
 from infra.prices import (
@@ -105,8 +106,12 @@ def load_for(config: InstanceConfig) -> Load:
 
 
 def synth_line(config: InstanceConfig, stack: str, template: Mapping[str, Any]) -> str:
-    """The line ``cdk synth`` prints (stderr) for one instance."""
-    return synth_line_at(stack, config.region, load_for(config), template)
+    """What ``cdk synth`` prints (stderr) for one instance: its cost line, and
+    the advice line when its shape is far from its declared load's need
+    (infra/advice.py)."""
+    line = synth_line_at(stack, config.region, load_for(config), template)
+    advice = advice_line(config)
+    return line if advice is None else f"{line}\n{advice}"
 
 
 def synth_line_at(stack: str, region: str, load: Load, template: Mapping[str, Any]) -> str:

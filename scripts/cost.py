@@ -13,16 +13,24 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from infra.config import SYNTH_CHECK_CONTEXT_KEY, read_cdk_context
-from infra.cost import NO_LOAD, NOT_PRICED_NOTE, estimate, load_for, preamble, render
-from infra.prices import PRICE_ROWS, PriceRow
+from infra.advice import advice_line, advised, demand_of
+from infra.config import (
+    SELECTION_CONTEXT_KEY,
+    SYNTH_CHECK_CONTEXT_KEY,
+    InstanceConfig,
+    load_instances,
+    read_cdk_context,
+)
+from infra.cost import NO_LOAD, NOT_PRICED_NOTE, Estimate, estimate, load_for, preamble, render
+from infra.cost_lines import Load, TemplateCostError
+from infra.prices import PRICE_ROWS, PriceRow, UnknownPriceError
 from infra.shared_config import sharing
 from infra.stacks.application import build_app
 from infra.stacks.shared_stack import SharedRegionStack
@@ -47,44 +55,91 @@ def report(args: argparse.Namespace) -> str:
     """Every instance's lines (or ``--instance``'s), with the prices' date."""
     try:
         context = {**read_cdk_context(args.cdk_json), SYNTH_CHECK_CONTEXT_KEY: True}
+        declared = load_instances(context)
     except (OSError, ValueError) as exc:
         raise OperatorError(EXIT_USAGE, f"{args.cdk_json}: {exc}") from exc
+    if args.instance is not None:
+        ids = [c.instance_id for c in declared]
+        if args.instance not in ids:
+            raise OperatorError(
+                EXIT_USAGE, f"--instance {args.instance}: declared: {', '.join(ids)}"
+            )
+        # Only that instance and its region's shared stack are built and priced
+        # (the selection cdk deploy uses, infra/stacks/application.py).
+        context[SELECTION_CONTEXT_KEY] = args.instance
     with tempfile.TemporaryDirectory(prefix="cost-") as outdir:
         try:
             app, stacks = build_app(context, outdir=outdir)
         except ValueError as exc:
             raise OperatorError(EXIT_USAGE, f"{args.cdk_json}: {exc}") from exc
-        chosen = [s for s in stacks if args.instance in (None, s.config.instance_id)]
-        if not chosen:
-            declared = ", ".join(s.config.instance_id for s in stacks)
-            raise OperatorError(EXIT_USAGE, f"--instance {args.instance}: declared: {declared}")
         assembly = app.synth()
-        rows = _live(chosen) if args.live else PRICE_ROWS
+        rows = _live(stacks) if args.live else PRICE_ROWS
         blocks = []
-        for stack in chosen:
+        for stack in stacks:
             config = stack.config
             load = load_for(config)
             template = assembly.get_stack_by_name(stack.stack_name).template
-            found = estimate(stack.stack_name, template, config.region, load, rows)
+            found = _priced(stack.stack_name, template, config.region, load, rows)
+            if "not priced: " in found:
+                blocks.append(f"{found}\n{_advice(config, rows)}")
+                continue
             blocks.append(
-                f"{render(found)}\n  (volume lines at {load.records_per_sec:g} records/s of "
-                f"{load.record_bytes} B: expected_load in cdk.json)"
+                f"{found}\n  (volume lines at {load.records_per_sec:g} records/s of "
+                f"{load.record_bytes} B: expected_load in cdk.json)\n{_advice(config, rows)}"
             )
         for shared in [c for c in app.node.children if isinstance(c, SharedRegionStack)]:
             template = assembly.get_stack_by_name(shared.stack_name).template
-            found = estimate(shared.stack_name, template, shared.region, NO_LOAD, rows)
-            users = [s for s in stacks if sharing(s.config, shared.config)]
-            if args.instance is not None and not any(u in chosen for u in users):
+            users = [c for c in declared if sharing(c, shared.config)]
+            names = ", ".join(c.instance_id for c in users) or "none yet"
+            try:
+                total = estimate(shared.stack_name, template, shared.region, NO_LOAD, rows)
+            except (TemplateCostError, UnknownPriceError) as exc:
+                blocks.append(_not_priced(shared.stack_name, shared.region, exc))
                 continue
-            share = found.total_usd / len(users) if users else found.total_usd
+            share = total.total_usd / len(users) if users else total.total_usd
             blocks.append(
-                f"{render(found)}\n  (shared by {len(users)} instance(s) of {shared.region}: "
-                f"{', '.join(s.config.instance_id for s in users) or 'none yet'}; "
-                f"${share:,.2f} each)"
+                f"{render(total)}\n  (shared by {len(users)} instance(s) of {shared.region}: "
+                f"{names}; ${share:,.2f} each)"
             )
     live = [r for r in rows if r.note == "live"]
     source = f" {len(live)} rows read live from the AWS Price List API." if args.live else ""
     return "\n\n".join([preamble(NOT_PRICED_NOTE + source), *blocks])
+
+
+def _advice(config: InstanceConfig, rows: tuple[PriceRow, ...]) -> str:
+    """The advised shape beside the instance, on both compute targets, with
+    the compute's price a month (infra/advice.py)."""
+    demand = demand_of(config)
+    if demand is None:
+        return "  advice: none (no expected_load declared)"
+    lines = [
+        f"  advice at {demand.records_per_sec:g} records/s x{demand.headroom:g} headroom "
+        f'(expected_load; docs/sizing.md, "The advice"):'
+    ]
+    for compute, shape in advised(demand, config.region, rows).items():
+        usd = "not priced" if shape.monthly_usd is None else f"${shape.monthly_usd:,.2f}/month"
+        mark = " (its compute)" if compute == config.compute else ""
+        lines.append(f"    {shape.text}: {usd}{mark}")
+    flagged = advice_line(config)
+    if flagged is not None:
+        lines.append(f"  {flagged}")
+    return "\n".join(lines)
+
+
+def _priced(
+    stack: str, template: Mapping[str, Any], region: str, load: Load, rows: tuple[PriceRow, ...]
+) -> str:
+    """The stack's lines, or why it cannot be priced: a region the table has no
+    row for is a gap of the estimate, not a reason to hide the others."""
+    try:
+        found: Estimate = estimate(stack, template, region, load, rows)
+    except (TemplateCostError, UnknownPriceError) as exc:
+        return _not_priced(stack, region, exc)
+    return render(found)
+
+
+def _not_priced(stack: str, region: str, exc: Exception) -> str:
+    return f"{stack} ({region})\n  not priced: {exc.args[0]}"
 
 
 def _live(stacks: Sequence[StreamingStack]) -> tuple[PriceRow, ...]:

@@ -65,7 +65,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "local.spark_stages": ("tests/test_layout.py", ""),
     "local.table": ("tests/e2e/test_crash_loop.py", ""),
     "scripts.command": ("tests/test_layout.py", ""),
-    "scripts.cost": ("tests/e2e/test_commands.py", ""),
     "scripts.preflight.checks": ("tests/scripts/preflight/test_serverless.py", ""),
     "scripts.preflight.result": ("tests/scripts/preflight/test_tls.py", ""),
     "scripts.preflight.shared_cluster": ("tests/test_layout.py", ""),

@@ -284,3 +284,14 @@ class _NoCluster:
     def __init__(self, config: InstanceConfig) -> None:
         self.emr = config.emr
         self.instance_id = config.instance_id
+
+
+@pytest.mark.parametrize("extra", [{}, {"size": "smal"}, {"emr": {"core_instance_count": 0}}])
+def test_an_unknown_compute_is_the_one_error_reported(extra: dict[str, Any]) -> None:
+    """The root error first and alone: not the TLS zip an EMR cluster would
+    need, nor the other fields' errors."""
+    message = entry_error(compute="serverles", **extra)
+    assert message == (
+        "instance instances[0] (orders/eu-west-1): field compute: bad value 'serverles'; "
+        "allowed: emr | serverless"
+    )
