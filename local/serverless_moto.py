@@ -151,8 +151,9 @@ def _start_job_run_response(original: Callable[..., Any]) -> Callable[..., Any]:
                 return ActionResult(
                     {"applicationId": application.id, "jobRunId": earlier.id, "arn": earlier.arn}
                 )
-        _auto_start(application)
+        _check_startable(application)
         result = original(self)
+        application.state = STARTED
         run = backend.get_job_run(self._get_param("applicationId"), result.result["jobRunId"])
         run.mode = mode
         if mode == "STREAMING":
@@ -172,14 +173,13 @@ def _start_job_run_response(original: Callable[..., Any]) -> Callable[..., Any]:
     return start_job_run
 
 
-def _auto_start(application: Any) -> None:
-    """A submitted run starts a CREATED or STOPPED application with auto-start on."""
-    if application.state in (CREATED, STOPPED, STOPPING):
-        if not application.auto_start_configuration.get("enabled", True):
-            raise _validation(
-                f"Application {application.id} is {application.state} and auto-start is off"
-            )
-        application.state = STARTED
+def _check_startable(application: Any) -> None:
+    """A submitted run starts a CREATED or STOPPED application only with auto-start on."""
+    stopped = application.state in (CREATED, STOPPED, STOPPING)
+    if stopped and not application.auto_start_configuration.get("enabled", True):
+        raise _validation(
+            f"Application {application.id} is {application.state} and auto-start is off"
+        )
 
 
 def _stop_application(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -190,10 +190,11 @@ def test_a_running_job_keeps_the_application_from_stopping_updating_and_deleting
     DeleteApplication: the application must be CREATED or STOPPED."""
     app = _app(emr)
     run_id, _ = _start(emr, app, mode="STREAMING")
+    capacity = {"cpu": "2 vCPU", "memory": "5 GB"}
     with pytest.raises(emr.exceptions.ValidationException, match="must be completed"):
         emr.stop_application(applicationId=app)
     with pytest.raises(emr.exceptions.ValidationException, match="CREATED, STOPPED"):
-        emr.update_application(applicationId=app, maximumCapacity={"cpu": "2 vCPU", "memory": "5 GB"})
+        emr.update_application(applicationId=app, maximumCapacity=capacity)
     with pytest.raises(emr.exceptions.ValidationException, match="CREATED, STOPPED"):
         emr.delete_application(applicationId=app)
     emr.cancel_job_run(applicationId=app, jobRunId=run_id)
@@ -203,7 +204,7 @@ def test_a_running_job_keeps_the_application_from_stopping_updating_and_deleting
         emr.delete_application(applicationId=app)
     assert _state(emr, app) == "STOPPING"
     assert _state(emr, app) == "STOPPED"
-    emr.update_application(applicationId=app, maximumCapacity={"cpu": "2 vCPU", "memory": "5 GB"})
+    emr.update_application(applicationId=app, maximumCapacity=capacity)
     emr.delete_application(applicationId=app)
     assert _state(emr, app) == "TERMINATED"
 
