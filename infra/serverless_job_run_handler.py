@@ -353,16 +353,22 @@ class Application:
         found = (self.described().get("tags") or {}).get(CONFIG_TAG)
         return None if found is None else str(found)
 
+    def state(self) -> str:
+        try:
+            return str(self.described()["state"])
+        except self.client.exceptions.ResourceNotFoundException:
+            return "TERMINATED"  # nothing to stop (a create that failed before it)
+
     def stop(self, clock: Clock, poll_sec: float) -> None:
         """``StopApplication`` and wait for ``STOPPED`` (bounded by the deadline)."""
-        state = str(self.described()["state"])
+        state = self.state()
         if state in GONE_STATES or state in STOPPABLE_DONE:
             return
         if state != "STOPPING":
             self.client.stop_application(applicationId=self.application_id)
         deadline = clock.now() + max(0.0, clock.left())
         while True:
-            state = str(self.described()["state"])
+            state = self.state()
             if state in STOPPABLE_DONE or state in GONE_STATES:
                 log.info("application %s is %s", self.application_id, state)
                 return

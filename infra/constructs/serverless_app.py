@@ -241,6 +241,7 @@ class ServerlessJob(Construct):
             ],
         )
         self.config_hash = config_hash(Stack.of(self).resolve(configuration))
+        self.stop_timeout_sec = handover_timeout(props.job_config.graceful_stop_timeout_sec)
         self._guard = self._application_guard()
         self.application = emrs.CfnApplication(
             self,
@@ -369,7 +370,6 @@ class ServerlessJob(Construct):
         the application actions on the account's applications in the Region,
         and ListApplications (no resource type) on ``*``."""
         instance = self._props.instance
-        self.stop_timeout_sec = handover_timeout(self._props.job_config.graceful_stop_timeout_sec)
         function = self._function(
             "Guard",
             f"Stops the job of {instance.instance_id} around an update of its application",

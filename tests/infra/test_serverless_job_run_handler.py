@@ -213,6 +213,10 @@ def test_delete_of_a_resource_that_never_started_does_nothing(aws: dict[str, Any
     assert result.physical_id == "not-started"
     assert job.runs() == []
     assert not job.marker()
+    # The Delete after a Create that failed on an application that does not
+    # exist must succeed too, or the stack's rollback fails.
+    gone = handle(_event("Delete", _request("nosuchapp"), "JobRun-x"), aws, job.clock())
+    assert gone.physical_id == "JobRun-x"
 
 
 def test_the_waits_end_before_the_functions_deadline(aws: dict[str, Any]) -> None:
