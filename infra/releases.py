@@ -32,6 +32,15 @@ from typing import Final, Literal
 JOB_SPARK_VERSION: Final = "4.1.1"
 # The release an instance runs when ``emr.release_label`` names none: the LTS one.
 DEFAULT_RELEASE_LABEL: Final = "emr-spark-8.1.0"
+# The interpreter the job runs on EMR Serverless (``PYSPARK_PYTHON``), the
+# default of the one setting ``serverless.python`` (infra/serverless_config.py).
+# Verified: the emr-spark-8.1.0 page lists Python 3.11
+# (https://docs.aws.amazon.com/emr/latest/ReleaseGuide/emr-spark810-release.html),
+# the version the dependency archive is built for. NOT verified: the path. It
+# is where the release's EMR (on EC2) nodes have 3.11 (:data:`RELEASES`); no
+# page found gives the interpreter paths in the Serverless image
+# (docs/serverless.md, "The interpreter: what is verified"), so it is a setting.
+SERVERLESS_PYTHON: Final = "/usr/bin/python3.11"
 
 KinesisSource = Literal["python-kinesis", "aws-kinesis"]
 

@@ -37,6 +37,7 @@ from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import Field, PositiveInt, model_validator
 
+from infra.releases import SERVERLESS_PYTHON
 from model.config_kit import Allowed, ConfigModel, bad_value
 
 ComputeName = Literal["emr", "serverless"]
@@ -58,6 +59,8 @@ MIN_OVERHEAD_MB: Final = 384
 # The retentions CloudWatch Logs accepts that an instance may choose (days);
 # the same list as infra.config's LOG_RETENTION_DAYS (this module cannot import it).
 SERVERLESS_LOG_RETENTION_DAYS: Final = (7, 14, 30, 60, 90, 180, 365)
+# The interpreter name the dependency archive is built for (the job's lock).
+ARCHIVE_PYTHON: Final = SERVERLESS_PYTHON.rsplit("/", 1)[-1]
 
 
 def spark_memory_mb(worker_memory_gb: int) -> int:
@@ -148,6 +151,17 @@ class ServerlessConfig(ConfigModel):
             ", ".join(map(str, SERVERLESS_LOG_RETENTION_DAYS)),
         ),
     ] = 30
+    # The interpreter of the Serverless image that runs the job (PYSPARK_PYTHON
+    # of the driver and executors): the one setting, its default and what is
+    # unverified about it in infra/releases.py (SERVERLESS_PYTHON). Its version
+    # must be the dependency archive's.
+    python: Annotated[
+        str,
+        Allowed(
+            lambda path: path.startswith("/") and path.rsplit("/", 1)[-1] == ARCHIVE_PYTHON,
+            f"an absolute path to a {ARCHIVE_PYTHON} interpreter (the dependency archive's Python)",
+        ),
+    ] = SERVERLESS_PYTHON
 
     @property
     def max_vcpu(self) -> int:

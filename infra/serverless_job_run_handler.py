@@ -1,28 +1,68 @@
-"""``Custom::ServerlessJobRun``: the Lambda that starts, hands over and stops
-the instance's EMR Serverless streaming job run (docs/serverless.md, "The job
-run").
+"""``Custom::ServerlessJobRun`` and ``Custom::ServerlessApplicationGuard``: the
+Lambda code that starts, hands over and stops the instance's EMR Serverless
+streaming job run, and stops it around an update of its application
+(docs/serverless.md, "The job run" and "Lifecycle").
 
-Properties: ``StartJobRun`` (the request of infra/serverless_job_run.py, as
-``start_job_run`` takes it) and ``Handover`` (``LeaseUri``, ``StopMarkerUri``,
-``StopTimeoutSec``, ``CancelTimeoutSec``).
+``Custom::ServerlessJobRun``. Properties: ``StartJobRun`` (the request of
+infra/serverless_job_run.py, as ``start_job_run`` takes it), ``Handover``
+(``LeaseUri``, ``StopMarkerUri``, ``PendingRunUri``, ``StopTimeoutSec``,
+``CancelTimeoutSec``) and ``ConfigHash`` (the hash of the application's
+configuration, also the application's tag :data:`CONFIG_TAG`).
 
-* Create: delete a stale stop marker, then ``StartJobRun``. The physical ID is
-  the run's ID.
-* Update (any change of the job): hand over exactly as a replaced EMR cluster's
-  launcher does (bootstrap/streaming-spark-submit.sh): write the stop marker
-  (``handover requested ...``: the job stops gracefully and records a
+* The physical ID is stable for the resource's life (:func:`physical_id`):
+  an Update never returns another one, so CloudFormation never treats it as a
+  replacement and never sends a cleanup Delete for it
+  (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref-requesttypes-update.html).
+  The run's ID is in the reply's ``Data`` (``JobRunId``, GetAtt). A resource
+  deployed when the physical ID was the run's ID keeps that ID.
+* Create: delete a stale stop marker, then ``StartJobRun``, with a
+  ``clientToken`` of the request and the CloudFormation ``RequestId``
+  (:func:`client_token`): a Lambda retry of the same request returns the run
+  it started, a later Update with the same request starts a new one
+  (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_StartJobRun.html).
+  The run carries the tag :data:`OWNER_TAG` = the physical ID.
+* Update: nothing when only ``Handover`` changed and the job runs (same
+  request, same application). Otherwise hand over exactly as a replaced EMR
+  cluster's launcher does (bootstrap/streaming-spark-submit.sh): write the stop
+  marker (``handover requested ...``: the job stops gracefully and records a
   handover), wait up to ``StopTimeoutSec`` for every active run on the
   application to end and the lease to be free, ``CancelJobRun`` only the runs
   still active then, delete the marker, start the new run. The application is
-  the instance's own, so every active run on it is a copy of this job
-  (the deployed one, or one the supervisor restarted): none survives the
-  handover, and the new run waits for the lease itself (model/lease.py), so two
-  jobs never write one checkpoint.
-* Delete: the runs of THIS request (by its name, unique per request body) that
-  are still active are stopped gracefully, then cancelled. After an update,
-  CloudFormation deletes the previous physical ID with the previous properties:
-  its runs ended in the handover, so nothing is written and nothing else is
-  touched.
+  the instance's own, so every active run on it is a copy of this job (the
+  deployed one, or one the supervisor restarted): none survives the handover,
+  and the new run waits for the lease itself (model/lease.py), so two jobs
+  never write one checkpoint. When the application's :data:`CONFIG_TAG` is
+  not ``ConfigHash`` (the rollback of an application change reaches this
+  resource before CloudFormation restores the application), the run is not
+  started: the application is stopped so that CloudFormation can update it,
+  the request is saved at ``PendingRunUri``, and the guard starts it once the
+  application is back.
+* Delete: the active runs this physical ID started (its tag; a run the
+  supervisor restarted with this request, by the request's name; the run
+  whose ID is a legacy physical ID) are stopped gracefully, then cancelled;
+  then, when no run is left on the application, ``StopApplication`` and a
+  wait for ``STOPPED``, because CloudFormation deletes the application next
+  and DeleteApplication needs it ``CREATED`` or ``STOPPED``
+  (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_DeleteApplication.html).
+
+``Custom::ServerlessApplicationGuard`` (the application ``DependsOn`` it, so
+CloudFormation updates it BEFORE the application). Properties:
+``ApplicationName``, ``ConfigHash``, ``Handover``. It
+finds the application by its name (a reference would make a cycle):
+
+* Update, the application's tag is not ``ConfigHash`` (CloudFormation updates
+  the application next, and UpdateApplication needs it ``CREATED`` or
+  ``STOPPED``,
+  https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_UpdateApplication.html):
+  save the running request at ``PendingRunUri``, stop the runs as a handover
+  does, ``StopApplication``, wait for ``STOPPED``. The job-run resource, whose
+  ``ConfigHash`` changed too, starts the new run after the application's
+  update.
+* Update, the tag is ``ConfigHash`` already (the rollback: CloudFormation
+  restored the application before this resource): start the saved request
+  when no run is active, so the rollback ends with one job on the old request.
+* Create and Delete: nothing (no application yet; the application is deleted
+  before it).
 
 Everything is bounded inside Lambda's 15 minutes (the construct checks the
 bounds fit, and the handler stops waiting 30 s before its own deadline).
@@ -43,12 +83,13 @@ synth) and the model's modules the construct stages with it (:data:`HANDLER_FILE
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import boto3
@@ -71,7 +112,27 @@ ACTIVE_STATES: Final = (
     "CANCELLING",
 )
 ENDED_STATES: Final = frozenset({"SUCCESS", "FAILED", "CANCELLED"})
+# Application states (API Application): stopped or never started, and gone.
+STOPPABLE_DONE: Final = frozenset({"CREATED", "STOPPED"})
+GONE_STATES: Final = frozenset({"TERMINATED"})
 NOT_STARTED: Final = "not-started"
+# Data.JobRunId while the run waits for its application (a rollback).
+PENDING: Final = "pending"
+JOB_RUN_TYPE: Final = "Custom::ServerlessJobRun"
+GUARD_TYPE: Final = "Custom::ServerlessApplicationGuard"
+# The application's tag naming its configuration (infra/constructs/serverless_app.py).
+CONFIG_TAG: Final = "streaming:config-hash"
+# The tag a run carries: the physical ID of the resource that started it.
+OWNER_TAG: Final = "streaming:job-run-resource"
+# What GetJobRun returns of a StartJobRun request (API JobRun, API StartJobRun).
+REQUEST_FIELDS: Final = (
+    "name",
+    "mode",
+    "executionTimeoutMinutes",
+    "retryPolicy",
+    "jobDriver",
+    "configurationOverrides",
+)
 # Stop waiting this long before the function's own deadline, to reply.
 REPLY_MARGIN_SEC: Final = 30.0
 HANDLER_FILES: Final = (
@@ -126,6 +187,7 @@ class Handover:
     stop_timeout_sec: float
     cancel_timeout_sec: float = 120.0
     poll_sec: float = 5.0
+    pending_run_uri: str = ""
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> Handover:
@@ -135,6 +197,7 @@ class Handover:
             stop_timeout_sec=float(raw["StopTimeoutSec"]),
             cancel_timeout_sec=float(raw.get("CancelTimeoutSec", 120)),
             poll_sec=float(raw.get("PollSec", 5)),
+            pending_run_uri=str(raw.get("PendingRunUri", "")),
         )
 
 
@@ -183,12 +246,52 @@ class JobRuns:
     def cancel(self, run_id: str) -> None:
         self.client.cancel_job_run(applicationId=self.application_id, jobRunId=run_id)
 
-    def start(self, request: Mapping[str, Any]) -> str:
-        return str(self.client.start_job_run(**request)["jobRunId"])
+    def start(self, request: Mapping[str, Any], token: str, owner: str | None) -> str:
+        body = dict(request, clientToken=token)
+        if owner is not None:
+            body["tags"] = {**dict(request.get("tags") or {}), OWNER_TAG: owner}
+        return str(self.client.start_job_run(**body)["jobRunId"])
+
+    def described(self, run_id: str) -> dict[str, Any]:
+        reply = self.client.get_job_run(applicationId=self.application_id, jobRunId=run_id)
+        return dict(reply["jobRun"])
+
+    def started_by(self, owner: str, name: str) -> list[str]:
+        """The active runs ``owner`` started: its tag, or no owner tag and
+        the request's ``name`` (the supervisor's restarts of the request), or
+        the run whose ID ``owner`` is (a physical ID of the run's ID)."""
+        found = []
+        for run_id in self.active():
+            tags = self.described(run_id).get("tags") or {}
+            if (
+                tags.get(OWNER_TAG) == owner
+                or run_id == owner
+                or (OWNER_TAG not in tags and self.described(run_id).get("name") == name)
+            ):
+                found.append(run_id)
+        return found
+
+    def request_of(self, run_id: str) -> dict[str, Any]:
+        """The StartJobRun request a run was started with (GetJobRun's fields)."""
+        run = self.described(run_id)
+        request: dict[str, Any] = {key: run[key] for key in REQUEST_FIELDS if key in run}
+        if run.get("mode") == "STREAMING" and "retryPolicy" in request:
+            # maxAttempts is BATCH's (API RetryPolicy): keep the streaming field only.
+            request["retryPolicy"] = {
+                key: value
+                for key, value in request["retryPolicy"].items()
+                if key == "maxFailedAttemptsPerHour"
+            }
+        tags = {k: v for k, v in (run.get("tags") or {}).items() if k != OWNER_TAG}
+        if tags:
+            request["tags"] = tags
+        request["applicationId"] = self.application_id
+        request["executionRoleArn"] = run["executionRole"]  # API JobRun's name for it
+        return request
 
 
 class Checkpoint:
-    """The lease and the stop marker, in S3."""
+    """The lease, the stop marker and the pending request, in S3."""
 
     def __init__(self, client: Any, handover: Handover) -> None:
         self.client, self.handover = client, handover
@@ -206,6 +309,72 @@ class Checkpoint:
         """The new run must not see the old run's stop request."""
         bucket, key = parse_s3_uri(self.handover.stop_marker_uri)
         self.client.delete_object(Bucket=bucket, Key=key)
+
+    def save_pending(self, request: Mapping[str, Any]) -> None:
+        """The request to start once the application is back (a rollback)."""
+        if self.handover.pending_run_uri:
+            bucket, key = parse_s3_uri(self.handover.pending_run_uri)
+            body = json.dumps(dict(request), sort_keys=True).encode()
+            self.client.put_object(Bucket=bucket, Key=key, Body=body)
+
+    def pending(self) -> dict[str, Any] | None:
+        if not self.handover.pending_run_uri:
+            return None
+        body = read_if_present(self.client, self.handover.pending_run_uri)
+        return None if body is None else dict(json.loads(body))
+
+    def clear_pending(self) -> None:
+        if self.handover.pending_run_uri:
+            bucket, key = parse_s3_uri(self.handover.pending_run_uri)
+            self.client.delete_object(Bucket=bucket, Key=key)
+
+
+class Application:
+    """One EMR Serverless application's state, tag and stop."""
+
+    def __init__(self, client: Any, application_id: str) -> None:
+        self.client, self.application_id = client, application_id
+
+    @classmethod
+    def named(cls, client: Any, name: str) -> Application | None:
+        """The live application called ``name`` (names are the instance's own)."""
+        paginator = client.get_paginator("list_applications")
+        for page in paginator.paginate():
+            for app in page.get("applications", ()):
+                if app.get("name") == name and app.get("state") not in GONE_STATES:
+                    return cls(client, str(app["id"]))
+        return None
+
+    def described(self) -> dict[str, Any]:
+        reply = self.client.get_application(applicationId=self.application_id)
+        return dict(reply["application"])
+
+    def config_hash(self) -> str | None:
+        found = (self.described().get("tags") or {}).get(CONFIG_TAG)
+        return None if found is None else str(found)
+
+    def state(self) -> str:
+        try:
+            return str(self.described()["state"])
+        except self.client.exceptions.ResourceNotFoundException:
+            return "TERMINATED"  # nothing to stop (a create that failed before it)
+
+    def stop(self, clock: Clock, poll_sec: float) -> None:
+        """``StopApplication`` and wait for ``STOPPED`` (bounded by the deadline)."""
+        state = self.state()
+        if state in GONE_STATES or state in STOPPABLE_DONE:
+            return
+        if state != "STOPPING":
+            self.client.stop_application(applicationId=self.application_id)
+        deadline = clock.now() + max(0.0, clock.left())
+        while True:
+            state = self.state()
+            if state in STOPPABLE_DONE or state in GONE_STATES:
+                log.info("application %s is %s", self.application_id, state)
+                return
+            if clock.now() >= deadline:
+                raise TimeoutError(f"application {self.application_id} still {state}")
+            clock.sleep(poll_sec)
 
 
 def stop_runs(
@@ -248,27 +417,122 @@ def stop_runs(
     return pending
 
 
-def handle(event: Mapping[str, Any], clients: Mapping[str, Any], clock: Clock) -> str:
-    """Carry out one CloudFormation request; returns the physical ID."""
+def physical_id(event: Mapping[str, Any]) -> str:
+    """The resource's one ID for its life: the one CloudFormation holds (every
+    request but Create), else one derived from the stack and the logical ID,
+    so that a retried Create gets the same."""
+    held = event.get("PhysicalResourceId")
+    if held and event["RequestType"] != "Create":
+        return str(held)
+    logical = str(event["LogicalResourceId"])
+    digest = hashlib.sha256(f"{event['StackId']}/{logical}".encode()).hexdigest()[:16]
+    return f"{logical}-{digest}"
+
+
+def client_token(request: Mapping[str, Any], request_id: str) -> str:
+    """StartJobRun's idempotency token: the request and the CloudFormation
+    request it serves (at most 64 characters, API StartJobRun)."""
+    body = json.dumps(dict(request), sort_keys=True)
+    return hashlib.sha256(f"{body}\n{request_id}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Result:
+    physical_id: str
+    data: dict[str, str] = field(default_factory=dict)
+
+
+def _job_unchanged(event: Mapping[str, Any]) -> bool:
+    """Only ``Handover`` changed (or nothing): the same run may go on."""
+    old = event.get("OldResourceProperties") or {}
+    new = event["ResourceProperties"]
+    return typed_request(old.get("StartJobRun", {})) == typed_request(
+        new["StartJobRun"]
+    ) and old.get("ConfigHash") == new.get("ConfigHash")
+
+
+def job_run(event: Mapping[str, Any], clients: Mapping[str, Any], clock: Clock) -> Result:
+    """``Custom::ServerlessJobRun`` (the module's docstring)."""
     properties = event["ResourceProperties"]
     request = typed_request(properties["StartJobRun"])
     handover = Handover.of(properties["Handover"])
-    runs = JobRuns(clients["emr-serverless"], str(request["applicationId"]))
+    emr = clients["emr-serverless"]
+    runs = JobRuns(emr, str(request["applicationId"]))
+    application = Application(emr, str(request["applicationId"]))
     checkpoint = Checkpoint(clients["s3"], handover)
+    physical = physical_id(event)
     kind = event["RequestType"]
     if kind == "Delete":
-        physical = str(event.get("PhysicalResourceId", NOT_STARTED))
-        mine = runs.active(name=str(request["name"]))
+        mine = runs.started_by(physical, str(request["name"]))
         stop_runs(runs, checkpoint, mine, clock, why="stop requested by the stack's delete")
-        return physical
+        checkpoint.clear_pending()
+        if not runs.active():
+            application.stop(clock, handover.poll_sec)
+        else:
+            log.warning("runs of another resource are active: the application is left running")
+        return Result(physical)
     if kind == "Update":
-        stop_runs(runs, checkpoint, runs.active(), clock, why="handover requested")
+        active = runs.active()
+        if active and _job_unchanged(event):
+            log.info("Update changes only the handover settings: run %s goes on", active[0])
+            return Result(physical, {"JobRunId": active[0]})
+        stop_runs(runs, checkpoint, active, clock, why="handover requested")
     elif kind != "Create":
         raise ValueError(f"RequestType {kind!r}; allowed: Create, Update, Delete")
+    wanted = properties.get("ConfigHash")
+    if wanted is not None and application.config_hash() not in (None, str(wanted)):
+        log.info("application not yet at configuration %s: stopping it, run pending", wanted)
+        application.stop(clock, handover.poll_sec)
+        checkpoint.save_pending(request)
+        return Result(physical, {"JobRunId": PENDING})
     checkpoint.clear_stop()
-    run_id = runs.start(request)
+    run_id = runs.start(request, client_token(request, str(event["RequestId"])), physical)
+    checkpoint.clear_pending()
     log.info("%s: started job run %s (%s)", kind, run_id, request["name"])
-    return run_id
+    return Result(physical, {"JobRunId": run_id})
+
+
+def application_guard(event: Mapping[str, Any], clients: Mapping[str, Any], clock: Clock) -> Result:
+    """``Custom::ServerlessApplicationGuard`` (the module's docstring)."""
+    physical = physical_id(event)
+    if event["RequestType"] != "Update":
+        return Result(physical)
+    properties = event["ResourceProperties"]
+    handover = Handover.of(properties["Handover"])
+    emr = clients["emr-serverless"]
+    application = Application.named(emr, str(properties["ApplicationName"]))
+    if application is None:
+        return Result(physical)
+    runs = JobRuns(emr, application.application_id)
+    checkpoint = Checkpoint(clients["s3"], handover)
+    active = runs.active()
+    if application.config_hash() != str(properties["ConfigHash"]):
+        if active:
+            checkpoint.save_pending(runs.request_of(active[0]))
+        stop_runs(runs, checkpoint, active, clock, why="handover requested")
+        application.stop(clock, handover.poll_sec)
+        return Result(physical)
+    pending = checkpoint.pending()
+    if pending is not None and not active:
+        checkpoint.clear_stop()
+        run_id = runs.start(pending, client_token(pending, str(event["RequestId"])), None)
+        checkpoint.clear_pending()
+        log.info("started the pending request again: run %s", run_id)
+    return Result(physical)
+
+
+HANDLERS: Final = {
+    JOB_RUN_TYPE: job_run,
+    GUARD_TYPE: application_guard,
+}
+
+
+def handle(event: Mapping[str, Any], clients: Mapping[str, Any], clock: Clock) -> Result:
+    """Carry out one CloudFormation request of either resource type."""
+    kind = str(event.get("ResourceType", JOB_RUN_TYPE))
+    if kind not in HANDLERS:
+        raise ValueError(f"ResourceType {kind!r}; allowed: {', '.join(HANDLERS)}")
+    return HANDLERS[kind](event, clients, clock)
 
 
 def reply(
@@ -303,11 +567,11 @@ def _clients() -> dict[str, Any]:
 
 def handler(event: Mapping[str, Any], context: Any) -> None:
     deadline = time.time() + context.get_remaining_time_in_millis() / 1000
-    physical = str(event.get("PhysicalResourceId", NOT_STARTED))
+    physical = physical_id(event)
     try:
-        physical = handle(event, _clients(), Clock(deadline=deadline))
+        result = handle(event, _clients(), Clock(deadline=deadline))
     except Exception as exc:  # every failure must reach CloudFormation, or it waits an hour
         log.exception("%s failed", event.get("RequestType"))
         reply(event, "FAILED", physical, f"{type(exc).__name__}: {exc}", {})
         return
-    reply(event, "SUCCESS", physical, "", {"JobRunId": physical})
+    reply(event, "SUCCESS", result.physical_id, "", result.data)

@@ -165,7 +165,9 @@ def job_run(
         package_uri=package_uri,
         max_failed_attempts_per_hour=service_attempts,
         log_group_name=f"/local/{instance.instance_id}",
-        archive_conf=archive_spark_conf(archive_uri, package_zip_uri=package_zip_uri),
+        archive_conf=archive_spark_conf(
+            archive_uri, instance.serverless.python, package_zip_uri=package_zip_uri
+        ),
     )
     return start_job_run_request(spec)
 

@@ -9,7 +9,12 @@ moto 5.2.5 deviates from EMR Serverless in what the job run's tests read:
   ``executionTimeoutMinutes`` 0 (a streaming run's "no timeout") into 720;
   ``GetJobRun`` therefore returns neither, nor the run's ``attempt``;
 * a started run is in ``SUCCESS`` at once and never changes: there is no
-  ``RUNNING`` and no retry of a failed attempt.
+  ``RUNNING`` and no retry of a failed attempt;
+* an application is created ``STARTED`` (the service creates it ``CREATED``),
+  ``StartJobRun`` neither auto-starts it nor is idempotent on ``clientToken``,
+  and ``StopApplication`` stops it with runs still active, so a stack that
+  would fail on AWS (an UpdateApplication or DeleteApplication while the job
+  keeps the application ``STARTED``) passes against stock moto.
 
 :func:`patch_emr_serverless` fixes exactly those: the label pattern takes the
 ``emr-spark-X.Y.Z`` releases; ``mode``, ``retryPolicy`` and a 0 timeout are kept
@@ -26,6 +31,27 @@ streaming runs are retried by default, 5 failed attempts an hour unless set,
 1-10, and 1 means no retry; batch runs only with ``maxAttempts``) and "Job run
 states" (job-states.html). ``CancelJobRun`` stays stock (``CANCELLED`` at once).
 
+The application's lifecycle, as the API reference states it: an application
+is created ``CREATED``
+(https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/applications.html,
+"Application states"); ``StartJobRun`` on a ``CREATED`` or ``STOPPED``
+application with auto-start on starts it (same page, and
+https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/app-behavior.html),
+and a repeated ``clientToken`` returns the run it started instead of a second
+one ("The client idempotency token of the job run to start",
+https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_StartJobRun.html);
+``StopApplication`` is refused while a run is scheduled or running ("All
+scheduled and running jobs must be completed or cancelled before stopping an
+application",
+https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_StopApplication.html)
+and goes through ``STOPPING``: the application shows ``STOPPED`` from the next
+``GetApplication`` on, so a caller that deletes or updates it without waiting
+fails as it would on AWS; ``UpdateApplication`` and ``DeleteApplication`` need
+``CREATED`` or ``STOPPED``
+(https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_UpdateApplication.html,
+https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_DeleteApplication.html;
+moto checks these two itself, against the states above).
+
 In-process (``moto.mock_aws``) tests call :func:`patch_emr_serverless` (or use
 :func:`patched`, which undoes it) and :func:`end_attempt`; ``python -m
 local.moto_server`` applies the patch too.
@@ -39,6 +65,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
+from moto.core.responses import ActionResult
 from moto.core.utils import utcnow
 from moto.emrserverless import models, responses
 from moto.emrserverless.exceptions import ValidationException
@@ -51,6 +78,14 @@ MODES: Final = ("BATCH", "STREAMING")
 RUNNING: Final = "RUNNING"
 SUCCESS: Final = "SUCCESS"
 FAILED: Final = "FAILED"
+CREATED: Final = "CREATED"
+STARTED: Final = "STARTED"
+STOPPING: Final = "STOPPING"
+STOPPED: Final = "STOPPED"
+# Job run states that keep an application from stopping (API JobRun, job-states.html).
+ACTIVE_RUN_STATES: Final = frozenset(
+    {"SUBMITTED", "PENDING", "SCHEDULED", "RUNNING", "QUEUED", "CANCELLING"}
+)
 _RELEASE: Final = re.compile(r"emr-(spark-)?[0-9]+\.[0-9]{1,2}\.[0-9]+(-[0-9]{8})?$")
 _HOUR_SEC: Final = 3600.0
 
@@ -81,8 +116,11 @@ def _create_application(original: Callable[..., Any]) -> Callable[..., Any]:
                 args = (args[0], "emr-7.1.0", *args[2:])
             application = original(self, *args, **kwargs)
             application.release_label = label
+            application.state = CREATED
             return application
-        return original(self, *args, **kwargs)
+        application = original(self, *args, **kwargs)
+        application.state = CREATED
+        return application
 
     return create_application
 
@@ -103,8 +141,19 @@ def _start_job_run_response(original: Callable[..., Any]) -> Callable[..., Any]:
         per_hour = policy.get("maxFailedAttemptsPerHour", DEFAULT_FAILED_ATTEMPTS_PER_HOUR)
         if not 1 <= int(per_hour) <= MAX_FAILED_ATTEMPTS_PER_HOUR:
             raise _validation(f"retryPolicy.maxFailedAttemptsPerHour {per_hour}: allowed 1-10")
-        result = original(self)
         backend = self.emrserverless_backend
+        application_id = self._get_param("applicationId")
+        backend.get_application(application_id)  # ResourceNotFoundException when unknown
+        application = backend.applications[application_id]
+        token = self._get_param("clientToken")
+        for earlier in backend.job_runs.get(application.id, []):
+            if token and earlier.client_token == token:
+                return ActionResult(
+                    {"applicationId": application.id, "jobRunId": earlier.id, "arn": earlier.arn}
+                )
+        _check_startable(application)
+        result = original(self)
+        application.state = STARTED
         run = backend.get_job_run(self._get_param("applicationId"), result.result["jobRunId"])
         run.mode = mode
         if mode == "STREAMING":
@@ -122,6 +171,55 @@ def _start_job_run_response(original: Callable[..., Any]) -> Callable[..., Any]:
         return result
 
     return start_job_run
+
+
+def _check_startable(application: Any) -> None:
+    """A submitted run starts a CREATED or STOPPED application only with auto-start on."""
+    stopped = application.state in (CREATED, STOPPED, STOPPING)
+    if stopped and not application.auto_start_configuration.get("enabled", True):
+        raise _validation(
+            f"Application {application.id} is {application.state} and auto-start is off"
+        )
+
+
+def _stop_application(original: Callable[..., Any]) -> Callable[..., Any]:
+    def stop_application(self: Any, application_id: str) -> None:
+        application = self.get_application(application_id)
+        active = [
+            run.id
+            for run in self.job_runs.get(application_id, [])
+            if run.state in ACTIVE_RUN_STATES
+        ]
+        if active:
+            raise _validation(
+                f"Application {application_id} has active job runs {active}: all scheduled "
+                "and running jobs must be completed or cancelled before stopping it"
+            )
+        original(self, application_id)
+        application.state = STOPPING
+
+    return stop_application
+
+
+def _get_application(original: Callable[..., Any]) -> Callable[..., Any]:
+    def get_application(self: Any, application_id: str) -> Any:
+        application = original(self, application_id)
+        if application.state == STOPPING:
+            application.state = STOPPED  # the stop completes by the next look
+            return _Shown(application, STOPPING)
+        return application
+
+    return get_application
+
+
+class _Shown:
+    """The application as one reply shows it (a state it has just left)."""
+
+    def __init__(self, application: Any, state: str) -> None:
+        self._application, self.state = application, state
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._application, name)
 
 
 def _cancel_job_run(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -142,6 +240,14 @@ def patch_emr_serverless() -> None:
     _saved["create_application"] = models.EMRServerlessBackend.create_application
     _saved["start_job_run"] = responses.EMRServerlessResponse.start_job_run
     _saved["cancel_job_run"] = models.EMRServerlessBackend.cancel_job_run
+    _saved["stop_application"] = models.EMRServerlessBackend.stop_application
+    _saved["get_application"] = models.EMRServerlessBackend.get_application
+    models.EMRServerlessBackend.stop_application = _stop_application(  # type: ignore[method-assign]
+        _saved["stop_application"]
+    )
+    models.EMRServerlessBackend.get_application = _get_application(  # type: ignore[method-assign]
+        _saved["get_application"]
+    )
     models.EMRServerlessBackend.cancel_job_run = _cancel_job_run(  # type: ignore[method-assign]
         _saved["cancel_job_run"]
     )
@@ -159,6 +265,8 @@ def unpatch_emr_serverless() -> None:
     models.EMRServerlessBackend.create_application = _saved.pop("create_application")  # type: ignore[method-assign]
     responses.EMRServerlessResponse.start_job_run = _saved.pop("start_job_run")  # type: ignore[method-assign]
     models.EMRServerlessBackend.cancel_job_run = _saved.pop("cancel_job_run")  # type: ignore[method-assign]
+    models.EMRServerlessBackend.stop_application = _saved.pop("stop_application")  # type: ignore[method-assign]
+    models.EMRServerlessBackend.get_application = _saved.pop("get_application")  # type: ignore[method-assign]
 
 
 @contextmanager

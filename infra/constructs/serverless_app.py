@@ -19,7 +19,17 @@ application of its own, an execution role, and the job run
   construct adds reading the job's files under ``artifacts/`` and writing its
   log group.
 * ``Custom::ServerlessJobRun`` (infra/serverless_job_run_handler.py): starts
-  the run on create, hands over on every change of the job, stops it on delete.
+  the run on create, hands over on every change of the job, stops it and then
+  the application on delete (so that CloudFormation can delete the
+  application). Its physical ID is stable; the run's ID is its ``JobRunId``
+  attribute (the stack output :data:`JOB_RUN_OUTPUT`).
+* ``Custom::ServerlessApplicationGuard`` (the same code): the application
+  ``DependsOn`` it, so CloudFormation updates it first; when the application's
+  configuration (:func:`config_hash`, also the application's tag) changes, it
+  stops the job and the application, because UpdateApplication needs it
+  CREATED or STOPPED; the job-run resource, whose ``ConfigHash`` changed too,
+  starts the job again after the application's update. Its function finds the
+  application by name: a reference to it would make a dependency cycle.
 
 Network, by cost (docs/serverless.md, "Network"): S3 through the created
 VPC's gateway endpoint (free); Kinesis, Glue, STS and CloudWatch through the
@@ -42,6 +52,8 @@ from typing import Final
 from aws_cdk import (
     Acknowledgment,
     Aws,
+    CfnResource,
+    CfnTag,
     CustomResource,
     Duration,
     RemovalPolicy,
@@ -72,7 +84,13 @@ from infra.serverless_job_run import (
     restart_budget_split,
     start_job_run_request,
 )
-from infra.serverless_job_run_handler import HANDLER, HANDLER_FILES
+from infra.serverless_job_run_handler import (
+    CONFIG_TAG,
+    GUARD_TYPE,
+    HANDLER,
+    HANDLER_FILES,
+    JOB_RUN_TYPE,
+)
 from model import contract
 from model.config import JobConfig
 from model.lease import lease_path
@@ -88,6 +106,32 @@ HANDLER_SLACK_SEC: Final = 60
 AUTO_STOP_IDLE_MINUTES: Final = 15  # the service's default (app-behavior page)
 JOB_RUN_OUTPUT: Final = "ServerlessJobRun"
 APPLICATION_OUTPUT: Final = "ServerlessApplicationId"
+# How long CloudFormation waits for a custom resource's reply before it fails
+# the operation (1-3600 s; the default is 3600:
+# https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-cloudformation-customresource.html,
+# ServiceTimeout): the function's own timeout plus a minute for the reply, so
+# a handler that died without replying fails the deploy in 16 minutes, not 60.
+SERVICE_TIMEOUT_SEC: Final = LAMBDA_MAX_SEC + 60
+# The job's log group, as EMR Serverless writes it (UG "Logging for EMR
+# Serverless with Amazon CloudWatch", its example policy for the job runtime
+# role:
+# https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/logging.html#jobs-log-storage-cw):
+# DescribeLogGroups on every log group of the account and Region (the action
+# is not authorized at log-group level), the stream actions on the log group.
+LOG_GROUP_ACTIONS: Final = ("logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents")
+PENDING_RUN_FILE: Final = "pending-run.json"
+
+
+def config_hash(configuration: object) -> str:
+    """The application's configuration (resolved template values) as a short
+    hash: the application's tag and both custom resources' ``ConfigHash``."""
+    return hashlib.sha256(json.dumps(configuration, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def pending_run_path(stop_marker: str) -> str:
+    """Where the handler keeps a request to start after a rollback: beside
+    the stop marker (the instance's control prefix)."""
+    return f"{stop_marker.rsplit('/', 1)[0]}/{PENDING_RUN_FILE}"
 
 
 def handover_timeout(graceful_stop_timeout_sec: int) -> int:
@@ -161,9 +205,7 @@ class ServerlessJob(Construct):
             f"EMR Serverless job run of streaming instance {instance.instance_id}",
         )
         self._grant_runtime(props)
-        self.application = emrs.CfnApplication(
-            self,
-            "Application",
+        configuration = dict(
             name=contract.app_name(instance.instance_id),
             release_label=instance.emr.release_label,
             type="Spark",
@@ -198,6 +240,18 @@ class ServerlessJob(Construct):
                 )
             ],
         )
+        self.config_hash = config_hash(Stack.of(self).resolve(configuration))
+        self.stop_timeout_sec = handover_timeout(props.job_config.graceful_stop_timeout_sec)
+        self._guard = self._application_guard()
+        self.application = emrs.CfnApplication(
+            self,
+            "Application",
+            tags=[CfnTag(key=CONFIG_TAG, value=self.config_hash)],
+            **configuration,  # type: ignore[arg-type]
+        )
+        # CloudFormation updates the guard first: it stops the job and the
+        # application so that UpdateApplication is allowed.
+        self.application.add_dependency(self._guard)
         self.application_id = self.application.attr_application_id
         stack_output(self, APPLICATION_OUTPUT, self.application_id, "EMR Serverless application")
         self.archive_upload, archive_uri = self._upload_archive(props)
@@ -216,7 +270,7 @@ class ServerlessJob(Construct):
             # the Python streaming source's planner does not see --py-files
             # (infra/serverless_archive.archive_spark_conf).
             archive_conf=archive_spark_conf(
-                archive_uri, package_zip_uri=f"{package_uri}/{PACKAGE_ZIP}"
+                archive_uri, shape.python, package_zip_uri=f"{package_uri}/{PACKAGE_ZIP}"
             ),
         )
         # A name unique per request: the delete of a replaced request (after an
@@ -228,7 +282,6 @@ class ServerlessJob(Construct):
         ).hexdigest()[:12]
         self.spec = replace(unnamed, name=f"{contract.app_name(instance.instance_id)}-{digest}")
         self.request = start_job_run_request(self.spec)
-        self.stop_timeout_sec = handover_timeout(props.job_config.graceful_stop_timeout_sec)
         self.job_run: CustomResource | None = None
 
     def _grant_runtime(self, props: ServerlessJobProps) -> None:
@@ -243,12 +296,19 @@ class ServerlessJob(Construct):
                 resources=[artifacts.arn_for_objects("artifacts/*")],
             )
         )
-        self.log_group.grant_write(self.execution_role)
         self.execution_role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="DescribeOwnLogGroup",
-                actions=["logs:DescribeLogGroups", "logs:DescribeLogStreams"],
+                sid="WriteOwnLogGroup",
+                actions=list(LOG_GROUP_ACTIONS),
+                # The log group's ARN attribute ends in ":*": its streams too.
                 resources=[self.log_group.log_group_arn],
+            )
+        )
+        self.execution_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="DescribeLogGroups",
+                actions=["logs:DescribeLogGroups"],
+                resources=[f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"],
             )
         )
         Validations.of(self.execution_role).acknowledge(
@@ -256,7 +316,13 @@ class ServerlessJob(Construct):
                 id="AwsSolutions-IAM5[Resource::<ArtifactsBucket.Arn>/artifacts/*]",
                 reason="The job run reads its code, jar, config and dependency archive under "
                 "artifacts/ of this instance's own artifacts bucket; names carry content hashes.",
-            )
+            ),
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:"
+                "<AWS::AccountId>:*]",
+                reason="logs:DescribeLogGroups is not authorized at log-group level; EMR "
+                "Serverless's CloudWatch logging page grants it on the account's log groups.",
+            ),
         )
 
     def _upload_archive(self, props: ServerlessJobProps) -> tuple[s3deploy.BucketDeployment, str]:
@@ -284,6 +350,103 @@ class ServerlessJob(Construct):
         )
         return upload, f"s3://{props.artifacts_bucket.bucket_name}/{prefix}/{ARCHIVE_FILE}"
 
+    def _handover(self) -> dict[str, object]:
+        """Both resources' ``Handover`` property."""
+        job_config = self._props.job_config
+        stop_marker = job_config.stop_marker_path
+        if stop_marker is None:
+            raise ValueError("job_config.stop_marker_path: None; the handover writes it")
+        return {
+            "LeaseUri": lease_path(job_config.checkpoint_location),
+            "StopMarkerUri": stop_marker,
+            "PendingRunUri": pending_run_path(stop_marker),
+            "StopTimeoutSec": self.stop_timeout_sec,
+            "CancelTimeoutSec": CANCEL_TIMEOUT_SEC,
+        }
+
+    def _application_guard(self) -> CfnResource:
+        """``Custom::ServerlessApplicationGuard`` (module docstring). Its role
+        cannot name the application (the application depends on it): it gets
+        the application actions on the account's applications in the Region,
+        and ListApplications (no resource type) on ``*``."""
+        instance = self._props.instance
+        function = self._function(
+            "Guard",
+            f"Stops the job of {instance.instance_id} around an update of its application",
+        )
+        role = function.role
+        assert isinstance(role, iam.Role)
+        applications = (
+            f"arn:{Aws.PARTITION}:emr-serverless:{Aws.REGION}:{Aws.ACCOUNT_ID}:/applications/*"
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="FindOwnApplicationByName",
+                actions=["emr-serverless:ListApplications"],
+                resources=["*"],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="StopAndRestartOwnApplication",
+                actions=[
+                    f"emr-serverless:{action}"
+                    for action in (
+                        "GetApplication",
+                        "StopApplication",
+                        "ListJobRuns",
+                        "GetJobRun",
+                        "CancelJobRun",
+                        "StartJobRun",
+                    )
+                ],
+                resources=[applications, f"{applications}/jobruns/*"],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PassExecutionRole",
+                actions=["iam:PassRole"],
+                resources=[self.execution_role.role_arn],
+                conditions={
+                    "StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}
+                },
+            )
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="ListApplications has no resource type: the guard finds the instance's "
+                "application by its name.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:emr-serverless:"
+                "<AWS::Region>:<AWS::AccountId>:/applications/*]",
+                reason="The guard runs before the application it stops exists or changes; "
+                "naming it would be a dependency cycle.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:emr-serverless:"
+                "<AWS::Region>:<AWS::AccountId>:/applications/*/jobruns/*]",
+                reason="The job runs of the instance's application, found by its name.",
+            ),
+        )
+        guard = CustomResource(
+            self,
+            "ApplicationGuard",
+            service_token=function.function_arn,
+            resource_type=GUARD_TYPE,
+            service_timeout=Duration.seconds(SERVICE_TIMEOUT_SEC),
+            properties={
+                "ApplicationName": contract.app_name(instance.instance_id),
+                "ConfigHash": self.config_hash,
+                "Handover": self._handover(),
+            },
+        )
+        resource = guard.node.default_child
+        assert isinstance(resource, CfnResource)
+        return resource
+
     def start(self, *, after: tuple[IDependable, ...] = ()) -> CustomResource:
         """The job run: waits for the job's files, the archive, the role's
         policies and ``after`` (what the job uses that the request does not
@@ -291,72 +454,91 @@ class ServerlessJob(Construct):
         if self.job_run is not None:
             raise ValueError("start: already started; allowed: one job run per instance")
         props = self._props
-        checkpoint = props.job_config.checkpoint_location
-        stop_marker = props.job_config.stop_marker_path
-        if stop_marker is None:
-            raise ValueError("job_config.stop_marker_path: None; the handover writes it")
-        function = self._function(checkpoint, stop_marker)
-        self.job_run = CustomResource(
-            self,
-            "JobRun",
-            service_token=function.function_arn,
-            resource_type="Custom::ServerlessJobRun",
-            properties={
-                "StartJobRun": self.request,
-                "Handover": {
-                    "LeaseUri": lease_path(checkpoint),
-                    "StopMarkerUri": stop_marker,
-                    "StopTimeoutSec": self.stop_timeout_sec,
-                    "CancelTimeoutSec": CANCEL_TIMEOUT_SEC,
-                },
-            },
+        function = self._function(
+            "JobRun", f"Starts and hands over the job run of {props.instance.instance_id}"
         )
-        # The application is referenced (GetAtt) already: no DependsOn on it (cfn-lint W3005).
-        self.job_run.node.add_dependency(props.job.package_upload, self.archive_upload, *after)
-        stack_output(
-            self, JOB_RUN_OUTPUT, self.job_run.ref, "EMR Serverless job run started by the stack"
-        )
-        return self.job_run
-
-    def _function(self, checkpoint: str, stop_marker: str) -> lambda_.Function:
-        props = self._props
-        instance = props.instance
-        log_group = encrypted_log_group(
-            self,
-            "JobRunLogs",
-            what=f"the job-run resource of {instance.instance_id}",
-            retention=retention_days(instance.retention.function_log_days),
-            removal_policy=props.removal_policy,
-        )
-        role = iam.Role(
-            self,
-            "JobRunRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"Starts and hands over the job run of {instance.instance_id}",
-        )
-        log_group.grant_write(role)
+        role = function.role
+        assert isinstance(role, iam.Role)
         grant_job_runs(
             role,
             application_id=self.application_id,
             execution_role_arn=self.execution_role.role_arn,
             sid="RunsOfOwnApplication",
-            actions=("StartJobRun", "ListJobRuns", "GetJobRun", "CancelJobRun"),
+            actions=(
+                "StartJobRun",
+                "ListJobRuns",
+                "GetJobRun",
+                "CancelJobRun",
+                # The run's owner tag on StartJobRun (API StartJobRun ``tags``).
+                "TagResource",
+                # Delete: stop the application so that CloudFormation can delete it.
+                "GetApplication",
+                "StopApplication",
+            ),
         )
+        self.job_run = CustomResource(
+            self,
+            "JobRun",
+            service_token=function.function_arn,
+            resource_type=JOB_RUN_TYPE,
+            service_timeout=Duration.seconds(SERVICE_TIMEOUT_SEC),
+            properties={
+                "StartJobRun": self.request,
+                "Handover": self._handover(),
+                "ConfigHash": self.config_hash,
+            },
+        )
+        # The application is referenced (GetAtt) already: no DependsOn on it (cfn-lint W3005).
+        self.job_run.node.add_dependency(props.job.package_upload, self.archive_upload, *after)
+        stack_output(
+            self,
+            JOB_RUN_OUTPUT,
+            self.job_run.get_att_string("JobRunId"),
+            "EMR Serverless job run started by the stack's last deploy",
+        )
+        return self.job_run
+
+    def _function(self, name: str, description: str) -> lambda_.Function:
+        """The handler's function (both resource types), with its log group, and
+        a role that reads the lease and writes the stop marker and the pending
+        request."""
+        props = self._props
+        instance = props.instance
+        job_config = props.job_config
+        handover = self._handover()
+        log_group = encrypted_log_group(
+            self,
+            f"{name}Logs",
+            what=f"the {name} resource of {instance.instance_id}",
+            retention=retention_days(instance.retention.function_log_days),
+            removal_policy=props.removal_policy,
+        )
+        role = iam.Role(
+            self,
+            f"{name}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=description,
+        )
+        log_group.grant_write(role)
         bucket = props.data_bucket
-        lease_key = _key(lease_path(checkpoint))
-        marker_key = _key(stop_marker)
+        lease_key = _key(lease_path(job_config.checkpoint_location))
+        marker_key = _key(str(handover["StopMarkerUri"]))
+        pending_key = _key(str(handover["PendingRunUri"]))
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="ReadLease",
+                sid="ReadLeaseAndPendingRun",
                 actions=["s3:GetObject"],
-                resources=[bucket.arn_for_objects(lease_key)],
+                resources=[bucket.arn_for_objects(lease_key), bucket.arn_for_objects(pending_key)],
             )
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="WriteStopMarker",
+                sid="WriteStopMarkerAndPendingRun",
                 actions=["s3:PutObject", "s3:DeleteObject"],
-                resources=[bucket.arn_for_objects(marker_key)],
+                resources=[
+                    bucket.arn_for_objects(marker_key),
+                    bucket.arn_for_objects(pending_key),
+                ],
             )
         )
         role.add_to_principal_policy(
@@ -364,13 +546,13 @@ class ServerlessJob(Construct):
                 sid="ListLeaseByExactPrefix",
                 actions=["s3:ListBucket"],
                 resources=[bucket.bucket_arn],
-                conditions={"StringEquals": {"s3:prefix": [lease_key]}},
+                conditions={"StringEquals": {"s3:prefix": [lease_key, pending_key]}},
             )
         )
         staged = stage_handler(props.source_root, Path(Stage.of(self).outdir))  # type: ignore[union-attr]
         function = lambda_.Function(
             self,
-            "JobRunFunction",
+            f"{name}Function",
             # python3.14: a supported runtime (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html)
             runtime=lambda_.Runtime.PYTHON_3_14,
             handler=HANDLER,
@@ -379,7 +561,7 @@ class ServerlessJob(Construct):
             memory_size=256,
             role=role,
             log_group=log_group,
-            description=f"Custom::ServerlessJobRun of {instance.instance_id}",
+            description=f"{description} (infra/serverless_job_run_handler.py)",
         )
         depend_on_policy_only(function, role)
         return function

@@ -135,7 +135,14 @@ def handover(local: LocalInstance) -> dict[str, str]:
 
 def event(kind: str, request: dict[str, Any], local: LocalInstance, **extra: Any) -> dict[str, Any]:
     properties = {"StartJobRun": request, "Handover": handover(local)}
-    return {"RequestType": kind, "ResourceProperties": properties, **extra}
+    return {
+        "RequestType": kind,
+        "ResourceProperties": properties,
+        "StackId": f"stack/{local.name}",
+        "LogicalResourceId": "JobRun",
+        "RequestId": f"{kind}-{len(extra)}",
+        **extra,
+    }
 
 
 def clock(service: LocalService, also: Any = None) -> Clock:
@@ -150,13 +157,14 @@ def clock(service: LocalService, also: Any = None) -> Clock:
     return Clock(sleep=sleep, deadline=time.time() + 840)
 
 
-def deploy(service: LocalService) -> tuple[str, dict[str, Any]]:
-    """The stack's Create: the custom resource starts the deployed run."""
+def deploy(service: LocalService) -> tuple[str, str, dict[str, Any]]:
+    """The stack's Create: the custom resource starts the deployed run (its ID,
+    the resource's physical ID, the request)."""
     local = service.local
     request = service.request(local.instance, local.config)
     assert request["retryPolicy"] == {"maxFailedAttemptsPerHour": SERVICE_ATTEMPTS}
-    run_id = handle(event("Create", request, local), service.clients(), clock(service))
-    return run_id, request
+    result = handle(event("Create", request, local), service.clients(), clock(service))
+    return result.data["JobRunId"], result.physical_id, request
 
 
 def supervise(service: LocalService, request: dict[str, Any]) -> Supervised:
@@ -242,7 +250,7 @@ def test_killed_attempts_are_retried_then_restarted_then_one_alarm(
     setup: LocalService, rng: random.Random
 ) -> None:
     service, local = setup, setup.local
-    first, request = deploy(service)
+    first, _physical, request = deploy(service)
     supervised = supervise(service, request)
     kills: list[tuple[str, int]] = []
     aim: dict[int, float] = {}  # launch number -> when to kill (monotonic)
@@ -295,7 +303,7 @@ def test_a_refused_configuration_is_not_retried_and_alarms_at_once(setup: LocalS
     local.kinesis.increase_stream_retention_period(
         StreamName=local.config.stream_name, RetentionPeriodHours=horizon + 24
     )
-    run_id, request = deploy(service)
+    run_id, _physical, request = deploy(service)
     supervised = supervise(service, request)
     run_until(lambda: supervised.acted != [], "the supervisor acted", 300, supervised.step)
     supervised.more_checks(CHECKS_AFTER)
@@ -324,7 +332,7 @@ def test_a_change_of_the_job_hands_over_then_make_stop_job_is_left_alone(
     supervisor leaves it stopped (one case: both need a deployed run, and the
     handover leaves one running)."""
     service, local = setup, setup.local
-    old, old_request = deploy(service)
+    old, physical, old_request = deploy(service)
     local.produce(mix(150, seed=41, prefix="ho-before"))
     local.wait_until_accounted(timeout=300)
 
@@ -358,10 +366,10 @@ def test_a_change_of_the_job_hands_over_then_make_stop_job_is_left_alone(
         "Update",
         new_request,
         local,
-        PhysicalResourceId=old,
+        PhysicalResourceId=physical,
         OldResourceProperties={"StartJobRun": old_request, "Handover": handover(local)},
     )
-    new = handle(update, service.clients(), clock(service))
+    new = handle(update, service.clients(), clock(service)).data["JobRunId"]
     producer.join()
     handed = read_exit_record(local.config.checkpoint_location)
     local.produce(mix(150, seed=43, prefix="ho-after"))

@@ -94,6 +94,8 @@ def test_the_default_shape_is_the_priced_one() -> None:
         ),
         ({"architecture": "ARM"}, "serverless.architecture", "ARM64 | X86_64"),
         ({"log_retention_days": 5}, "serverless.log_retention_days", "7, 14, 30"),
+        ({"python": "/usr/bin/python3.12"}, "serverless.python", "python3.11 interpreter"),
+        ({"python": "python3.11"}, "serverless.python", "an absolute path"),
     ],
 )
 def test_a_bad_serverless_value_names_the_field_and_what_is_allowed(
@@ -162,3 +164,20 @@ def test_a_serverless_instance_keeps_the_shuffle_partitions_it_was_created_with(
     assert defaults["spark.executor.instances"] == "3"
     # Without the fixed count, the shape's cores would have set it.
     assert application_spark_defaults(resized.serverless)["spark.sql.shuffle.partitions"] == "6"
+
+
+def test_the_interpreter_is_one_setting_with_the_cited_default() -> None:
+    """``serverless.python`` reaches both PYSPARK_PYTHONs of the request; its
+    default is infra/releases.py's SERVERLESS_PYTHON (cited there, its path
+    unverified: docs/serverless.md)."""
+    from infra.releases import SERVERLESS_PYTHON
+    from local.serverless_launch import job_run
+
+    default = _load(compute="serverless")
+    assert default.serverless.python == SERVERLESS_PYTHON == "/usr/bin/python3.11"
+    chosen = _load(compute="serverless", serverless={"python": "/opt/py/bin/python3.11"})
+    request = job_run(chosen, "s3://b/pkg", "s3://b/deps.tar.gz")
+    parameters = request["jobDriver"]["sparkSubmit"]["sparkSubmitParameters"]
+    assert "spark.emr-serverless.driverEnv.PYSPARK_PYTHON=/opt/py/bin/python3.11" in parameters
+    assert "spark.executorEnv.PYSPARK_PYTHON=/opt/py/bin/python3.11" in parameters
+    assert "/usr/bin/python3.11" not in parameters

@@ -1,9 +1,10 @@
-"""``Custom::ServerlessJobRun``'s handler against in-process moto (EMR
-Serverless and S3). moto starts every run in SUCCESS and ignores ``mode`` and
-``retryPolicy``, so a fake job (:class:`FakeJob`) plays the running job: it
-puts the run in RUNNING, holds the lease, and on the stop marker releases the
-lease and ends the run, as model/graceful_stop.py does (or ignores it, to test
-the cancel). Time is the test's clock: no sleeps."""
+"""``Custom::ServerlessJobRun``'s handler, one request at a time, against
+in-process moto with the patched EMR Serverless (runs start RUNNING) and a
+fake job (tests/infra/serverless_fakes.py) that plays the running job: it
+holds the lease, and on the stop marker releases it and ends its attempt, as
+model/graceful_stop.py does (or ignores it, to test the cancel). Time is the
+test's clock: no sleeps. CloudFormation's sequences of requests are in
+tests/infra/test_serverless_job_run_lifecycle.py."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ from typing import Any, ClassVar
 import boto3
 import pytest
 from moto import mock_aws
-from moto.core import DEFAULT_ACCOUNT_ID
-from moto.emrserverless.models import emrserverless_backends
 
 from infra import serverless_job_run_handler as handler_module
 from infra.serverless_job_run_handler import (
@@ -25,128 +24,53 @@ from infra.serverless_job_run_handler import (
     Clock,
     Handover,
     JobRuns,
+    client_token,
     handle,
     stop_runs,
     typed_request,
 )
+from local import serverless_moto as sm
 from tests.infra.list_only_s3 import ListOnlyS3
-
-REGION = "eu-west-1"
-BUCKET = "data-bucket"
-LEASE = f"s3://{BUCKET}/checkpoints/orders-eu-west-1/_lease"
-MARKER = f"s3://{BUCKET}/control/orders-eu-west-1/stop"
-ROLE = f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/job"
-
-
-class FakeJob:
-    """The job side: runs of the application in RUNNING hold the lease; a run
-    that sees the stop marker (when ``obeys``) releases the lease and ends."""
-
-    def __init__(self, s3: Any, application_id: str) -> None:
-        self.s3, self.application_id = s3, application_id
-        self.obeys = True
-        self.now = 1_000_000.0
-        self.sleeps = 0
-
-    def runs(self) -> list[Any]:
-        backend = emrserverless_backends[DEFAULT_ACCOUNT_ID][REGION]
-        runs: list[Any] = backend.job_runs.get(self.application_id, [])
-        return runs
-
-    def start_running(self) -> None:
-        """What the service does with a started run: RUNNING, and the job takes the lease."""
-        for run in self.runs():
-            if run.state == "SUCCESS" and not getattr(run, "ended", False):
-                run.state = "RUNNING"
-        if any(run.state == "RUNNING" for run in self.runs()):
-            body = json.dumps({"owner": "driver:1", "expires_at": self.now + 30})
-            self.s3.put_object(Bucket=BUCKET, Key=LEASE.split("/", 3)[3], Body=body.encode())
-
-    def marker(self) -> bool:
-        found = self.s3.list_objects_v2(Bucket=BUCKET, Prefix=MARKER.split("/", 3)[3])
-        return bool(found.get("KeyCount"))
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps += 1
-        self.now += seconds
-        if self.obeys and self.marker():
-            for run in self.runs():
-                if run.state == "RUNNING":
-                    run.state, run.ended = "SUCCESS", True
-            self.s3.delete_object(Bucket=BUCKET, Key=LEASE.split("/", 3)[3])
-
-    def clock(self) -> Clock:
-        return Clock(now=lambda: self.now, sleep=self.sleep, deadline=self.now + 900)
-
-    def states(self) -> list[str]:
-        return [run.state for run in self.runs()]
+from tests.infra.serverless_fakes import BUCKET, LEASE, MARKER, REGION, FakeJob, handover
+from tests.infra.serverless_fakes import event as cfn_event
+from tests.infra.serverless_fakes import request as _request
 
 
 @pytest.fixture
 def aws() -> Iterator[dict[str, Any]]:
-    with mock_aws():
+    with mock_aws(), sm.patched():
         s3 = boto3.client("s3", region_name=REGION)
         s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
         emr = boto3.client("emr-serverless", region_name=REGION)
-        # moto accepts only emr-X.Y.0 labels (its CreateApplication regex):
-        # the emr-spark-8.x labels are refused there, not on AWS.
-        app = emr.create_application(name="a", releaseLabel="emr-7.1.0", type="SPARK")
+        app = emr.create_application(name="a", releaseLabel="emr-spark-8.1.0", type="SPARK")
         yield {"s3": s3, "emr-serverless": emr, "application_id": app["applicationId"]}
 
 
-def _request(application_id: str, name: str = "streaming-orders-v1") -> dict[str, Any]:
-    """A request as CloudFormation hands it to the function: every scalar a string."""
-    return {
-        "applicationId": application_id,
-        "executionRoleArn": ROLE,
-        "name": name,
-        "mode": "STREAMING",
-        "executionTimeoutMinutes": "0",
-        "retryPolicy": {"maxFailedAttemptsPerHour": "4"},
-        "jobDriver": {
-            "sparkSubmit": {
-                "entryPoint": "s3://artifacts/job/v1/main.py",
-                "entryPointArguments": ["--config", "s3://artifacts/job/v1/job-config.json"],
-                "sparkSubmitParameters": "--py-files s3://artifacts/job/v1/app.zip",
-            }
-        },
-        "configurationOverrides": {
-            "monitoringConfiguration": {
-                "cloudWatchLoggingConfiguration": {"enabled": "true", "logGroupName": "/g"}
-            }
-        },
-    }
-
-
-def _event(kind: str, request: dict[str, Any], physical: str | None = None) -> dict[str, Any]:
-    event: dict[str, Any] = {
-        "RequestType": kind,
-        "ResourceProperties": {
-            "StartJobRun": request,
-            "Handover": {
-                "LeaseUri": LEASE,
-                "StopMarkerUri": MARKER,
-                "StopTimeoutSec": "420",
-                "CancelTimeoutSec": "120",
-            },
-        },
-    }
-    if physical is not None:
-        event["PhysicalResourceId"] = physical
-    return event
+def _event(
+    kind: str, request: dict[str, Any], physical: str | None = None, **kw: Any
+) -> dict[str, Any]:
+    return cfn_event(kind, {"StartJobRun": request, "Handover": handover()}, physical, **kw)
 
 
 def _created(aws: dict[str, Any]) -> tuple[str, FakeJob, str]:
     """The application, its fake job and the run a Create started."""
     app = str(aws["application_id"])
     job = FakeJob(aws["s3"], app)
-    return app, job, handle(_event("Create", _request(app)), aws, job.clock())
+    return app, job, handle(_event("Create", _request(app)), aws, job.clock()).data["JobRunId"]
 
 
-def _updated(aws: dict[str, Any], job: FakeJob, old: str) -> str:
-    """The run an Update to ``streaming-orders-v2`` started in place of ``old``."""
-    request = _request(str(aws["application_id"]), "streaming-orders-v2")
-    return handle(_event("Update", request, old), aws, job.clock())
+def _updated(aws: dict[str, Any], job: FakeJob, physical: str) -> str:
+    """The run an Update to ``streaming-orders-v2`` started in place of the running one."""
+    app = str(aws["application_id"])
+    old = {"StartJobRun": _request(app), "Handover": handover()}
+    update = _event(
+        "Update", _request(app, "streaming-orders-v2"), physical, old=old, request_id="r-2"
+    )
+    return handle(update, aws, job.clock()).data["JobRunId"]
+
+
+def _physical(aws: dict[str, Any]) -> str:
+    return handler_module.physical_id(_event("Create", _request(str(aws["application_id"]))))
 
 
 def test_typed_request_restores_the_integers_and_booleans_cloudformation_stringified() -> None:
@@ -164,18 +88,53 @@ def test_create_starts_one_run_with_the_request_and_clears_a_stale_stop_marker(
     app = aws["application_id"]
     job = FakeJob(aws["s3"], app)
     aws["s3"].put_object(Bucket=BUCKET, Key=MARKER.split("/", 3)[3], Body=b"old")
-    run_id = handle(_event("Create", _request(app)), aws, job.clock())
+    result = handle(_event("Create", _request(app)), aws, job.clock())
+    run_id = result.data["JobRunId"]
     run = aws["emr-serverless"].get_job_run(applicationId=app, jobRunId=run_id)["jobRun"]
     assert run["name"] == "streaming-orders-v1"
     assert run["jobDriver"]["sparkSubmit"]["entryPoint"] == "s3://artifacts/job/v1/main.py"
+    assert run["tags"] == {handler_module.OWNER_TAG: result.physical_id}
+    assert result.physical_id != run_id, "the physical ID is the resource's, not the run's"
     assert not job.marker()
     assert len(job.runs()) == 1
+
+
+def test_the_physical_id_is_one_for_the_resources_life(aws: dict[str, Any]) -> None:
+    """crpg-ref-requesttypes-update.html: a different physical ID returned by an
+    Update means a replacement, and a cleanup Delete of the old one later."""
+    app = str(aws["application_id"])
+    job = FakeJob(aws["s3"], app)
+    created = handle(_event("Create", _request(app)), aws, job.clock()).physical_id
+    retried = handle(_event("Create", _request(app)), aws, job.clock()).physical_id
+    assert created == retried, "a retried Create must name the same resource"
+    job.start_running()
+    old = {"StartJobRun": _request(app), "Handover": handover()}
+    update = _event("Update", _request(app, "streaming-orders-v2"), created, old=old)
+    assert handle(update, aws, job.clock()).physical_id == created
+    # A resource deployed when the physical ID was the run's ID keeps it.
+    legacy = _event("Update", _request(app, "streaming-orders-v3"), "00legacyrunid", old=old)
+    assert handle(legacy, aws, job.clock()).physical_id == "00legacyrunid"
+
+
+def test_a_retried_request_starts_no_second_run_but_a_later_update_does(
+    aws: dict[str, Any],
+) -> None:
+    """API StartJobRun's clientToken: the request and CloudFormation's RequestId."""
+    app = str(aws["application_id"])
+    job = FakeJob(aws["s3"], app)
+    first = handle(_event("Create", _request(app)), aws, job.clock()).data["JobRunId"]
+    again = handle(_event("Create", _request(app)), aws, job.clock()).data["JobRunId"]
+    assert first == again
+    assert [run.state for run in job.runs()] == ["RUNNING"]
+    typed = typed_request(_request(app))
+    assert client_token(typed, "r-1") != client_token(typed, "r-2")
+    assert len(client_token(typed, "r-1")) <= 64
 
 
 def test_update_hands_over_gracefully_before_the_new_run_starts(aws: dict[str, Any]) -> None:
     _app, job, old = _created(aws)
     job.start_running()
-    new = _updated(aws, job, old)
+    new = _updated(aws, job, _physical(aws))
     assert new != old
     by_id = {run.id: run for run in job.runs()}
     # The old run ended by itself (the marker), was not cancelled, and the
@@ -184,7 +143,6 @@ def test_update_hands_over_gracefully_before_the_new_run_starts(aws: dict[str, A
     assert by_id[new].name == "streaming-orders-v2"
     assert job.sleeps >= 1
     assert not job.marker(), "the new run must not see the old run's stop request"
-    job.start_running()
     assert job.states().count("RUNNING") == 1
 
 
@@ -195,51 +153,70 @@ def test_update_cancels_a_run_that_ignores_the_marker_only_after_the_bounded_wai
     job.start_running()
     job.obeys = False
     start = job.now
-    new = _updated(aws, job, old)
+    new = _updated(aws, job, _physical(aws))
     by_id = {run.id: run for run in job.runs()}
     assert by_id[old].state == "CANCELLED"
     assert job.now - start >= 420, "cancelled before the graceful wait was over"
     assert job.now - start < 420 + 2 * 5 + 1
-    assert by_id[new].state == "SUCCESS"  # moto's state for a started run
+    assert by_id[new].state == "RUNNING"
 
 
 def test_update_stops_a_run_the_supervisor_restarted_too(aws: dict[str, Any]) -> None:
-    app = aws["application_id"]
-    job = FakeJob(aws["s3"], app)
+    app, job, old = _created(aws)
     emr = aws["emr-serverless"]
-    old = handle(_event("Create", _request(app)), aws, job.clock())
     # The deployed run failed; the supervisor restarted the same request.
     emr.cancel_job_run(applicationId=app, jobRunId=old)
     restarted = emr.start_job_run(**typed_request(_request(app)))["jobRunId"]
     job.start_running()
-    new = _updated(aws, job, old)
+    new = _updated(aws, job, _physical(aws))
     states = {run.id: run.state for run in job.runs()}
     assert states[restarted] == "SUCCESS"
     assert set(states) == {old, restarted, new}
 
 
-def test_delete_stops_its_own_runs_and_leaves_a_newer_request_running(
+def test_delete_stops_only_what_its_own_id_started_and_then_the_application(
     aws: dict[str, Any],
 ) -> None:
-    app, job, old = _created(aws)
+    app, job, _old = _created(aws)
+    emr = aws["emr-serverless"]
+    emr.cancel_job_run(applicationId=app, jobRunId=_old)
+    # Another resource's run (a renamed logical ID, say) and this one's.
+    other = handle(
+        _event("Create", _request(app, "streaming-orders-other"), logical_id="Other"),
+        aws,
+        job.clock(),
+    ).data["JobRunId"]
+    mine = handle(_event("Create", _request(app), request_id="r-3"), aws, job.clock())
     job.start_running()
-    new = _updated(aws, job, old)
-    job.start_running()
-    # CloudFormation's cleanup deletes the previous physical ID with the
-    # previous properties: the new run is left alone, no marker is written.
-    assert handle(_event("Delete", _request(app), old), aws, job.clock()) == old
-    assert {run.id: run.state for run in job.runs()}[new] == "RUNNING"
-    assert not job.marker()
-    # The stack's delete stops the current run gracefully.
-    handle(_event("Delete", _request(app, "streaming-orders-v2"), new), aws, job.clock())
-    assert {run.id: run.state for run in job.runs()}[new] == "SUCCESS"
+    # The marker is the checkpoint's, seen by every copy of the job: here no
+    # copy takes it, so what the Delete picked is what it cancels.
+    job.obeys = False
+    handle(_event("Delete", _request(app), _physical(aws)), aws, job.clock())
+    states = {run.id: run.state for run in job.runs()}
+    assert states[other] == "RUNNING", "a Delete stopped a run its ID did not start"
+    assert states[mine.data["JobRunId"]] == "CANCELLED"
+    assert emr.get_application(applicationId=app)["application"]["state"] == "STARTED"
+    job.obeys = True
+    # The other resource's Delete: nothing left, so the application is stopped.
+    handle(
+        _event("Delete", _request(app, "streaming-orders-other"), other, logical_id="Other"),
+        aws,
+        job.clock(),
+    )
+    assert handler_module.Application(emr, app).described()["state"] == "STOPPED"
 
 
 def test_delete_of_a_resource_that_never_started_does_nothing(aws: dict[str, Any]) -> None:
     app = aws["application_id"]
     job = FakeJob(aws["s3"], app)
-    assert handle(_event("Delete", _request(app), "not-started"), aws, job.clock()) == "not-started"
+    result = handle(_event("Delete", _request(app), "not-started"), aws, job.clock())
+    assert result.physical_id == "not-started"
     assert job.runs() == []
+    assert not job.marker()
+    # The Delete after a Create that failed on an application that does not
+    # exist must succeed too, or the stack's rollback fails.
+    gone = handle(_event("Delete", _request("nosuchapp"), "JobRun-x"), aws, job.clock())
+    assert gone.physical_id == "JobRun-x"
 
 
 def test_the_waits_end_before_the_functions_deadline(aws: dict[str, Any]) -> None:
@@ -303,15 +280,15 @@ def test_the_lambda_replies_success_with_the_run_and_failed_with_the_reason(
     )
     [ok] = bodies
     assert ok["Status"] == "SUCCESS"
-    run = aws["emr-serverless"].get_job_run(
-        applicationId=aws["application_id"], jobRunId=ok["PhysicalResourceId"]
-    )
-    assert ok["Data"] == {"JobRunId": run["jobRun"]["jobRunId"]}
-    # A request the API refuses (an unknown application) still gets its answer.
+    [run] = aws["emr-serverless"].list_job_runs(applicationId=aws["application_id"])["jobRuns"]
+    assert ok["Data"] == {"JobRunId": run["id"]}
+    assert ok["PhysicalResourceId"].startswith("JobRun-")
+    # A request the API refuses (an unknown application) still gets its
+    # answer, with the ID the Delete that follows a failed Create will carry.
     handler_module.handler({**base, **_event("Create", _request("nosuchapp"))}, _Context())
     failed = bodies[-1]
     assert failed["Status"] == "FAILED"
-    assert failed["PhysicalResourceId"] == "not-started"
+    assert failed["PhysicalResourceId"] == ok["PhysicalResourceId"]
     assert "ResourceNotFoundException" in failed["Reason"]
 
 

@@ -163,3 +163,76 @@ def test_the_local_moto_server_serves_the_patched_api() -> None:
         )
     finally:
         server.stop()
+
+
+# The application's lifecycle rules the patch enforces (local/serverless_moto.py's
+# docstring cites each page).
+
+
+def _state(emr: Any, app: str) -> str:
+    return str(emr.get_application(applicationId=app)["application"]["state"])
+
+
+def test_an_application_is_created_created_and_a_run_auto_starts_it(emr: Any) -> None:
+    """Application states (UG applications.html): CREATED, then STARTED by a
+    submitted run when auto-start is on (UG app-behavior.html)."""
+    app = _app(emr)
+    assert _state(emr, app) == "CREATED"
+    _start(emr, app, mode="STREAMING")
+    assert _state(emr, app) == "STARTED"
+
+
+def test_a_running_job_keeps_the_application_from_stopping_updating_and_deleting(
+    emr: Any,
+) -> None:
+    """API StopApplication: "All scheduled and running jobs must be completed or
+    cancelled before stopping an application"; API UpdateApplication and
+    DeleteApplication: the application must be CREATED or STOPPED."""
+    app = _app(emr)
+    run_id, _ = _start(emr, app, mode="STREAMING")
+    capacity = {"cpu": "2 vCPU", "memory": "5 GB"}
+    with pytest.raises(emr.exceptions.ValidationException, match="must be completed"):
+        emr.stop_application(applicationId=app)
+    with pytest.raises(emr.exceptions.ValidationException, match="CREATED, STOPPED"):
+        emr.update_application(applicationId=app, maximumCapacity=capacity)
+    with pytest.raises(emr.exceptions.ValidationException, match="CREATED, STOPPED"):
+        emr.delete_application(applicationId=app)
+    emr.cancel_job_run(applicationId=app, jobRunId=run_id)
+    emr.stop_application(applicationId=app)
+    # STOPPING until the stop completes: a delete that does not wait is refused.
+    with pytest.raises(emr.exceptions.ValidationException, match="CREATED, STOPPED"):
+        emr.delete_application(applicationId=app)
+    assert _state(emr, app) == "STOPPING"
+    assert _state(emr, app) == "STOPPED"
+    emr.update_application(applicationId=app, maximumCapacity=capacity)
+    emr.delete_application(applicationId=app)
+    assert _state(emr, app) == "TERMINATED"
+
+
+def test_start_job_run_is_idempotent_on_its_client_token(emr: Any) -> None:
+    """API StartJobRun ``clientToken``: the idempotency token; a repeat returns
+    the run it started instead of a second one."""
+    app = _app(emr)
+    first, _ = _start(emr, app, mode="STREAMING", clientToken="t-1")
+    again, _ = _start(emr, app, mode="STREAMING", clientToken="t-1")
+    other, _ = _start(emr, app, mode="STREAMING", clientToken="t-2")
+    assert first == again
+    assert other != first
+    runs = emr.list_job_runs(applicationId=app)["jobRuns"]
+    assert sorted(run["id"] for run in runs) == sorted({first, other})
+
+
+def test_stock_moto_lets_a_running_application_stop_and_repeats_a_client_token() -> None:
+    """The controls: what stock moto lets through that AWS refuses."""
+    with mock_aws():
+        emr = boto3.client("emr-serverless", region_name=REGION)
+        app = emr.create_application(name="a", releaseLabel="emr-7.1.0", type="SPARK")
+        app_id = app["applicationId"]
+        assert _state(emr, app_id) == "STARTED"
+        first = emr.start_job_run(
+            applicationId=app_id, executionRoleArn=ROLE, jobDriver=DRIVER, clientToken="t"
+        )["jobRunId"]
+        again = emr.start_job_run(
+            applicationId=app_id, executionRoleArn=ROLE, jobDriver=DRIVER, clientToken="t"
+        )["jobRunId"]
+        assert first != again

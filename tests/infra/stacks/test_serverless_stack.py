@@ -110,13 +110,81 @@ def test_the_job_run_resource_carries_the_request_and_the_handover(
     depends = set(resource["DependsOn"])
     assert "FailureTopic" in depends
     assert any(d.startswith("ServerlessExecutionRoleDefaultPolicy") for d in depends)
-    (function,) = [
-        r
-        for r in synthesized_serverless.resources(LIGHT, "AWS::Lambda::Function").values()
-        if r["Properties"].get("Handler") == "infra.serverless_job_run_handler.handler"
-    ]
+    function_id = properties["ServiceToken"]["Fn::GetAtt"][0]
+    function = synthesized_serverless.templates[LIGHT]["Resources"][function_id]
+    assert function["Properties"]["Handler"] == "infra.serverless_job_run_handler.handler"
     assert function["Properties"]["Timeout"] == 900
     assert logical_id.startswith("ServerlessJobRun")
+
+
+def test_the_lifecycle_wiring_of_the_job_run_and_the_application_guard(
+    synthesized_serverless: Synthesized,
+) -> None:
+    """Destroy, update and rollback on AWS (docs/serverless.md, "Lifecycle"):
+    the stable ID's run in GetAtt, ServiceTimeout, the guard the application
+    depends on, the hash both resources and the application's tag carry, and
+    the grants the Delete and the guard need."""
+    template = synthesized_serverless.templates[LIGHT]
+    resources = template["Resources"]
+    app_id, app = synthesized_serverless.one(LIGHT, "AWS::EMRServerless::Application")
+    job_id, job_run = synthesized_serverless.one(LIGHT, "Custom::ServerlessJobRun")
+    guard_id, guard = synthesized_serverless.one(LIGHT, "Custom::ServerlessApplicationGuard")
+    tags = {tag["Key"]: tag["Value"] for tag in app["Properties"]["Tags"]}
+    config = tags["streaming:config-hash"]
+    assert job_run["Properties"]["ConfigHash"] == guard["Properties"]["ConfigHash"] == config
+    assert guard_id in app["DependsOn"], "the guard must run before the application's update"
+    assert guard["Properties"]["ApplicationName"] == app["Properties"]["Name"]
+    assert app_id not in json.dumps(guard), "a reference to the application is a cycle"
+    guard_function = resources[guard["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]
+    assert app_id not in json.dumps(guard_function)
+    # CloudFormation custom resource ServiceTimeout (1-3600 s, default 3600).
+    for resource in (job_run, guard):
+        assert 900 < int(resource["Properties"]["ServiceTimeout"]) <= 1000
+        assert "/pending-run.json" in json.dumps(resource["Properties"]["Handover"])
+    # The run's ID is an attribute of the stable resource, not its physical ID.
+    outputs = json.dumps(template["Outputs"])
+    assert json.dumps({"Fn::GetAtt": [job_id, "JobRunId"]}) in outputs
+    assert json.dumps({"Ref": job_id}) not in outputs
+    # The job-run function may stop its own application (Delete).
+    role_id = resources[job_run["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]["Properties"][
+        "Role"
+    ]["Fn::GetAtt"][0]
+    statements = [
+        statement
+        for resource in resources.values()
+        if resource["Type"] == "AWS::IAM::Policy"
+        and {"Ref": role_id} in resource["Properties"]["Roles"]
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    own = next(st for st in statements if st.get("Sid") == "RunsOfOwnApplication")
+    assert {"emr-serverless:StopApplication", "emr-serverless:GetApplication"} <= set(own["Action"])
+    assert app_id in json.dumps(own["Resource"])
+
+
+def test_the_execution_role_can_deliver_logs_to_cloudwatch(
+    synthesized_serverless: Synthesized,
+) -> None:
+    """UG "Logging for EMR Serverless with Amazon CloudWatch"
+    (https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/logging.html#jobs-log-storage-cw):
+    DescribeLogGroups is not authorized at log-group level, so it is granted on
+    the account's log groups in the Region; the stream actions on the job's group."""
+    stack = synthesized_serverless.stacks[LIGHT]
+    assert stack.serverless is not None
+    role_id = stack.resolve(stack.serverless.execution_role.role_name)["Ref"]
+    statements = [
+        statement
+        for resource in synthesized_serverless.resources(LIGHT, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in resource["Properties"]["Roles"]
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    describe = [st for st in statements if "logs:DescribeLogGroups" in json.dumps(st["Action"])]
+    assert describe, "no logs:DescribeLogGroups"
+    for statement in describe:
+        resource = json.dumps(statement["Resource"])
+        assert "log-group" not in resource, "DescribeLogGroups cannot be granted per log group"
+        assert ":logs:" in resource
+    writes = next(st for st in statements if st.get("Sid") == "WriteOwnLogGroup")
+    assert {"logs:CreateLogStream", "logs:PutLogEvents"} <= set(writes["Action"])
 
 
 def test_the_supervisor_restarts_with_the_same_request_within_the_lambda_limits(
