@@ -251,7 +251,7 @@ class ServerlessJob(Construct):
         )
         # CloudFormation updates the guard first: it stops the job and the
         # application so that UpdateApplication is allowed.
-        self.application.add_dependency(self._guard)
+        self.application.node.add_dependency(self._guard)
         self.application_id = self.application.attr_application_id
         stack_output(self, APPLICATION_OUTPUT, self.application_id, "EMR Serverless application")
         self.archive_upload, archive_uri = self._upload_archive(props)
