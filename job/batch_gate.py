@@ -38,10 +38,17 @@ class BatchRefusedError(RuntimeError):
 
 class BatchGate:
     """Wraps the ``foreachBatch`` function; :meth:`close` refuses every batch
-    that has not started yet. Thread-safe: Spark calls the function on its
-    stream thread (through Py4J), the job's main loop closes the gate."""
+    that has not started yet, and so does ``asked`` (checked as each batch
+    starts) returning True: a stop asked for while a batch runs is seen as
+    the next one starts. Thread-safe: Spark calls the function on its stream
+    thread (through Py4J), the job's main loop closes the gate."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        asked: Callable[[], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._asked = asked
         self._clock = clock
         self._lock = threading.Lock()
         self._closed = False
@@ -51,6 +58,8 @@ class BatchGate:
 
     def wrap(self, process: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
         def gated(batch: Any, batch_id: int) -> None:
+            if self._asked is not None and self._asked():
+                self.close()
             with self._lock:
                 if self._closed:
                     self.refused = batch_id

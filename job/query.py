@@ -142,7 +142,7 @@ def run(
     on_result = results.put if seed is None else _releasing(seed, results.put)
     processor = micro_batch.BatchProcessor(config, kafka, on_result=on_result, table=table)
     marker = StopMarker(config.stop_marker_path, s3_client) if config.stop_marker_path else None
-    gate = BatchGate()
+    gate = BatchGate(_asked_to_stop(stop, marker))
     query = (
         micro_batch.prepare(
             read_stream(spark, config), config, seed=None if seed is None else seed.frame
@@ -172,6 +172,23 @@ def run(
                 publisher.failed_calls,
                 publisher.dropped,
             )
+
+
+def _asked_to_stop(stop: StopRequest, marker: StopMarker | None) -> Any:
+    """What the gate asks as every batch starts: has a stop been asked for (a
+    signal, or the marker: one more HEAD per batch on S3)? So under load a
+    stop is seen by the first batch after the marker appeared, not at the
+    main loop's next poll (``stop_poll_interval_sec``)."""
+
+    def asked() -> bool:
+        if stop.event.is_set():
+            return True
+        if marker is not None and marker.present():
+            stop.request(f"stop marker {marker.path}", by=marker.requester())
+            return True
+        return False
+
+    return asked
 
 
 def _releasing(seed: Seed, then: Any) -> Any:
@@ -234,9 +251,12 @@ def supervise(
             if query.awaitTermination(poll):
                 break
         except Exception as exc:
-            log.error("query failed, stopping the job: %s", _cause(exc))
-            said.set(contract.EXIT_BATCH_FAILED, _cause(exc))
-            return ExitCode.QUERY_FAILED
+            # The gate saw the stop first, as a batch started, and the query
+            # ended on its refusal: finish the stop below.
+            if not (refusal(exc, gate) and stop.event.is_set()):
+                log.error("query failed, stopping the job: %s", _cause(exc))
+                said.set(contract.EXIT_BATCH_FAILED, _cause(exc))
+                return ExitCode.QUERY_FAILED
         if keeper is not None and keeper.lost.is_set():
             log.error("lease lost, stopping at once: %s", keeper.reason)
             said.set(contract.EXIT_LEASE_LOST, keeper.reason)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from job.batch_gate import REFUSED, BatchGate, BatchRefusedError, refusal
 from job.outcome import ExitCode, Outcome
-from job.query import supervise
+from job.query import _asked_to_stop, supervise
 from model import contract
-from model.graceful_stop import StopRequest
+from model.graceful_stop import StopMarker, StopRequest
 from model.polling import poll_until
 from tests.fake_clock import FakeClock
 from tests.job.job_helpers import job_config
@@ -105,6 +106,8 @@ class BusyQuery:
 
     def awaitTermination(self, timeout: float | None = None) -> bool:  # noqa: N802 (Spark's name)
         self._thread.join(timeout)
+        if self._error is not None:  # as PySpark raises the query's exception
+            raise self._error
         return not self._active
 
     @property
@@ -127,12 +130,12 @@ def test_under_steady_load_the_stop_ends_after_the_batch_in_flight() -> None:
     """Batches of 0.3 s back to back on a 1 s trigger: the stop ends on the
     next batch's refusal, within that batch's time plus a little, with no
     interrupt (``stop()`` never called) and exit 0 recorded as requested."""
-    gate = BatchGate()
+    stop, outcome = StopRequest(), Outcome()
+    gate = BatchGate(stop.event.is_set)
     query = BusyQuery(gate, batch_sec=0.3)
     poll_until(lambda: len(query.batches) >= 2, timeout=10, interval=0.01,
                on_timeout=lambda: TimeoutError("no batch ran"))  # fmt: skip
-    stop, outcome = StopRequest(), Outcome()
-    stop.request("stop marker m", by=contract.STOP_BY_OPERATOR)
+    stop.request("signal SIGTERM")
     config = job_config(database="d", bootstrap="b:1", trigger_interval_sec=1,
                         stop_poll_interval_sec=1)  # fmt: skip
     began = time.monotonic()
@@ -144,3 +147,24 @@ def test_under_steady_load_the_stop_ends_after_the_batch_in_flight() -> None:
     assert outcome.reason == contract.EXIT_STOPPED_ON_REQUEST
     assert outcome.stopped_by == contract.STOP_BY_OPERATOR
     assert took < 0.3 + config.trigger_interval_sec, "one batch plus one trigger at most"
+
+
+def test_a_marker_is_seen_by_the_next_batch_and_consumed(tmp_path: Path) -> None:
+    """The marker written while a batch runs: the next batch start sees it
+    (no wait for the main loop's poll), the query ends on the refusal, the
+    marker is consumed and the stop recorded as the operator's."""
+    path = tmp_path / "stop"
+    stop, outcome, marker = StopRequest(), Outcome(), StopMarker(str(path))
+    gate = BatchGate(_asked_to_stop(stop, marker))
+    query = BusyQuery(gate, batch_sec=0.3)
+    config = job_config(database="d", bootstrap="b:1", trigger_interval_sec=1,
+                        stop_poll_interval_sec=5)  # fmt: skip
+    threading.Timer(0.5, lambda: path.write_text("stop\n")).start()
+    began = time.monotonic()
+    code = supervise(query, config, stop=stop, marker=marker, outcome=outcome, gate=gate)  # type: ignore[arg-type]
+    took = time.monotonic() - began
+    assert code == ExitCode.OK and query.stop_calls == 0
+    assert not path.exists(), "consumed"
+    assert outcome.stopped_by == contract.STOP_BY_OPERATOR
+    assert outcome.detail == f"stop marker {path}"
+    assert took < 0.5 + 0.3 + config.trigger_interval_sec, "well before the 5 s poll"
