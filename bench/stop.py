@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
 from bench.framework import (
     REGION,
     Context,
@@ -114,7 +116,6 @@ class BatchTimes:
 
 def listen(spark: SparkSession, into: BatchTimes) -> Any:
     """Attach a progress listener feeding ``into``; returns it (to remove)."""
-    from pyspark.sql.streaming.listener import StreamingQueryListener
 
     class Progress(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
