@@ -133,9 +133,7 @@ class EmrLauncher:
         steps = self.emr.list_steps(ClusterId=cluster, StepStates=list(ACTIVE_STEP_STATES))
         active = [s["Id"] for s in steps.get("Steps", [])]
         if active:
-            return (
-                f"cluster {cluster} has steps under way: {', '.join(active)}"
-            )
+            return f"cluster {cluster} has steps under way: {', '.join(active)}"
         return None
 
     def start(self) -> str:

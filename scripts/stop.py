@@ -162,9 +162,7 @@ def _report_exit(
     if record.reason == contract.EXIT_STOPPED_ON_REQUEST:
         log(f"{instance}: job stopped gracefully after {seconds:.1f}s ({record.line()}){left}")
         return EXIT_STOPPED
-    log(
-        f"{instance}: job exited after {seconds:.1f}s, not on the stop: {record.line()}{left}"
-    )
+    log(f"{instance}: job exited after {seconds:.1f}s, not on the stop: {record.line()}{left}")
     return EXIT_NOT_TAKEN
 
 
