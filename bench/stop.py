@@ -19,7 +19,7 @@ is left out: no stop comes before a start's third batch): the batch in
 flight finishes, the next one starts within a trigger and is refused at
 once. The JVM's own shutdown after ``run`` returns (``spark.stop()``, the
 lease) is not in the figure: it is the same whatever the load.
-``tests/bench/test_stop.py`` holds the same bound for two stops in CI.
+``tests/bench/test_stop.py`` holds the same bound for one stop in CI.
 """
 
 from __future__ import annotations

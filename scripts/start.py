@@ -66,7 +66,10 @@ EXIT_TIMEOUT: Final = 4
 # (infra/constructs/serverless_app.py, APPLICATION_OUTPUT; not imported: that
 # module builds constructs, and this command runs without the CDK app).
 APPLICATION_OUTPUT: Final = "ServerlessApplicationId"
-# EMR steps that are a start under way (API StepStatus).
+# EMR steps that are a start under way: not yet run, or running (the job's
+# step ends once YARN accepted the job). ListSteps' StepStates filter, of the
+# StepState values PENDING | CANCEL_PENDING | RUNNING | COMPLETED | CANCELLED |
+# FAILED | INTERRUPTED (https://docs.aws.amazon.com/emr/latest/APIReference/API_ListSteps.html).
 ACTIVE_STEP_STATES: Final = ("PENDING", "RUNNING")
 FUNCTION_TYPE: Final = "AWS::Lambda::Function"
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]

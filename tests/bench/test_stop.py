@@ -1,6 +1,7 @@
-"""bench/stop.py's bound, held in CI: two graceful stops of the job under
-1,000 records/s on a 1 s trigger, each within one trigger plus the slowest
-batch of the same run (the full benchmark takes ten: ``python -m bench stop``)."""
+"""bench/stop.py's bound, held in CI: a graceful stop of the job under
+1,000 records/s on a 1 s trigger, within one trigger plus the slowest batch
+of the same run (one stop, to keep CI short; the full benchmark takes ten at
+random moments: ``python -m bench stop``)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ from local.emulators import Endpoints
 pytestmark = pytest.mark.timeout(1200)
 
 
-def test_two_stops_under_load_end_within_a_trigger_plus_the_slowest_batch(
+def test_a_stop_under_load_ends_within_a_trigger_plus_the_slowest_batch(
     spark: Any, endpoints: Endpoints, tmp_path: Path
 ) -> None:
     config = stop.stop_config(tmp_path, endpoints.aws_url, endpoints.kafka_bootstrap)
-    found = stop.measure_stops(spark, config, endpoints.aws_url, stops=2)
-    assert len(found.seconds) == 2 and found.batches >= 2 * stop.WARM_BATCHES
+    found = stop.measure_stops(spark, config, endpoints.aws_url, stops=1)
+    assert len(found.seconds) == 1 and found.batches >= stop.WARM_BATCHES
     assert found.within, (
-        f"stops took {found.seconds} s; bound {found.bound_sec:.2f} s "
+        f"the stop took {found.seconds[0]:.2f} s; bound {found.bound_sec:.2f} s "
         f"(trigger {found.trigger_sec} s + slowest batch {found.slowest_batch_sec:.2f} s)"
     )
 
