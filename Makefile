@@ -139,6 +139,10 @@ status: install ## scripts/status/: shards and tips, committed offsets, lag, las
 stop-job: install ## Write the stop marker and wait, bounded, for the job to exit (INSTANCE=domain-region [ARGS="--timeout 300"])
 	$(PY) -m scripts.stop --instance "$(INSTANCE)" $(ARGS)
 
+.PHONY: start-job
+start-job: install ## Start a stopped job with the stack's own step or request; refused while one runs (INSTANCE=domain-region [ARGS="--work-dir .work/run"])
+	$(PY) -m scripts.start --instance "$(INSTANCE)" $(ARGS)
+
 .PHONY: migrate-checkpoint
 migrate-checkpoint: install ## Move a dropDuplicatesWithinWatermark checkpoint aside, job stopped (INSTANCE=domain-region [ARGS="--dry-run"])
 	$(PY) -m scripts.migrate_checkpoint --instance "$(INSTANCE)" $(ARGS)

@@ -31,6 +31,7 @@ from bench import (
     scale,
     serverless_sizing,
     state,
+    stop,
     throughput,
 )
 from bench.framework import REPEATS, RESULTS, Context, Row, print_table
@@ -52,6 +53,7 @@ def _benchmarks() -> dict[str, Callable[[Context], list[Row]]]:
         efo.NAME: efo.run,
         scale.NAME: scale.run,
         serverless_sizing.NAME: serverless_sizing.run,
+        stop.NAME: stop.run,
     }
 
 

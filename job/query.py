@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from job import micro_batch
+from job.batch_gate import BatchGate, refusal
 from job.cloudwatch import CloudWatchPublisher
 from job.dedup_seed import Seed, read_seed
 from job.key_series import UndeclaredKeySeries
@@ -141,6 +142,7 @@ def run(
     on_result = results.put if seed is None else _releasing(seed, results.put)
     processor = micro_batch.BatchProcessor(config, kafka, on_result=on_result, table=table)
     marker = StopMarker(config.stop_marker_path, s3_client) if config.stop_marker_path else None
+    gate = BatchGate(_asked_to_stop(stop, marker))
     query = (
         micro_batch.prepare(
             read_stream(spark, config), config, seed=None if seed is None else seed.frame
@@ -148,12 +150,14 @@ def run(
         .writeStream.queryName(f"events_{config.instance_id}".replace("-", "_"))
         .option("checkpointLocation", config.checkpoint_location)
         .trigger(processingTime=f"{config.trigger_interval_sec} seconds")
-        .foreachBatch(processor)
+        .foreachBatch(gate.wrap(processor))
         .start()
     )
     log.info("query %s started (checkpoint %s)", query.id, config.checkpoint_location)
     try:
-        return supervise(query, config, stop=stop, keeper=keeper, marker=marker, outcome=outcome)
+        return supervise(
+            query, config, stop=stop, keeper=keeper, marker=marker, outcome=outcome, gate=gate
+        )
     finally:
         if listener is not None:
             # Bounded: the last batch's progress event is still on Spark's
@@ -168,6 +172,23 @@ def run(
                 publisher.failed_calls,
                 publisher.dropped,
             )
+
+
+def _asked_to_stop(stop: StopRequest, marker: StopMarker | None) -> Any:
+    """What the gate asks as every batch starts: has a stop been asked for (a
+    signal, or the marker: one more HEAD per batch on S3)? So under load a
+    stop is seen by the first batch after the marker appeared, not at the
+    main loop's next poll (``stop_poll_interval_sec``)."""
+
+    def asked() -> bool:
+        if stop.event.is_set():
+            return True
+        if marker is not None and marker.present():
+            stop.request(f"stop marker {marker.path}", by=marker.requester())
+            return True
+        return False
+
+    return asked
 
 
 def _releasing(seed: Seed, then: Any) -> Any:
@@ -218,18 +239,24 @@ def supervise(
     keeper: LeaseKeeper | None = None,
     marker: StopMarker | None = None,
     outcome: Outcome | None = None,
+    gate: BatchGate | None = None,
 ) -> ExitCode:
-    """The job's main loop; ``outcome`` (when given) gets why it ended."""
+    """The job's main loop; ``outcome`` (when given) gets why it ended.
+    ``gate``: the one in front of the query's batches (:mod:`job.batch_gate`)."""
     said = outcome if outcome is not None else Outcome()
+    gate = gate if gate is not None else BatchGate()
     poll = config.stop_poll_interval_sec
     while True:
         try:
             if query.awaitTermination(poll):
                 break
         except Exception as exc:
-            log.error("query failed, stopping the job: %s", _cause(exc))
-            said.set(contract.EXIT_BATCH_FAILED, _cause(exc))
-            return ExitCode.QUERY_FAILED
+            # The gate saw the stop first, as a batch started, and the query
+            # ended on its refusal: finish the stop below.
+            if not (refusal(exc, gate) and stop.event.is_set()):
+                log.error("query failed, stopping the job: %s", _cause(exc))
+                said.set(contract.EXIT_BATCH_FAILED, _cause(exc))
+                return ExitCode.QUERY_FAILED
         if keeper is not None and keeper.lost.is_set():
             log.error("lease lost, stopping at once: %s", keeper.reason)
             said.set(contract.EXIT_LEASE_LOST, keeper.reason)
@@ -239,16 +266,25 @@ def supervise(
             stop.request(f"stop marker {marker.path}", by=marker.requester())
         if stop.event.is_set():
             log.info(
-                "stop requested (%s): stopping between batches (asked by: %s)", stop.reason, stop.by
+                "stop requested (%s): stopping after the batch in flight (asked by: %s)",
+                stop.reason,
+                stop.by,
             )
-            _stop_between_batches(
-                query, config.graceful_stop_timeout_sec, config.trigger_interval_sec
+            _stop_after_batch(
+                query, gate, config.graceful_stop_timeout_sec, config.trigger_interval_sec
             )
             if marker is not None and stop.reason.startswith("stop marker"):
                 marker.consume()
-            if _failed(query, "query failed while stopping", said):
+            if _failed(query, "query failed while stopping", said, gate):
                 return ExitCode.QUERY_FAILED
-            log.info("stopped gracefully")
+            if gate.refused is not None:
+                log.info(
+                    "stopped gracefully; batch %d was refused before it started (the "
+                    "error Spark logged for it above is that refusal) and runs at the next start",
+                    gate.refused,
+                )
+            else:
+                log.info("stopped gracefully")
             said.set(contract.EXIT_STOPPED_ON_REQUEST, stop.reason, stop.by)
             return ExitCode.OK
     if not _failed(query, "query failed, stopping the job", said):
@@ -257,11 +293,16 @@ def supervise(
     return ExitCode.QUERY_FAILED
 
 
-def _failed(query: StreamingQuery, what: str, outcome: Outcome) -> bool:
+def _failed(
+    query: StreamingQuery, what: str, outcome: Outcome, gate: BatchGate | None = None
+) -> bool:
     """Whether the ended query ended on an error; if so its cause is logged after
     ``what`` and given to ``outcome`` (the one place both ways of ending read
-    ``query.exception()``)."""
+    ``query.exception()``). The gate's refusal of a batch after a stop
+    request is no error: it is how the stop ends."""
     failure = query.exception()
+    if gate is not None and refusal(failure, gate):
+        return False
     if failure is not None:
         log.error("%s: %s", what, _cause(failure))
         outcome.set(contract.EXIT_BATCH_FAILED, _cause(failure))
@@ -280,21 +321,33 @@ def quiet_moment(now_ms: int, interval_ms: int) -> bool:
     return guard <= phase <= interval_ms - 3 * guard
 
 
-def _stop_between_batches(query: StreamingQuery, timeout_sec: int, interval_sec: int) -> None:
-    """Wait (bounded) until no batch runs and no trigger is due, then stop. A
-    batch still running at the deadline is interrupted; it was not committed and
-    is replayed, idempotently, by the next start."""
+def _stop_after_batch(
+    query: StreamingQuery, gate: BatchGate, timeout_sec: int, interval_sec: int
+) -> None:
+    """End the query right after the batch in flight, under any load: the
+    gate closes, so the next batch Spark starts is refused before it does
+    anything and the query ends on that refusal (:mod:`job.batch_gate`). A
+    stream with no batch to start (no new data) is stopped instead once it
+    has been quiet for a whole trigger interval, well clear of a tick and
+    with no trigger active. Bounded by ``timeout_sec``: a batch still
+    running then is interrupted; it was not committed and is replayed,
+    idempotently, by the next start."""
+    gate.close()
     interval_ms = interval_sec * 1_000
 
-    def stoppable() -> bool:
-        return not query.isActive or (
-            quiet_moment(int(time.time() * 1_000), interval_ms)
+    def ended_or_idle() -> bool:
+        if not query.isActive:
+            return True
+        return (
+            gate.idle_for() > interval_sec
+            and quiet_moment(int(time.time() * 1_000), interval_ms)
             and not query.status.get("isTriggerActive")
             and quiet_moment(int(time.time() * 1_000), interval_ms)
         )
 
-    wait_for(stoppable, timeout=timeout_sec, interval=0.02)
-    query.stop()
+    wait_for(ended_or_idle, timeout=timeout_sec, interval=0.02)
+    if query.isActive:
+        query.stop()
 
 
 def _cause(exc: BaseException) -> str:

@@ -12,14 +12,23 @@ renders the run report from it (``report/index.html``, PNG charts beside it;
 :mod:`local.report`). Exit 0 only if every event is accounted for exactly once.
 
 Emulators and jobs are stopped on exit, on failure, on Ctrl-C and on SIGTERM.
+
+A job stopped by an operator meanwhile (``make stop-job --work-dir``; its
+exit record says so) is not a failure of the run: the run says so in one
+line. With ``--keep-emulators`` it waits instead for ``make start-job
+--work-dir`` to start the job again and carries on to the verdict; after the
+verdict the emulators (and any job started again) stay up until Ctrl-C, so
+that the operator commands can be tried at leisure.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -101,7 +110,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "each job is redeployed through the handover and --count more events carry it",
     )
     parser.add_argument("--undeclared-share", type=share, default=0.2, help="with --declare")
+    parser.add_argument(
+        "--keep-emulators",
+        action="store_true",
+        help="after the verdict keep the emulators up until Ctrl-C, for the operator commands "
+        "(--work-dir); a job an operator stops meanwhile is waited for, not a failure",
+    )
     return parser.parse_args(argv)
+
+
+class OperatorStopError(RuntimeError):
+    """The job was stopped by an operator before the run was done: its exit
+    record says so. Not a failure of the pipeline: nothing is lost."""
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -164,6 +184,10 @@ def run(args: argparse.Namespace) -> int:
                 summaries.append(summary)
             report = _write_report(locals_, summaries, root)
             targets = {lo.name: describe_target(lo.instance) for lo in locals_}
+            if args.keep_emulators:
+                verdict = _report(summaries, codes, report, time.monotonic() - started, targets)
+                _hold(locals_, emulators.endpoints, root)
+                return verdict
         finally:
             for local in locals_:
                 for job in local.all_jobs:
@@ -260,6 +284,10 @@ def _produce_and_wait(
                 f"aggregates) in {report.seconds:.1f}s: {report.counts()}"
             )
     pending = list(locals_)
+    # While an operator holds a job stopped (--keep-emulators), the run's
+    # clock stands still: seconds paused so far, and since when.
+    paused = [0.0]
+    since: dict[str, float] = {}
 
     def all_accounted() -> bool:
         for local in list(pending):
@@ -267,25 +295,100 @@ def _produce_and_wait(
             _say(seen.line(local.name))
             if seen.accounted:
                 pending.remove(local)
-            elif not seen.job_running:
+            elif seen.job_running:
+                if local.name in since:
+                    paused[0] += time.monotonic() - since.pop(local.name)
+                    _say(f"[{local.name}] job started again: waiting for the rest")
+            elif local.stopped_by_operator():
+                if local.name not in since:
+                    if not args.keep_emulators:
+                        raise OperatorStopError(_operator_stop_line(local, seen, args, None))
+                    since[local.name] = time.monotonic()
+                    _say(_operator_stop_line(local, seen, args, root_of(local)))
+            else:
                 code = local.job.returncode if local.job else None
                 raise RuntimeError(
                     f"[{local.name}] job exited (code {code}) before processing everything; "
                     f"log tail:\n{local.log_tail(40)}"
                 )
-        return not pending
+        if not pending:
+            return True
+        if not since and time.monotonic() - paused[0] > deadline:
+            raise _not_accounted(pending, args.timeout)
+        return False
 
     poll_until(
         all_accounted,
-        timeout=max(0.0, deadline - time.monotonic()),
+        timeout=float("inf"),
         interval=args.progress_every,
-        on_timeout=lambda: TimeoutError(
-            f"not all records accounted for within {args.timeout:.0f}s: "
-            + ", ".join(lo.name for lo in pending)
-            + "\n"
-            + "\n".join(lo.log_tail(30) for lo in pending)
-        ),
+        on_timeout=lambda: _not_accounted(pending, args.timeout),
     )
+
+
+def root_of(local: LocalInstance) -> Path:
+    """The run's work dir (the parent of the instance's own directory)."""
+    return local.root.parent
+
+
+def _operator_stop_line(
+    local: LocalInstance, seen: Any, args: argparse.Namespace, work_dir: Path | None
+) -> str:
+    """One line for a job an operator stopped: what its exit record says, how
+    far it got, and how it starts again (``work_dir``: the run waits for it)."""
+    record = local.exit_record()
+    said = record.line() if record is not None else "stopped on request by operator"
+    if work_dir is not None and args.keep_emulators:
+        return (
+            f"[{local.name}] job stopped by an operator ({said}); rows {seen.rows:,}/"
+            f"{seen.expected_rows:,}: waiting for make start-job INSTANCE={local.name} "
+            f'ARGS="--work-dir {work_dir}" (Ctrl-C ends the run)'
+        )
+    return (
+        f"[{local.name}] job stopped by an operator ({said}) before every record was "
+        f"accounted for (rows {seen.rows:,}/{seen.expected_rows:,}); nothing is lost, the "
+        f'rest waits on the stream. make run ARGS="--keep-emulators" keeps the run going '
+        "until make start-job starts the job again"
+    )
+
+
+def _not_accounted(pending: list[LocalInstance], timeout: float) -> TimeoutError:
+    return TimeoutError(
+        f"not all records accounted for within {timeout:.0f}s: "
+        + ", ".join(lo.name for lo in pending)
+        + "\n"
+        + "\n".join(lo.log_tail(30) for lo in pending)
+    )
+
+
+def _hold(locals_: list[LocalInstance], endpoints: Any, root: Path) -> None:
+    """--keep-emulators: say how to reach the emulators and how to stop them,
+    then wait for Ctrl-C (or SIGTERM); then stop any job still running."""
+    first = locals_[0].name
+    work = f'ARGS="--work-dir {root}"'
+    _say(
+        "emulators kept up (--keep-emulators): moto (Kinesis, S3, CloudWatch) "
+        f"{endpoints.aws_url}, "
+        f"Kafka (tansu) {endpoints.kafka_bootstrap}; credentials: any, e.g. "
+        "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing"
+    )
+    for local in locals_:
+        _say(
+            f"[{local.name}] job {'running' if local.job_running else 'stopped'}, "
+            f"log {local.log_path}"
+        )
+    _say(
+        f"try: make status INSTANCE={first} {work}; make start-job / make stop-job / "
+        f"make produce INSTANCE={first} {work}"
+    )
+    _say(f"Ctrl-C here (or kill {os.getpid()}) stops the emulators and any job of this run")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        _say("stopping: jobs first, then the emulators")
+    for local in locals_:
+        code = local.stop_any_job()
+        if code is not None:
+            _say(f"[{local.name}] job exited with code {code}")
 
 
 def _progress_into(cell: list[int]) -> Callable[[int], None]:
@@ -298,15 +401,17 @@ def _progress_into(cell: list[int]) -> Callable[[int], None]:
 
 
 def _stop_all(locals_: list[LocalInstance]) -> dict[str, int]:
-    for local in locals_:
-        if local.job is not None:
-            local.job.request_stop()
-            _say(f"[{local.name}] all records accounted for: stop marker written")
+    """Stop every job once all is accounted for: the harness's own child, or
+    one ``make start-job`` started again after an operator's stop."""
     codes: dict[str, int] = {}
     for local in locals_:
-        if local.job is not None:
-            codes[local.name] = local.job.wait(timeout=120)
-            _say(f"[{local.name}] job exited with code {codes[local.name]}")
+        _say(f"[{local.name}] all records accounted for: stopping the job (stop marker)")
+        code = local.stop_any_job(timeout=120)
+        if code is None:  # already stopped: its last exit says how
+            record = local.exit_record()
+            code = record.code if record is not None else 1
+        codes[local.name] = code
+        _say(f"[{local.name}] job exited with code {code}")
     return codes
 
 
@@ -345,6 +450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: emulators and jobs stopped", file=sys.stderr)
         return 130
+    except OperatorStopError as exc:
+        print(f"stopped by an operator: {exc}", file=sys.stderr)
+        return 1
     except (RuntimeError, TimeoutError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

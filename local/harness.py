@@ -30,8 +30,11 @@ from local.observation import Observation
 from local.serverless_launch import start_job_process
 from local.summary import RunFigures, Summary, source_line, summarize
 from local.table import TableFigures, figures, read_rows, sql_catalog
+from model import contract
 from model.config import JobConfig
-from model.polling import poll_until
+from model.exit_record import ExitRecord, ExitRecordError, read_exit_record
+from model.lease import JobState, file_lease_state, lease_path
+from model.polling import poll_until, wait_for
 from model.record import column_name
 from ops.events import EventSchema
 from ops.local_run import (
@@ -303,6 +306,51 @@ class LocalInstance:
             raise RuntimeError(f"{self.name}: no job started")
         return self.job.stop(timeout)
 
+    def lease(self) -> JobState:
+        """Whether a copy of the job holds the instance's lease: the harness's
+        own child, or one ``make start-job --work-dir`` started outside it."""
+        return file_lease_state(Path(lease_path(self.config.checkpoint_location)))
+
+    @property
+    def job_running(self) -> bool:
+        return (self.job is not None and self.job.running) or self.lease().running
+
+    def exit_record(self) -> ExitRecord | None:
+        """The job's last exit record (job/outcome.py), None if none or unreadable."""
+        try:
+            return read_exit_record(self.config.checkpoint_location)
+        except ExitRecordError:
+            return None
+
+    def stopped_by_operator(self) -> bool:
+        """The job is down, and its exit record says an operator stopped it
+        (``make stop-job``, a signal): not a failure of the run."""
+        record = self.exit_record()
+        return (
+            not self.job_running
+            and record is not None
+            and record.reason == contract.EXIT_STOPPED_ON_REQUEST
+            and record.stopped_by == contract.STOP_BY_OPERATOR
+        )
+
+    def stop_any_job(self, timeout: float = 120.0) -> int | None:
+        """Stop whichever job holds the lease, gracefully (the stop marker):
+        the harness's own child (its exit code), or one started outside it
+        (the code its exit record gives). None: no job was running."""
+        if self.job is not None and self.job.running:
+            return self.job.stop(timeout)
+        if not self.lease().running:
+            return None
+        if self.config.stop_marker_path is None:
+            raise RuntimeError(f"{self.name}: config has no stop_marker_path")
+        marker = Path(self.config.stop_marker_path)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("stop\n", encoding="utf-8")
+        if not wait_for(lambda: not self.lease().running, timeout=timeout, interval=0.5):
+            raise TimeoutError(f"job {self.name} still holds its lease after {timeout:.0f}s")
+        record = self.exit_record()
+        return record.code if record is not None else 1
+
     def kill_job(self) -> int:
         if self.job is None:
             raise RuntimeError(f"{self.name}: no job started")
@@ -340,7 +388,7 @@ class LocalInstance:
             failures=seen_failures,
             expected_rows=len(expected),
             expected_failures=len(failures),
-            job_running=self.job is not None and self.job.running,
+            job_running=self.job_running,
             outside_pending=sum(not o.done for o in self.outside()),
         )
 

@@ -15,9 +15,15 @@ EMR step says nothing here: it completes once YARN has accepted the job.
 A job that is not running gets no marker: a marker left behind would stop
 the next start of the job at its first check.
 
-Exit codes: 0 the job stopped (or was not running); 1 the job exited without
-taking the marker (it failed or was killed meanwhile; the marker stays, so
-the supervisor leaves it stopped until ``make redeploy``); 2 bad arguments
+How it ended is read from the job's exit record (``<checkpoint>/_exit``,
+:mod:`job.outcome`) when the job wrote one after the marker: a stop on request
+(by whom), or the failure that ended it first. Only a job that wrote none
+(killed) is judged by the marker alone.
+
+Exit codes: 0 the job stopped (or was not running); 1 the job exited
+otherwise (its exit record's reason, or, without one, it did not take the
+marker: it failed or was killed meanwhile; the marker stays, so the
+supervisor leaves it stopped until ``make start-job``); 2 bad arguments
 (checked before anything is written: a negative ``--timeout``, a
 ``--poll-sec`` not above 0), unknown instance, unreachable endpoint, no stop
 marker in the config; 4 still running after ``--timeout`` (the marker stays: the job
@@ -34,6 +40,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from model import contract
+from model.config import JobConfig
+from model.exit_record import ExitRecord, ExitRecordError, read_exit_record
 from model.graceful_stop import StopMarker
 from model.polling import wait_for
 from model.storage_uri import is_s3, local_path, parse_s3_uri
@@ -49,6 +58,9 @@ EXIT_TIMEOUT: Final = 4
 # (model.graceful_stop.StopMarker.requester): the job records it so, and the
 # supervisor leaves the job stopped until it is started again.
 MARKER_TEXT: Final = "stop\n"
+STAYS_STOPPED: Final = (
+    "the marker stays: the supervisor leaves the job stopped until make start-job starts it again"
+)
 
 
 class Marker(StopMarker):
@@ -90,6 +102,7 @@ def stop(
         log(f"{target.instance_id}: job {before.line()}; nothing to stop, no marker written")
         return EXIT_STOPPED
     marker = Marker(config.stop_marker_path, s3)
+    since = clock()
     marker.write()
     started = time.monotonic()
     log(f"{target.instance_id}: job {before.line()}; stop marker written to {marker.path}")
@@ -111,18 +124,46 @@ def stop(
         )
         return EXIT_TIMEOUT
     seconds = time.monotonic() - started
-    if marker.present():
+    record = fresh_exit(config, s3, since)
+    stays = marker.present()
+    if record is not None:
+        return _report_exit(target.instance_id, record, seconds, stays, log)
+    if stays:
         # The operator's stop stands: the marker stays, so the supervisor
         # leaves the job stopped (it died before recording why); only a
-        # deliberate new start (make redeploy: its launcher clears it) runs it.
+        # deliberate new start (make start-job, or make redeploy: its launcher
+        # clears it) runs it.
         log(
             f"{target.instance_id}: job exited after {seconds:.1f}s without taking the stop "
-            "marker (it failed or was killed meanwhile; see its log); the marker stays: the "
-            "supervisor leaves the job stopped until make redeploy starts it again"
+            "marker and without an exit record (it failed or was killed meanwhile; see its "
+            f"log); {STAYS_STOPPED}"
         )
         return EXIT_NOT_TAKEN
     log(f"{target.instance_id}: job stopped gracefully after {seconds:.1f}s")
     return EXIT_STOPPED
+
+
+def fresh_exit(config: JobConfig, s3: Any, since: float) -> ExitRecord | None:
+    """The job's exit record (:mod:`model.exit_record`) if written at or after
+    ``since`` (epoch seconds): how the run that was asked to stop ended. None
+    when it wrote none (killed) or one that does not parse."""
+    try:
+        record = read_exit_record(config.checkpoint_location, s3)
+    except ExitRecordError:
+        return None
+    return record if record is not None and record.at >= since else None
+
+
+def _report_exit(
+    instance: str, record: ExitRecord, seconds: float, stays: bool, log: Callable[[str], None]
+) -> int:
+    """What the job's own exit record says happened, and the exit code it means."""
+    left = f"; {STAYS_STOPPED}" if stays else ""
+    if record.reason == contract.EXIT_STOPPED_ON_REQUEST:
+        log(f"{instance}: job stopped gracefully after {seconds:.1f}s ({record.line()}){left}")
+        return EXIT_STOPPED
+    log(f"{instance}: job exited after {seconds:.1f}s, not on the stop: {record.line()}{left}")
+    return EXIT_NOT_TAKEN
 
 
 def parser() -> argparse.ArgumentParser:

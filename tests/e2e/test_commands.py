@@ -91,7 +91,7 @@ def test_make_help_lists_every_readme_target() -> None:
     shown = output(["make", "--no-print-directory", "help"], cwd=ROOT, timeout=30)
     listed = {line.split()[0] for line in shown.splitlines() if line.strip()}
     assert {"run", "test", "synth", "check", "bench", "redeploy", "install"} <= listed
-    operate = {"status", "stop-job", "produce", "reprocess", "report", "maintain"}
+    operate = {"status", "stop-job", "start-job", "produce", "reprocess", "report", "maintain"}
     assert operate <= listed, "the operator commands"
     assert {"test-fast", "test-synth", "test-integration", "test-e2e"} <= listed, "the tiers"
 

@@ -1,11 +1,13 @@
-"""The operator commands against a real local run: produce, status, stop.
+"""The operator commands against a real local run: produce, status, stop, start.
 
 The job runs as ``make run`` runs it (``python -m job`` on moto and tansu,
 through :mod:`local.harness`); the commands get only the run's work dir, as an
 operator would. What ``status`` prints must be what is there: the committed
 offsets are the checkpoint's, the tips are the last records produced, the lag
 is the number of records put after the job stopped, the snapshot is the
-table's current one. ``stop`` must end the job gracefully within its bound.
+table's current one. ``stop`` must end the job gracefully within its bound
+and say so from the job's exit record; ``start`` must start it again on the
+run's work dir, and the job resume with nothing lost and nothing twice.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from local.job_process import JobProcess
 from model.kinesis_ends import open_store
 from model.kinesis_plan import BatchOffset, resolve
 from model.polling import poll_until
-from scripts import produce, stop
+from scripts import produce, start, stop
 from scripts.status import __main__ as status
 from tests.e2e.conftest import MakeLocal
+from tests.fixtures import EXAMPLE_CDK_JSON
 
 INSTANCE = "orders-ap-northeast-2"
 STOP_BOUND_SEC = 120
@@ -68,16 +71,50 @@ def test_status_and_stop_on_a_running_job(
     stopped_after = time.monotonic() - began
     assert code == 0, stop_out + local.log_tail()
     assert "stopped gracefully" in stop_out and stopped_after < STOP_BOUND_SEC
+    assert "(exit 0 stopped_on_request by operator: stop marker" in stop_out
     # make stop-job returns once the lease is free and the holder's process is
     # seen gone; the harness's handle on that process may learn its exit a
     # moment later (it reaps it), so the exit code is read with a short bound.
     assert job.wait(timeout=30) == 0, stop_out + local.log_tail()
 
-    check_status_after_stop(target, tmp_path, tips, snapshot)
+    later = check_status_after_stop(target, tmp_path, tips, snapshot)
     code, text = run(status, *target)
     assert code == 0 and "not running" in text and "total" in text
+    try:
+        start_out = start_again_and_resume(local, target, [*produced["ids"], *later["ids"]])
+    finally:
+        local.stop_any_job(timeout=STOP_BOUND_SEC)
     # The commands' own output, for a reader of the test log (-s).
-    print(produce_out, stop_out, text, sep="\n")
+    print(produce_out, stop_out, text, start_out, sep="\n")
+
+
+def start_again_and_resume(local: LocalInstance, target: list[str], ids: list[str]) -> str:
+    """``start`` on the stopped run: refused a second time while the job
+    runs; the job takes the records put while it was down, every id once. Its
+    output."""
+    assert local.config.stop_marker_path is not None
+    Path(local.config.stop_marker_path).write_text("stop\n", encoding="utf-8")  # an operator's
+    code, out = run(start, *target, "--cdk-json", str(EXAMPLE_CDK_JSON), "--poll-sec", "0.5")
+    assert code == 0, out + local.log_tail()
+    assert "cleared the operator's stop marker" in out and "job running (lease" in out
+    again, refused = run(start, *target, "--wait-sec", "0")
+    assert again == start.EXIT_REFUSED, refused
+
+    def resumed() -> bool:
+        assert local.job_running, local.log_tail()
+        return set(local.table_ids()) >= set(ids)
+
+    poll_until(
+        resumed,
+        timeout=COMMIT_BOUND_SEC,
+        interval=1,
+        on_timeout=lambda: TimeoutError(f"not resumed: {local.log_tail()}"),
+    )
+    table = local.table_ids()
+    assert len(table) == len(set(table)) == len(set(ids)), "lost or duplicated ids"
+    code, stopped = run(stop, *target, "--timeout", str(STOP_BOUND_SEC), "--poll-sec", "0.5")
+    assert code == 0 and "stopped_on_request by operator" in stopped, stopped
+    return out + stopped
 
 
 def produce_and_wait_for_commit(
@@ -135,7 +172,7 @@ def check_status_while_running(
 
 def check_status_after_stop(
     target: list[str], tmp_path: Path, tips: dict[str, str], snapshot: dict[str, Any]
-) -> None:
+) -> dict[str, Any]:
     """40 more records after the stop: ``status --json`` shows them as exact
     lag, new tips, the same committed offsets and the same snapshot."""
     later_report = tmp_path / "later.json"
@@ -162,3 +199,4 @@ def check_status_after_stop(
     assert {s["shard"]["shard_id"]: s["committed"]["sequence"] for s in seen["shards"]} == tips
     assert seen["batches"], "the job's per-batch metrics were not read back"
     assert seen["table"]["snapshot_id"] == snapshot["snapshot_id"]
+    return later

@@ -135,7 +135,7 @@ def test_a_stop_request_waits_for_the_running_batch_then_exits_0(
     assert query.stop_calls == 1
     assert query.status_reads > 4, "the batch running when the request came was waited for"
     assert query.batch_running_at_stop is False
-    assert "stop requested (signal SIGTERM): stopping between batches" in job_log.text
+    assert "stop requested (signal SIGTERM): stopping after the batch in flight" in job_log.text
     assert "stopped gracefully" in job_log.text
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from local import __main__ as local_run
 from ops import producer
-from scripts import migrate_checkpoint, produce, redeploy, stop
+from scripts import migrate_checkpoint, produce, redeploy, start, stop
 from scripts.reprocess import __main__ as reprocess
 from scripts.status import __main__ as status
 
@@ -27,6 +27,8 @@ REPROCESS = (*DECLARED, "--kafka-bootstrap", "h:1")
 CASES: list[tuple[str, Main, tuple[str, ...], str, str]] = [
     ("stop-job", stop.main, TARGET, "--timeout", "-1"),
     ("stop-job", stop.main, TARGET, "--poll-sec", "-0.1"),
+    ("start-job", start.main, TARGET, "--wait-sec", "-1"),
+    ("start-job", start.main, TARGET, "--poll-sec", "0"),
     ("redeploy", redeploy.main, DECLARED, "--wait-sec", "-5"),
     ("redeploy", redeploy.main, DECLARED, "--poll-sec", "0"),
     ("status", status.main, TARGET, "--batches", "-1"),
@@ -89,6 +91,7 @@ def test_every_numeric_option_of_the_commands_is_checked() -> None:
 
     parsers: dict[str, argparse.ArgumentParser] = {
         "stop-job": stop.parser(),
+        "start-job": start.parser(),
         "redeploy": redeploy.parser(),
         "status": status.parser(),
         "migrate-checkpoint": migrate_checkpoint.parser(),

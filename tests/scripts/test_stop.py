@@ -45,6 +45,13 @@ while not marker.present() or mode == "ignore":
 if mode == "graceful":
     time.sleep(0.5)  # the batch in flight
     marker.consume()
+if mode in ("recorded", "failed"):
+    # The job's own record of how it ended (job/outcome.py), the marker left.
+    from model.exit_record import ExitRecord, write_exit_record
+    by = "operator" if mode == "recorded" else None
+    reason = "stopped_on_request" if by else "batch_failed"
+    write_exit_record(str(checkpoint), ExitRecord(
+        0 if by else 1, reason, "stop marker" if by else "boom", time.time(), "h:1", by))
 lease.release()
 """
 
@@ -156,6 +163,28 @@ class Outcome:
                 30,
             ),
             id="a job that exits without the marker is reported and stays stopped",
+        ),
+        pytest.param(
+            "recorded",
+            ("--timeout", "30", "--poll-sec", "0.1"),
+            Outcome(
+                stop.EXIT_STOPPED,
+                ("stopped gracefully", "(exit 0 stopped_on_request by operator: stop marker)"),
+                True,
+                30,
+            ),
+            id="the exit record says it stopped on request, whatever the marker",
+        ),
+        pytest.param(
+            "failed",
+            ("--timeout", "30", "--poll-sec", "0.1"),
+            Outcome(
+                stop.EXIT_NOT_TAKEN,
+                ("not on the stop: exit 1 batch_failed: boom", "until make start-job"),
+                True,
+                30,
+            ),
+            id="the exit record says it failed first",
         ),
         pytest.param(
             "ignore",
