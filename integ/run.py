@@ -4,7 +4,7 @@ directory whose ``cdk.json`` declares only that instance (so the operator
 commands find it there, and the shipped ``cdk.json`` is not read):
 
 deploy (records produced, assertions awaited), update (``integ/update.json``,
-assertions again), stop (``scripts.stop``) and start (``scripts.redeploy``),
+assertions again), stop (``scripts.stop``) and start (``scripts.start``),
 assertions again, destroy, then a check that no stack is left. A failed step
 still destroys, unless ``--keep``.
 
@@ -102,7 +102,7 @@ def plan(
         ),
         Step(
             "start",
-            (*operator, "scripts.redeploy", "--instance", instance),
+            (*operator, "scripts.start", "--instance", instance),
             "start the stopped job with the stack's own request or step",
         ),
         Step("assert", deploy, "the assertions again, on the restarted job", updated),

@@ -26,6 +26,10 @@ TEMPLATE_SUFFIX: Final = ".template.json"
 # time and nothing that holds state.
 SNAPSHOT_PREFIX: Final = "Streaming-"
 STAGED: Final = re.compile(r"[a-z][a-z-]*-([0-9a-f]{16})")
+# The job run's request name ends in a digest of the request, which holds the
+# job's version (infra/constructs/serverless_app.py): a job code change alone
+# must leave the snapshot as it is.
+REQUEST_NAME: Final = re.compile(r"(streaming-[a-z0-9-]+?)-[0-9a-f]{12}(?![0-9a-f])")
 
 
 @dataclass(frozen=True)
@@ -59,13 +63,15 @@ def staged_versions(names: list[str]) -> list[str]:
 def normalise(template_text: str, ids: list[str], versions: Sequence[str] = ()) -> str:
     """``template_text`` with each asset hash replaced by ``Asset<n>`` and each
     staged version that occurs by ``Version<n>`` (numbered by first
-    occurrence), re-serialised with sorted keys (one byte-stable form)."""
+    occurrence), the job run's request digest by ``RequestDigest``,
+    re-serialised with sorted keys (one byte-stable form)."""
     text = template_text
     for index, asset in enumerate(ids, start=1):
         text = text.replace(asset, f"Asset{index}")
     present = sorted((text.index(v), v) for v in set(versions) if v in text)
     for index, (_, version) in enumerate(present, start=1):
         text = text.replace(version, f"Version{index}")
+    text = REQUEST_NAME.sub(r"\1-RequestDigest", text)
     return json.dumps(json.loads(text), indent=1, sort_keys=True) + "\n"
 
 

@@ -34,6 +34,15 @@ def test_staged_versions_are_numbered_by_first_occurrence() -> None:
     assert "step-Version1" in text
 
 
+def test_the_job_runs_request_digest_is_left_out() -> None:
+    """The request name carries a digest of the job's version: a job code
+    change alone leaves the normal form as it is."""
+    before = snapshot.normalise(template("streaming-integ-eu-west-1-ec38658e9f5c"), [])
+    after = snapshot.normalise(template("streaming-integ-eu-west-1-171e9f6a1802"), [])
+    assert before == after
+    assert "streaming-integ-eu-west-1-RequestDigest" in before
+
+
 def test_a_changed_property_changes_the_normal_form() -> None:
     assert snapshot.normalise(template("a"), []) != snapshot.normalise(template("b"), [])
 
