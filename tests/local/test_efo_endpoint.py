@@ -25,6 +25,7 @@ from local.harness import build_job_config, load_example_instances
 from local.summary import RunFigures, source_line, summarize
 from model.kinesis_offsets import ShardInfo, ShardState
 from ops.aggregation import aggregate
+from tests.fixtures import EXAMPLE_CDK_JSON
 
 # ---------------------------------------------------------------- against moto
 
@@ -228,10 +229,10 @@ def test_other_calls_reach_moto_through_the_front(front: EfoEndpoint) -> None:
 
 
 def test_the_harness_points_an_efo_instance_at_the_front(tmp_path: Path) -> None:
-    """payments reads with enhanced fan-out: its Kinesis endpoint is the front,
-    S3 stays on moto; orders polls moto directly."""
+    """payments of the example of known shape reads with enhanced fan-out: its
+    Kinesis endpoint is the front, S3 stays on moto; orders polls moto directly."""
     fronted = Endpoints("http://127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3")
-    declared = {i.instance_id: i for i in load_example_instances()}
+    declared = {i.instance_id: i for i in load_example_instances(EXAMPLE_CDK_JSON)}
     payments = build_job_config(declared["payments-ap-northeast-2"], tmp_path, fronted)
     assert payments.source.consumer_type == "SubscribeToShard"
     assert payments.kinesis_endpoint_url == "http://127.0.0.1:3"
