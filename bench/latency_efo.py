@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from bench import efo, latency
-from bench.framework import Context, Row
+from bench.framework import Context
 from bench.read_loops import EfoLoop, efo_loops
 from local.efo_endpoint import read_stats
 
@@ -68,5 +68,5 @@ EFO: Final = latency.Kind(
 )
 
 
-def run(ctx: Context) -> list[Row]:
-    return latency.measure(ctx, EFO)
+def run(ctx: Context) -> None:
+    latency.measure(ctx, EFO)

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, Final
 import psutil  # type: ignore[import-untyped]
 
 from bench import framework, stream
-from bench.framework import Context, Row, bars, figure, machine_load, summary, write_result
+from bench.framework import Context, bars, figure, machine_load, summary, write_result
 from bench.kinesis_http import Layout, raw_rate, serve_in_process, set_visible
 from job.sources.kinesis_python import FORMAT_NAME, register
 
@@ -217,7 +217,7 @@ def drain(spark: SparkSession, reader: Reader, endpoint: str, layout: Layout, wo
     return Drain(read, seconds, cpu, worker_cpu, jvm_cpu)
 
 
-def run(ctx: Context) -> list[Row]:
+def run(ctx: Context) -> None:
     backlog = QUICK if ctx.quick else FULL
     layout = Layout(backlog.shards, backlog.records // backlog.shards)
     spark = ctx.spark
@@ -290,17 +290,3 @@ def run(ctx: Context) -> list[Row]:
     with figure(ctx, NAME, ncols=len(charts)) as (_, axes):
         for axis, (figure_of, title, unit) in zip(axes, charts, strict=True):
             bars(axis, labels, [median(reader, figure_of) for reader in order], title, unit)
-    return [
-        Row(
-            NAME,
-            "records/s, 2 read tasks / 1",
-            f"{scale:.2f}x ({median(TWO, 'rate'):,.0f} vs {median(ONE, 'rate'):,.0f})",
-            f">= {SCALE_BAR}x",
-            scale >= SCALE_BAR,
-        ),
-        Row(
-            NAME,
-            "stand-in server rate / fastest reader",
-            f"{served_rate / fastest:.1f}x ({served_rate:,.0f} records/s)",
-        ),
-    ]

@@ -35,7 +35,7 @@ from unittest import mock
 from pyspark.sql import functions as sf
 from pyspark.sql.types import StringType, StructField, StructType
 
-from bench.framework import WARMUP_BATCHES, Context, Row, bars, figure, summary, timed, write_result
+from bench.framework import WARMUP_BATCHES, Context, bars, figure, summary, timed, write_result
 from bench.stream import (
     UNDECLARED_SHARE,
     job_config,
@@ -159,7 +159,7 @@ def phases(
     return took
 
 
-def run(ctx: Context) -> list[Row]:
+def run(ctx: Context) -> None:
     # Both sides as one micro-batch of a streaming query runs.
     spark = micro_batch_session(ctx.spark)
     count = 20_000 if ctx.quick else 200_000
@@ -299,24 +299,3 @@ def run(ctx: Context) -> list[Row]:
             "where the micro-batch's time goes",
             "seconds",
         )
-    return [
-        Row(
-            NAME,
-            f"micro-batch vs bare Spark, {count:,} records",
-            f"{ratio:.2f}x ({med(ours):.1f}s vs {med(base):.1f}s)",
-            f">= {BAR}x",
-            ratio >= BAR,
-        ),
-        Row(
-            NAME,
-            "undeclared-key capture: ratio after vs before",
-            f"{change:+.1%} ({ratio:.2f}x vs {before_ratio:.2f}x)",
-            f">= -{CAPTURE_BAR:.0%}",
-            capture_met,
-        ),
-        Row(
-            NAME,
-            "breakdown (median s)",
-            ", ".join(f"{k.split(' ')[0]} {v:.2f}" for k, v in breakdown.items()),
-        ),
-    ]
