@@ -1,6 +1,6 @@
 """EFO latency: from a record's put to its arrival in the enhanced fan-out read loop.
 
-The baseline the query's EFO latency is put beside (issue 32, "Must show" 4):
+The baseline the job's EFO latency (``bench.latency_efo``) is put beside:
 the job's own EFO reader (:class:`job.sources.kinesis_efo.EfoShardReader`) in
 a bare loop, one thread per shard calling ``next_batch`` back to back (each
 batch continues the shard's open subscription), against the harness's

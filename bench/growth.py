@@ -273,7 +273,7 @@ def run(ctx: Context) -> None:
             "a_batches": empty,
             "b_batches": grown,
             "prefill": filled,
-            "commits_asked_by_issue_9": FULL.commits,
+            "commits_of_a_full_run": FULL.commits,
             "state_fill": {
                 "records": state_keys,
                 "batches": len(fill_events),

@@ -25,7 +25,7 @@ GetRecords loop over both shards from ``LATEST`` polling every 0.2 s (Kinesis
 allows 5 GetRecords calls per second per shard), which decodes each record's
 id: put -> seen by the simplest reader. ratio = our p99 / the loop's p99 in
 the same window (median of the windows): how much the micro-batch adds over
-reading the stream. Bar (issue 11): p99 < 5 s (median of the windows). The
+reading the stream. Bar: p99 < 5 s (median of the windows). The
 producer shares the machine (and this process) with the job: the rate it
 achieved is reported.
 

@@ -1,5 +1,5 @@
 """Latency through enhanced fan-out: put -> readable, the job's query reading
-with ``source.consumer_type: SubscribeToShard`` (issue 32, "Must show" 4).
+with ``source.consumer_type: SubscribeToShard``, beside the bare EFO loop.
 
 The same benchmark as :mod:`bench.latency` (same producer, rate, record mix,
 2 shards, 1 s trigger, table watcher, windows and p99 < 5 s bar), with two

@@ -1,4 +1,4 @@
-"""serverless_sizing: what the EMR Serverless shape must hold (issue 40).
+"""serverless_sizing: what the EMR Serverless shape must hold, measured to size it.
 
 The job runs as the serverless instance's job run runs (``orders-eu-west-1``,
 :mod:`local.serverless_launch`: the StartJobRun request's spark-submit, the
