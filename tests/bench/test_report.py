@@ -8,7 +8,6 @@ same rows, so a run and the page say the same."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from bench import __main__ as bench_main
 from bench import report
 from bench.framework import RESULTS, Context
 from bench.report_rows import KNOWN, rows_for
-from ops.local_run import FAKE_CREDENTIALS
 
 COMMITTED = report.DOC
 
@@ -166,10 +164,6 @@ def test_the_run_prints_the_rows_the_page_shows(
 ) -> None:
     """A benchmark only measures and saves; ``python -m bench`` reads the
     saved result back for its table, so its wording cannot drift from the page."""
-    # The run's Context sets these for Spark's workers: restored after the test.
-    for key in (*FAKE_CREDENTIALS, "AWS_DEFAULT_REGION", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
-        monkeypatch.setenv(key, os.environ.get(key, ""))
-
     def saved_stop(ctx: Context) -> None:
         ctx.out_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy(RESULTS / "stop.json", ctx.out_dir / "stop.json")
