@@ -164,6 +164,7 @@ def test_the_run_prints_the_rows_the_page_shows(
 ) -> None:
     """A benchmark only measures and saves; ``python -m bench`` reads the
     saved result back for its table, so its wording cannot drift from the page."""
+
     def saved_stop(ctx: Context) -> None:
         ctx.out_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy(RESULTS / "stop.json", ctx.out_dir / "stop.json")
