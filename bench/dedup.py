@@ -71,7 +71,6 @@ from bench.dedup_triggers import trigger, triggers
 from bench.framework import (
     WARMUP_BATCHES,
     Context,
-    Row,
     bars,
     figure,
     machine_load,
@@ -322,7 +321,7 @@ def sustained_rate(
     return CORES * TRIGGER_S / core_s_per_rate
 
 
-def run(ctx: Context) -> list[Row]:
+def run(ctx: Context) -> None:
     load_before = machine_load()
     settings = QUICK if ctx.quick else FULL
     count, warmups = settings.throughput_batch, settings.warmup_batches
@@ -358,7 +357,6 @@ def run(ctx: Context) -> list[Row]:
     )
     write_result(ctx, NAME, _result(found, load_before))
     _chart(ctx, found)
-    return _rows(found)
 
 
 def _sustained(
@@ -435,70 +433,3 @@ def _chart(ctx: Context, found: Measured) -> None:
         tp_labels = [*OPERATORS, "bare Spark"]
         tp_values = [med(found.through["timers"]), med(found.through["builtin"]), med(found.bare)]
         bars(axes[1], tp_labels, tp_values, f"{found.count:,}-record micro-batch", "s")
-
-
-def _rows(found: Measured) -> list[Row]:
-    med = statistics.median
-    ladder = found.ladder
-    rows = []
-    for operator in OPERATORS:
-        f = found.flat[operator]
-        rows.append(
-            Row(
-                NAME,
-                f"{operator}: {ladder.batch:,}-record batch at {ladder.fill:,} keys vs 0 keys",
-                f"{f['ratio']:.2f}x ({f['seconds_at_fill']['median']:.2f} s vs "
-                f"{f['seconds_at_zero']['median']:.2f} s; eviction {f['eviction_ms_at_fill']:.0f} "
-                f"vs {f['eviction_ms_at_zero']:.0f} ms; read {f['bytes_read_at_fill'] / 2**20:.1f} "
-                f"vs {f['bytes_read_at_zero'] / 2**20:.1f} MiB)",
-                f"<= {FLAT_BAR}" if operator == "timers" else "shown as it is",
-                f["ratio"] <= FLAT_BAR if operator == "timers" else None,
-            )
-        )
-        rows.append(
-            Row(
-                NAME,
-                f"{operator}: state per key at {f['per_key']['keys_in_state']:,} keys",
-                f"SST {f['per_key']['rocksdb_sst_file_bytes_per_key']:.0f} B, checkpoint "
-                f"{f['per_key']['checkpoint_state_dir_bytes_per_key']:.0f} B",
-            )
-        )
-    rows.append(
-        Row(
-            NAME,
-            f"micro-batch of {found.count:,}: timers vs builtin (builtin s / timers s)",
-            f"{found.vs_today:.2f}x "
-            f"({med(found.through['builtin']):.2f} s vs {found.timers_s:.2f} s)",
-            f">= {VS_TODAY_BAR}",
-            found.vs_today >= VS_TODAY_BAR,
-        )
-    )
-    rows.append(
-        Row(
-            NAME,
-            f"micro-batch of {found.count:,}: timers vs builtin in core seconds (load-robust)",
-            f"{found.cores_vs_today:.2f}x "
-            f"({med(found.cores['builtin']):.1f} vs {med(found.cores['timers']):.1f} core-s)",
-            f">= {VS_TODAY_BAR}",
-            found.cores_vs_today >= VS_TODAY_BAR,
-        )
-    )
-    for operator in OPERATORS:
-        rows.append(
-            Row(
-                NAME,
-                f"{operator}: sustained records/s, {CORES} cores, {HORIZON_H} h, {TRIGGER_S:.0f} s",
-                f"{found.sustained[operator]['records_per_s']:,} (forgetting "
-                f"{found.expiry[operator]['us_per_key']:.2f} core-us per id)",
-            )
-        )
-    rows.append(
-        Row(
-            NAME,
-            f"micro-batch of {found.count:,}: vs bare Spark (bare s / timers s)",
-            f"{found.vs_bare:.2f}x ({med(found.bare):.2f} s vs {found.timers_s:.2f} s)",
-            f">= {VS_BARE_BAR}",
-            found.vs_bare >= VS_BARE_BAR,
-        )
-    )
-    return rows

@@ -1,6 +1,6 @@
 """EFO latency: from a record's put to its arrival in the enhanced fan-out read loop.
 
-The baseline the query's EFO latency is put beside (issue 32, "Must show" 4):
+The baseline the job's EFO latency (``bench.latency_efo``) is put beside:
 the job's own EFO reader (:class:`job.sources.kinesis_efo.EfoShardReader`) in
 a bare loop, one thread per shard calling ``next_batch`` back to back (each
 batch continues the shard's open subscription), against the harness's
@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from bench import framework
-from bench.framework import Context, Row
+from bench.framework import Context
 from bench.latency_produce import put_ids_elsewhere
 from bench.read_loops import Loop, efo_loops, poll_loops, raise_failed, seen_by
 from local.efo_endpoint import read_stats
@@ -82,7 +82,7 @@ def servers() -> Iterator[tuple[str, str, Any]]:
         moto.stop()
 
 
-def run(ctx: Context) -> list[Row]:
+def run(ctx: Context) -> None:
     load = QUICK if ctx.quick else FULL
     rate, window = load.rate, load.window_sec
     load_before = framework.machine_load()
@@ -139,13 +139,6 @@ def run(ctx: Context) -> list[Row]:
             f"put -> received at {rate:,} records/s (median of windows)",
             "seconds",
         )
-    efo_p99 = result["efo_p99_sec"]["median"]
-    poll_p99 = result["getrecords_p99_sec"]["median"]
-    return [
-        Row(NAME, "EFO bare loop put->received p99", f"{efo_p99:.3f} s"),
-        Row(NAME, "GetRecords bare loop put->received p99", f"{poll_p99:.3f} s"),
-        Row(NAME, "subscriptions served", f"{stats['served']:,}"),
-    ]
 
 
 def _window(

@@ -1,10 +1,12 @@
 """What every benchmark shares: the run context, repeats, machine facts, results, charts.
 
-Conventions (issue 11): each figure is measured at least 3 times and reported
-as min and median; a speed is only ever stated as a ratio to a baseline
-measured in the same run; each benchmark writes ``<out>/<name>.json``
-(figures, how they were measured, machine facts, versions) and
-``<out>/<name>.png``, and hands back rows for the one table printed at the end.
+Conventions, so that a figure holds on a shared machine: each figure is
+measured at least 3 times and reported as min and median; a speed is only
+ever stated as a ratio to a baseline measured in the same run; each
+benchmark writes ``<out>/<name>.json`` (figures, how they were measured,
+machine facts, versions) and ``<out>/<name>.png``. The rows of the one
+table printed at the end, like those of docs/benchmarks.md, are built from
+that JSON by ``bench.report_rows``.
 """
 
 from __future__ import annotations

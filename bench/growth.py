@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pyarrow as pa
 
 from bench import stream
-from bench.framework import Context, Row, bars, figure, summary, write_result
+from bench.framework import Context, bars, figure, summary, write_result
 from job.table.catalog import ensure_table, file_io_properties
 from job.table.commit import commit_batch, expire_snapshots
 from job.table.files import write_data_files
@@ -174,7 +174,7 @@ def _measured(
     return found
 
 
-def run(ctx: Context) -> list[Row]:
+def run(ctx: Context) -> None:
     spark = ctx.spark
     settings = QUICK if ctx.quick else FULL
     state_keys, chunk, size = settings.state_keys, settings.state_chunk, settings.batch
@@ -273,7 +273,7 @@ def run(ctx: Context) -> list[Row]:
             "a_batches": empty,
             "b_batches": grown,
             "prefill": filled,
-            "commits_asked_by_issue_9": FULL.commits,
+            "commits_of_a_full_run": FULL.commits,
             "state_fill": {
                 "records": state_keys,
                 "batches": len(fill_events),
@@ -321,27 +321,3 @@ def run(ctx: Context) -> list[Row]:
                 va="bottom",
                 fontsize=7,
             )
-    return [
-        Row(
-            NAME,
-            f"{size:,}-record batch after {commits:,} commits + {state_keys:,} ids / empty",
-            f"{ratio:.2f}x ({statistics.median(b):.2f}s vs {statistics.median(a):.2f}s)",
-            f"<= {BAR}x",
-            ratio <= BAR,
-        ),
-        Row(
-            NAME,
-            "metadata after prefill",
-            f"{after_prefill['metadata_json_bytes'] / 1024:.0f} KiB metadata.json, "
-            f"{after_prefill['snapshots']} snapshots, "
-            f"{after_prefill['manifest_list_entries']} manifests, "
-            f"{after_prefill['data_files']:,} files",
-        ),
-        Row(
-            NAME,
-            "after expiry a retention later",
-            f"{after_expiry['metadata_json_bytes'] / 1024:.0f} KiB, "
-            f"{after_expiry['snapshots']} snapshots, "
-            f"{after_expiry['manifest_list_entries']} manifests",
-        ),
-    ]

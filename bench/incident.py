@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pyspark.sql import functions as sf
 
 from bench import framework, stream
-from bench.framework import Context, Row
+from bench.framework import Context
 from job.micro_batch import BatchProcessor, prepare
 from local.spark_stages import shuffles_of
 
@@ -164,7 +164,7 @@ def incident_batch(events: DataFrame, store: Path, partitions: int) -> IncidentR
     return IncidentRun(saved, in_store, took)
 
 
-def run(ctx: Context) -> list[Row]:
+def run(ctx: Context) -> None:
     # Both sides are streaming jobs: their batches run as Spark runs micro-batches.
     spark = stream.micro_batch_session(ctx.spark)
     count = 5_000 if ctx.quick else 200_000
@@ -301,25 +301,3 @@ def run(ctx: Context) -> list[Row]:
             "shuffles per batch",
             "shuffles",
         )
-    return [
-        Row(
-            NAME,
-            f"micro-batch vs incident design, {count:,} records",
-            f"{ratio:.2f}x ({med(mine):.1f}s vs {med(base):.1f}s)",
-            f">= {BAR:g}x",
-            ratio >= BAR,
-        ),
-        Row(
-            NAME,
-            "incident design, where its time goes (median s)",
-            ", ".join(f"{k} {v:.1f}" for k, v in handler_seconds.items())
-            + f"; store calls {store_seconds:.1f} (over {partitions} tasks)",
-        ),
-        Row(
-            NAME,
-            "shuffles per batch (incident / ours)",
-            f"{base_shuffles} / {our_shuffles}",
-            f"ours == {OUR_SHUFFLES}",
-            our_shuffles == OUR_SHUFFLES,
-        ),
-    ]

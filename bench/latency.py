@@ -25,7 +25,7 @@ GetRecords loop over both shards from ``LATEST`` polling every 0.2 s (Kinesis
 allows 5 GetRecords calls per second per shard), which decodes each record's
 id: put -> seen by the simplest reader. ratio = our p99 / the loop's p99 in
 the same window (median of the windows): how much the micro-batch adds over
-reading the stream. Bar (issue 11): p99 < 5 s (median of the windows). The
+reading the stream. Bar: p99 < 5 s (median of the windows). The
 producer shares the machine (and this process) with the job: the rate it
 achieved is reported.
 
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from bench import framework
-from bench.framework import Context, Row
+from bench.framework import Context
 from bench.latency_figures import Windows, batch_figures, job_split, stats
 from bench.latency_job import (
     TABLE_POLL_SEC,
@@ -158,20 +158,20 @@ class Observed:
     poll_seconds: float
 
 
-def run(ctx: Context) -> list[Row]:
-    return measure(ctx, POLLING)
+def run(ctx: Context) -> None:
+    measure(ctx, POLLING)
 
 
-def measure(ctx: Context, kind: Kind) -> list[Row]:
+def measure(ctx: Context, kind: Kind) -> None:
     """The benchmark for one kind of reading (``bench.latency_efo`` runs EFO)."""
     windows, window_sec = (1, 10) if ctx.quick else (ctx.repeats, 60)
     with kind.servers() as (endpoint, job_endpoint):
-        return _run(ctx, kind, endpoint, job_endpoint, windows=windows, window_sec=window_sec)
+        _run(ctx, kind, endpoint, job_endpoint, windows=windows, window_sec=window_sec)
 
 
 def _run(
     ctx: Context, kind: Kind, endpoint: str, job_endpoint: str, *, windows: int, window_sec: int
-) -> list[Row]:
+) -> None:
     plan = _plan(ctx, kind, endpoint, job_endpoint, windows=windows, window_sec=window_sec)
     load_before = framework.machine_load()
     seen = _observe(ctx, plan)
@@ -196,7 +196,6 @@ def _run(
         },
     )
     _chart(ctx, kind, found)
-    return _rows(plan, seen, found)
 
 
 def _plan(
@@ -352,32 +351,3 @@ def _chart(ctx: Context, kind: Kind, found: Windows) -> None:
         ax.set_ylabel("share of records")
         ax.set_title("latency distribution", fontsize=10)
         ax.legend(fontsize=8)
-
-
-def _rows(plan: Plan, seen: Observed, found: Windows) -> list[Row]:
-    kind, windows, window_sec = plan.kind, plan.windows, plan.window_sec
-    p99, p50, loop_p99, ratio = found.p99, found.p50, found.loop_p99, found.ratio
-    batches = batch_figures(seen.events)
-    trigger = batches.get("trigger_execution_seconds", {}).get("median", float("nan"))
-    split = seen.split
-    return [
-        Row(
-            kind.name,
-            f"put -> readable p99 ({windows} x {window_sec}s, "
-            f"{_achieved(plan, seen):,.0f} of {RATE:,}/s put)",
-            f"{p99:.2f}s (p50 {p50:.2f}s; {kind.label} p99 {loop_p99:.2f}s, {ratio:.1f}x)",
-            f"< {BAR_P99_SEC:g}s",
-            p99 < BAR_P99_SEC,
-        ),
-        Row(
-            kind.name,
-            "batches (median)",
-            f"{batches.get('batches', 0)} batches, "
-            f"{batches.get('input_rows_per_batch_median', 0):,.0f} rows, {trigger:.2f}s each"
-            + (
-                " (" + ", ".join(f"{k} {v:.2f}s" for k, v in split.items()) + " in the job)"
-                if split
-                else ""
-            ),
-        ),
-    ]

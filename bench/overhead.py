@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from bench import stream
-from bench.framework import REGION, Context, Row, bars, figure, summary, write_result
+from bench.framework import REGION, Context, bars, figure, summary, write_result
 from bench.latency import own_moto
 from bench.latency_job import start_job_query
 from ops.stream_writer import ensure_stream, kinesis_client
@@ -158,7 +158,7 @@ def _seconds(items: list[dict[str, Any]], key: str = "triggerExecution") -> list
     return [e["durationMs"].get(key, 0) / 1000 for e in items]
 
 
-def run(ctx: Context) -> list[Row]:
+def run(ctx: Context) -> None:
     config = stream.job_config(ctx, NAME)
     source = Path(config.checkpoint_location).parent / "source"
     source.mkdir(parents=True)
@@ -277,39 +277,3 @@ def run(ctx: Context) -> list[Row]:
             "seconds",
         )
         bars(axes[1], list(breakdown), list(breakdown.values()), "1-record batch, p50", "seconds")
-    return [
-        Row(
-            NAME,
-            f"1-record batch p50 ({len(one)} samples)",
-            f"{one_p50:.2f}s",
-            f"< {ONE_RECORD_BAR}s",
-            one_p50 < ONE_RECORD_BAR,
-        ),
-        Row(
-            NAME,
-            f"empty trigger p50 ({len(idle)} samples)",
-            f"{idle_p50:.3f}s",
-            f"< {EMPTY_BAR}s",
-            idle_p50 < EMPTY_BAR,
-        ),
-        Row(
-            NAME,
-            f"python-kinesis: 1-record batch p50 ({len(kinesis['one'])} samples)",
-            f"{kinesis_one:.2f}s",
-            f"< {ONE_RECORD_BAR}s",
-            kinesis_one < ONE_RECORD_BAR,
-        ),
-        Row(
-            NAME,
-            f"python-kinesis: empty trigger p50 ({len(kinesis['idle'])} samples)",
-            f"{kinesis_idle:.3f}s",
-            f"< {EMPTY_BAR}s",
-            kinesis_idle < EMPTY_BAR,
-        ),
-        Row(NAME, f"no-data batch p50 ({len(no_data)} samples)", f"{no_data_p50:.2f}s"),
-        Row(
-            NAME,
-            "1-record breakdown (p50 s)",
-            ", ".join(f"{k} {v:.2f}" for k, v in breakdown.items()),
-        ),
-    ]

@@ -43,20 +43,23 @@ times depend on the load each section records. Sizing from these figures:
 """
 
 
+def read_result(path: Path) -> dict[str, Any]:
+    """One saved result. A file that is not a JSON object is kept as a result
+    that says so, rather than stopping the page or the run's table."""
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        body = {"benchmark": path.stem, "unreadable": f"{type(exc).__name__}: {exc}"}
+    if not isinstance(body, dict):
+        body = {"benchmark": path.stem, "unreadable": "not a JSON object"}
+    body.setdefault("benchmark", path.stem)
+    return body
+
+
 def load_results(results: Path) -> list[dict[str, Any]]:
     """Every ``*.json`` of ``results``: known benchmarks in their run order,
-    then the others by name. A file that is not a JSON object is kept as a
-    result that says so, rather than stopping the page."""
-    found: list[dict[str, Any]] = []
-    for path in sorted(results.glob("*.json")):
-        try:
-            body = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            body = {"benchmark": path.stem, "unreadable": f"{type(exc).__name__}: {exc}"}
-        if not isinstance(body, dict):
-            body = {"benchmark": path.stem, "unreadable": "not a JSON object"}
-        body.setdefault("benchmark", path.stem)
-        found.append(body)
+    then the others by name."""
+    found = [read_result(path) for path in sorted(results.glob("*.json"))]
     order = list(KNOWN)
     return sorted(
         found,

@@ -1,9 +1,11 @@
 """The figures of one benchmark result (``bench/results/<name>.json``) as rows
-of figure, value, bar and verdict, for docs/benchmarks.md (``bench.report``).
+of figure, value, bar and verdict: the one place rows are written, for
+docs/benchmarks.md (``bench.report``) and for the table ``python -m bench``
+prints after a run (read back from the JSON the run saved).
 
 Each known benchmark has a function reading the keys its JSON records; the
 verdicts are the ones the JSON records (``met``), or, where a benchmark
-records only its bars (``dedup``), the same comparison its run made. A result
+records only its bars (``dedup``), the comparison with the bar made here. A result
 of a benchmark this module does not know, or whose shape changed under a
 known name, falls back to :func:`generic_rows`: every recorded figure as a key
 and a value, and every recorded bar with its verdict, so a new or re-shaped
@@ -79,8 +81,8 @@ def throughput(r: Result) -> list[Row]:
 
 
 def _capture(r: Result) -> list[Row]:
-    """Issue 34's bar: the job with undeclared-key capture against the same
-    job without it (recorded from 2026-11-27)."""
+    """The cost of keeping undeclared keys: the job with the capture against
+    the same job without it, each against bare Spark (recorded from 2026-11-27)."""
     capture = r.get("undeclared_key_capture")
     if capture is None:
         return []
@@ -112,6 +114,22 @@ def growth(r: Result) -> list[Row]:
             f"{fit['projected_commit_seconds_at_8640_snapshots']:.2f} s "
             f"({fit['seconds_per_snapshot_retained'] * 1000:.3f} ms per snapshot)",
         ),
+        *_after_expiry(r),
+    ]
+
+
+def _after_expiry(r: Result) -> list[Row]:
+    """The table once the job's expiry ran a retention later (recorded from 2026-11-26)."""
+    expired = r["table_metadata"].get("after_expiry_a_retention_later")
+    if expired is None:
+        return []
+    return [
+        Row(
+            r["benchmark"],
+            "table after expiry a retention later",
+            f"{expired['snapshots']:,} snapshots, {expired['manifest_list_entries']:,} manifests, "
+            f"metadata.json {expired['metadata_json_bytes']:,} B",
+        )
     ]
 
 
@@ -138,13 +156,19 @@ def overhead(r: Result) -> list[Row]:
                 )
             )
     no_data = r["no_data_batch_after_watermark_move"]
-    rows.append(
+    steps = r["one_record_batch"]["breakdown_p50_seconds"]
+    rows += [
         Row(
             r["benchmark"],
             f"no-data batch after the watermark moved p50 ({no_data['samples']} samples)",
             f"{no_data['p50_seconds']:.3f} s",
-        )
-    )
+        ),
+        Row(
+            r["benchmark"],
+            "1-record batch, where its time goes (p50 s)",
+            ", ".join(f"{k} {v:.2f}" for k, v in steps.items()),
+        ),
+    ]
     return rows
 
 
@@ -184,24 +208,24 @@ def kinesis_source(r: Result) -> list[Row]:
             f"{_x(cold['of_medians'])} ({r['subject_cold']['records_per_second_median']:,.0f} "
             "records/s)",
         ),
+        Row(
+            r["benchmark"],
+            "decode per core, no network (botocore parse + Arrow batch)",
+            f"{r['driver_decode_per_core']['records_per_second']:,.0f} records/s",
+        ),
     ]
 
 
 def reader(r: Result) -> list[Row]:
+    """The current reader's drains: 1 and 2 read tasks. A result recorded
+    while the benchmark also drained the driver-side reader it replaced keeps
+    that reader's figures in its JSON; its rows show the current reader's."""
     rates = r["records_per_second"]
-    cpu = r["driver_cpu_seconds_per_100k_records"]
+    per_core = r["records_per_executor_python_cpu_second"]
+    names = [name for name in per_core if name != "how"]
     scale = r["two_tasks_over_one"]
     server = r["server_records_per_second"]
-    names = list(rates)
     return [
-        _checked(
-            r,
-            r["driver_cpu_after_over_before"],
-            "driver CPU per 100k records read, after / before",
-            f"{r['driver_cpu_after_over_before']['value']:.4f} ("
-            + ", ".join(f"{n}: {_median(cpu[n]):.3f} s" for n in names)
-            + ")",
-        ),
         _checked(
             r,
             scale,
@@ -213,11 +237,16 @@ def reader(r: Result) -> list[Row]:
         Row(
             r["benchmark"],
             "records per executor Python CPU second (1 task, 2 tasks); cores the workers got",
-            ", ".join(
-                f"{_median(r['records_per_executor_python_cpu_second'][n]):,.0f}" for n in names[1:]
-            )
+            ", ".join(f"{_median(per_core[n]):,.0f}" for n in names)
             + "; "
             + ", ".join(f"{n}: {_median(r['executor_python_cores_used'][n]):.2f}" for n in names),
+        ),
+        Row(
+            r["benchmark"],
+            "driver CPU per 100k records read",
+            ", ".join(
+                f"{n}: {_median(r['driver_cpu_seconds_per_100k_records'][n]):.3f} s" for n in names
+            ),
         ),
         Row(
             r["benchmark"],
@@ -229,6 +258,7 @@ def reader(r: Result) -> list[Row]:
 
 def incident(r: Result) -> list[Row]:
     shuffles = r["shuffles"]
+    split = r["baseline_breakdown_seconds_median"]
     return [
         _seconds_ratio(
             r,
@@ -249,23 +279,49 @@ def incident(r: Result) -> list[Row]:
             "the seed's store calls (SELECT + INSERT/UPDATE per key)",
             f"{r['baseline_store_calls']:,}",
         ),
+        Row(
+            r["benchmark"],
+            "the seed's batch, where its time goes (median s)",
+            ", ".join(f"{k} {v:.1f}" for k, v in split["per_handler_wall"].items())
+            + f"; store calls {split['store_calls_summed_over_tasks']:.1f} "
+            f"(summed over {r['shuffle_partitions']} tasks)",
+        ),
     ]
 
 
 def latency(r: Result) -> list[Row]:
     subject = r["subject"]
     bare = r["baseline"]["whole_run"]
+    ratio = r["ratio_subject_p99_to_baseline_p99"]["median_of_windows"]
     return [
         _checked(
             r,
             subject,
             f"put -> readable p99, {r['trigger_interval_sec']} s trigger, "
-            f"{r['rate_records_per_second']:,} records/s",
+            f"{r['rate_records_per_second']:,} records/s "
+            f"({r['achieved_rate_records_per_second']:,.0f} achieved)",
             f"{_median(subject['p99_seconds']):.2f} s (p50 {_median(subject['p50_seconds']):.2f} s;"
-            f" {_baseline_label(r)} p99 {bare['p99_seconds']:.2f} s)",
+            f" {_baseline_label(r)} p99 {bare['p99_seconds']:.2f} s; {ratio:.1f}x it, "
+            "median of windows)",
         ),
         Row(r["benchmark"], "ids measured", f"{r['ids_measured']:,} of {r['records_put']:,} put"),
+        Row(r["benchmark"], "batches (median)", _batches(r)),
     ]
+
+
+def _batches(r: Result) -> str:
+    """The query's batches with data: count, size, trigger time, and the
+    job's own split of it where its log line was read."""
+    batches = r["batches"]
+    if not batches["batches"]:
+        return "no batch with data ran"
+    split = {k: v for k, v in r["job_split_seconds_median"].items() if k != "what"}
+    parts = ", ".join(f"{k} {v:.2f} s" for k, v in split.items())
+    return (
+        f"{batches['batches']:,} batches, {batches['input_rows_per_batch_median']:,.0f} rows, "
+        f"{_median(batches['trigger_execution_seconds']):.2f} s each"
+        + (f" ({parts} in the job)" if parts else "")
+    )
 
 
 def _baseline_label(r: Result) -> str:
@@ -303,11 +359,15 @@ def scale(r: Result) -> list[Row]:
     batches = sorted(r["batches"].values(), key=lambda b: int(b["records"]))
     synth = sorted(r["synth"].values(), key=lambda s: int(s["instances"]))
     memory = r["peak_memory_at_largest"]
+    growth = ", ".join(f"{k}: {_x(v)}" for k, v in r["per_record_cost_growth"].items())
+    size_bar, linear_bar = r["synth_bars"].values()
+    fit = r["synth_fit_seconds"]
     return [
         Row(
             r["benchmark"],
             "records/s at " + " / ".join(f"{b['records']:,}" for b in batches) + " records",
-            " / ".join(f"{b['records_per_second']:,.0f}" for b in batches),
+            " / ".join(f"{b['records_per_second']:,.0f}" for b in batches)
+            + f" (cost per record {growth})",
             f"cost per record {r['per_record_bar']}",
             r["per_record_met"],
         ),
@@ -315,14 +375,24 @@ def scale(r: Result) -> list[Row]:
             r["benchmark"],
             "synth of " + " / ".join(str(s["instances"]) for s in synth) + " instances (median)",
             " / ".join(f"{_median(s['seconds']):.1f}" for s in synth) + " s",
-            "; ".join(f"{k} {v}" for k, v in r["synth_bars"].items()),
-            bool(r["synth_met"] and r["synth_linear_met"]),
+            size_bar,
+            r["synth_met"],
+        ),
+        Row(
+            r["benchmark"],
+            f"synth t({synth[-1]['instances']}) / t({synth[0]['instances']}) (medians)",
+            f"{_x(r['synth_growth_ratio'])} (fit: {fit['fixed']:.1f} s + "
+            f"{fit['per_instance']:.2f} s per instance)",
+            linear_bar,
+            r["synth_linear_met"],
         ),
         Row(
             r["benchmark"],
             f"peak memory at {memory['records']:,} records",
             f"JVM {memory['jvm_driver_and_executor_mib']:,.0f} MiB, Python workers "
-            f"{memory['python_workers_total_mib']:,.0f} MiB",
+            f"{memory['python_workers_total_mib']:,.0f} MiB (largest "
+            f"{memory['python_worker_largest_mib']:,.0f}), driver Python "
+            f"{memory['driver_python_process_mib']:,.0f} MiB",
         ),
     ]
 
@@ -340,7 +410,7 @@ def dedup(r: Result) -> list[Row]:
                 f"{operator}: {r['batch_records']:,}-record batch at {r['fill_keys']:,} keys vs "
                 "0 keys",
                 f"{_x(f['ratio'])} (filled {_median(f['seconds_at_fill']):.2f} s, "
-                f"empty {_median(f['seconds_at_zero']):.2f} s)",
+                f"empty {_median(f['seconds_at_zero']):.2f} s)" + _eviction(f),
                 f"<= {bars['flat']}" if gated else "shown as it is",
                 f["ratio"] <= bars["flat"] if gated else None,
             )
@@ -378,7 +448,90 @@ def dedup(r: Result) -> list[Row]:
                 through[key] >= bar,
             )
         )
-    return rows
+    return rows + _sustained(r)
+
+
+def _eviction(flat: Result) -> str:
+    """What eviction cost at the fill and at 0 keys, where recorded."""
+    if "eviction_ms_at_fill" not in flat:
+        return ""
+    return (
+        f"; eviction {flat['eviction_ms_at_fill']:,.0f} vs {flat['eviction_ms_at_zero']:,.0f} ms,"
+        f" read {_mib(flat['bytes_read_at_fill'])} vs {_mib(flat['bytes_read_at_zero'])}"
+    )
+
+
+def _sustained(r: Result) -> list[Row]:
+    """The rate the example cluster holds with each operator, from the
+    measured costs (recorded from 2026-11-25)."""
+    model = r.get("sustained")
+    if model is None:
+        return []
+    return [
+        Row(
+            r["benchmark"],
+            f"{operator}: sustained records/s, {model['cores']} cores, {model['horizon_h']} h, "
+            f"{model['trigger_s']:.0f} s trigger",
+            f"{model[operator]['records_per_s']:,} (forgetting "
+            f"{model[operator]['expire_core_us_per_key']:.2f} core-us per id)",
+        )
+        for operator in r["flat"]
+        if operator in model
+    ]
+
+
+def serverless_sizing(r: Result) -> list[Row]:
+    name = r["benchmark"]
+    rows = [
+        Row(name, f"peak RSS at {phase}", ", ".join(f"{k} {v:,.0f} MiB" for k, v in peaks.items()))
+        for phase, figures in r["phases"].items()
+        if (peaks := figures.get("peak_rss_mib"))
+    ]
+    backlog = r["backlog"]
+    return [
+        *rows,
+        Row(
+            name,
+            "per-batch fixed cost (median batch at 10/s)",
+            f"{r['per_batch_fixed_cost_ms']:,.0f} ms",
+        ),
+        Row(
+            name,
+            "sustained records/s, one executor core",
+            f"{r['sustained_records_per_sec_one_core']:,.0f} ({backlog['records']:,}-record "
+            f"backlog drained in {backlog['drain_sec']:.1f} s)",
+        ),
+        Row(
+            name,
+            f"highest rate holding the {r['trigger_interval_sec']:.0f} s trigger",
+            f"{r['highest_rate_holding_trigger_records_per_sec']:,.0f} records/s",
+        ),
+        Row(name, "start to first rows", f"{r['startup_to_first_rows_sec']:.1f} s"),
+    ]
+
+
+def stop(r: Result) -> list[Row]:
+    name = r["benchmark"]
+    return [
+        Row(
+            name,
+            f"stop marker to exit p50 ({r['stops']} stops at {r['rate_records_per_sec']:,} "
+            f"records/s, {r['trigger_sec']:g} s trigger)",
+            f"{r['p50_sec']:.2f} s",
+        ),
+        Row(
+            name,
+            "stop marker to exit, max",
+            f"{r['max_sec']:.2f} s ({r['max_over_bound']:.2f} of the bound)",
+            f"<= trigger + slowest batch = {r['bound_sec']:.2f} s",
+            r["met"],
+        ),
+        Row(
+            name,
+            f"slowest batch of the run ({r['batches']:,} batches with data)",
+            f"{r['slowest_batch_sec']:.2f} s",
+        ),
+    ]
 
 
 KNOWN: Final[dict[str, Callable[[Result], list[Row]]]] = {
@@ -394,6 +547,8 @@ KNOWN: Final[dict[str, Callable[[Result], list[Row]]]] = {
     "latency_efo": latency,
     "efo": efo,
     "scale": scale,
+    "serverless_sizing": serverless_sizing,
+    "stop": stop,
 }
 
 

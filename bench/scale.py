@@ -40,7 +40,7 @@ from typing import Any, Final
 import psutil  # type: ignore[import-untyped]
 
 from bench import framework, stream, synth_child
-from bench.framework import Context, Row
+from bench.framework import Context
 from job.micro_batch import BatchProcessor, prepare
 
 NAME: Final = "scale"
@@ -176,7 +176,7 @@ class Sampler(threading.Thread):
 # --- the benchmark --------------------------------------------------------------------------
 
 
-def run(ctx: Context) -> list[Row]:
+def run(ctx: Context) -> None:
     spark = stream.micro_batch_session(ctx.spark)  # as a streaming query runs its batches
     measured = QUICK if ctx.quick else FULL
     repeats = ctx.timed_rounds
@@ -309,39 +309,3 @@ def run(ctx: Context) -> list[Row]:
             "seconds",
         )
     mem = peak.to_dict()
-    return [
-        Row(
-            NAME,
-            "records/s by batch size (median)",
-            ", ".join(f"{n:,}: {n / med(times[n]):,.0f}/s" for n in sizes),
-        ),
-        Row(
-            NAME,
-            "cost per record, each size vs the one below",
-            ", ".join(f"{g:.2f}x" for g in growth),
-            f"<= {PER_RECORD_BAR}x",
-            per_record_met,
-        ),
-        Row(
-            NAME,
-            f"peak RSS at {largest:,} records",
-            f"JVM {mem['jvm_driver_and_executor_mib']:,.0f} MiB, Python workers "
-            f"{mem['python_workers_total_mib']:,.0f} MiB (largest "
-            f"{mem['python_worker_largest_mib']:,.0f}), driver Python "
-            f"{mem['driver_python_process_mib']:,.0f} MiB",
-        ),
-        Row(
-            NAME,
-            f"synth {', '.join(str(n) for n in counts)} instances (median)",
-            ", ".join(f"{med(synth[n]):.1f}s" for n in counts),
-            f"{most}: < {SYNTH_BAR_SEC:g}s",
-            synth_met,
-        ),
-        Row(
-            NAME,
-            f"synth t({most}) / t({fewest}) (medians)",
-            f"{growth_ratio:.2f}x (fit: {fixed:.1f}s + {per_instance:.2f}s per instance)",
-            f"<= {most / fewest:g}x (linear)",
-            linear_met,
-        ),
-    ]

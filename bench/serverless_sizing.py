@@ -1,4 +1,4 @@
-"""serverless_sizing: what the EMR Serverless shape must hold (issue 40).
+"""serverless_sizing: what the EMR Serverless shape must hold, measured to size it.
 
 The job runs as the serverless instance's job run runs (``orders-eu-west-1``,
 :mod:`local.serverless_launch`: the StartJobRun request's spark-submit, the
@@ -40,7 +40,7 @@ from typing import Any, Final
 
 import psutil  # type: ignore[import-untyped]
 
-from bench.framework import Context, Row, bars, code_version, figure, machine_load, write_result
+from bench.framework import Context, bars, code_version, figure, machine_load, write_result
 from local import serverless_launch
 from local.harness import LocalInstance, load_example_instances
 from local.metrics import cloudwatch_client, read_published
@@ -160,7 +160,7 @@ def _durations(local: Any, start: datetime) -> list[float]:
     return list(read_published(client, local.name, start, datetime.now(UTC)).batch_durations_ms)
 
 
-def run(ctx: Context) -> list[Row]:
+def run(ctx: Context) -> None:
     seconds = 30 if ctx.quick else 90
     backlog = 2_000 if ctx.quick else 20_000
     load_before = machine_load()
@@ -233,14 +233,3 @@ def run(ctx: Context) -> list[Row]:
     values = [peaks.get(label.split()[0], {}).get(label.split()[1], 0.0) for label in labels]
     with figure(ctx, NAME) as (_fig, axes):
         bars(axes[0], labels, values, "serverless shape: peak RSS by part (MiB)", "MiB")
-    rows = [
-        Row(NAME, f"peak RSS {phase} {part}", f"{value:.0f} MiB")
-        for phase in ("10/s", "100/s")
-        for part, value in sorted(peaks.get(phase, {}).items())
-    ]
-    rows += [
-        Row(NAME, "per-batch fixed cost (median batch at 10/s)", f"{fixed_ms:.0f} ms"),
-        Row(NAME, "sustained records/s, one executor core", f"{sustained:.0f}"),
-        Row(NAME, f"highest rate holding the {trigger:.0f} s trigger", f"{holds:.0f} records/s"),
-    ]
-    return rows

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench import stream
-from bench.framework import Context, Row, figure, write_result
+from bench.framework import Context, figure, write_result
 
 NAME: Final = "state"
 # The shape of the measured keys (bench.stream.unique_records).
@@ -56,7 +56,7 @@ def _fill(ctx: Context, records: int, chunk: int) -> dict[str, Any]:
     }
 
 
-def run(ctx: Context) -> list[Row]:
+def run(ctx: Context) -> None:
     fill = ctx.shared.get("state_fill")
     source = "growth's (b) query, same run"
     if fill is None:
@@ -113,13 +113,3 @@ def run(ctx: Context) -> list[Row]:
         axes[1].bar(list(per_key), list(per_key.values()), color="#4c72b0")
         axes[1].set_title(f"bytes per key at {keys:,} keys", fontsize=10)
         axes[1].tick_params(axis="x", labelsize=8)
-    return [
-        Row(
-            NAME,
-            f"de-dup state after {fill['records']:,} records (24 h horizon)",
-            f"{keys:,} keys; checkpoint state/ {disk / 2**20:.1f} MiB "
-            f"({per_key['checkpoint_state_dir']:.0f} B/key), "
-            f"SST {last['rocksdbSstFileSize'] / 2**20:.1f} MiB, "
-            f"memory {last['memoryUsedBytes'] / 2**20:.1f} MiB",
-        )
-    ]

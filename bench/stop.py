@@ -40,7 +40,6 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 from bench.framework import (
     REGION,
     Context,
-    Row,
     bars,
     code_version,
     figure,
@@ -234,7 +233,7 @@ def stop_config(root: Path, aws_url: str, kafka_bootstrap: str) -> JobConfig:
     return config
 
 
-def run(ctx: Context) -> list[Row]:
+def run(ctx: Context) -> None:
     endpoints = ctx.emulators.endpoints
     config = stop_config(ctx.scratch(NAME), endpoints.aws_url, endpoints.kafka_bootstrap)
     load_before = machine_load()
@@ -262,12 +261,6 @@ def run(ctx: Context) -> list[Row]:
         },
     )
     _chart(ctx, found)
-    bar = f"max <= trigger + slowest batch = {found.bound_sec:.2f}s"
-    return [
-        Row(NAME, f"marker to exit p50 ({len(found.seconds)} stops)", f"{p50:.2f}s"),
-        Row(NAME, "marker to exit max", f"{max(found.seconds):.2f}s", bar, found.within),
-        Row(NAME, "slowest batch of the run", f"{found.slowest_batch_sec:.2f}s"),
-    ]
 
 
 def _chart(ctx: Context, found: Stops) -> None:

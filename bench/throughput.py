@@ -11,7 +11,7 @@ each repeat):
 * before: the same job with the undeclared-key capture left out
   (:func:`without_undeclared` in place of ``job.transform.with_undeclared``
   while its plan is built: both columns null, nothing counted), on its own
-  table: what the job cost before issue 34, on the same records;
+  table: what the job cost before it kept undeclared keys, on the same records;
 * baseline: ``from_json`` + ``dropDuplicates(["id"])`` + Parquet write of the
   same columns (no validation, no failure records, no table commit).
 
@@ -21,7 +21,7 @@ it and builds only its per-batch part (the pass, the commit).
 
 ratio = baseline seconds / subject seconds (bar: >= 0.5), after
 ``WARMUP_BATCHES`` untimed runs of each side; the capture's cost is the
-subject's ratio against the before side's (issue 34's bar: at most 5 % lower).
+subject's ratio against the before side's (bar: at most 5 % lower).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from unittest import mock
 from pyspark.sql import functions as sf
 from pyspark.sql.types import StringType, StructField, StructType
 
-from bench.framework import WARMUP_BATCHES, Context, Row, bars, figure, summary, timed, write_result
+from bench.framework import WARMUP_BATCHES, Context, bars, figure, summary, timed, write_result
 from bench.stream import (
     UNDECLARED_SHARE,
     job_config,
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
 NAME: Final = "throughput"
 BAR: Final = 0.5
-# Issue 34: keeping undeclared keys may cost at most 5 % of the ratio.
+# Keeping undeclared keys may cost at most 5 % of the ratio to bare Spark.
 CAPTURE_BAR: Final = 0.05
 
 
@@ -159,7 +159,7 @@ def phases(
     return took
 
 
-def run(ctx: Context) -> list[Row]:
+def run(ctx: Context) -> None:
     # Both sides as one micro-batch of a streaming query runs.
     spark = micro_batch_session(ctx.spark)
     count = 20_000 if ctx.quick else 200_000
@@ -299,24 +299,3 @@ def run(ctx: Context) -> list[Row]:
             "where the micro-batch's time goes",
             "seconds",
         )
-    return [
-        Row(
-            NAME,
-            f"micro-batch vs bare Spark, {count:,} records",
-            f"{ratio:.2f}x ({med(ours):.1f}s vs {med(base):.1f}s)",
-            f">= {BAR}x",
-            ratio >= BAR,
-        ),
-        Row(
-            NAME,
-            "undeclared-key capture: ratio after vs before",
-            f"{change:+.1%} ({ratio:.2f}x vs {before_ratio:.2f}x)",
-            f">= -{CAPTURE_BAR:.0%}",
-            capture_met,
-        ),
-        Row(
-            NAME,
-            "breakdown (median s)",
-            ", ".join(f"{k.split(' ')[0]} {v:.2f}" for k, v in breakdown.items()),
-        ),
-    ]

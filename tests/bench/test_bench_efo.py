@@ -22,4 +22,4 @@ def test_quick_efo_bench_receives_every_record_through_subscriptions(tmp_path: P
     # One subscription per shard, continued batch after batch.
     assert result["subscriptions_served"] == result["shards"] == 2
     assert result["efo_batches"] > 2
-    assert "EFO bare loop put->received p99" in stdout
+    assert "put -> received p99, bare EFO loop" in stdout

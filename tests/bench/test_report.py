@@ -1,7 +1,9 @@
 """docs/benchmarks.md is generated from bench/results/*.json (``make
 bench-report``): the committed page must be exactly what the committed results
 give, and a result the report does not know, or whose shape changed, still
-gets a section (its figures key by key, its bars with their verdicts)."""
+gets a section (its figures key by key, its bars with their verdicts). The
+table ``python -m bench`` prints is built from the same saved results by the
+same rows, so a run and the page say the same."""
 
 from __future__ import annotations
 
@@ -10,8 +12,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from bench import __main__ as bench_main
 from bench import report
-from bench.framework import RESULTS
+from bench.framework import RESULTS, Context
 from bench.report_rows import KNOWN, rows_for
 
 COMMITTED = report.DOC
@@ -135,3 +140,51 @@ def test_dedup_results_as_bench_dedup_writes_them() -> None:
         "micro-batch of 200,000: timers vs builtin (builtin s / timers s)": "MISSED",
         "micro-batch of 200,000: vs bare Spark (bare s / timers s)": "met",
     }
+
+
+def _stop_result() -> dict[str, Any]:
+    result: dict[str, Any] = json.loads((RESULTS / "stop.json").read_text(encoding="utf-8"))
+    return result
+
+
+def test_a_stop_result_gets_its_own_rows_and_its_verdict() -> None:
+    result = _stop_result()
+    rows, fallback = rows_for(result)
+    assert fallback is None
+    judged = [row for row in rows if row.met is not None]
+    assert [row.figure for row in judged] == ["stop marker to exit, max"]
+    assert judged[0].bar == f"<= trigger + slowest batch = {result['bound_sec']:.2f} s"
+    assert judged[0].verdict == ("met" if result["met"] else "MISSED")
+    slow = {**result, "max_sec": result["bound_sec"] + 1, "met": False}
+    assert [row.verdict for row in rows_for(slow)[0] if row.met is not None] == ["MISSED"]
+
+
+def test_the_run_prints_the_rows_the_page_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A benchmark only measures and saves; ``python -m bench`` reads the
+    saved result back for its table, so its wording cannot drift from the page."""
+
+    def saved_stop(ctx: Context) -> None:
+        ctx.out_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy(RESULTS / "stop.json", ctx.out_dir / "stop.json")
+
+    monkeypatch.setattr(bench_main, "_benchmarks", lambda: {"stop": saved_stop})
+    out = tmp_path / "results"
+
+    assert bench_main.main(["stop", "--out-dir", str(out)]) == 0
+
+    printed = capsys.readouterr().out
+    page = report.render(out)
+    rows, _ = rows_for(_stop_result())
+    for row in rows:
+        assert row.figure in printed and row.value in printed, row
+        assert f"| {row.figure} | {row.value} |" in page, row
+
+
+def test_a_latency_run_whose_query_ran_no_batch_is_read_not_shown_key_by_key() -> None:
+    """A quick run on a loaded machine can end before a batch with data."""
+    result = json.loads((RESULTS / "latency.json").read_text(encoding="utf-8"))
+    rows, fallback = rows_for({**result, "batches": {"batches": 0}})
+    assert fallback is None
+    assert {row.figure: row.value for row in rows}["batches (median)"] == "no batch with data ran"
