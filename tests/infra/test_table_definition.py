@@ -66,7 +66,7 @@ def test_the_warehouse_prefix_is_the_data_buckets() -> None:
 
 
 def test_a_pin_gives_back_the_fields_its_table_was_created_with() -> None:
-    """Issue 41 item 16: optional fields appended (or inserted) after the pin
+    """Optional fields appended (or inserted) after the pin
     are found out; a widened type is not (it needs table_seed)."""
     from infra.table_definition import database_prefix, definition_fingerprint, pinned_seed_fields
     from model.config import EventField

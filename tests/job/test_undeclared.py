@@ -113,7 +113,7 @@ def test_records_that_are_not_objects_keep_nothing(spark: Any) -> None:
 
 
 def test_a_thousand_invented_keys_all_stay_in_the_table_under_21_series(spark: Any) -> None:
-    """Issue 41 item 14: 1,000 distinct undeclared keys in one run: each is
+    """1,000 distinct undeclared keys in one run: each is
     kept in its row's ``undeclared_fields``; the metric names the first 20
     and counts the rest under ``(other)``."""
     from collections import Counter

@@ -289,7 +289,7 @@ def test_the_emulators_run_the_front_and_report_its_figures(endpoints: Endpoints
 
 
 def test_the_harness_registers_the_consumer_as_the_stack_would(front: EfoEndpoint) -> None:
-    """Issue 41 item 15, locally: the harness registers the consumer once
+    """Locally, the harness registers the consumer once
     (what AWS::Kinesis::StreamConsumer does on AWS) and the job's reader,
     given its ARN, only describes it through the front: one consumer."""
     from local.harness import register_stack_consumer

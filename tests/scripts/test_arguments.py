@@ -1,6 +1,6 @@
 """Every operator command checks its numbers when it parses its command line
 (:mod:`ops.arguments`): a bad one exits 2 before anything is read or
-written (issue 41 item 11). Each case runs the command's real ``main`` in an
+written. Each case runs the command's real ``main`` in an
 empty directory, with a work dir there, and finds it still empty."""
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """``make certs`` (``python -m scripts.certs``) against an in-process moto S3/STS
-server: the zip it uploads is read back and parsed with a real X.509 parser
-(issue 10, item 2)."""
+server: the zip it uploads is read back and parsed with a real X.509 parser."""
 
 from __future__ import annotations
 

@@ -121,7 +121,7 @@ def test_produce_follows_the_instances_own_event_fields() -> None:
 
 
 def test_a_run_accepts_and_counts_what_produce_puts_into_it(stream: Any, tmp_path: Path) -> None:
-    """Issue 41 item 12: make produce --work-dir into a running make run
+    """make produce --work-dir into a running make run
     records what it sends; the run expects those ids and failure keys, waits
     while a produce is under way, and its summary counts them (no
     "unexpected ids")."""
@@ -175,7 +175,7 @@ def test_a_run_accepts_and_counts_what_produce_puts_into_it(stream: Any, tmp_pat
 def test_ops_producer_takes_the_stream_and_region_from_the_instance(
     stream: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 41 item 12: ``python -m ops.producer --instance X`` needs no
+    """``python -m ops.producer --instance X`` needs no
     ``--stream``/``--region``; without ``--instance`` they are required."""
     from ops import producer
     from tests.scripts.local_runs import EXAMPLE_CDK_JSON

@@ -45,7 +45,7 @@ def test_control_the_same_checks_fail_a_non_compliant_bucket(tmp_path: Path) -> 
 def test_each_acknowledgment_is_one_finding_next_to_its_resource(
     fixture: str, request: pytest.FixtureRequest
 ) -> None:
-    """The example, and the serverless one (issue 40: the execution role, the
+    """The example, and the serverless one (the execution role, the
     job-run resource and the serverless supervisor acknowledge their own)."""
     synthesized: Synthesized = request.getfixturevalue(fixture)
     seen = 0

@@ -1,4 +1,4 @@
-"""The serverless stack (issue 40), synthesized from tests/fixtures/cdk_serverless.json:
+"""The serverless stack, synthesized from tests/fixtures/cdk_serverless.json:
 the application, the job run resource, the supervisor (cdk-nag and cfn-lint:
 tests/infra/stacks/test_nag_and_lint.py);
 the EMR neighbour in the same region keeps its cluster."""

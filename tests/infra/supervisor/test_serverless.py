@@ -212,7 +212,7 @@ def test_a_job_an_operator_stopped_is_left_alone_without_its_exit_record(
 
 
 def test_whether_a_key_exists_is_asked_by_listing_its_exact_prefix(aws: dict[str, Any]) -> None:
-    """As on EMR (issue 41 item 7): GetObject of a missing key denied, the
+    """As on EMR: GetObject of a missing key denied, the
     check still works, by ListObjectsV2 of the lease, the exit record, the
     stop marker and the state."""
     s3 = ListOnlyS3(aws["s3"])
