@@ -394,3 +394,42 @@ def test_a_ticket_reference_is_found(tmp_path: Path) -> None:
         "job/a.py",
         "tests/job/test_a.py",
     ]
+
+
+# A test's import inside a function: ruff (PLC0415) refuses it unless the line
+# carries ruff's noqa for it; this holds each such line to a reason after the
+# code and the tests to a few, so that what a test needs is read at its top.
+# Spelled in parts so that this file's own lines are not counted.
+LOCAL_TEST_IMPORTS_ALLOWED = 10
+_NOQA_LOCAL = "# noqa: " + "PLC0415"
+_LOCAL_IMPORT = re.compile(r"#\s*noqa:\s*PLC0415\b(.*)$")
+
+
+def local_test_imports(root: Path) -> tuple[int, list[str]]:
+    """How many function-level imports the tests keep, and ``path:line`` of
+    each without its reason."""
+    count, bare = 0, []
+    for path in sorted((root / "tests").rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            found = _LOCAL_IMPORT.search(line)
+            if found:
+                count += 1
+                if len(found.group(1).strip(" :,;-")) < 3:
+                    bare.append(f"{path.relative_to(root)}:{number}")
+    return count, bare
+
+
+def test_a_test_keeps_an_import_local_only_with_its_reason() -> None:
+    count, bare = local_test_imports(ROOT)
+    assert not bare, "\n".join(bare)
+    assert count <= LOCAL_TEST_IMPORTS_ALLOWED
+
+
+def test_a_local_test_import_without_its_reason_is_reported(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "tests/test_a.py",
+        f"def f():\n    import json  {_NOQA_LOCAL}\n\n\n"
+        f"def g():\n    import x  {_NOQA_LOCAL} patched by the fixture first\n",
+    )
+    assert local_test_imports(tmp_path) == (2, ["tests/test_a.py:2"])

@@ -21,7 +21,7 @@ from job.sources.kinesis_options import parse_options
 from job.sources.kinesis_rows import records_to_batch
 from local.efo_endpoint import EfoEndpoint, Timing, read_stats
 from local.emulators import Endpoints
-from local.harness import build_job_config, load_example_instances
+from local.harness import build_job_config, load_example_instances, register_stack_consumer
 from local.summary import RunFigures, source_line, summarize
 from model.kinesis_offsets import ShardInfo, ShardState
 from ops.aggregation import aggregate
@@ -292,7 +292,6 @@ def test_the_harness_registers_the_consumer_as_the_stack_would(front: EfoEndpoin
     """Locally, the harness registers the consumer once
     (what AWS::Kinesis::StreamConsumer does on AWS) and the job's reader,
     given its ARN, only describes it through the front: one consumer."""
-    from local.harness import register_stack_consumer
 
     client, options, _ = new_stream(front.url)
     arn = register_stack_consumer(client, options.stream_name, "stack-job")
