@@ -10,10 +10,11 @@ name), that module. The check holds each claim to the files, read with
 name merely appearing (in a comment, or in this file's own list): the named
 test file imports the module, or imports the ``via`` module whose source
 imports it. A test reaches a module it runs in a child process too: the
-imports of a ``python -c`` snippet it holds count, ``python -m <package>``
-counts as importing ``<package>.__main__`` (and then the module's name, as
-``python -m bench growth`` is given it, must be among the test's strings), and
-the ``tests.*`` helpers it imports count with it. A claim naming this file is
+imports of a ``python -c`` snippet it holds count, ``python -m <name>`` counts
+as importing ``<name>`` and ``<name>.__main__`` (reached through a
+``__main__``, the module's name, as ``python -m bench growth`` is given it,
+must be among the test's strings), and the ``tests.*`` helpers it imports
+count with it. A claim naming this file is
 refused: it would cover a module by listing it. A module with neither a mirror
 nor an honest claim fails here, naming the test file it lacks. The list is what
 is left to mirror: a new module gets its own test file.
