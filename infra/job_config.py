@@ -92,8 +92,8 @@ def job_config_for(
                 "format_reason": reason,
                 "consumer_type": "SubscribeToShard" if efo else "GetRecords",
                 "consumer_name": efo_consumer_name(instance) if efo else None,
-                # The stack's consumer (item 15 of issue 41): the job uses it,
-                # never registers one.
+                # The stack's consumer: the job uses it and never registers one, so a
+                # restart cannot leave a second consumer billing.
                 "consumer_arn": efo_consumer_arn if efo else None,
             },
             "kafka": {

@@ -12,7 +12,7 @@ enhanced fan-out rows 2026-11-28): this repository's builders had no
 browser, only stored copies of public pages. Where a stored AWS pricing page
 showed a figure it is used as is; where it did not (AWS renders most regional
 tables with JavaScript), the row's ``note`` says where the figure comes from:
-the team's review in issue 35 (which priced the three example stacks) or a
+the team's review that priced the three example stacks, or a
 us-east-1 figure scaled by a stated regional ratio. Treat such rows as
 ±10 %: ``make cost --live`` gives the exact figure.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 PRICES_READ: Final = "2026-11-28"
-# When the rows before issue 40 were read (the rest: PRICES_READ).
+# When the first rows were read; the rows added since say read=PRICES_READ.
 FIRST_READ: Final = "2026-11-26"
 REGIONS: Final = ("us-east-1", "ap-northeast-2", "eu-west-1")
 HOURS_PER_MONTH: Final = 730  # AWS's own monthly convention on its pricing pages
@@ -41,7 +41,7 @@ S3_PAGE: Final = "https://aws.amazon.com/s3/pricing/"
 GLUE_PAGE: Final = "https://aws.amazon.com/glue/pricing/"
 
 # Notes shared by several rows.
-_REVIEW = "issue 35's review of the example stacks (its totals reproduce with this figure)"
+_REVIEW = "the team's review of the example stacks (its totals reproduce with this figure)"
 _SEOUL_RATIO = "us-east-1 x 1.23 (ap-northeast-2/us-east-1 ratio of m5.xlarge on the EC2 page)"
 _IRELAND_RATIO = "us-east-1 x 1.11 (eu-west-1/us-east-1 ratio of m5.xlarge on the EC2 page)"
 _SAME = "the page lists one price for every commercial region"
@@ -338,7 +338,7 @@ PRICE_ROWS: Final[tuple[PriceRow, ...]] = (
             ireland_note="us-east-1 x the shard-hour ratio",
         ),
     ),
-    # EMR Serverless (issue 40): per vCPU-hour, per GB-hour of worker memory,
+    # EMR Serverless: per vCPU-hour, per GB-hour of worker memory,
     # per GB-hour of worker storage beyond the 20 GB each worker gets free;
     # billed per second with a one-minute minimum per worker. ARM64 (Graviton)
     # is 20 % less than x86 (the page; AWS Big Data Blog, "Achieve up to 27%

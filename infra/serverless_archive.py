@@ -15,8 +15,10 @@ platform. Nothing else: no interpreter and no virtualenv. The release's own
 interpreter runs the job (``PYSPARK_PYTHON``) and finds the packages through
 ``PYTHONPATH`` (:func:`archive_spark_conf`). A packed virtualenv would carry
 the build machine's interpreter paths and symlinks; users report such archives
-failing on the service (aws-samples/emr-serverless-samples issues 16 and 56),
-and a site-packages directory has neither.
+failing on the service
+(https://github.com/aws-samples/emr-serverless-samples/issues/16,
+https://github.com/aws-samples/emr-serverless-samples/issues/56), and a
+site-packages directory has neither.
 
 The target: ``emr-spark-8.1.0`` on ARM64. Its release page lists Python 3.11
 and 3.13 ("AWS runtime for Apache Spark (emr-spark-8.1.0)", application

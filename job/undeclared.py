@@ -1,5 +1,5 @@
 """Keys a record carries that no event field declares: kept with the row, not
-dropped unseen (issue 34; docs/infra.md, "Event schema").
+dropped unseen (docs/infra.md, "Event schema").
 
 One step of :func:`job.transform.classify`, in a module of its own because its
 cost is a bar of its own (docs/job.md, "Keys no field declares: the cost"):

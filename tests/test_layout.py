@@ -1,20 +1,29 @@
 """Tests mirror the code: ``tests/<package path>/test_<module>.py`` for every
-module of the project's packages (issue 42).
+module of the project's packages, so a newcomer finds a module's test where the
+module's path says.
 
 A module tested elsewhere is named in :data:`COVERED_ELSEWHERE` with the test
 file that covers it, and, where that file reaches it through another module
 (a stack through its constructs, ``python -m bench`` through a benchmark's
-name), that module. The check holds each claim to the files: the named test
-file exists and names the module (its dotted name, its path, ``from
-<package> import <module>``, or, for a benchmark, its name quoted, as ``python -m
-bench growth`` is given it), or names the ``via`` module, whose source in turn names
-the module. A module with neither fails here, naming the test file it lacks.
-The list is what is left to mirror: a new module gets its own test file.
+name), that module. The check holds each claim to the files, read with
+:mod:`ast` rather than searched as text, so that a claim cannot be met by the
+name merely appearing (in a comment, or in this file's own list): the named
+test file imports the module, or imports the ``via`` module whose source
+imports it. A test reaches a module it runs in a child process too: the
+imports of a ``python -c`` snippet it holds count, ``python -m <name>`` counts
+as importing ``<name>`` and ``<name>.__main__`` (reached through a
+``__main__``, the module's name, as ``python -m bench growth`` is given it,
+must be among the test's strings), and the ``tests.*`` helpers it imports
+count with it. A claim naming this file is
+refused: it would cover a module by listing it. A module with neither a mirror
+nor an honest claim fails here, naming the test file it lacks. The list is what
+is left to mirror: a new module gets its own test file.
 """
 
 from __future__ import annotations
 
-import re
+import ast
+import itertools
 from pathlib import Path
 
 import pytest
@@ -24,67 +33,61 @@ PACKAGES = ("model", "job", "infra", "ops", "local", "scripts", "bench", "integ"
 # Entry points with no logic of their own: ``python -m <package>`` shims.
 ENTRY_FILES = frozenset({"__init__.py", "__main__.py"})
 
+# A benchmark is run by its name through ``python -m bench``.
+MAIN = "bench.__main__"
 # module -> (the test file that covers it, the module it is reached through or "").
 COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
-    "model.config_kit": ("tests/test_layout.py", ""),
     "model.contract": ("tests/model/test_exit_record.py", ""),
     "job.jvm": ("tests/model/test_jvm.py", ""),
-    "job.main": ("tests/deploy/test_app_package.py", ""),
     "job.session": ("tests/model/test_spark_conf.py", ""),
-    "job.sources.kinesis_task": ("tests/test_layout.py", ""),
-    "infra.constructs.alarm_topic": ("tests/test_layout.py", ""),
     "infra.constructs.alarms": ("tests/infra/constructs/test_tuning.py", ""),
     "infra.constructs.buckets": ("tests/infra/constructs/test_tuning.py", ""),
     "infra.constructs.catalog": ("tests/infra/constructs/test_events_table.py", ""),
     "infra.constructs.emr_cluster": ("tests/infra/stacks/test_serverless_stack.py", ""),
-    "infra.constructs.emr_disk_key": ("tests/test_layout.py", ""),
-    "infra.constructs.instance": ("tests/test_layout.py", ""),
     "infra.constructs.job_deployment": ("tests/deploy/test_docs_current.py", ""),
     "infra.constructs.logs_key": ("tests/infra/constructs/test_tuning.py", ""),
-    "infra.constructs.metrics": ("tests/test_layout.py", ""),
-    "infra.constructs.network": ("tests/test_layout.py", ""),
-    "infra.constructs.serverless_app": ("tests/test_layout.py", ""),
+    "infra.constructs.serverless_app": ("tests/infra/supervisor/test_serverless.py", ""),
     "infra.emr_step": ("tests/infra/test_serverless_job_run.py", ""),
-    "infra.job_jar": ("tests/test_layout.py", ""),
     "infra.packaging": ("tests/infra/supervisor/test_serverless.py", ""),
     "infra.prices": ("tests/infra/test_cost.py", ""),
     "infra.releases": ("tests/infra/test_config.py", ""),
     "infra.s3_keys": ("tests/infra/supervisor/test_handler.py", ""),
     "infra.stacks.application": ("tests/infra/stacks/test_instance_schema.py", ""),
-    "infra.stacks.streaming_stack": ("tests/test_layout.py", ""),
-    "ops.aggregation": ("tests/test_layout.py", ""),
-    "ops.arguments": ("tests/scripts/test_arguments.py", ""),
+    "infra.stacks.streaming_stack": (
+        "tests/infra/stacks/test_first_deploy.py",
+        "infra.stacks.application",
+    ),
+    "ops.aggregation": ("tests/job/sources/test_kinesis_rows.py", ""),
+    "ops.arguments": ("tests/scripts/test_arguments.py", "ops.producer"),
     "ops.events": ("tests/ops/test_stream_writer.py", ""),
     "ops.local_run": ("tests/scripts/test_produce.py", ""),
-    "ops.topic_end": ("tests/test_layout.py", ""),
     "integ.app": ("tests/integ/test_check.py", ""),
     "local.harness": ("tests/local/test_efo_endpoint.py", ""),
     "local.maintain": ("tests/job/table/test_commit.py", ""),
     "local.metrics_dump": ("tests/local/test_metrics_dump_offsets.py", ""),
     "local.report_cli": ("tests/local/test_report.py", ""),
-    "local.spark_stages": ("tests/test_layout.py", ""),
+    "local.spark_stages": ("tests/job/test_micro_batch.py", ""),
     "local.table": ("tests/e2e/test_crash_loop.py", ""),
-    "scripts.command": ("tests/test_layout.py", ""),
+    "scripts.command": ("tests/scripts/test_start.py", ""),
     "scripts.preflight.checks": ("tests/scripts/preflight/test_serverless.py", ""),
     "scripts.preflight.result": ("tests/scripts/preflight/test_tls.py", ""),
-    "scripts.preflight.shared_cluster": ("tests/test_layout.py", ""),
     "scripts.redeploy": ("tests/scripts/test_arguments.py", ""),
     "scripts.reprocess.hook": ("tests/scripts/reprocess/test_run.py", ""),
-    "bench.dedup": ("tests/bench/test_bench_smoke.py", ""),
-    "bench.efo": ("tests/bench/test_bench_efo.py", ""),
-    "bench.framework": ("tests/bench/test_latency_produce.py", ""),
-    "bench.growth": ("tests/bench/test_bench_smoke.py", ""),
-    "bench.incident": ("tests/bench/test_bench_smoke.py", ""),
-    "bench.kinesis_source": ("tests/bench/test_bench_smoke.py", ""),
-    "bench.latency": ("tests/bench/test_bench_smoke.py", ""),
-    "bench.latency_efo": ("tests/bench/test_bench_latency_efo.py", ""),
-    "bench.overhead": ("tests/bench/test_bench_smoke.py", ""),
-    "bench.reader": ("tests/bench/test_bench_smoke.py", ""),
+    "bench.dedup": ("tests/bench/test_bench_smoke.py", MAIN),
+    "bench.efo": ("tests/bench/test_bench_efo.py", MAIN),
+    "bench.framework": ("tests/bench/test_report.py", ""),
+    "bench.growth": ("tests/bench/test_bench_smoke.py", MAIN),
+    "bench.incident": ("tests/bench/test_bench_smoke.py", MAIN),
+    "bench.kinesis_source": ("tests/bench/test_bench_smoke.py", MAIN),
+    "bench.latency": ("tests/bench/test_bench_smoke.py", MAIN),
+    "bench.latency_efo": ("tests/bench/test_bench_latency_efo.py", MAIN),
+    "bench.overhead": ("tests/bench/test_bench_smoke.py", MAIN),
+    "bench.reader": ("tests/bench/test_bench_smoke.py", MAIN),
     "bench.report_rows": ("tests/bench/test_report.py", ""),
     "bench.scale": ("tests/bench/test_bench_smoke.py", ""),
-    "bench.state": ("tests/bench/test_dedup_figures.py", ""),
+    "bench.state": ("tests/bench/test_bench_smoke.py", MAIN),
     "bench.stream": ("tests/bench/test_bench_stream.py", ""),
-    "bench.throughput": ("tests/bench/test_report.py", ""),
+    "bench.throughput": ("tests/bench/test_bench_smoke.py", MAIN),
 }
 
 pytestmark = pytest.mark.unit
@@ -108,23 +111,111 @@ def dotted(root: Path, module: Path) -> str:
     return ".".join(module.relative_to(root).with_suffix("").parts)
 
 
-def names_module(text: str, name: str) -> bool:
-    package, _, leaf = name.rpartition(".")
-    pattern = (
-        rf"\b{re.escape(name)}\b|{re.escape(name.replace('.', '/'))}\.py"
-        rf"|from {re.escape(package)} import [^\n]*\b{re.escape(leaf)}\b"
-    )
-    if package == "bench":  # a benchmark is run by its name: python -m bench growth
-        pattern += rf"|\"{re.escape(leaf)}\""
-    return re.search(pattern, text) is not None
+LAYOUT_TEST = "tests/test_layout.py"
 
 
-def source_of(root: Path, name: str) -> str:
+def _snippet_imports(text: str) -> set[str]:
+    """The imports of a string that is Python source (a ``python -c`` snippet
+    a test runs in a child); none for any other string."""
+    if "import" not in text:
+        return set()
+    try:
+        return imports_of(ast.parse(text))
+    except SyntaxError:
+        return set()
+
+
+def imports_of(tree: ast.AST) -> set[str]:
+    """Every module ``tree`` imports, at any depth, as dotted names: ``import
+    a.b`` and ``from a.b import c`` give ``a.b``, and ``a.b.c`` in case ``c`` is
+    a module; ``[..., "-m", "pkg", ...]`` gives ``pkg`` and ``pkg.__main__``."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.List | ast.Tuple):
+            items = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            found.update(
+                module
+                for flag, package in itertools.pairwise(items)
+                if flag == "-m" and isinstance(package, str)
+                for module in (package, f"{package}.__main__")
+            )
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.update(_snippet_imports(node.value))
+    return found
+
+
+def strings_of(tree: ast.AST) -> set[str]:
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+
+
+def _parsed(path: Path) -> ast.Module | None:
+    return ast.parse(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def reach(root: Path, test_file: Path) -> tuple[set[str], set[str]]:
+    """What a test file imports and the strings it holds, with those of the
+    ``tests.*`` helpers it imports (a helper that runs ``python -m bench NAME``
+    runs it for the test that calls it)."""
+    imported: set[str] = set()
+    strings: set[str] = set()
+    pending, seen = [test_file], set()
+    while pending:
+        path = pending.pop()
+        tree = _parsed(path)
+        if path in seen or tree is None:
+            continue
+        seen.add(path)
+        names = imports_of(tree)
+        imported |= names
+        strings |= strings_of(tree)
+        pending.extend(
+            root.joinpath(*name.split(".")).with_suffix(".py")
+            for name in names
+            if name.startswith("tests.")
+        )
+    return imported, strings
+
+
+def source_of(root: Path, name: str) -> ast.Module | None:
     base = root.joinpath(*name.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py", base / "__main__.py"):
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
-            return path.read_text(encoding="utf-8")
-    return ""
+            return _parsed(path)
+    return None
+
+
+def claim_problem(root: Path, name: str, test_path: str, via: str) -> str | None:
+    """Why the claim "``test_path`` covers ``name`` (through ``via``)" does
+    not hold, or None if it does."""
+    if test_path == LAYOUT_TEST:
+        return f"{name}: COVERED_ELSEWHERE may not name {LAYOUT_TEST} itself"
+    test_file = root / test_path
+    if not test_file.is_file():
+        return f"{name}: COVERED_ELSEWHERE names {test_path}, which does not exist"
+    imported, strings = reach(root, test_file)
+    if name in imported:
+        return None
+    if not via:
+        return f"{name}: {test_path} does not import the module"
+    via_tree = source_of(root, via)
+    run_by_name = via.endswith(".__main__")
+    if (
+        via in imported
+        and via_tree is not None
+        and name in imports_of(via_tree)
+        and (not run_by_name or name.rpartition(".")[2] in strings)
+    ):
+        return None
+    return f"{name}: {test_path} does not reach it through {via}"
 
 
 def problems(root: Path, covered: dict[str, tuple[str, str]]) -> list[str]:
@@ -146,18 +237,9 @@ def problems(root: Path, covered: dict[str, tuple[str, str]]) -> list[str]:
                 "or an entry in COVERED_ELSEWHERE naming where it is tested"
             )
             continue
-        test_path, via = covered[name]
-        test_file = root / test_path
-        if not test_file.is_file():
-            found.append(f"{name}: COVERED_ELSEWHERE names {test_path}, which does not exist")
-            continue
-        text = test_file.read_text(encoding="utf-8")
-        if names_module(text, name):
-            continue
-        if not via:
-            found.append(f"{name}: {test_path} does not name the module")
-        elif not (names_module(text, via) and names_module(source_of(root, via), name)):
-            found.append(f"{name}: {test_path} does not reach it through {via}")
+        problem = claim_problem(root, name, *covered[name])
+        if problem:
+            found.append(problem)
     found.extend(
         f"{name}: in COVERED_ELSEWHERE but not a module" for name in covered.keys() - names
     )
@@ -190,23 +272,69 @@ def test_a_module_without_a_test_is_reported(tmp_path: Path) -> None:
     ]
 
 
-def test_a_claim_of_coverage_is_held_to_the_named_file(tmp_path: Path) -> None:
+def test_a_claim_of_coverage_is_held_to_the_named_files_imports(tmp_path: Path) -> None:
     _write(tmp_path, "job/sources/kinesis_task.py")
     _write(tmp_path, "job/sources/kinesis_fetch.py")
+    _write(tmp_path, "job/sources/kinesis_rows.py")
     _write(
         tmp_path,
         "tests/job/sources/test_kinesis_python.py",
-        "from job.sources import kinesis_task\n",
+        "from job.sources import kinesis_task\n"
+        "# job.sources.kinesis_fetch, job/sources/kinesis_fetch.py: named, never imported\n"
+        "NOTE = 'from job.sources import kinesis_fetch is not run'\n",
     )
+    python = "tests/job/sources/test_kinesis_python.py"
     claims = {
-        "job.sources.kinesis_task": ("tests/job/sources/test_kinesis_python.py", ""),
-        "job.sources.kinesis_fetch": ("tests/job/sources/test_kinesis_python.py", ""),
+        "job.sources.kinesis_task": (python, ""),
+        "job.sources.kinesis_fetch": (python, ""),
+        "job.sources.kinesis_rows": (LAYOUT_TEST, ""),
         "job.gone": ("tests/job/test_gone.py", ""),
     }
     assert problems(tmp_path, claims) == [
-        "job.sources.kinesis_fetch: tests/job/sources/test_kinesis_python.py does not name "
-        "the module",
+        f"job.sources.kinesis_fetch: {python} does not import the module",
+        "job.sources.kinesis_rows: COVERED_ELSEWHERE may not name tests/test_layout.py itself",
         "job.gone: in COVERED_ELSEWHERE but not a module",
+    ]
+
+
+def test_the_real_list_names_neither_the_layout_test_nor_a_file_that_does_not_import() -> None:
+    assert [name for name, (test, _) in COVERED_ELSEWHERE.items() if test == LAYOUT_TEST] == []
+    assert claim_problem(ROOT, "model.contract", LAYOUT_TEST, "") is not None
+    # tests/model/test_polling.py covers model.polling, not model.contract.
+    assert claim_problem(ROOT, "model.contract", "tests/model/test_polling.py", "") == (
+        "model.contract: tests/model/test_polling.py does not import the module"
+    )
+
+
+def test_a_module_run_in_a_child_is_reached_by_its_snippet_or_its_command(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path, "job/session.py")
+    _write(tmp_path, "local/maintain.py")
+    _write(tmp_path, "bench/growth.py")
+    _write(tmp_path, "bench/state.py")
+    _write(tmp_path, "bench/__main__.py", "from bench import growth, state\n")
+    _write(
+        tmp_path,
+        "tests/model/test_conf.py",
+        "SNIPPET = 'from job.session import build_session\\nbuild_session()'\n"
+        "COMMAND = [sys.executable, '-m', 'local.maintain']\n",
+    )
+    _write(tmp_path, "tests/bench/run.py", "ARGV = ['python', '-m', 'bench']\n")
+    _write(
+        tmp_path,
+        "tests/bench/test_smoke.py",
+        "from tests.bench.run import ARGV\nNAMES = ('growth',)\n",
+    )
+    main = "bench.__main__"
+    claims = {
+        "job.session": ("tests/model/test_conf.py", ""),
+        "local.maintain": ("tests/model/test_conf.py", ""),
+        "bench.growth": ("tests/bench/test_smoke.py", main),
+        "bench.state": ("tests/bench/test_smoke.py", main),  # not among the names it runs
+    }
+    assert problems(tmp_path, claims) == [
+        f"bench.state: tests/bench/test_smoke.py does not reach it through {main}"
     ]
 
 

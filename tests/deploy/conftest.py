@@ -15,6 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_cdk import Acknowledgment, App, Environment, Stack, Validations
+from aws_cdk import aws_emr as emr
+from aws_cdk import aws_s3 as s3
+from cdk_nag import AwsSolutionsChecks
+
+from infra.constructs.job_deployment import JobDeployment, JobDeploymentProps
+from infra.releases import DEFAULT_RELEASE_LABEL, RELEASES
+from model.config import JobConfig, KafkaOptions
 
 REPO = Path(__file__).resolve().parents[2]
 ACCOUNT, REGION, DOMAIN = "123456789012", "eu-west-1", "orders"
@@ -46,14 +54,6 @@ def source_root(tmp: Path) -> Path:
 
 
 def build(root: Path, outdir: Path | None = None, **props: Any) -> tuple[Any, Any, Any, Any]:
-    from aws_cdk import Acknowledgment, App, Environment, Stack, Validations
-    from aws_cdk import aws_emr as emr
-    from aws_cdk import aws_s3 as s3
-    from cdk_nag import AwsSolutionsChecks
-
-    from infra.constructs.job_deployment import JobDeployment, JobDeploymentProps
-    from infra.releases import DEFAULT_RELEASE_LABEL, RELEASES
-    from model.config import JobConfig, KafkaOptions
 
     # An explicit outdir: CDK's default temporary one can vanish before the
     # test reads the staged assets.

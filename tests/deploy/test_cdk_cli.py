@@ -1,4 +1,4 @@
-"""The new user's first day through the real CDK CLI (issue 41, items 1 and 4):
+"""The new user's first day through the real CDK CLI:
 ``cdk ls``/``cdk synth`` run ``python3 app.py`` exactly as ``cdk deploy`` does,
 from a copy of cdk.json in a temporary directory.
 

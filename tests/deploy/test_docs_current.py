@@ -1,4 +1,4 @@
-"""The first-day documents say what the code does (issue 41 item 17): each
+"""The first-day documents say what the code does: each
 statement below is read from the code it describes, not restated here, so a
 rename in the code fails the test until the document follows."""
 

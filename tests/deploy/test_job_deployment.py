@@ -5,13 +5,16 @@ bytes in the repository."""
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cfnlint.api import ManualArgs, lint_file
 
 from infra.emr_step import StepSpec, build_step
-from infra.packaging import zip_package
+from infra.packaging import stage_bootstrap, stage_package, zip_package
+from model.config import JobConfig
 from tests.deploy.conftest import (
     REPO,
     Synthesized,
@@ -147,8 +150,6 @@ def test_package_upload_has_the_zipped_app_and_the_entry_point(synthesized: Synt
 def test_uploaded_job_config_is_a_valid_job_config_after_deploy(
     synthesized: Synthesized,
 ) -> None:
-    from model.config import JobConfig
-
     template = synthesized.template
     (custom,) = (
         r for k, r in template["Resources"].items()
@@ -172,8 +173,6 @@ def test_uploaded_job_config_is_a_valid_job_config_after_deploy(
 
 
 def test_package_version_moves_with_the_job_but_not_the_bootstrap(tmp_path: Path) -> None:
-    from infra.packaging import stage_bootstrap, stage_package
-
     root = source_root(tmp_path)
     stage = tmp_path / "stage"
     _, boot_before = stage_bootstrap(root, stage)
@@ -188,10 +187,6 @@ def test_package_version_moves_with_the_job_but_not_the_bootstrap(tmp_path: Path
 def test_the_job_jar_ships_with_the_job_and_a_java_change_is_a_new_version(
     tmp_path: Path,
 ) -> None:
-    import zipfile
-
-    from infra.packaging import stage_package
-
     root = source_root(tmp_path)
     stage = tmp_path / "stage"
     target, before = stage_package(root, stage, "{}")
@@ -221,8 +216,6 @@ def test_unknown_jar_is_refused_at_synth(tmp_path: Path) -> None:
 
 
 def test_cfn_lint_reports_nothing_on_the_construct(synthesized: Synthesized) -> None:
-    from cfnlint.api import ManualArgs, lint_file
-
     path = synthesized.outdir / f"{synthesized.stack.stack_name}.template.json"
     matches = lint_file(path, config=ManualArgs(regions=["eu-west-1"]))
     # The test's own log bucket (legacy AccessControl, W3045) is not the construct's.

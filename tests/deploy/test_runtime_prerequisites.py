@@ -1,4 +1,4 @@
-"""Runtime prerequisites on the node (issue 10, item 9): the job refuses to
+"""Runtime prerequisites on the node: the job refuses to
 start, exit 2 with the fix, when the ``aws-kinesis`` format does not resolve."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""No single record can stop an instance (issue 23): the real job, with the
+"""No single record can stop an instance: the real job, with the
 AWS default ``max_record_bytes`` (1 MiB) and the default producer limit
 (1,000,000 bytes), gets a malformed record of about 1 MiB and then valid
 events. Before the claim-check store existed it exited 1 on

@@ -272,7 +272,7 @@ def test_crash_loop_on_the_serverless_launch_path_loses_and_duplicates_nothing(
     """Every run of the job is launched as the instance's EMR Serverless job
     run would be (local/serverless_launch.py: the StartJobRun request's entry
     point, arguments and spark-submit parameters, the application's
-    spark-defaults, the dependency archive, by spark-submit; issue 40). The
+    spark-defaults, the dependency archive, by spark-submit). The
     EMR step's launch (``python -m job``) has its crash loop in the next case:
     the job is the same, only how it is started differs."""
     # The e2e example's copy of the instance, on "compute": "serverless" (as cdk.json has it).

@@ -1,5 +1,5 @@
-"""Self-healing on EMR Serverless, end to end against the patched emulator
-(issue 40, "Must show: Self-healing").
+"""Self-healing on EMR Serverless, end to end against the patched emulator:
+a killed job run is retried and restarted, and an operator's stop is kept.
 
 Everything real but the service: the stack's custom resource handler
 (infra/serverless_job_run_handler.py) starts and hands over the job run; the

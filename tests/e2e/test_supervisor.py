@@ -81,7 +81,7 @@ def test_a_killed_job_is_restarted_again_after_the_back_off_and_an_operator_stop
     tmp_path: Path,
 ) -> None:
     """Killed, restarted, seen holding its lease, killed again well inside
-    start_grace_sec (240 s; issue 41 item 9): the second restart comes within
+    start_grace_sec (240 s): the second restart comes within
     the back-off plus a check, not after the grace; nothing is lost or
     doubled; then ``make stop-job`` stops it and it stays stopped."""
     local = make_local(emulators, INSTANCE)

@@ -223,6 +223,6 @@ def synthesized_lake_formation(
 @pytest.fixture(scope="session")
 def synthesized_serverless(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """tests/fixtures/cdk_serverless.json: light (EMR Serverless) and orders
-    (EMR) in us-east-1, on the region's shared stack (issue 40)."""
+    (EMR) in us-east-1, on the region's shared stack."""
     context = check_context(SERVERLESS_CDK_JSON)
     return synthesize(context, tmp_path_factory.mktemp("cdk.out.serverless"))

@@ -46,7 +46,7 @@ def test_defaults_apply_when_the_context_omits_them() -> None:
     assert config.emr.release_label == "emr-spark-8.1.0"
     assert config.stream.on_demand
     assert config.removal_policy == "RETAIN"
-    # The failure topic's durable defaults (issue 10, item 6).
+    # The failure topic's durable defaults: a broker down loses no acknowledged write.
     assert config.kafka.broker_count == 3
     assert config.kafka.topic_replication_factor == 3
     assert config.kafka.min_insync_replicas == 2
@@ -172,7 +172,7 @@ def test_every_bad_field_of_the_instance_is_reported() -> None:
     ]
 
 
-# ------------------------------------------------ issue 41: what passed when it should not
+# ------------------------------------------------ what once passed when it should not
 
 
 def test_a_shard_count_above_the_regions_default_quota_is_refused() -> None:

@@ -108,7 +108,7 @@ def test_orders_eu_west_1_is_recomputed_by_hand_from_its_template(
 
     found = estimate(name, template, region, Load(rate, size, trigger))
     assert found.total_usd == pytest.approx(expected, rel=1e-9)
-    # The review of issue 35 put this stack at ~$1,300 a month.
+    # The team's review of the example stacks put this one at ~$1,300 a month.
     assert 1_150 < found.total_usd < 1_400, render(found)
 
 
@@ -120,7 +120,7 @@ def test_the_orders_seoul_stack_prices_its_extended_retention_and_bigger_nodes(
     lines = {line.resource: line for line in found.lines}
     assert lines["Kinesis extended retention x4"].count == 4 * HOURS
     assert lines["EC2 m5.2xlarge x3 (core)"].unit_usd == _usd("ec2:m5.2xlarge", "ap-northeast-2")
-    assert 2_100 < found.total_usd < 2_450, "issue 35's review: ~$2,330"
+    assert 2_100 < found.total_usd < 2_450, "the example stacks' review: ~$2,330"
 
 
 def test_an_on_demand_stream_bills_stream_hours_and_gigabytes(synthesized: Synthesized) -> None:
@@ -211,7 +211,7 @@ def test_the_synth_line_of_an_unpriced_region_says_why_instead_of_failing() -> N
 def test_a_light_serverless_instance_with_its_shares_costs_at_most_150_a_month(
     synthesized_serverless: Synthesized,
 ) -> None:
-    """Issue 40's bar, recomputed by hand from the templates and the table:
+    """The serverless bar, recomputed by hand from the templates and the table:
     one light instance at 10 records/s in us-east-1 on EMR Serverless, sharing
     its region's failure-topic cluster and NAT with four other instances."""
     name, shared, region = "Streaming-light-us-east-1", "Streaming-shared-us-east-1", "us-east-1"

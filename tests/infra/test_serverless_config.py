@@ -15,8 +15,16 @@ from infra.config import (
     load_instances,
     read_cdk_context,
 )
-from infra.serverless_config import NO_TLS_ON_SERVERLESS, WorkerConfig, spark_memory_mb
+from infra.config_sections import LOG_RETENTION_DAYS
+from infra.releases import SERVERLESS_PYTHON
+from infra.serverless_config import (
+    NO_TLS_ON_SERVERLESS,
+    SERVERLESS_LOG_RETENTION_DAYS,
+    WorkerConfig,
+    spark_memory_mb,
+)
 from infra.serverless_job_run import application_spark_defaults
+from local.serverless_launch import job_run
 from tests.infra.conftest import DECLARED_CDK_JSON
 
 
@@ -141,9 +149,6 @@ def test_a_restart_budget_of_one_cannot_be_split_with_the_service() -> None:
 
 
 def test_the_serverless_log_retentions_are_the_instances() -> None:
-    from infra.config_sections import LOG_RETENTION_DAYS
-    from infra.serverless_config import SERVERLESS_LOG_RETENTION_DAYS
-
     assert SERVERLESS_LOG_RETENTION_DAYS == LOG_RETENTION_DAYS
 
 
@@ -170,8 +175,6 @@ def test_the_interpreter_is_one_setting_with_the_cited_default() -> None:
     """``serverless.python`` reaches both PYSPARK_PYTHONs of the request; its
     default is infra/releases.py's SERVERLESS_PYTHON (cited there, its path
     unverified: docs/serverless.md)."""
-    from infra.releases import SERVERLESS_PYTHON
-    from local.serverless_launch import job_run
 
     default = _load(compute="serverless")
     assert default.serverless.python == SERVERLESS_PYTHON == "/usr/bin/python3.11"

@@ -46,6 +46,7 @@ from infra.serverless_job_run_handler import (
     GUARD_TYPE,
     JOB_RUN_TYPE,
     handle,
+    physical_id,
 )
 from local import serverless_moto as sm
 from tests.infra.serverless_fakes import BUCKET, REGION, FakeJob, event, handover, request
@@ -192,8 +193,6 @@ class Stack:
 
 
 def _failed_physical(props: dict[str, Any]) -> str:
-    from infra.serverless_job_run_handler import physical_id
-
     return physical_id(event("Create", props, logical_id="JobRun"))
 
 

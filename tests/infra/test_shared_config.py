@@ -74,7 +74,7 @@ def _instance_error(**entry: Any) -> str:
 
 
 def test_a_copied_literal_of_the_shared_clusters_arn_is_refused() -> None:
-    """Issue 41 item 2: the ids come from the shared stack, never from a copy."""
+    """The ids come from the shared stack, never from a copy."""
     message = _instance_error(kafka={"cluster_arn": CLUSTER})
     assert message.startswith(
         "instance instances[0] (refunds/us-east-1): field kafka.cluster_arn: bad value "

@@ -116,7 +116,7 @@ def test_small_keeps_its_trigger_at_500_records_per_second() -> None:
     assert not holds_trigger(20_000, trigger, executor_cores)
 
 
-# ------------------------------------------------ issue 41 item 13: shuffle partitions
+# ------------------------------------------------ shuffle partitions
 
 
 def _sized(**entry: Any) -> InstanceConfig:

@@ -7,13 +7,18 @@ and the optimizer roles' actions it derives."""
 
 from __future__ import annotations
 
+from infra.constructs.buckets import Buckets
 from infra.table_definition import (
     OPTIMIZER_LAKE_FORMATION_PERMISSIONS,
     OPTIMIZER_TYPES,
+    database_prefix,
+    definition_fingerprint,
     optimizer_object_actions,
     optimizer_table_actions,
     optimizer_writes,
+    pinned_seed_fields,
 )
+from model.config import EventField
 from tests.child_process import probe
 
 CDK = ("aws_cdk", "constructs", "cdk_nag", "jsii")
@@ -57,19 +62,14 @@ def test_lake_formation_permissions_follow_what_each_optimizer_does() -> None:
 
 
 def test_the_warehouse_prefix_is_the_data_buckets() -> None:
-    from infra.constructs.buckets import Buckets
-    from infra.table_definition import database_prefix
-
     assert database_prefix("streaming_orders_eu_west_1") == Buckets.database_prefix(
         "streaming_orders_eu_west_1"
     )
 
 
 def test_a_pin_gives_back_the_fields_its_table_was_created_with() -> None:
-    """Issue 41 item 16: optional fields appended (or inserted) after the pin
+    """Optional fields appended (or inserted) after the pin
     are found out; a widened type is not (it needs table_seed)."""
-    from infra.table_definition import database_prefix, definition_fingerprint, pinned_seed_fields
-    from model.config import EventField
 
     created = (
         EventField("paymentId"),

@@ -11,6 +11,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from py4j.protocol import Py4JJavaError
+from pyspark.java_gateway import ensure_callback_server_started
+
 from job.sinks.batch_task import output_rows, split
 from job.sources.schema import SOURCE_SCHEMA
 from local.table import sql_catalog
@@ -164,7 +167,6 @@ def held_status_store(spark: Any, limit_sec: float = 60.0) -> Iterator[Callable[
     calls the yielded release: a listener that blocks on every event shares
     the store's listener queue (``appStatus``, one thread), so the store's own
     listener sees no event posted after the first one until then."""
-    from pyspark.java_gateway import ensure_callback_server_started
 
     gateway = spark.sparkContext._gateway
     ensure_callback_server_started(gateway)
@@ -189,7 +191,6 @@ def held_status_store(spark: Any, limit_sec: float = 60.0) -> Iterator[Callable[
 
 def status_store_behind(spark: Any) -> bool:
     """True if events posted so far have not all reached the listeners yet."""
-    from py4j.protocol import Py4JJavaError
 
     try:
         spark._jsparkSession.sparkContext().listenerBus().waitUntilEmpty(1)

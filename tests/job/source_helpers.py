@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from job.sources.kinesis_options import ReaderOptions
 from model import aws_clients
 from model.config import JobConfig
@@ -277,8 +279,6 @@ class MemoryEndStore:
 
 
 def client_error(code: str) -> Exception:
-    from botocore.exceptions import ClientError
-
     return ClientError({"Error": {"Code": code, "Message": code}}, "GetRecords")
 
 

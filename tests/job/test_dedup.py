@@ -14,9 +14,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from job.dedup import dedup_key, deduplicated
+from pyspark.sql import functions as sf
+
+from job.dedup import BUCKETS, dedup_key, deduplicated
 from job.micro_batch import prepare
-from job.sources.schema import SOURCE_SCHEMA
+from job.sources.schema import SEQUENCE_NUMBER, SOURCE_SCHEMA, SUB_SEQUENCE_NUMBER
 from job.transform import classify
 from local.spark_stages import shuffles_of
 from model.record import REASON
@@ -252,9 +254,6 @@ def test_the_buckets_spread_evenly_over_the_shuffle_partitions(spark: Any) -> No
     seed 42, as ``hash``): the busiest partition's share of the buckets sets
     the state stage's slowest task. job/dedup.py gives these figures for the
     example cluster's 20 partitions (one per executor core)."""
-    from pyspark.sql import functions as sf
-
-    from job.dedup import BUCKETS
 
     def busiest(buckets: int, partitions: int) -> float:
         key = sf.col("id").cast("int")
@@ -308,10 +307,6 @@ def test_dedup_key_is_the_id_or_the_source_coordinates(spark: Any) -> None:
 
 
 def test_two_failing_user_records_of_one_aggregate_keep_two_dedup_keys(spark: Any) -> None:
-    from pyspark.sql import functions as sf
-
-    from job.sources.schema import SEQUENCE_NUMBER, SUB_SEQUENCE_NUMBER
-
     raw = raw_frame(spark, [b"bad-1", b"bad-2"]).withColumn(SEQUENCE_NUMBER, sf.lit("7"))
     subs = raw.withColumn(SUB_SEQUENCE_NUMBER, sf.monotonically_increasing_id())
     frame = classify(subs, max_record_bytes=MAX)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pyarrow as pa
 import pytest
 from moto import mock_aws
 
@@ -163,7 +164,6 @@ def test_the_job_refuses_the_old_checkpoint_before_spark_starts(
 
 def _store(config: JobConfig, rows: list[tuple[str, datetime]]) -> Any:
     """The events table holding ``rows`` (id, arrival), as earlier batches left them."""
-    import pyarrow as pa
 
     table = ensure_table(config)
     schema = table.schema().as_arrow()

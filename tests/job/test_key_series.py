@@ -19,7 +19,7 @@ NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 def test_a_thousand_invented_keys_make_at_most_21_series_kept_across_restarts(
     tmp_path: Path,
 ) -> None:
-    """Issue 41 item 14: 1,000 distinct undeclared keys over 50 batches of one
+    """1,000 distinct undeclared keys over 50 batches of one
     run, published to (emulated) CloudWatch: at most 21 series (the first 20
     keys by name, the rest under ``(other)``), every record counted. A
     restart keeps the same 20 names."""

@@ -9,15 +9,21 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from confluent_kafka import Consumer
 from pyspark.errors import PythonException
 
-from job.micro_batch import BatchProcessor, BatchResult, prepare
+from job.micro_batch import BatchProcessor, BatchResult, one_pass, prepare
+from job.sinks.batch_task import undeclared_key_counts
 from job.sinks.kafka import KafkaDeliveryError
 from local.emulators import Endpoints, free_port
 from local.spark_stages import shuffles_of
+from local.table import orphan_files
+from model.record import REASON, UNDECLARED_KEYS
 from tests.job.job_helpers import (
     event,
     held_status_store,
@@ -44,7 +50,6 @@ def _batch(spark: Any, processor: BatchProcessor, records: list[bytes], **kw: An
 
 def read_topic(bootstrap: str, topic: str, expected: int, timeout: float = 30.0) -> list[Any]:
     """Messages on ``topic`` (polled until ``expected`` arrived or the deadline)."""
-    from confluent_kafka import Consumer
 
     consumer = Consumer(
         {
@@ -216,11 +221,6 @@ def test_undeliverable_failure_records_fail_the_batch_and_write_nothing(
 def test_files_a_killed_attempt_wrote_are_never_read_and_are_found_as_orphans(
     spark: Any, endpoints: Endpoints, database: str
 ) -> None:
-    from datetime import timedelta
-
-    from job.micro_batch import one_pass
-    from local.table import orphan_files
-
     processor, _ = _processor(database, endpoints.kafka_bootstrap)
     processor.process_batch(_batch(spark, processor, [event("a")]), 0)
     # An attempt killed after its executors wrote "b" but before the commit.
@@ -243,11 +243,6 @@ def test_files_a_killed_attempt_wrote_are_never_read_and_are_found_as_orphans(
 
 
 def test_each_task_counts_the_undeclared_keys_of_its_valid_rows_only() -> None:
-    import pyarrow as pa
-
-    from job.sinks.batch_task import undeclared_key_counts
-    from model.record import REASON, UNDECLARED_KEYS
-
     batch = pa.RecordBatch.from_pydict(
         {
             UNDECLARED_KEYS: [["channel"], None, ["channel", "tier"], ["channel"]],

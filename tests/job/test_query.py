@@ -25,6 +25,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from pyspark.sql.streaming.query import StreamingQuery
 
 from job.outcome import ExitCode
 from job.query import check_stream_retention, quiet_moment, run, supervise
@@ -103,8 +104,6 @@ class FakeQuery:
 
 
 def test_the_fake_has_only_what_a_streaming_query_has() -> None:
-    from pyspark.sql.streaming.query import StreamingQuery
-
     used = ("awaitTermination", "status", "isActive", "stop", "exception")
     assert all(hasattr(StreamingQuery, name) for name in used)
     assert {n for n in vars(FakeQuery) if not n.startswith("_")} == set(used)

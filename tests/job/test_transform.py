@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from typing import Any
 
 import pytest
+from aws_kinesis_agg.aggregator import RecordAggregator  # type: ignore[import-untyped]
+from pyspark.sql import functions as sf
 from pyspark.testing import assertDataFrameEqual
 
 from job.transform import classify, failures, parse_timestamp, utc_date
@@ -62,8 +65,6 @@ def test_column_names_are_snake_case_for_glue() -> None:
     ],
 )
 def test_parse_timestamp(spark: Any, text: str, expected: dt.datetime | None) -> None:
-    from pyspark.sql import functions as sf
-
     row = spark.createDataFrame([(text,)], "t string").select(
         parse_timestamp(sf.col("t")).alias("ts")
     )
@@ -72,8 +73,6 @@ def test_parse_timestamp(spark: Any, text: str, expected: dt.datetime | None) ->
 
 
 def test_event_date_is_the_utc_date_whatever_the_session_zone(spark: Any) -> None:
-    from pyspark.sql import functions as sf
-
     frame = spark.createDataFrame([("2026-01-01T23:30:00-05:00",)], "t string")
     previous = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "Asia/Seoul")
@@ -189,8 +188,6 @@ def test_a_leading_utf8_bom_is_ignored_anywhere_else_it_fails(spark: Any) -> Non
 
 
 def _aggregate(records: list[tuple[str, bytes]]) -> bytes:
-    from aws_kinesis_agg.aggregator import RecordAggregator  # type: ignore[import-untyped]
-
     aggregator = RecordAggregator()
     for key, data in records:
         aggregator.add_user_record(key, data)
@@ -203,7 +200,6 @@ def test_a_record_still_in_kpl_format_is_a_bad_aggregate(spark: Any) -> None:
     good = _aggregate([("a", event("agg-1")), ("b", event("agg-2"))])
     flipped = good[:-1] + bytes([good[-1] ^ 1])  # MD5 no longer matches
     body = b"\x1a\x05\x08\x00\x1a"  # a Record cut short
-    import hashlib
 
     truncated = good[:4] + body + hashlib.md5(body).digest()
     records = [flipped, truncated, good[:10], good[:4] + b"x" * (MAX - 4) + b"x"]

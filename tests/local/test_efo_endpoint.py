@@ -21,7 +21,7 @@ from job.sources.kinesis_options import parse_options
 from job.sources.kinesis_rows import records_to_batch
 from local.efo_endpoint import EfoEndpoint, Timing, read_stats
 from local.emulators import Endpoints
-from local.harness import build_job_config, load_example_instances
+from local.harness import build_job_config, load_example_instances, register_stack_consumer
 from local.summary import RunFigures, source_line, summarize
 from model.kinesis_offsets import ShardInfo, ShardState
 from ops.aggregation import aggregate
@@ -290,10 +290,9 @@ def test_the_emulators_run_the_front_and_report_its_figures(endpoints: Endpoints
 
 
 def test_the_harness_registers_the_consumer_as_the_stack_would(front: EfoEndpoint) -> None:
-    """Issue 41 item 15, locally: the harness registers the consumer once
+    """Locally, the harness registers the consumer once
     (what AWS::Kinesis::StreamConsumer does on AWS) and the job's reader,
     given its ARN, only describes it through the front: one consumer."""
-    from local.harness import register_stack_consumer
 
     client, options, _ = new_stream(front.url)
     arn = register_stack_consumer(client, options.stream_name, "stack-job")

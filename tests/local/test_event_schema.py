@@ -27,6 +27,7 @@ from ops.events import (
     VALID,
     EventSchema,
     MixSpec,
+    carrying,
     generate,
 )
 from tests.fixtures import SCHEMAS_CDK_JSON
@@ -156,8 +157,6 @@ def test_the_producer_reads_an_instances_schema_from_cdk_json() -> None:
 
 
 def test_a_share_of_valid_events_carries_an_undeclared_key_the_rest_unchanged() -> None:
-    from ops.events import MixSpec, carrying, generate
-
     start = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     plain = generate(MixSpec(count=1000, seed=3), start)
     keyed = generate(MixSpec(count=1000, seed=3, undeclared_key="channel", undeclared_share=0.2),

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import threading
 
+import boto3
 import pytest
+from moto import mock_aws
+from moto.kinesis import models as kinesis_models
 
 from local.moto_server import patch_kinesis
 
@@ -15,21 +18,20 @@ STREAM_METHODS = ("split_shard", "merge_shards", "get_shard_for_key")
 @pytest.fixture
 def models(monkeypatch: pytest.MonkeyPatch) -> object:
     """moto's Kinesis models, every method patch_kinesis replaces restored after the test."""
-    from moto.kinesis import models
-
     for name in SHARD_METHODS:
-        monkeypatch.setattr(models.Shard, name, getattr(models.Shard, name))
+        monkeypatch.setattr(kinesis_models.Shard, name, getattr(kinesis_models.Shard, name))
     for name in STREAM_METHODS:
-        monkeypatch.setattr(models.Stream, name, getattr(models.Stream, name))
-    return models
+        monkeypatch.setattr(kinesis_models.Stream, name, getattr(kinesis_models.Stream, name))
+    return kinesis_models
 
 
 def test_shard_reads_answer_as_stock_moto_does(models: object) -> None:
-    from moto.kinesis import models as m
-
-    stock_get = m.Shard.get_records
-    stock_min, stock_max = m.Shard.get_min_sequence_number, m.Shard.get_max_sequence_number
-    shard = m.Shard(0, 0, 2**128)
+    stock_get = kinesis_models.Shard.get_records
+    stock_min, stock_max = (
+        kinesis_models.Shard.get_min_sequence_number,
+        kinesis_models.Shard.get_max_sequence_number,
+    )
+    shard = kinesis_models.Shard(0, 0, 2**128)
     for i in range(30):
         shard.put_record(f"k{i}", "ZGF0YQ==", "")
     cases = [("0", 10), ("0", None), ("12", 7), ("29", 5), ("30", 5), ("45", 3)]
@@ -37,17 +39,17 @@ def test_shard_reads_answer_as_stock_moto_does(models: object) -> None:
 
     patch_kinesis()
     for (last, limit), (records, end, lag) in zip(cases, expected, strict=True):
-        mine, my_end, my_lag = m.Shard.get_records(shard, last, limit)
+        mine, my_end, my_lag = kinesis_models.Shard.get_records(shard, last, limit)
         assert [r.sequence_number for r in mine] == [r.sequence_number for r in records]
         assert (my_end, my_lag) == (end, lag), (last, limit)
-    middle = m.Shard.get_records(shard, "12", 7)[0]
+    middle = kinesis_models.Shard.get_records(shard, "12", 7)[0]
     assert [r.sequence_number for r in middle] == list(range(13, 20))
     assert (shard.get_min_sequence_number(), shard.get_max_sequence_number()) == (
         stock_min(shard),
         stock_max(shard),
     )
 
-    fresh = m.Shard(1, 0, 2**128)
+    fresh = kinesis_models.Shard(1, 0, 2**128)
     assert (fresh.get_min_sequence_number(), fresh.get_max_sequence_number()) == (0, 0)
     numbers = [fresh.put_record(f"k{i}", "ZGF0YQ==", "") for i in range(5)]
     assert numbers == ["1", "2", "3", "4", "5"]
@@ -56,10 +58,8 @@ def test_shard_reads_answer_as_stock_moto_does(models: object) -> None:
 
 
 def test_a_read_during_puts_never_fails_and_sees_a_prefix(models: object) -> None:
-    from moto.kinesis import models as m
-
     patch_kinesis()
-    shard = m.Shard(0, 0, 2**128)
+    shard = kinesis_models.Shard(0, 0, 2**128)
     total = 3_000
 
     def put_all() -> None:
@@ -80,9 +80,6 @@ def test_a_read_during_puts_never_fails_and_sees_a_prefix(models: object) -> Non
 def test_a_merge_leaves_the_records_in_its_parents_as_kinesis_does(models: object) -> None:
     """Stock moto re-puts both parents' records into the merged child, so a
     reader sees them twice; Kinesis leaves them in the closed parents."""
-    import boto3
-    from moto import mock_aws
-
     patch_kinesis()
     with mock_aws():
         kinesis = boto3.client("kinesis", region_name="us-east-1")

@@ -7,6 +7,7 @@ from datetime import timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
+import matplotlib.image
 import pytest
 
 from local import report_cli
@@ -63,8 +64,6 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, _Page]:
 
 
 def test_every_chart_is_a_non_empty_png(rendered: tuple[Path, _Page]) -> None:
-    import matplotlib.image
-
     out, page = rendered
     expected = {f"{i}-{c}.png" for i in INSTANCES for c in CHARTS}
     assert {src for src, _ in page.images} == expected

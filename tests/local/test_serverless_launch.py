@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from infra import emr_step
+from infra import emr_step, serverless_archive
 from local import serverless_launch as sl
 from local.emulators import Endpoints
 from local.harness import build_job_config, load_example_instances
@@ -106,8 +106,6 @@ def test_a_wrong_entry_point_or_a_missing_jar_fails_the_launch(
 def test_a_missing_archive_fails_the_launch_naming_make_install(
     instance: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infra import serverless_archive
-
     monkeypatch.setattr(
         sl, "archive_path", lambda platform: serverless_archive.archive_path(platform, tmp_path)
     )

@@ -15,6 +15,7 @@ from moto.core.models import DEFAULT_ACCOUNT_ID
 
 from job.outcome import ExitCode, process_status
 from local import serverless_moto as sm
+from local.emulators import start_moto
 
 REGION = "eu-west-1"
 ROLE = f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/job"
@@ -135,7 +136,6 @@ def test_a_batch_run_is_retried_up_to_max_attempts(emr: Any) -> None:
 @pytest.mark.emulators  # a moto server child process
 def test_the_local_moto_server_serves_the_patched_api() -> None:
     """``python -m local.moto_server`` (every local run's moto) applies the patch."""
-    from local.emulators import start_moto
 
     server = start_moto()
     try:

@@ -10,10 +10,17 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from job.cloudwatch import CloudWatchPublisher
+from job.query import s3_client_for
+from job.sources.kinesis_fetch import make_client
 from job.sources.kinesis_options import ReaderOptions
+from local.metrics import cloudwatch_client
 from model import aws_clients
 from model.aws_clients import ClientLimits, client
-from model.config import JobConfig
+from model.config import JobConfig, KafkaOptions
+from model.kafka_settings import resolve_bootstrap_servers
+from ops.stream_writer import kinesis_client
+from scripts.redeploy import CLIENT_LIMITS
 
 
 @pytest.fixture
@@ -86,12 +93,6 @@ def test_unbounded_or_nonsense_limits_are_rejected(kwargs: dict[str, Any], field
 
 def test_callers_keep_their_bounds(aws: None) -> None:
     """What each client had before the factory: the job's from its config."""
-    from job.cloudwatch import CloudWatchPublisher
-    from job.query import s3_client_for
-    from job.sources.kinesis_fetch import make_client
-    from local.metrics import cloudwatch_client
-    from ops.stream_writer import kinesis_client
-    from scripts.redeploy import CLIENT_LIMITS
 
     config = JobConfig.from_dict(
         {
@@ -136,9 +137,6 @@ def test_callers_keep_their_bounds(aws: None) -> None:
 
 
 def test_the_msk_lookup_goes_through_the_factory(monkeypatch: pytest.MonkeyPatch) -> None:
-    from model.config import KafkaOptions
-    from model.kafka_settings import resolve_bootstrap_servers
-
     made: list[tuple[str, ClientLimits, str | None]] = []
 
     class FakeKafka:

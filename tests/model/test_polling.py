@@ -3,6 +3,8 @@ past the deadline, and lets the caller's own error and exceptions through."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from model.polling import poll_until, wait_for
@@ -90,8 +92,6 @@ def test_poll_until_returns_the_result_and_lets_check_errors_through() -> None:
 
 
 def test_real_clock_wait_is_bounded() -> None:
-    import time
-
     started = time.monotonic()
     assert wait_for(lambda: False, timeout=0.2, interval=0.05) is False
     assert 0.2 <= time.monotonic() - started < 1.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from moto.server import ThreadedMotoServer
 
 from scripts.status import target as status_target
 from tests.fixtures import EXAMPLE_CDK_JSON
@@ -21,7 +22,6 @@ def _example_instances(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def moto_url() -> Iterator[str]:
     """A moto server on a free loopback port, for commands run as subprocesses."""
-    from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
     server.start()

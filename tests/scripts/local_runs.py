@@ -11,6 +11,7 @@ from typing import Any
 
 import boto3
 
+from infra.job_config import job_config_for
 from local.harness import load_example_instances, replace_fields
 from local.job_process import write_config
 from local.table import sql_catalog
@@ -32,7 +33,6 @@ HASH_KEY = {SHARD0: "0", SHARD1: str(2**127 + 1)}
 def write_local_run(work_dir: Path, instance_id: str = INSTANCE, **overrides: Any) -> JobConfig:
     """A local run's job.json as local.harness writes it, with AWS endpoints
     left to in-process moto (none) and the SQLite catalog under the run."""
-    from infra.job_config import job_config_for
 
     instance = {i.instance_id: i for i in load_example_instances(EXAMPLE_CDK_JSON)}[instance_id]
     root = work_dir / instance_id

@@ -1,10 +1,11 @@
 """Every operator command checks its numbers when it parses its command line
 (:mod:`ops.arguments`): a bad one exits 2 before anything is read or
-written (issue 41 item 11). Each case runs the command's real ``main`` in an
+written. Each case runs the command's real ``main`` in an
 empty directory, with a work dir there, and finds it still empty."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,6 @@ def test_a_refused_number_exits_2_and_writes_nothing(
 def test_every_numeric_option_of_the_commands_is_checked() -> None:
     """No option of these commands takes a bare ``int`` or ``float``: each
     goes through an :mod:`ops.arguments` type (what the cases above rely on)."""
-    import argparse
 
     parsers: dict[str, argparse.ArgumentParser] = {
         "stop-job": stop.parser(),

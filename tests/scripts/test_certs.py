@@ -1,6 +1,5 @@
 """``make certs`` (``python -m scripts.certs``) against an in-process moto S3/STS
-server: the zip it uploads is read back and parsed with a real X.509 parser
-(issue 10, item 2)."""
+server: the zip it uploads is read back and parsed with a real X.509 parser."""
 
 from __future__ import annotations
 
@@ -14,12 +13,16 @@ import zipfile
 from pathlib import Path
 
 import boto3
+import botocore.session
 import pytest
+from botocore.exceptions import ClientError
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtensionOID, NameOID
+from moto import mock_aws
 
+from scripts import certs
 from scripts.certs import (
     NONCURRENT_VERSION_DAYS,
     PRIVATE_KEY,
@@ -116,8 +119,6 @@ def test_certs_uses_a_given_bucket_and_refuses_unknown_instances(moto_url: str) 
 
 
 def test_a_created_bucket_is_tls_only_versioned_and_private() -> None:
-    from moto import mock_aws
-
     with mock_aws():
         s3 = boto3.client("s3", region_name="eu-west-1")
         assert ensure_bucket(s3, "b-tls", "eu-west-1", owner=ACCOUNT) is True
@@ -140,7 +141,7 @@ class _RecordingS3:
     """An S3 client that records every call; the bucket does not exist."""
 
     class exceptions:  # noqa: N801 (botocore's attribute name)
-        from botocore.exceptions import ClientError
+        ClientError = ClientError
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, object]]] = []
@@ -172,7 +173,6 @@ def test_the_upload_names_the_expected_owner_and_uses_sse_kms(
     moto_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The put_object call itself, seen through botocore's event hooks."""
-    import botocore.session
 
     seen: list[dict[str, object]] = []
     original = botocore.session.Session.create_client
@@ -186,7 +186,6 @@ def test_the_upload_names_the_expected_owner_and_uses_sse_kms(
         return client
 
     monkeypatch.setattr(botocore.session.Session, "create_client", create_client)
-    from scripts import certs
 
     argv = ["--endpoint-url", moto_url, "--cdk-json", str(EXAMPLE_CDK_JSON)]
     assert certs.main([*argv, "--instance", "orders-eu-west-1"]) == 0

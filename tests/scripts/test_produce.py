@@ -13,8 +13,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from local.emulators import Endpoints
+from local.harness import LocalInstance, Observation
+from local.summary import RunFigures, summarize
+from model import contract
+from ops import local_run, producer
 from scripts import produce
-from tests.scripts.local_runs import INSTANCE, REGION, STREAM, write_local_run
+from tests.fixtures import SCHEMAS_CDK_JSON
+from tests.scripts.local_runs import EXAMPLE_CDK_JSON, INSTANCE, REGION, STREAM, write_local_run
 
 
 @pytest.fixture
@@ -98,8 +104,6 @@ def test_errors_are_one_line_with_exit_2(
 def test_produce_follows_the_instances_own_event_fields() -> None:
     """An instance with its own ``job.event_fields`` gets events of that
     schema: payments events carry ``paymentId``, never the default ``id``."""
-    from model import contract
-    from tests.fixtures import SCHEMAS_CDK_JSON
 
     region = "eu-west-1"
     stream_name = contract.stream_name("payments", region)
@@ -121,14 +125,10 @@ def test_produce_follows_the_instances_own_event_fields() -> None:
 
 
 def test_a_run_accepts_and_counts_what_produce_puts_into_it(stream: Any, tmp_path: Path) -> None:
-    """Issue 41 item 12: make produce --work-dir into a running make run
+    """make produce --work-dir into a running make run
     records what it sends; the run expects those ids and failure keys, waits
     while a produce is under way, and its summary counts them (no
     "unexpected ids")."""
-    from local.emulators import Endpoints
-    from local.harness import LocalInstance, Observation
-    from local.summary import RunFigures, summarize
-    from ops import local_run
 
     config = write_local_run(tmp_path)
     local = LocalInstance(
@@ -175,10 +175,8 @@ def test_a_run_accepts_and_counts_what_produce_puts_into_it(stream: Any, tmp_pat
 def test_ops_producer_takes_the_stream_and_region_from_the_instance(
     stream: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 41 item 12: ``python -m ops.producer --instance X`` needs no
+    """``python -m ops.producer --instance X`` needs no
     ``--stream``/``--region``; without ``--instance`` they are required."""
-    from ops import producer
-    from tests.scripts.local_runs import EXAMPLE_CDK_JSON
 
     args = ["--instance", INSTANCE, "--cdk-json", str(EXAMPLE_CDK_JSON), "--count", "12"]
     assert producer.main(args) == 0

@@ -10,6 +10,7 @@ command only sees the lease, the marker and the exit record.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -323,8 +324,6 @@ def test_the_launcher_follows_the_stacks_outputs(emr: Any, tmp_path: Path) -> No
 
 
 def _args(work_dir: Path) -> Any:
-    import argparse
-
     return argparse.Namespace(work_dir=work_dir, cdk_json_for_run=None)
 
 

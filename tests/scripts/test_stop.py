@@ -289,7 +289,7 @@ def test_a_bad_number_exits_2_and_writes_no_marker(
     args: tuple[str, ...],
     refused: str,
 ) -> None:
-    """Issue 41 item 11: a typo must not stop a production job; the job runs."""
+    """A typo must not stop a production job; the job runs."""
     config, started = local_job
     start(config, "ignore", started)
     with pytest.raises(SystemExit) as exited:

@@ -102,7 +102,7 @@ def _with_consumer(name: str | None) -> dict[str, Any]:
 
 
 def test_the_stack_owns_the_fan_out_consumer_and_deletes_it_with_the_stack() -> None:
-    """Issue 41 item 15: ``AWS::Kinesis::StreamConsumer`` on the stream, deleted
+    """``AWS::Kinesis::StreamConsumer`` on the stream, deleted
     with the stack even when the instance retains its stream (a consumer holds
     no data and bills while registered); none without enhanced fan-out."""
     template = _with_consumer("unit-job")

@@ -1,6 +1,6 @@
 """The teardown custom resource's handler against moto EC2: it revokes exactly
 the rules by which the EMR-managed groups reference each other, after which
-the groups delete (issue 10, item 7)."""
+the groups delete (a referenced group fails with DependencyViolation)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 41 item 16: every instance of the shipped example (the repository's
+"""Every instance of the shipped example (the repository's
 cdk.json as a fresh clone has it, and the test fixtures), the pinned ones
 without a ``table_seed`` included, accepts an optional field appended to its
 ``job.event_fields`` at synth, its Glue table resource byte-identical: the

@@ -1,4 +1,4 @@
-"""Creation order (issue 19): what CloudFormation creates before the EMR
+"""Creation order: what CloudFormation creates before the EMR
 cluster and before the job's step.
 
 CloudFormation orders resources only through ``Ref``, ``Fn::GetAtt`` (and the

@@ -1,5 +1,5 @@
 """What a first ``cdk deploy`` (and a ``cdk destroy``) on a real account needs,
-checked in the synthesized templates (issue 10). Each test names the
+checked in the synthesized templates. Each test names the
 documentation page its AWS fact comes from (docs/deploy.md, "First deploy")."""
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_a_real_tls_uri_synthesizes_without_the_flag() -> None:
 
 
 def test_a_selection_refuses_the_placeholders_of_the_selected_instances_only() -> None:
-    """Issue 41 item 1: ``-c streaming:instances=...`` builds the selected
+    """``-c streaming:instances=...`` builds the selected
     instances (and the shared stacks they use) and refuses only their
     placeholders; an unknown name is refused with the names there are."""
     context = json.loads(json.dumps(read_cdk_context(EXAMPLE_CDK_JSON)))

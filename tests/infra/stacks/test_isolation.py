@@ -407,7 +407,7 @@ def test_control_a_shared_or_wildcard_namespace_would_be_caught() -> None:
 
 
 # --------------------------------------------------------------- EMR Serverless
-# The execution role of a serverless instance (issue 40) and an EMR neighbour
+# The execution role of a serverless instance and an EMR neighbour
 # in one region (tests/fixtures/cdk_serverless.json), by the same matcher.
 
 LIGHT = "Streaming-light-us-east-1"

@@ -1,4 +1,4 @@
-"""``lake_formation_permissions`` (issue 19): off by default, no Lake Formation
+"""``lake_formation_permissions``: off by default, no Lake Formation
 resource; on (a test context, not the shipped cdk.json), the job role and each
 table optimizer role get their database and table permissions through
 ``AWS::LakeFormation::PrincipalPermissions``, each created after what it

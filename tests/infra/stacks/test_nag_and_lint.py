@@ -12,6 +12,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3 as s3
 from cdk_nag import AwsSolutionsChecks
+from cfnlint.api import ManualArgs, lint_file
 
 from tests.infra.conftest import Synthesized
 
@@ -45,7 +46,7 @@ def test_control_the_same_checks_fail_a_non_compliant_bucket(tmp_path: Path) -> 
 def test_each_acknowledgment_is_one_finding_next_to_its_resource(
     fixture: str, request: pytest.FixtureRequest
 ) -> None:
-    """The example, and the serverless one (issue 40: the execution role, the
+    """The example, and the serverless one (the execution role, the
     job-run resource and the serverless supervisor acknowledge their own)."""
     synthesized: Synthesized = request.getfixturevalue(fixture)
     seen = 0
@@ -71,7 +72,6 @@ def test_the_serverless_stacks_pass_cdk_nag_and_cfn_lint(
     """cdk-nag and cfn-lint on tests/fixtures/cdk_serverless.json (a serverless
     instance and an EMR one on a shared stack); the user's cdk.json is checked
     by tests/infra/stacks/test_declared_instances.py."""
-    from cfnlint.api import ManualArgs, lint_file
 
     assert synthesized_serverless.error is None
     assert synthesized_serverless.report is not None

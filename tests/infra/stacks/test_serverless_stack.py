@@ -1,4 +1,4 @@
-"""The serverless stack (issue 40), synthesized from tests/fixtures/cdk_serverless.json:
+"""The serverless stack, synthesized from tests/fixtures/cdk_serverless.json:
 the application, the job run resource, the supervisor (cdk-nag and cfn-lint:
 tests/infra/stacks/test_nag_and_lint.py);
 the EMR neighbour in the same region keeps its cluster."""
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from infra.constructs.emr_cluster import cluster_configurations
+from infra.emr_step import CLUSTER_ID_OUTPUT, STEP_SPEC_OUTPUT, StepSpec
 from infra.serverless_job_run import application_spark_defaults
 from infra.supervisor import handler, serverless
 from model.spark_conf import GLUE_HIVE_SITE
@@ -224,8 +225,6 @@ def test_the_emr_neighbour_keeps_its_cluster_and_runs_no_serverless_resource(
 def test_make_status_finds_the_deployed_config_as_on_emr(
     synthesized_serverless: Synthesized,
 ) -> None:
-    from infra.emr_step import CLUSTER_ID_OUTPUT, STEP_SPEC_OUTPUT, StepSpec
-
     outputs = synthesized_serverless.templates[LIGHT]["Outputs"]
     stack = synthesized_serverless.stacks[LIGHT]
     raw = stack.resolve(outputs[STEP_SPEC_OUTPUT]["Value"])

@@ -189,7 +189,7 @@ def test_control_a_topic_wildcard_or_admin_action_on_the_cluster_is_caught() -> 
 def test_instances_reference_the_shared_ids_and_deploy_after_the_shared_stack(
     shared: tuple[Synthesized, Path],
 ) -> None:
-    """Issue 41 items 1-2: the VPC, subnets and cluster ARN are imports of the
+    """The VPC, subnets and cluster ARN are imports of the
     shared stack's exports (CloudFormation then refuses a shared-stack update
     that changes one while an instance imports it), and each instance's stack
     depends on the shared one (``cdk deploy`` deploys it first)."""

@@ -173,7 +173,8 @@ def test_failure_topic_on_the_created_cluster(synthesized: Synthesized, name: st
     assert topic["ReplicationFactor"] == config.kafka.topic_replication_factor
     lines = base64.b64decode(topic["Configs"]).decode().splitlines()
     configs = dict(line.split("=", 1) for line in lines)
-    # Durable defaults: RF 3, min.insync.replicas 2, on 3 brokers (issue 10, item 6).
+    # Durable defaults: RF 3, min.insync.replicas 2, on 3 brokers: with a broker
+    # down, writes go on and none acknowledged is lost.
     assert (topic["ReplicationFactor"], int(configs["min.insync.replicas"])) == (3, 2)
     assert int(configs["min.insync.replicas"]) == config.kafka.min_insync_replicas
     # Properties-file lines, the format MSK's DescribeTopic returns.

@@ -106,7 +106,7 @@ def _check_s3_grants(statements: dict[str, dict[str, Any]], instance: str) -> No
     write = statements["WriteState"]
     assert write["Action"] == "s3:PutObject"
     assert f"control/{instance}/supervisor.json" in json.dumps(write["Resource"])
-    # Issue 41 item 7: ListObjectsV2 with Prefix equal to each key, on the
+    # A missing key is seen without GetObject: ListObjectsV2 with Prefix equal to each key, on the
     # bucket, and nothing else (infra.s3_keys.key_exists; pages in its docstring).
     listing = statements["ListOwnKeysByExactPrefix"]
     assert listing["Effect"] == "Allow"
@@ -133,7 +133,7 @@ def test_the_function_runs_every_minute_with_the_stacks_step(synthesized: Synthe
     rules = synthesized.resources(STACK, "AWS::Events::Rule")
     schedules = [r["Properties"] for r in rules.values() if "ScheduleExpression" in r["Properties"]]
     assert [s["ScheduleExpression"] for s in schedules] == ["rate(1 minute)"]
-    # Issue 41 item 8: a failed delivery is retried; one check at a time.
+    # A failed delivery is retried; one check at a time.
     assert schedules[0]["Targets"][0]["RetryPolicy"]["MaximumRetryAttempts"] == (
         SCHEDULE_RETRY_ATTEMPTS
     )
@@ -184,7 +184,7 @@ def test_giving_up_has_an_alarm_on_the_instances_topic(synthesized: Synthesized)
 def test_a_broken_supervisor_alarms_on_its_errors_and_on_not_running(
     target: str, request: pytest.FixtureRequest
 ) -> None:
-    """Issue 41 item 8: both alarms on the function, to the instance's topic,
+    """Both alarms on the function, to the instance's topic,
     whose policies let them publish; on either target."""
     fixture, stack, handler_name = TARGETS[target]
     synthesized: Synthesized = request.getfixturevalue(fixture)

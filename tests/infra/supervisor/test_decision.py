@@ -258,7 +258,7 @@ def test_a_launcher_that_gave_up_on_the_handover_is_followed_by_a_restart() -> N
 
 
 def test_a_restarted_job_killed_soon_after_its_lease_is_restarted_after_the_back_off() -> None:
-    """Issue 41 item 9, the case seen locally: a restarted job ran 15 s and was
+    """The case seen locally: a restarted job ran 15 s and was
     killed (no exit record). It is restarted after the back-off (here 1 s),
     not ``start_grace_sec`` (240 s) after the restart."""
     policy = Policy(max_restarts=4, backoff_sec=1, backoff_max_sec=2, start_grace_sec=240)
@@ -326,7 +326,7 @@ def test_repeated_kills_at_random_moments_after_each_recovery_are_each_restarted
 
 
 def test_a_job_an_operator_stopped_that_died_before_its_exit_record_stays_stopped() -> None:
-    """Issue 41 item 10: the operator's stop marker is present, the job was
+    """The operator's stop marker is present, the job was
     killed while it finished its batch and wrote no exit record."""
     state = running(100, SupervisorState()).state
     for now in (200, 1_000, 10_000, 100_000):

@@ -188,7 +188,7 @@ def supervised_keys(instance: str) -> list[str]:
 
 
 def test_whether_a_key_exists_is_asked_by_listing_its_exact_prefix(aws: dict[str, Any]) -> None:
-    """Issue 41 item 7: nothing exists yet (first deploy) and GetObject of a
+    """Nothing exists yet (first deploy) and GetObject of a
     missing key would be denied: the check still works, by ListObjectsV2."""
     s3 = ListOnlyS3(aws["s3"])
     clients = {**aws, "s3": s3}
@@ -209,7 +209,7 @@ def test_a_key_that_only_shares_the_prefix_does_not_exist(aws: dict[str, Any]) -
 def test_an_operators_marker_keeps_a_job_that_died_without_a_record_stopped(
     aws: dict[str, Any],
 ) -> None:
-    """Issue 41 item 10 on AWS: the lease expired (the job was killed while it
+    """On AWS, the lease expired (the job was killed while it
     stopped), no exit record, the operator's marker is there: no step."""
     now = time.time()
     put_lease(aws, now + 30)

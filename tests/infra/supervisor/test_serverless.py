@@ -22,7 +22,9 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.emrserverless.models import emrserverless_backends
 
+from infra.constructs.serverless_app import stage_handler
 from infra.packaging import stage_supervisor
+from infra.serverless_job_run_handler import HANDLER
 from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Policy
 from model import contract
@@ -212,7 +214,7 @@ def test_a_job_an_operator_stopped_is_left_alone_without_its_exit_record(
 
 
 def test_whether_a_key_exists_is_asked_by_listing_its_exact_prefix(aws: dict[str, Any]) -> None:
-    """As on EMR (issue 41 item 7): GetObject of a missing key denied, the
+    """As on EMR: GetObject of a missing key denied, the
     check still works, by ListObjectsV2 of the lease, the exit record, the
     stop marker and the state."""
     s3 = ListOnlyS3(aws["s3"])
@@ -242,8 +244,6 @@ def test_settings_refuse_a_request_that_is_not_a_streaming_run(aws: dict[str, An
 def test_the_staged_lambdas_import_from_their_stage_alone(tmp_path: Path) -> None:
     """The serverless supervisor and the job-run resource's handler load with
     only their staged files (and boto3, which the Lambda runtime brings)."""
-    from infra.constructs.serverless_app import stage_handler
-    from infra.serverless_job_run_handler import HANDLER
 
     for staged, handler_name in (
         (stage_supervisor(REPO, tmp_path), serverless.HANDLER),

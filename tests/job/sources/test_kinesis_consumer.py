@@ -92,7 +92,7 @@ STACK_ARN = "arn:aws:kinesis:eu-west-1:1:stream/s/consumer/orders-eu-west-1-job:
 
 
 def test_the_stacks_consumer_is_described_by_arn_and_never_registered() -> None:
-    """Issue 41 item 15: the stack owns the consumer; the job only waits for
+    """The stack owns the consumer; the job only waits for
     it to be ACTIVE, and a missing one stops the start naming the stack."""
     clock = FakeClock()
     client = StackConsumer(["CREATING", "ACTIVE"])

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from aws_kinesis_agg.aggregator import RecordAggregator  # type: ignore[import-untyped]
 
+from job.sources import describe_source, python_reader_options
 from job.sources.aws_kinesis import connector_options
 from job.sources.kinesis_fetch import ShardReader
 from job.sources.kinesis_options import METADATA_PATH, parse_options
@@ -498,7 +501,6 @@ def test_vanished_shard_fails_the_query_only_with_fail_on_data_loss() -> None:
 
 def _aggregate(key: str, *values: str) -> bytes:
     """An aggregate made by awslabs' aggregator; user record ``v`` has key ``k-v``."""
-    from aws_kinesis_agg.aggregator import RecordAggregator  # type: ignore[import-untyped]
 
     aggregator = RecordAggregator()
     for value in values:
@@ -589,10 +591,6 @@ def test_a_replayed_batch_of_aggregates_has_the_same_rows_no_duplicate_no_loss()
 
 
 def test_the_job_gives_python_kinesis_its_ends_folder_and_read_tasks() -> None:
-    from types import SimpleNamespace
-
-    from job.sources import describe_source, python_reader_options
-
     config = job_config("orders", "http://e", "s3://bucket/cp/orders")
     spark = SimpleNamespace(sparkContext=SimpleNamespace(defaultParallelism=20))
     options = python_reader_options(spark, config)  # type: ignore[arg-type]

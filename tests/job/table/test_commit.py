@@ -17,12 +17,16 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import parse_transform
+from pyiceberg.types import LongType, NestedField, StringType
 
 from job.table.catalog import ensure_table, file_io_properties, open_catalog
-from job.table.commit import COMMITTED_PROPERTY, commit_batch, expirable_snapshots
+from job.table.commit import COMMITTED_PROPERTY, commit_batch, expirable_snapshots, expire_snapshots
 from job.table.files import write_data_files
 from job.table.schema import iceberg_schema
-from model.config import ConfigError, JobConfig, TableMaintenance
+from model.config import DEFAULT_EVENT_FIELDS, ConfigError, JobConfig, TableMaintenance
 from model.table_layout import table_columns
 from tests.job.job_helpers import job_config, local_catalog
 
@@ -60,8 +64,6 @@ def _batch(ids: list[str], batch_id: int, day: datetime = DAY) -> pa.RecordBatch
 
 
 def _config_fields() -> Any:
-    from model.config import DEFAULT_EVENT_FIELDS
-
     return DEFAULT_EVENT_FIELDS
 
 
@@ -96,7 +98,6 @@ def test_a_batch_commits_once_and_its_replay_is_skipped(tmp_path: Path) -> None:
 
 def _hand_made(config: JobConfig, schema: Any, spec: Any = None) -> Any:
     """A table someone else created in the job's place (no properties set)."""
-    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 
     catalog = open_catalog(config)
     catalog.create_namespace(config.database)
@@ -110,9 +111,6 @@ def _hand_made(config: JobConfig, schema: Any, spec: Any = None) -> Any:
 def test_a_table_with_another_schema_stops_the_job_naming_table_column_and_types(
     tmp_path: Path,
 ) -> None:
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import LongType, NestedField, StringType
-
     config = _config(tmp_path)
     hand_made = Schema(
         NestedField(1, "id", LongType()),  # wrong type
@@ -140,8 +138,6 @@ def test_an_empty_unpartitioned_table_gets_the_day_partition_and_properties(
 
 
 def _spec(schema: Any, *fields: tuple[str, Any, str]) -> Any:
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-
     return PartitionSpec(
         *(
             PartitionField(schema.find_field(column).field_id, 1000 + i, transform, name)
@@ -172,7 +168,6 @@ def test_a_table_partitioned_otherwise_is_refused_with_steps_that_fix_it(
 ) -> None:
     """A table with rows under another spec: the job does not start, and the
     steps its message gives re-partition it in place, old rows kept."""
-    from pyiceberg.transforms import parse_transform
 
     config = _config(tmp_path)
     schema = iceberg_schema(config.event_fields)
@@ -198,8 +193,6 @@ def test_a_table_partitioned_otherwise_is_refused_with_steps_that_fix_it(
 
 
 def test_expiry_keeps_the_newest_snapshots_whatever_their_age(tmp_path: Path) -> None:
-    from job.table.commit import expire_snapshots
-
     config = _config(tmp_path)
     table = ensure_table(config)
     for batch in range(5):

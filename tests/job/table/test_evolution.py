@@ -9,8 +9,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyiceberg.schema import Schema
+from pyiceberg.types import FloatType, IntegerType, NestedField, StringType
 
 from job import query
+from job.table import catalog as catalog_module
 from job.table.catalog import ensure_table, open_catalog
 from job.table.evolution import Evolution, evolve_table, plan_evolution
 from job.table.files import write_data_files
@@ -35,7 +38,6 @@ def _config(root: Path) -> JobConfig:
 def _old_table(config: JobConfig) -> Any:
     """The table as the stack and the job made it before the column existed,
     partitioned and holding one row."""
-    from pyiceberg.schema import Schema
 
     full = iceberg_schema(config.event_fields)
     seed = {c.name for c in seed_columns(config.event_fields)}
@@ -115,9 +117,6 @@ def test_a_declared_field_reaches_the_live_table_and_rows_are_written_by_name(
 
 
 def test_only_icebergs_promotions_are_made() -> None:
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import FloatType, IntegerType, NestedField, StringType
-
     fields = (EventField("id"), EventField("n", "long"), EventField("x", "double"))
     contract = iceberg_schema(fields)
     narrow = {"n": IntegerType(), "x": FloatType()}
@@ -145,8 +144,6 @@ def test_a_table_that_does_not_exist_yet_is_left_to_ensure_table(tmp_path: Path)
 def test_the_jobs_start_loads_the_table_once_evolves_and_checks_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from job.table import catalog as catalog_module
-
     config = _config(tmp_path)
     _old_table(config)
     loads: list[str] = []
@@ -167,7 +164,6 @@ def test_the_jobs_start_loads_the_table_once_evolves_and_checks_it(
 
 
 def test_the_jobs_start_creates_a_local_table_that_does_not_exist(tmp_path: Path) -> None:
-
     config = _config(tmp_path)
     table = query.open_table(config)
     assert [f.name for f in table.schema().fields] == [

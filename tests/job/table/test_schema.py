@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import get_args
 
 from job.table.schema import iceberg_schema, iceberg_transform, partition_spec
+from model.config import DEFAULT_EVENT_FIELDS
 from model.table_layout import TimeTransform, partitioning
 
 
 def test_the_pyiceberg_spec_is_derived_from_the_description() -> None:
-    from model.config import DEFAULT_EVENT_FIELDS
-
     schema = iceberg_schema(DEFAULT_EVENT_FIELDS)
     (field,) = partition_spec(schema, partitioning("occurredAt")).fields
     assert (field.name, str(field.transform)) == ("occurred_at_day", "day")

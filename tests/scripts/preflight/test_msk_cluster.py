@@ -32,7 +32,7 @@ def test_imported_msk_cluster(response: dict[str, Any], problem: str | None) -> 
 
 
 def test_the_shared_cluster_is_read_from_the_deployed_shared_stacks_output() -> None:
-    """Issue 41 item 2: a shared instance names no ARN; preflight reads the
+    """A shared instance names no ARN; preflight reads the
     shared stack's MskClusterArn output and checks that cluster."""
     config = _config(network={"shared": True}, kafka={"shared": True})
     outputs = {"Stacks": [{"Outputs": [{"OutputKey": "MskClusterArn", "OutputValue": MSK_ARN}]}]}

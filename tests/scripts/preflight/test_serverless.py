@@ -13,11 +13,13 @@ import pytest
 from moto import mock_aws
 
 from scripts.preflight.checks import CHECKS
+from scripts.preflight.quotas import check_vcpu_quota
 from scripts.preflight.serverless import (
     SERVERLESS_VCPUS,
     check_serverless_release,
     check_serverless_vcpu_quota,
 )
+from scripts.preflight.tls import check_tls_object
 from tests.scripts.preflight.fakes import Answers, FakeServiceQuotas, config_of
 
 REGION = "eu-west-1"
@@ -115,8 +117,6 @@ def test_the_endpoint_table_lists_the_examples_regions() -> None:
 def test_the_emr_only_checks_do_not_apply_to_a_serverless_instance() -> None:
     """No cluster: no TLS zip to find, no EC2 vCPUs to count (a placeholder
     or missing zip would otherwise fail the run)."""
-    from scripts.preflight.quotas import check_vcpu_quota
-    from scripts.preflight.tls import check_tls_object
 
     config = config_of(compute="serverless")
     for check in (check_tls_object, check_vcpu_quota):

@@ -1,5 +1,5 @@
 """scripts.preflight.shard_bound: the account's real shard quota against the
-bound synth puts on ``stream.shard_count`` (issue 41 item 3)."""
+bound synth puts on ``stream.shard_count``."""
 
 from __future__ import annotations
 

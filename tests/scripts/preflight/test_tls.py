@@ -166,7 +166,7 @@ def test_an_error_without_a_response_is_not_access_denied() -> None:
     assert access_denied(RuntimeError("AccessDenied")) is False
 
 
-# ------------------------------------------------------------------ expiry (issue 41 item 5)
+# ------------------------------------------------------------------ expiry
 
 
 @pytest.mark.parametrize(

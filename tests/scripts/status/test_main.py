@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -67,8 +68,6 @@ def test_unknown_instance_lists_the_known_ones(
 
 
 def test_unreachable_endpoint_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import socket
-
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from local.harness import replace_fields
 from model import contract
@@ -95,8 +96,6 @@ def test_optimizer_states_flag_disabled_failed_and_missing() -> None:
 
 
 def test_optimizers_are_read_in_one_call_and_a_refusal_is_reported() -> None:
-    from botocore.exceptions import ClientError
-
     calls: list[dict[str, Any]] = []
 
     class Glue:

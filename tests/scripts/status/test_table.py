@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
+
 from local.table import sql_catalog
 from scripts.status.table import snapshot_figures
 
@@ -11,9 +14,6 @@ from scripts.status.table import snapshot_figures
 
 
 def test_the_last_snapshot_names_its_batch(tmp_path: Path) -> None:
-    import pyarrow as pa
-    from pyiceberg.catalog.sql import SqlCatalog
-
     catalog = SqlCatalog("t", **sql_catalog(tmp_path))
     catalog.create_namespace("db")
     table = catalog.create_table("db.events", schema=pa.schema([("id", pa.string())]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from model import contract
-from scripts.status.undeclared import key_counts, key_queries, undeclared_lines
+from scripts.status.undeclared import KeyCount, key_counts, key_queries, undeclared_lines
 
 AT = datetime(2026, 1, 2, 10, 4, 5, tzinfo=UTC)
 LATER = datetime(2026, 1, 2, 10, 9, 0, tzinfo=UTC)
@@ -44,11 +44,6 @@ def test_queries_read_each_key_and_the_input_rows_of_the_instance() -> None:
 
 
 def test_the_other_keys_series_reads_as_what_it_is() -> None:
-    from datetime import UTC, datetime
-
-    from model import contract
-    from scripts.status.undeclared import KeyCount
-
     found = [
         KeyCount("channel", 50, 0.05, datetime(2026, 1, 1, tzinfo=UTC)),
         KeyCount(contract.OTHER_KEYS, 900, 0.9, None),
