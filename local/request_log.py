@@ -1,8 +1,8 @@
 """The AWS requests a micro-batch makes, from what the emulators and the local
 file system saw (``python -m bench.requests`` runs the pipeline and writes the
-counts; :mod:`model.request_counts` is the file they land in).
+counts; :mod:`infra.request_counts` is the file they land in).
 
-Three logs, one shape (:class:`Request`: when, service, API, prefix):
+Two logs, one shape (:class:`Request`: when, service, API, prefix):
 
 * moto's: every request the server answered (``MOTO_REQUEST_LOG``,
   :mod:`local.moto_server`): Kinesis and CloudWatch as they are on AWS;
@@ -10,7 +10,8 @@ Three logs, one shape (:class:`Request`: when, service, API, prefix):
   store, the table, the lease and the markers are files, not S3 objects. Each
   call is counted as the S3 request EMRFS/S3A makes for it: an open for
   writing is a PutObject, for reading a GetObject, of a directory a
-  ListObjectsV2, a stat a HeadObject, an unlink a DeleteObject, a rename a
+  ListObjectsV2, a stat (a burst of them: :data:`STAT_BURST_SEC`) or a mkdir
+  a HeadObject, an unlink a DeleteObject, a rename a
   CopyObject plus a DeleteObject (S3 has no rename). Hadoop's local ``.crc``
   side files have no S3 counterpart and are left out;
 * the Glue catalog (locally pyiceberg's SQLite catalog, no Glue emulator):
@@ -190,17 +191,27 @@ def _file_calls(call: str, args: str) -> list[tuple[str, str]]:
         return [("CopyObject", paths[1]), ("DeleteObject", paths[0])]
     if call in ("unlink", "unlinkat", "rmdir"):
         return [("DeleteObject", paths[0])]
+    # mkdirs of a directory that exists (every batch's): S3A checks it with a
+    # HEAD and writes nothing; S3 has no directories to create.
     if call in ("mkdir", "mkdirat"):
-        return [("PutObject", paths[0])]
+        return [("HeadObject", paths[0])]
     if call in ("stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2"):
         return [("HeadObject", paths[0])]
     return []
+
+
+# One Hadoop FileSystem call (exists, getFileStatus, mkdirs) stats the same
+# path several times in a row on the local file system (java.io.File asks
+# once per attribute); S3A answers it with one HEAD. Repeated stats of one
+# path by one thread within this many seconds count once.
+STAT_BURST_SEC: Final = 0.05
 
 
 def from_strace(lines: Iterable[str], root: str) -> list[Request]:
     """The S3 requests the job's file calls under ``root`` stand for."""
     base = root.rstrip("/") + "/"
     out = []
+    last_stat: dict[tuple[str, str], float] = {}
     for line in lines:
         match = _STRACE.match(line.strip())
         if match is None:
@@ -209,6 +220,11 @@ def from_strace(lines: Iterable[str], root: str) -> list[Request]:
         for api, path in _file_calls(call, args):
             if not path.startswith(base):
                 continue
+            if api == "HeadObject":
+                previous = last_stat.get((tid, path))
+                last_stat[(tid, path)] = float(when)
+                if previous is not None and float(when) - previous < STAT_BURST_SEC:
+                    continue
             prefix = prefix_of(path[len(base) :])
             if prefix is None:
                 continue

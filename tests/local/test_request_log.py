@@ -43,6 +43,25 @@ def test_file_calls_become_the_s3_request_emrfs_makes_by_prefix() -> None:
     ]
 
 
+def test_a_burst_of_stats_of_one_path_by_one_thread_is_one_head() -> None:
+    """java.io.File stats once per attribute and mkdirs checks first: one
+    Hadoop call, one HEAD on S3A; another thread's, or a later one, counts."""
+    state = f'AT_FDCWD, "{ROOT}/checkpoint/state/0/1", 0x1, 0'
+    lines = [
+        _strace("newfstatat", state, 10.000),
+        _strace("newfstatat", state, 10.001),
+        _strace("mkdir", f'"{ROOT}/checkpoint/state/0/1", 0777', 10.002),
+        _strace("newfstatat", state, 10.002, tid=8),
+        _strace("newfstatat", state, 10.5),
+    ]
+    got = [(r.api, r.thread, r.t) for r in request_log.from_strace(lines, ROOT)]
+    assert got == [
+        ("HeadObject", "7", 10.0),
+        ("HeadObject", "8", 10.002),
+        ("HeadObject", "7", 10.5),
+    ]
+
+
 def test_a_table_metadata_file_read_is_a_get_table_and_a_write_an_update_table() -> None:
     meta = f"{ROOT}/warehouse/db/events/metadata/00003-x.metadata.json"
     lines = [
