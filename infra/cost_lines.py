@@ -20,7 +20,8 @@ Two kinds of line:
   extended retention) or on-demand stream-hours;
 * volume-driven ones, from the instance's ``expected_load`` and its trigger
   interval: Kinesis PUT payload units or on-demand GB, S3 requests and Glue
-  Data Catalog requests per micro-batch, the job's PutMetricData calls, S3
+  Data Catalog requests per micro-batch and the job's PutMetricData calls (as
+  measured on the target's local run: :mod:`infra.request_counts`), S3
   storage of a month's records, the NAT gateway's data processing of the
   bytes the job reads (Kinesis is reached through the NAT; S3 through the
   VPC's gateway endpoint, free), enhanced fan-out consumer-shard-hours and
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from infra.prices import HOURS_PER_MONTH, PRICE_ROWS, PriceRow, price
+from infra.request_counts import COUNTS_FILE, TargetCounts, read_counts
 from model import contract
 from model.record import REASONS
 
@@ -66,17 +68,6 @@ MSK_EXTRA_METRICS_PER_BROKER: Final[dict[str, int]] = {"DEFAULT": 0, "PER_BROKER
 PUT_PAYLOAD_UNIT_BYTES: Final = 25 * 1024
 ON_DEMAND_RECORD_ROUNDING: Final = 1024
 GB: Final = 1024**3
-
-# Requests one micro-batch makes, a model (not a measurement): the checkpoint
-# (offsets and commit files, one state-store delta per shuffle partition: ~4
-# on the small shapes), the Iceberg commit (data file, manifest, manifest
-# list, metadata JSON) and the dedup/lease markers: ~12 PUTs; the reads of
-# the previous metadata, manifests and state: ~20 GETs. The Glue catalog:
-# a GetTable and an UpdateTable per commit, plus one GetDatabase.
-S3_PUTS_PER_BATCH: Final = 12
-S3_GETS_PER_BATCH: Final = 20
-GLUE_REQUESTS_PER_BATCH: Final = 3
-PUT_METRIC_DATA_PER_BATCH: Final = 1
 
 # Resource types that bill but that the walk does not price: an estimate
 # without them would be low without saying so.
@@ -166,8 +157,10 @@ def priced_lines(
     *,
     stack: str,
     rows: tuple[PriceRow, ...] = PRICE_ROWS,
+    counts: Mapping[str, TargetCounts] | None = None,
 ) -> tuple[CostLine, ...]:
-    """The priced lines of ``template`` (``stack``'s) in ``region`` under ``load``."""
+    """The priced lines of ``template`` (``stack``'s) in ``region`` under ``load``;
+    ``counts``: the requests per batch by target (default: the measured ones)."""
     resources: Mapping[str, Mapping[str, Any]] = template.get("Resources", {})
     add = _Lines(region, rows)
     by_type: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
@@ -202,7 +195,8 @@ def priced_lines(
         _kinesis(add, logical_id, props, load)
     # A stack that runs the job (not a shared one), on EMR or EMR Serverless.
     if by_type.get("AWS::EMR::Cluster") or by_type.get("AWS::EMRServerless::Application"):
-        _per_batch(add, load)
+        target = "emr" if by_type.get("AWS::EMR::Cluster") else "serverless"
+        _per_batch(add, load, (counts if counts is not None else read_counts())[target])
         _job_reads(add, load, by_type.get("AWS::Kinesis::Stream", []))
     return tuple(add.lines)
 
@@ -320,23 +314,30 @@ def _kinesis(add: _Lines, logical_id: str, props: Mapping[str, Any], load: Load)
     add("Kinesis PUT payload units (millions)", units / 1e6, "kinesis:put-payload-unit")
 
 
-def _per_batch(add: _Lines, load: Load) -> None:
+def _per_batch(add: _Lines, load: Load, measured: TargetCounts) -> None:
+    """The requests of a month of batches, at the counts measured on the
+    target's local run (each row names them)."""
     batches = load.batches_per_month
     every = f"{batches:,.0f} batches, one per {load.trigger_interval_sec} s"
+    source = f"measured, {measured.target} run {measured.measured}, {COUNTS_FILE.name}"
     add(
-        f"S3 PUT, {S3_PUTS_PER_BATCH} per batch ({every})",
-        batches * S3_PUTS_PER_BATCH / 1000,
+        f"S3 PUT/COPY/LIST, {measured.s3_put_class:.1f} per batch ({every}; {source})",
+        batches * measured.s3_put_class / 1000,
         "s3:put",
     )
-    add(f"S3 GET, {S3_GETS_PER_BATCH} per batch", batches * S3_GETS_PER_BATCH / 1000, "s3:get")
     add(
-        f"Glue Data Catalog requests, {GLUE_REQUESTS_PER_BATCH} per batch (millions)",
-        batches * GLUE_REQUESTS_PER_BATCH / 1e6,
+        f"S3 GET/HEAD, {measured.s3_get_class:.1f} per batch ({source})",
+        batches * measured.s3_get_class / 1000,
+        "s3:get",
+    )
+    add(
+        f"Glue Data Catalog requests, {measured.glue:.1f} per batch (millions; {source})",
+        batches * measured.glue / 1e6,
         "glue:catalog-request",
     )
     add(
-        "CloudWatch PutMetricData, 1 per batch",
-        batches * PUT_METRIC_DATA_PER_BATCH / 1000,
+        f"CloudWatch PutMetricData, {measured.put_metric_data:.1f} per batch ({source})",
+        batches * measured.put_metric_data / 1000,
         "cloudwatch:put-metric-data",
     )
     gigabytes = load.records_per_month * load.record_bytes / GB

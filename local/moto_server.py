@@ -26,20 +26,31 @@ and a shard's reads race its writes and slow down as it grows:
 behind one lock, with an index of sequence numbers beside moto's dict) and then
 runs moto's own server entry point, with EMR Serverless patched too
 (:mod:`local.serverless_moto`); every other API is stock moto.
+
+With ``MOTO_REQUEST_LOG`` set to a file, every request the server answers is
+appended to it as one JSON line (:func:`local.request_log.moto_entry`): the
+log ``python -m bench.requests`` counts a batch's AWS requests from.
 """
 
 from __future__ import annotations
 
 import bisect
 import hashlib
+import io
+import json
+import os
 import sys
 import threading
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import moto.server
 from moto.kinesis import models
 from moto.kinesis.exceptions import InvalidArgumentError
 from moto.server import main as moto_main
 
+from local.request_log import REQUEST_LOG_ENV, moto_entry
 from local.serverless_moto import patch_emr_serverless
 
 # Every shard's records and index change together, and are read, under it.
@@ -165,9 +176,53 @@ def patch_kinesis() -> None:
     models.Shard.get_max_sequence_number = _max_sequence_number  # type: ignore[method-assign]
 
 
+class _LoggedApp:
+    """moto's WSGI application, each answered request appended to ``path``."""
+
+    def __init__(self, app: Any, path: str) -> None:
+        self.app, self.path = app, path
+        self.lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.app, name)
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        # The body is read here (a query-protocol Action lives in it) and
+        # handed on unchanged.
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        started = time.time()
+        status: list[str] = []
+
+        def recording(code: str, headers: Any, *rest: Any) -> Any:
+            status.append(code)
+            return start_response(code, headers, *rest)
+
+        result = self.app(environ, recording)
+        entry = moto_entry(environ, body, status[0] if status else "", started, time.time())
+        with self.lock, open(self.path, "a", encoding="utf-8") as log:
+            log.write(json.dumps(entry) + "\n")
+        return result  # type: ignore[no-any-return]
+
+
+def patch_request_log(path: str) -> None:
+    """Wrap the application moto's ``main`` builds so that it logs to ``path``."""
+    stock = moto.server.DomainDispatcherApplication  # type: ignore[attr-defined]
+
+    def logged(*args: Any, **kwargs: Any) -> Any:
+        return _LoggedApp(stock(*args, **kwargs), path)
+
+    moto.server.DomainDispatcherApplication = logged  # type: ignore[attr-defined,assignment]
+
+
 def main(argv: list[str] | None = None) -> None:
     patch_kinesis()
     patch_emr_serverless()  # EMR Serverless modes, retry policy, labels
+    if os.environ.get(REQUEST_LOG_ENV):
+        patch_request_log(os.environ[REQUEST_LOG_ENV])
     moto_main(argv if argv is not None else sys.argv[1:])
 
 

@@ -15,6 +15,7 @@ import pytest
 from infra.cost import estimate, load_for, render, synth_line
 from infra.cost_lines import Load
 from infra.prices import PRICE_ROWS, PRICES_READ, REGIONS, UnknownPriceError
+from infra.request_counts import read_counts
 from tests.fixtures import EXAMPLE_CDK_JSON
 from tests.infra.conftest import Synthesized, check_context, synthesize
 
@@ -97,9 +98,12 @@ def test_orders_eu_west_1_is_recomputed_by_hand_from_its_template(
     records = rate * SECONDS
     batches = SECONDS / trigger
     expected += records / 1e6 * p("kinesis:put-payload-unit")
-    expected += batches * 12 / 1000 * p("s3:put") + batches * 20 / 1000 * p("s3:get")
-    expected += batches * 3 / 1e6 * p("glue:catalog-request")
-    expected += batches / 1000 * p("cloudwatch:put-metric-data")
+    # The requests per batch measured on the EMR target (infra/request_counts.json).
+    measured = read_counts()["emr"]
+    expected += batches * measured.s3_put_class / 1000 * p("s3:put")
+    expected += batches * measured.s3_get_class / 1000 * p("s3:get")
+    expected += batches * measured.glue / 1e6 * p("glue:catalog-request")
+    expected += batches * measured.put_metric_data / 1000 * p("cloudwatch:put-metric-data")
     expected += records * size / 1024**3 * p("s3:storage")
     # The job's reads through the NAT, and its custom metrics: 9 per-batch
     # metrics, 8 failure reasons, the supervisor's 2.
@@ -242,9 +246,12 @@ def test_a_light_serverless_instance_with_its_shares_costs_at_most_150_a_month(
     records, batches = rate * SECONDS, SECONDS / trigger
     gigabytes = records * size / 1024**3
     expected += records / 1e6 * p("kinesis:put-payload-unit")
-    expected += batches * 12 / 1000 * p("s3:put") + batches * 20 / 1000 * p("s3:get")
-    expected += batches * 3 / 1e6 * p("glue:catalog-request")
-    expected += batches / 1000 * p("cloudwatch:put-metric-data")
+    # The requests per batch measured on the serverless target (infra/request_counts.json).
+    measured = read_counts()["serverless"]
+    expected += batches * measured.s3_put_class / 1000 * p("s3:put")
+    expected += batches * measured.s3_get_class / 1000 * p("s3:get")
+    expected += batches * measured.glue / 1e6 * p("glue:catalog-request")
+    expected += batches * measured.put_metric_data / 1000 * p("cloudwatch:put-metric-data")
     expected += gigabytes * (p("s3:storage") + p("vpc:nat-data"))
     expected += 19 * p("cloudwatch:metric")
     found = estimate(name, template, region, load_for(config))

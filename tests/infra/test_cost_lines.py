@@ -108,3 +108,49 @@ def test_enhanced_fan_out_bills_consumer_shard_hours_and_data() -> None:
         3 * HOURS * _usd("kinesis:efo-consumer-shard", "us-east-1")
         + gigabytes * _usd("kinesis:efo-data", "us-east-1")
     )
+
+
+def test_the_request_lines_multiply_the_measured_counts_of_the_templates_target() -> None:
+    """``make cost``'s S3, Glue and PutMetricData lines are the committed
+    measurement (infra/request_counts.json, ``python -m bench.requests``)
+    times the month's batches, per target, and say so."""
+    from infra.request_counts import read_counts
+
+    group = {"InstanceType": "m6g.xlarge", "InstanceCount": 1}
+    emr = {
+        "Type": "AWS::EMR::Cluster",
+        "Properties": {"Instances": {"MasterInstanceGroup": group}},
+    }
+    serverless = {
+        "Type": "AWS::EMRServerless::Application",
+        "Properties": {
+            "Architecture": "ARM64",
+            "MaximumCapacity": {"Cpu": "2 vCPU", "Memory": "4 GB", "Disk": "40 GB"},
+            "RuntimeConfiguration": [
+                {
+                    "Classification": "spark-defaults",
+                    "Properties": {"spark.executor.instances": "1"},
+                }
+            ],
+        },
+    }
+    measured = read_counts()
+    load = Load(10, 1024, 10)
+    batches = SECONDS / 10
+    for target, template in (("emr", _template(C=emr)), ("serverless", _template(A=serverless))):
+        lines = {
+            line.resource.split(",")[0]: line
+            for line in priced_lines(template, "eu-west-1", load, stack="S")
+        }
+        counts = measured[target]
+        assert lines["S3 PUT/COPY/LIST"].count == pytest.approx(
+            batches * counts.s3_put_class / 1000
+        )
+        assert lines["S3 GET/HEAD"].count == pytest.approx(batches * counts.s3_get_class / 1000)
+        assert lines["Glue Data Catalog requests"].count == pytest.approx(
+            batches * counts.glue / 1e6
+        )
+        assert lines["CloudWatch PutMetricData"].count == pytest.approx(
+            batches * counts.put_metric_data / 1000
+        )
+        assert f"measured, {target} run" in lines["S3 PUT/COPY/LIST"].resource

@@ -1,15 +1,20 @@
-"""local.moto_server's shard patch: moto's answers, without its race or its scans."""
+"""local.moto_server's shard patch (moto's answers, without its race or its
+scans) and its request log."""
 
 from __future__ import annotations
 
+import io
+import json
 import threading
+from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
 from moto.kinesis import models as kinesis_models
 
-from local.moto_server import patch_kinesis
+from local.moto_server import _LoggedApp, patch_kinesis
 
 SHARD_METHODS = ("put_record", "get_records", "get_min_sequence_number", "get_max_sequence_number")
 STREAM_METHODS = ("split_shard", "merge_shards", "get_shard_for_key")
@@ -114,3 +119,36 @@ def test_a_merge_leaves_the_records_in_its_parents_as_kinesis_does(models: objec
         assert "EndingSequenceNumber" in after[second]["SequenceNumberRange"]
         with pytest.raises(kinesis.exceptions.InvalidArgumentException, match="already"):
             kinesis.merge_shards(StreamName="s", ShardToMerge=second, AdjacentShardToMerge=third)
+
+
+def test_the_request_log_records_each_answered_request_and_passes_the_body_on(
+    tmp_path: Path,
+) -> None:
+    """With ``MOTO_REQUEST_LOG`` the server appends one line per request (what
+    ``python -m bench.requests`` counts), and the app still reads the body."""
+    seen: list[bytes] = []
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        seen.append(environ["wsgi.input"].read())
+        start_response("200 OK", [])
+        return [b"{}"]
+
+    log = tmp_path / "requests.log"
+    logged = _LoggedApp(app, str(log))
+    body = b"Action=PutMetricData&Version=2010-08-01"
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/",
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.input": io.BytesIO(body),
+        "HTTP_AUTHORIZATION": "Credential=AK/20261207/eu-west-1/monitoring/aws4_request, x",
+    }
+    assert logged(environ, lambda *a: None) == [b"{}"]
+    assert seen == [body]
+    (line,) = log.read_text().splitlines()
+    entry = json.loads(line)
+    assert (entry["service"], entry["api"], entry["status"]) == (
+        "monitoring",
+        "PutMetricData",
+        "200",
+    )
