@@ -10,6 +10,7 @@ import pytest
 
 from infra.cost_lines import CostLine, Load, TemplateCostError, priced_lines
 from infra.prices import PRICE_ROWS
+from infra.request_counts import read_counts
 
 HOURS = 730
 SECONDS = 730 * 3600
@@ -114,8 +115,6 @@ def test_the_request_lines_multiply_the_measured_counts_of_the_templates_target(
     """``make cost``'s S3, Glue and PutMetricData lines are the committed
     measurement (infra/request_counts.json, ``python -m bench.requests``)
     times the month's batches, per target, and say so."""
-    from infra.request_counts import read_counts
-
     group = {"InstanceType": "m6g.xlarge", "InstanceCount": 1}
     emr = {
         "Type": "AWS::EMR::Cluster",
