@@ -131,6 +131,7 @@ SUPERVISOR_FILES: Final = (
     "model/__init__.py",
     "model/contract.py",
     "model/exit_record.py",
+    "model/job_version.py",
     "model/lease.py",
     "model/polling.py",
     "model/storage_uri.py",

@@ -26,6 +26,7 @@ from model.checkpoint_state import OldCheckpointError
 from model.config import ConfigError, JobConfig
 from model.exit_record import write_exit_record
 from model.graceful_stop import StopRequest
+from model.job_version import version_of
 from model.lease import LeaseHeldError, LeaseKeeper, make_lease
 from model.spark_conf import local_conf
 from model.storage_uri import is_s3, parse_s3_uri
@@ -97,7 +98,15 @@ def _main(
     """Lease, checkpoint check, session and query: the exit code. Why it ends
     (``outcome``) is written as the exit record while the lease is still held,
     so whoever sees the lease free also finds the record of that exit."""
-    lease = make_lease(config.checkpoint_location, config.instance_id, config.lease_ttl_sec, s3)
+    # The lease names the version this process runs: after a rolled-back
+    # deploy the supervisor compares it with the stack's step (model.job_version).
+    lease = make_lease(
+        config.checkpoint_location,
+        config.instance_id,
+        config.lease_ttl_sec,
+        s3,
+        version=version_of(args.config),
+    )
     try:
         lease.acquire(config.lease_wait_sec)
     except LeaseHeldError as exc:
@@ -107,7 +116,12 @@ def _main(
         return ExitCode.LEASE_HELD
     keeper = LeaseKeeper(lease)
     keeper.start()
-    log.info("instance %s: lease acquired by %s", config.instance_id, lease.owner)
+    log.info(
+        "instance %s: lease acquired by %s, version %s",
+        config.instance_id,
+        lease.owner,
+        version_of(args.config),
+    )
     code = ExitCode.QUERY_FAILED
     try:
         code = _under_lease(config, args, stop, s3, keeper=keeper, outcome=outcome)

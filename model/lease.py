@@ -13,6 +13,11 @@ write every row twice. The lease is an object beside the checkpoint
   expiry, or finds the lease taken, reports the lease lost and the job stops.
 * on a local path it is an exclusive ``flock`` on the file: the kernel drops it
   the moment the holder dies, so a restart after SIGKILL acquires it at once.
+
+The body names the holder and, when the job gave it one, the version it runs
+(:mod:`model.job_version`): the supervisor compares it with its stack's step
+after a rollback. A body without it (written before the field existed, or by
+another tool) reads as version unknown (``None``), which never hands over.
 """
 
 from __future__ import annotations
@@ -54,6 +59,14 @@ def lease_path(checkpoint_location: str) -> str:
 
 def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def lease_body(owner: str, instance: str, version: str | None) -> dict[str, Any]:
+    """Who holds the lease, and the version it runs when known."""
+    body: dict[str, Any] = {"owner": owner, "instance": instance}
+    if version is not None:
+        body["version"] = version
+    return body
 
 
 class Lease(Protocol):
@@ -102,6 +115,7 @@ class FileLease:
     instance: str
     owner: str
     poll_sec: float = 0.2
+    version: str | None = None  # model.job_version: what the holder runs
     _fd: int | None = None
 
     @property
@@ -129,7 +143,7 @@ class FileLease:
                 f"this checkpoint (lease {self.path} held by {holder}); refusing to start"
             )
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"owner": self.owner, "instance": self.instance}).encode())
+        os.write(fd, json.dumps(lease_body(self.owner, self.instance, self.version)).encode())
         os.fsync(fd)
         self._fd = fd
 
@@ -163,6 +177,7 @@ class S3Lease:
     ttl_sec: float
     clock: Callable[[], float] = time.time
     poll_sec: float = 1.0
+    version: str | None = None  # model.job_version: what the holder runs
     _etag: str | None = None
     _expires_at: float = 0.0
 
@@ -172,7 +187,7 @@ class S3Lease:
 
     def _body(self) -> tuple[bytes, float]:
         expires = self.clock() + self.ttl_sec
-        body = {"owner": self.owner, "instance": self.instance, "expires_at": expires}
+        body = {**lease_body(self.owner, self.instance, self.version), "expires_at": expires}
         return json.dumps(body).encode(), expires
 
     def _put(self, **condition: str) -> bool:
@@ -249,13 +264,20 @@ class S3Lease:
 
 
 def make_lease(
-    checkpoint_location: str, instance: str, ttl_sec: float, s3_client: Any = None
+    checkpoint_location: str,
+    instance: str,
+    ttl_sec: float,
+    s3_client: Any = None,
+    *,
+    version: str | None = None,
 ) -> Lease:
+    """The lease beside ``checkpoint_location``; ``version`` is what the
+    holder runs (:func:`model.job_version.version_of`), None when unknown."""
     path = lease_path(checkpoint_location)
     if is_s3(path):
         bucket, key = parse_s3_uri(path)
-        return S3Lease(s3_client, bucket, key, instance, owner_id(), ttl_sec)
-    return FileLease(Path(local_path(path)), instance, owner_id())
+        return S3Lease(s3_client, bucket, key, instance, owner_id(), ttl_sec, version=version)
+    return FileLease(Path(local_path(path)), instance, owner_id(), version=version)
 
 
 class LeaseKeeper:
@@ -307,6 +329,7 @@ class JobState:
     lease: str
     holder: str | None = None  # "host:pid" of the holder, when known
     expires_at: float | None = None  # S3 lease: epoch seconds
+    version: str | None = None  # what the holder runs (model.job_version); None: unknown
 
     @property
     def local_pid(self) -> int | None:
@@ -332,6 +355,13 @@ def _holder(raw: bytes | str) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
+def _version(holder: dict[str, Any]) -> str | None:
+    """The holder's version; None (unknown) for a body without one or with
+    anything but a non-empty string there."""
+    version = holder.get("version")
+    return version if isinstance(version, str) and version else None
+
+
 def s3_lease_state(lease: str, body: bytes | None, now: float) -> JobState:
     """The job's state from the S3 lease object (None: no object). Pure."""
     if body is None:
@@ -342,7 +372,7 @@ def s3_lease_state(lease: str, body: bytes | None, now: float) -> JobState:
     except (TypeError, ValueError):
         expires = 0.0
     owner = str(holder.get("owner", "unknown"))
-    return JobState(expires > now, lease, owner, expires)
+    return JobState(expires > now, lease, owner, expires, _version(holder))
 
 
 def file_lease_state(path: Path) -> JobState:
@@ -354,8 +384,9 @@ def file_lease_state(path: Path) -> JobState:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _holder(path.read_bytes()).get("owner")
-            return JobState(True, str(path), str(holder) if holder else None)
+            body = _holder(path.read_bytes())
+            holder = body.get("owner")
+            return JobState(True, str(path), str(holder) if holder else None, None, _version(body))
         fcntl.flock(fd, fcntl.LOCK_UN)
         return JobState(False, str(path))
     finally:

@@ -24,8 +24,10 @@ from model.lease import (
     LeaseKeeper,
     LeaseLostError,
     S3Lease,
+    file_lease_state,
     lease_path,
     make_lease,
+    s3_lease_state,
 )
 from tests.fake_clock import FakeClock
 from tests.job.lease_fakes import ScriptedLease, keeper_that_lost
@@ -160,3 +162,45 @@ def test_lease_keeper_retries_transient_errors_until_the_lease_is_lost(
     assert (
         retried == ["lease renewal failed, will retry: ConnectionError: endpoint unreachable"] * 2
     )
+
+
+def test_the_lease_names_the_version_its_holder_runs(s3: Any, bucket: str) -> None:
+    """The supervisor compares it with the stack's step after a rollback."""
+    clock = FakeClock(now=1_000_000.0)
+    lease = make_lease(f"s3://{bucket}/cp", "inst", 30, s3_client=s3, version="abc123")
+    assert isinstance(lease, S3Lease)
+    lease.clock = clock
+    lease.acquire(wait_sec=0)
+    body = s3.get_object(Bucket=bucket, Key="cp/_lease")["Body"].read()
+    state = s3_lease_state("s3://b/cp/_lease", body, clock.now)
+    assert state.running and state.version == "abc123"
+    clock.now += 10
+    lease.renew()  # a renewal keeps it
+    body = s3.get_object(Bucket=bucket, Key="cp/_lease")["Body"].read()
+    assert s3_lease_state("s3://b/cp/_lease", body, clock.now).version == "abc123"
+    lease.release()
+
+
+def test_a_lease_without_a_version_reads_as_unknown() -> None:
+    """A lease written before the field existed, or a malformed one: unknown,
+    never a version to hand over from."""
+    old = b'{"owner": "node:1", "instance": "inst", "expires_at": 2000}'
+    state = s3_lease_state("s3://b/cp/_lease", old, 1000)
+    assert state.running and state.holder == "node:1" and state.version is None
+    for odd in (b'{"expires_at": 2000, "version": 7}', b'{"expires_at": 2000, "version": ""}'):
+        assert s3_lease_state("s3://b/cp/_lease", odd, 1000).version is None
+
+
+def test_a_local_lease_names_the_version_too(tmp_path: Path) -> None:
+    lease = make_lease(str(tmp_path / "cp"), "inst", 30, version="abc123")
+    lease.acquire(wait_sec=0)
+    try:
+        assert file_lease_state(tmp_path / "cp" / "_lease").version == "abc123"
+    finally:
+        lease.release()
+    unversioned = make_lease(str(tmp_path / "cp"), "inst", 30)
+    unversioned.acquire(wait_sec=0)
+    try:
+        assert file_lease_state(tmp_path / "cp" / "_lease").version is None
+    finally:
+        unversioned.release()
