@@ -28,7 +28,12 @@ Least privilege, each grant on this instance's own resources only:
 * EMR target: ``DescribeCluster``, ``ListSteps``, ``AddJobFlowSteps`` on this
   cluster's ARN (resource type ``cluster``,
   https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelasticmapreduce.html);
-  the step carries no role, so no ``iam:PassRole``;
+  the step carries no role, so no ``iam:PassRole``; and ``DescribeStacks`` on
+  its own stack's ID only (resource type ``stack``,
+  https://docs.aws.amazon.com/service-authorization/latest/reference/list_awscloudformation.html;
+  the API page's own example limits the action to stack ARNs,
+  https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_DescribeStacks.html),
+  whose status gates a hand-back after a rolled-back deploy;
 * serverless target: ``GetApplication``, ``ListJobRuns``, ``StartJobRun`` on
   this application and its job runs (resource types ``applicationId`` and
   ``jobRunId``,
@@ -178,9 +183,18 @@ class EmrStepTarget:
         return {
             handler.ENV_CLUSTER_ID: self.cluster_id,
             handler.ENV_STEP: stack.to_json_string(self.step),
+            # AWS::StackId: the stack's ARN, whose status gates a hand-back.
+            handler.ENV_STACK_ARN: stack.stack_id,
         }
 
     def grant(self, role: iam.Role) -> None:
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="DescribeOwnStack",
+                actions=["cloudformation:DescribeStacks"],
+                resources=[Stack.of(role).stack_id],
+            )
+        )
         cluster_arn = (
             f"arn:{Aws.PARTITION}:elasticmapreduce:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
             f"cluster/{self.cluster_id}"

@@ -11,16 +11,31 @@ https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/streaming-jobs.h
 this is that budget for a job on a cluster.
 
 :func:`decide` takes what the adapters observed (the lease, the exit record,
-whether a start is under way, the cluster), the supervisor's durable state and
-the policy, and returns one action: ``none``, ``restart`` or ``alarm``, with
-the next state. No I/O here: the Lambda (``infra/supervisor/handler.py``) and
-the local harness (``local/supervisor/harness.py``) are adapters around it, so both run
-the same rules and the tests drive them with a clock of their own.
+whether a start is under way, the cluster, the versions and the stack), the
+supervisor's durable state and the policy, and returns one action: ``none``,
+``restart``, ``handback`` or ``alarm``, with the next state. No I/O here:
+the Lambda (``infra/supervisor/handler.py``) and the local harness
+(``local/supervisor/harness.py``) are adapters around it, so both run the
+same rules and the tests drive them with a clock of their own.
 
 The rules, in order:
 
-1. The lease is held and fresh: the job runs. Nothing to do; a give-up is
-   cleared (someone started it again), the time is remembered.
+1. The lease is held and fresh: the job runs. A give-up is cleared (someone
+   started it again), the time is remembered. Nothing else to do, unless it
+   runs another version than the stack's step (both known: the lease's
+   ``version``, :mod:`model.job_version`): a deploy whose step had handed over
+   failed further on, and CloudFormation's rollback made the old step the
+   stack's again, but a step cannot be withdrawn. Then ``handback``: the
+   stack's own start (the restart's), whose launcher hands over through the
+   lease, so that exactly one job runs, on the stack's version. Only when the
+   stack is settled (:data:`STACK_SETTLED`; never while an update or its
+   rollback is under way: a forward update's step hands over by itself), no
+   operator's stop marker is set, the cluster is ready and no start is under
+   way (a hand-back's step is one); after a hand-back that did not take, not
+   again within ``start_grace_sec`` (or the back-off, if longer). Hand-backs
+   are kept and published with the restarts but do not spend the restart
+   budget: the job is not down, and a budget spent on a rollback would leave
+   none for a crash that follows it.
 2. An operator asked the job to stop (their stop marker is present, or was
    seen while the job still ran): left stopped, no alarm, whether or not the
    job wrote its exit record before it died (a SIGKILL or an OOM kill while
@@ -62,11 +77,20 @@ from typing import Any, Final, Literal
 from model import contract
 from model.exit_record import ExitRecord
 
-Action = Literal["none", "restart", "alarm"]
+Action = Literal["none", "restart", "alarm", "handback"]
 ClusterState = Literal["ready", "starting", "gone"]
 
 GAVE_UP_BUDGET: Final = "budget"
 GAVE_UP_CLUSTER: Final = "cluster"
+# The reason of a hand-back to the stack's version.
+HANDBACK: Final = "handback"
+# The stack's statuses with no operation under way and its resources as its
+# template says: a create or an update completed, or an update's rollback did
+# (CloudFormation's stack status codes,
+# https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/view-stack-events.html#cfn-console-view-stack-data-resources-status-codes).
+# Every *_IN_PROGRESS (an update, its cleanup, its rollback) and every
+# *_FAILED one is not: the step that counts may still change.
+STACK_SETTLED: Final = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE"})
 
 
 @dataclass(frozen=True)
@@ -120,6 +144,22 @@ class Observation:
     # An operator's stop marker is present (``make stop-job``; not a
     # handover's, whose first word is ``handover``: model.graceful_stop).
     stop_requested: bool = False
+    # The version the running job runs (its lease's, model.job_version) and the
+    # one the stack's own start runs; None: unknown, never handed back.
+    job_version: str | None = None
+    stack_version: str | None = None
+    # The stack's status (DescribeStacks); the handler reads it only when the
+    # two versions differ. None: not read.
+    stack_status: str | None = None
+
+    @property
+    def version_differs(self) -> bool:
+        """The job runs a known version other than the stack's (known) one."""
+        return (
+            self.job_version is not None
+            and self.stack_version is not None
+            and self.job_version != self.stack_version
+        )
 
 
 @dataclass(frozen=True)
@@ -137,10 +177,14 @@ class SupervisorState:
     # stop marker seen) and it has not been started again since.
     stopped_by_operator: bool = False
     checks: int = field(default=0)
+    # When it handed back to the stack's version, within the window (not
+    # counted against the restart budget).
+    handbacks: tuple[float, ...] = ()
 
     def to_json(self) -> str:
         raw = asdict(self)
         raw["restarts"] = list(self.restarts)
+        raw["handbacks"] = list(self.handbacks)
         return json.dumps(raw, sort_keys=True)
 
     @classmethod
@@ -155,20 +199,24 @@ class SupervisorState:
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(f"{where}: unknown field {unknown[0]!r}; allowed: {sorted(known)}")
-        try:
-            raw["restarts"] = tuple(float(t) for t in raw.get("restarts", ()))
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{where}: restarts must be a list of epoch seconds") from exc
+        for name in ("restarts", "handbacks"):
+            try:
+                raw[name] = tuple(float(t) for t in raw.get(name, ()))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{where}: {name} must be a list of epoch seconds") from exc
         return cls(**raw)
 
     def restarts_within(self, now: float, window_sec: float) -> tuple[float, ...]:
         return tuple(t for t in self.restarts if now - t < window_sec)
 
+    def handbacks_within(self, now: float, window_sec: float) -> tuple[float, ...]:
+        return tuple(t for t in self.handbacks if now - t < window_sec)
+
 
 @dataclass(frozen=True)
 class Decision:
     action: Action
-    reason: str  # an model.contract EXIT_* name, or "running" / "starting"
+    reason: str  # a model.contract EXIT_* name, or "running" / "starting" / HANDBACK
     message: str  # one line: for the log, make status and the alarm
     state: SupervisorState
 
@@ -193,6 +241,7 @@ def decide(observation: Observation, state: SupervisorState, policy: Policy) -> 
         state,
         since=since,
         restarts=state.restarts_within(now, policy.window_sec),
+        handbacks=state.handbacks_within(now, policy.window_sec),
         checks=state.checks + 1,
     )
     if observation.running:
@@ -205,7 +254,7 @@ def decide(observation: Observation, state: SupervisorState, policy: Policy) -> 
             # it, should it die before its exit record says so.
             stopped_by_operator=observation.stop_requested,
         )
-        return Decision("none", "running", "the job runs (its lease is held)", running)
+        return _running(observation, running, policy)
 
     if observation.cluster == "gone":
         return _give_up(
@@ -247,6 +296,51 @@ def decide(observation: Observation, state: SupervisorState, policy: Policy) -> 
     if record is None:
         return _without_exit(state, since, now, policy)
     return _after_exit(record, state, now, policy)
+
+
+def _running(observation: Observation, state: SupervisorState, policy: Policy) -> Decision:
+    """The job runs: nothing to do, unless it runs another version than the
+    stack's step and may be handed back now (rule 1)."""
+    if not observation.version_differs:
+        return Decision("none", "running", "the job runs (its lease is held)", state)
+    differs = (
+        f"the job runs version {observation.job_version}, the stack's step "
+        f"{observation.stack_version}"
+    )
+    wait = _handback_wait(observation, state, policy)
+    if wait:
+        return Decision("none", "running", f"{differs}; {wait}", state)
+    handed = replace(
+        state,
+        handbacks=(*state.handbacks, observation.now),
+        last_reason=HANDBACK,
+        last_detail=f"{differs} (stack {observation.stack_status})",
+    )
+    return Decision(
+        "handback",
+        HANDBACK,
+        f"{differs} and the stack is {observation.stack_status}: adding the stack's step, "
+        "which hands over through the lease",
+        handed,
+    )
+
+
+def _handback_wait(observation: Observation, state: SupervisorState, policy: Policy) -> str:
+    """Why a hand-back waits, one clause; empty when it may go now."""
+    if observation.stop_requested:
+        return "an operator asked it to stop: left alone"
+    if observation.start_pending:
+        return "a start is under way"
+    if observation.cluster != "ready":
+        return f"the cluster is {observation.cluster}: waiting"
+    if observation.stack_status not in STACK_SETTLED:
+        return f"the stack is {observation.stack_status or 'unknown'}: waiting until it settles"
+    if state.handbacks:
+        wait = max(policy.start_grace_sec, policy.backoff(len(state.handbacks)))
+        since = observation.now - state.handbacks[-1]
+        if since < wait:
+            return f"handed back {since:.0f}s ago; next try in {wait - since:.0f}s"
+    return ""
 
 
 def _without_exit(state: SupervisorState, since: float, now: float, policy: Policy) -> Decision:

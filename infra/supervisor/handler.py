@@ -15,7 +15,12 @@ Observations, all of which survive the cluster:
   the states: https://docs.aws.amazon.com/emr/latest/APIReference/API_ClusterStatus.html)
   and whether the job's step is still PENDING or RUNNING (``ListSteps``,
   https://docs.aws.amazon.com/emr/latest/APIReference/API_ListSteps.html): a
-  start under way.
+  start under way;
+* the version the job runs, from its lease (``version``,
+  :mod:`model.job_version`), and the one the stack's step runs, from the
+  ``--config`` of ``STEP``; only when the two differ, the stack's status:
+  ``DescribeStacks`` of its own stack (``STACK_ARN``, the stack's ID), the one
+  call this needs (https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_DescribeStacks.html).
 
 Whether a key exists is asked with ``ListObjectsV2`` and ``Prefix`` equal to
 the key (:func:`infra.s3_keys.read_if_present`), never inferred from GetObject's 404-vs-403:
@@ -43,7 +48,9 @@ lease, like a deploy; on EMR Serverless
 (:class:`infra.supervisor.serverless.ServerlessRun`) it is ``StartJobRun`` of
 the stack's own request. The target also says whether the platform can run
 the job and whether a start is under way; the rest (lease, exit record, stop
-marker, state, alarm, metrics) is this module's, for both. ``alarm`` publishes
+marker, state, alarm, metrics) is this module's, for both. ``handback`` is
+the same start as ``restart``: after a rolled-back deploy the stack's own step
+hands over from the version that runs on. ``alarm`` publishes
 the reason to the instance's alarm topic. Every check writes the state to
 ``control/<instance>/supervisor.json`` and puts ``SupervisorRestarts`` and
 ``SupervisorGaveUp`` in the instance's namespace.
@@ -60,7 +67,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Final, Protocol
 
 import boto3
@@ -78,6 +85,7 @@ from infra.supervisor.decision import (
 from infra.supervisor.metrics import metric_data
 from model import contract
 from model.exit_record import ExitRecord, ExitRecordError
+from model.job_version import version_in
 from model.lease import lease_path, s3_lease_state
 from model.storage_uri import parse_s3_uri
 
@@ -93,6 +101,7 @@ ENV_STEP: Final = "STEP"
 ENV_POLICY: Final = "POLICY"
 ENV_TOPIC: Final = "ALARM_TOPIC_ARN"
 ENV_STOP_MARKER: Final = "STOP_MARKER_URI"
+ENV_STACK_ARN: Final = "STACK_ARN"
 
 CLUSTER_READY: Final = frozenset({"RUNNING", "WAITING"})
 CLUSTER_STARTING: Final = frozenset({"STARTING", "BOOTSTRAPPING"})
@@ -123,6 +132,17 @@ class Target(Protocol):
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Target: ...
 
+    @property
+    def version(self) -> str | None:
+        """The job version the stack's own start runs (model.job_version);
+        None: not known, so never handed back to."""
+        ...
+
+    @property
+    def stack_arn(self) -> str:
+        """The stack whose status gates a hand-back; empty: none."""
+        ...
+
     def state(self, client: Any) -> tuple[ClusterState, str, bool]:
         """(whether the platform can run the job, a detail, a start under way)."""
         ...
@@ -138,15 +158,22 @@ class EmrStep:
 
     cluster_id: str
     step: dict[str, Any]
+    stack_arn: str
     CLIENT: ClassVar[str] = "emr"
-    REQUIRED: ClassVar[tuple[str, ...]] = (ENV_CLUSTER_ID, ENV_STEP)
+    REQUIRED: ClassVar[tuple[str, ...]] = (ENV_CLUSTER_ID, ENV_STEP, ENV_STACK_ARN)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> EmrStep:
         step = env_object(
             env, ENV_STEP, lambda s: "HadoopJarStep" in s, "an EMR step (no HadoopJarStep)"
         )
-        return cls(cluster_id=env[ENV_CLUSTER_ID], step=step)
+        return cls(cluster_id=env[ENV_CLUSTER_ID], step=step, stack_arn=env[ENV_STACK_ARN])
+
+    @property
+    def version(self) -> str | None:
+        """The version named by the step's ``--config`` (the job's arguments)."""
+        args = self.step["HadoopJarStep"].get("Args", ())
+        return version_in([str(arg) for arg in args])
 
     def state(self, client: Any) -> tuple[ClusterState, str, bool]:
         """(state, detail, a start under way) from the EMR API."""
@@ -203,8 +230,19 @@ def operator_stop_requested(body: bytes | None) -> bool:
     return words[:1] != [contract.STOP_BY_HANDOVER]
 
 
-def observe(s3: Any, platform: Any, settings: Settings, now: float) -> Observation:
-    """What :func:`decide` needs; ``platform`` is the target's client."""
+def stack_status(cloudformation: Any, stack_arn: str) -> str:
+    """The stack's status, by its ID (a stack's ID names it for good: its name
+    may be reused by another stack once it is deleted)."""
+    [stack] = cloudformation.describe_stacks(StackName=stack_arn)["Stacks"]
+    return str(stack["StackStatus"])
+
+
+def observe(
+    s3: Any, platform: Any, settings: Settings, now: float, cloudformation: Any = None
+) -> Observation:
+    """What :func:`decide` needs; ``platform`` is the target's client,
+    ``cloudformation`` is asked only when the job runs another version than
+    the stack's step."""
     lease = lease_path(settings.checkpoint_uri)
     body = read_if_present(s3, lease)
     record = None
@@ -216,15 +254,22 @@ def observe(s3: Any, platform: Any, settings: Settings, now: float) -> Observati
         except ExitRecordError as exc:  # a record we cannot read explains nothing
             log.warning("%s", exc)
     cluster, detail, pending = settings.target.state(platform)
-    return Observation(
+    job = s3_lease_state(lease, body, now)
+    observation = Observation(
         now=now,
-        running=s3_lease_state(lease, body, now).running,
+        running=job.running,
         exit=record,
         start_pending=pending,
         cluster=cluster,
         cluster_detail=detail,
         stop_requested=operator_stop_requested(read_if_present(s3, settings.stop_marker_uri)),
+        job_version=job.version if job.running else None,
+        stack_version=settings.target.version,
     )
+    if observation.version_differs and settings.target.stack_arn and cloudformation is not None:
+        status = stack_status(cloudformation, settings.target.stack_arn)
+        observation = replace(observation, stack_status=status)
+    return observation
 
 
 def load_state(s3: Any, settings: Settings) -> SupervisorState:
@@ -236,9 +281,10 @@ def load_state(s3: Any, settings: Settings) -> SupervisorState:
 
 def act(decision: Decision, clients: Mapping[str, Any], settings: Settings, now: float) -> None:
     """Carry the decision out, then save the state and publish the metrics."""
-    if decision.action == "restart":
+    if decision.action in ("restart", "handback"):
         started = settings.target.restart(clients[settings.target.CLIENT])
-        log.warning("restarted %s: %s; %s", settings.instance, started, decision.message)
+        verb = "restarted" if decision.action == "restart" else "handed back"
+        log.warning("%s %s: %s; %s", verb, settings.instance, started, decision.message)
     elif decision.action == "alarm":
         log.error("supervisor of %s gives up: %s", settings.instance, decision.message)
         if settings.topic_arn:
@@ -258,7 +304,9 @@ def act(decision: Decision, clients: Mapping[str, Any], settings: Settings, now:
 
 def check(clients: Mapping[str, Any], settings: Settings, now: float) -> Decision:
     """One check: observe, decide, act."""
-    observation = observe(clients["s3"], clients[settings.target.CLIENT], settings, now)
+    observation = observe(
+        clients["s3"], clients[settings.target.CLIENT], settings, now, clients.get("cloudformation")
+    )
     decision = decide(observation, load_state(clients["s3"], settings), settings.policy)
     act(decision, clients, settings, now)
     return decision
@@ -267,7 +315,8 @@ def check(clients: Mapping[str, Any], settings: Settings, now: float) -> Decisio
 def _clients(target: type[Target]) -> dict[str, Any]:
     # Bounded: a check must finish well inside the function's timeout.
     config = Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 3})
-    names = ("s3", "sns", "cloudwatch", target.CLIENT)
+    # Creating a client calls nothing: cloudformation is asked only on a mismatch.
+    names = ("s3", "sns", "cloudwatch", "cloudformation", target.CLIENT)
     return {name: boto3.client(name, config=config) for name in names}
 
 

@@ -1,6 +1,8 @@
 """What the supervisor publishes after every check, in the instance's own
-namespace (``model.contract.metric_namespace``): the restarts in its rolling
-window (the dashboard graphs it) and whether it has given up (1) or not (0),
+namespace (``model.contract.metric_namespace``): the starts it asked for in its
+rolling window, restarts and hand-backs to the stack's version alike (the
+dashboard graphs it; only the restarts spend the budget), and whether it has
+given up (1) or not (0),
 which the ``SupervisorGaveUp`` alarm watches. Pure: the Lambda and the local
 harness send the same data points (``PutMetricData``'s ``MetricData`` shape,
 https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricData.html).
@@ -23,7 +25,7 @@ def metric_data(instance: str, state: SupervisorState, now: float) -> list[dict[
             "MetricName": contract.SUPERVISOR_RESTARTS,
             "Dimensions": dimensions,
             "Timestamp": stamp,
-            "Value": float(len(state.restarts)),
+            "Value": float(len(state.restarts) + len(state.handbacks)),
             "Unit": "Count",
         },
         {

@@ -79,6 +79,16 @@ class ServerlessRun:
         request = env_object(env, ENV_REQUEST, _streaming, "a STREAMING StartJobRun request")
         return cls(application_id=env[ENV_APPLICATION_ID], request=request)
 
+    @property
+    def version(self) -> str | None:
+        """Not compared here: the job-run resource's own rollback (an Update
+        with the old request) restarts the old request (infra/serverless_job_run.py)."""
+        return None
+
+    @property
+    def stack_arn(self) -> str:
+        return ""
+
     def state(self, client: Any) -> tuple[ClusterState, str, bool]:
         """(application state, detail, a run is active) from the EMR Serverless API."""
         app = client.get_application(applicationId=self.application_id)["application"]

@@ -1,5 +1,6 @@
-"""What the supervisor knows of the instance's job: restarts in its window, the
-last exit reason, given up or not, stopped by an operator or not.
+"""What the supervisor knows of the instance's job: restarts (and hand-backs to
+the stack's version) in its window, the last exit reason, given up or not,
+stopped by an operator or not.
 
 Read from the supervisor's state (``control/<instance>/supervisor.json`` in
 the data bucket, written by its Lambda after every check; a local run's
@@ -32,6 +33,7 @@ class SupervisorStatus:
     gave_up: str | None = None
     stopped_by_operator: bool = False
     last_exit: str | None = None  # the job's exit record, one line
+    handbacks_in_window: int = 0  # hand-backs to the stack's version (not in the budget)
 
     def lines(self) -> list[str]:
         exit_line = f"last exit  {self.last_exit or '-'}"
@@ -43,9 +45,14 @@ class SupervisorStatus:
             doing = "leaves the job stopped (an operator stopped it)"
         else:
             doing = "restarts the job when it is down"
+        handbacks = (
+            f", {self.handbacks_in_window} hand-back(s) to the stack's version"
+            if self.handbacks_in_window
+            else ""
+        )
         return [
-            f"supervisor {doing}; {self.restarts_in_window} restart(s) in its window, "
-            f"last reason {self.last_reason or '-'}",
+            f"supervisor {doing}; {self.restarts_in_window} restart(s) in its window"
+            f"{handbacks}, last reason {self.last_reason or '-'}",
             exit_line,
         ]
 
@@ -70,4 +77,5 @@ def read_supervisor(config: JobConfig, s3: Any) -> SupervisorStatus | None:
         gave_up=state.gave_up,
         stopped_by_operator=state.stopped_by_operator,
         last_exit=last_exit,
+        handbacks_in_window=len(state.handbacks),
     )

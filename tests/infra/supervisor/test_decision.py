@@ -12,6 +12,8 @@ import pytest
 
 from infra.supervisor.decision import (
     GAVE_UP_BUDGET,
+    HANDBACK,
+    STACK_SETTLED,
     Decision,
     Observation,
     Policy,
@@ -362,3 +364,114 @@ def test_a_newer_failure_under_an_operators_marker_is_not_restarted() -> None:
         Observation(200, running=False, exit=failed, stop_requested=True), state, POLICY
     )
     assert decision.action == "none" and decision.state.restarts == ()
+
+
+# --------------------------------------------------------------------------- hand-back
+# A deploy's step handed over to v2, the update failed further on and
+# CloudFormation rolled back: the stack's step is v1 again, v2 runs on.
+
+
+def on_v2(now: float, status: str | None = "UPDATE_ROLLBACK_COMPLETE", **kw: object) -> Observation:
+    values: dict[str, object] = {
+        "running": True,
+        "job_version": "v2",
+        "stack_version": "v1",
+        "stack_status": status,
+    }
+    values.update(kw)
+    return Observation(now, **values)  # type: ignore[arg-type]
+
+
+def test_a_job_on_another_version_is_handed_back_once_the_stack_settled() -> None:
+    decision = decide(on_v2(100), seen_running_at(50), POLICY)
+    assert decision.action == "handback" and decision.reason == HANDBACK
+    assert "version v2, the stack's step v1" in decision.message
+    assert decision.state.handbacks == (100,)
+    assert decision.state.restarts == (), "not a restart: the budget is untouched"
+    assert decision.state.last_seen_running == 100
+
+
+@pytest.mark.parametrize("status", sorted(STACK_SETTLED))
+def test_every_settled_status_hands_back(status: str) -> None:
+    assert decide(on_v2(100, status), SupervisorState(), POLICY).action == "handback"
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        "UPDATE_IN_PROGRESS",
+        "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS",
+        "UPDATE_ROLLBACK_IN_PROGRESS",
+        "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS",
+        "UPDATE_ROLLBACK_FAILED",
+        "DELETE_IN_PROGRESS",
+        None,
+    ],
+)
+def test_no_hand_back_while_the_stack_is_not_settled(status: str | None) -> None:
+    """A forward update mid-way hands over by its own step; a rollback mid-way
+    may still change which step is the stack's."""
+    decision = decide(on_v2(100, status), SupervisorState(), POLICY)
+    assert decision.action == "none" and decision.reason == "running"
+    assert f"the stack is {status or 'unknown'}" in decision.message
+    assert decision.state.handbacks == ()
+
+
+@pytest.mark.parametrize(
+    ("observation", "why"),
+    [
+        (on_v2(100, stop_requested=True), "an operator asked it to stop"),
+        (on_v2(100, start_pending=True), "a start is under way"),
+        (on_v2(100, cluster="starting"), "the cluster is starting"),
+    ],
+)
+def test_no_hand_back_under_a_stop_marker_a_start_or_a_starting_cluster(
+    observation: Observation, why: str
+) -> None:
+    decision = decide(observation, SupervisorState(), POLICY)
+    assert decision.action == "none" and why in decision.message
+
+
+@pytest.mark.parametrize(("job", "stack"), [(None, "v1"), ("v1", None), (None, None), ("v1", "v1")])
+def test_an_unknown_or_equal_version_is_never_handed_back(
+    job: str | None, stack: str | None
+) -> None:
+    """A lease from before the field (no version), or a target that names none."""
+    decision = decide(on_v2(100, job_version=job, stack_version=stack), SupervisorState(), POLICY)
+    assert decision.action == "none" and decision.message == "the job runs (its lease is held)"
+
+
+def test_a_hand_back_that_did_not_take_is_retried_after_the_start_grace_only() -> None:
+    """Its step failed (the launcher's handover timed out): the next check
+    sees no start under way, and waits start_grace_sec before adding it again."""
+    first = decide(on_v2(100), SupervisorState(), POLICY)
+    assert first.action == "handback"
+    under_way = decide(on_v2(160, start_pending=True), first.state, POLICY)
+    assert under_way.action == "none" and "a start is under way" in under_way.message
+    failed = decide(on_v2(220), under_way.state, POLICY)
+    assert failed.action == "none" and "next try in 180s" in failed.message
+    again = decide(on_v2(100 + POLICY.start_grace_sec), failed.state, POLICY)
+    assert again.action == "handback"
+    assert again.state.handbacks == (100, 100 + POLICY.start_grace_sec)
+
+
+def test_hand_backs_do_not_spend_the_restart_budget() -> None:
+    spent = SupervisorState(restarts=tuple(float(t) for t in range(POLICY.max_restarts)))
+    decision = decide(on_v2(100), spent, POLICY)
+    assert decision.action == "handback"
+    assert len(decision.state.restarts) == POLICY.max_restarts
+    # ... and a crash after a hand-back still gets its restart.
+    handed = decide(on_v2(100), SupervisorState(), POLICY).state
+    crashed = decide(Observation(200, running=False, exit=record(150)), handed, POLICY)
+    assert crashed.action == "restart" and "restart 1 of 5" in crashed.message
+
+
+def test_hand_backs_roll_out_of_the_window_and_round_trip() -> None:
+    state = SupervisorState(handbacks=(10.0, 5_000.0))
+    assert SupervisorState.from_json(state.to_json()) == state
+    # A state saved before hand-backs existed still reads.
+    assert SupervisorState.from_json('{"restarts": [1.0]}').handbacks == ()
+    with pytest.raises(ValueError, match="handbacks must be a list of epoch seconds"):
+        SupervisorState.from_json('{"handbacks": ["x"]}')
+    later = decide(Observation(5_100, running=True), state, POLICY)
+    assert later.state.handbacks == (5_000.0,)

@@ -1,7 +1,8 @@
 """The supervisor's Lambda handler against moto (in-process): it reads the
 lease, the exit record and the cluster, adds the stack's step on a restart,
 publishes the reason to the alarm topic when it gives up, and keeps its state
-and metrics where status and the alarm read them."""
+and metrics where status and the alarm read them. And CloudFormation's
+rollback of an EMR update replayed: the stack's step hands back, once."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from moto.backends import get_backend
+from moto.core import DEFAULT_ACCOUNT_ID
 
 from infra import s3_keys
 from infra.emr_step import StepSpec, build_step
 from infra.supervisor import handler
-from infra.supervisor.decision import Policy
+from infra.supervisor.decision import HANDBACK, Policy, SupervisorState
 from model import contract
 from model.exit_record import ExitRecord, write_exit_record
+from model.job_version import version_in
 from tests.infra.list_only_s3 import ListOnlyS3
 
 REGION = "us-east-1"
@@ -28,16 +32,29 @@ BUCKET = "data-bucket"
 CHECKPOINT = f"s3://{BUCKET}/checkpoints/{INSTANCE}/"
 STATE = f"s3://{BUCKET}/control/{INSTANCE}/{contract.SUPERVISOR_STATE_NAME}"
 MARKER = f"s3://{BUCKET}/control/{INSTANCE}/stop"
-STEP = build_step(
-    StepSpec(
-        step_name=f"streaming-{INSTANCE}-v1",
-        app_name=contract.app_name(INSTANCE),
-        package_uri="s3://artifacts/job/v1",
-        stop_marker_uri=f"s3://{BUCKET}/control/{INSTANCE}/stop",
-        jar_files=("a-1.jar",),
-        checkpoint_uri=CHECKPOINT,
+
+
+def job_step(version: str) -> dict[str, Any]:
+    """The stack's step of one job version (infra/constructs/job_deployment.py)."""
+    return build_step(
+        StepSpec(
+            step_name=f"streaming-{INSTANCE}-{version}",
+            app_name=contract.app_name(INSTANCE),
+            package_uri=f"s3://artifacts/job/{version}",
+            stop_marker_uri=f"s3://{BUCKET}/control/{INSTANCE}/stop",
+            jar_files=("a-1.jar",),
+            checkpoint_uri=CHECKPOINT,
+        )
     )
-)
+
+
+STEP = job_step("v1")
+STEP_V2 = job_step("v2")
+# What each job version records in its lease (job/driver.py: its --config).
+V1 = version_in(STEP["HadoopJarStep"]["Args"])
+V2 = version_in(STEP_V2["HadoopJarStep"]["Args"])
+# A stack moto can create: the status is what the supervisor reads of it.
+TEMPLATE = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}
 POLICY = Policy(max_restarts=2, backoff_sec=1, backoff_max_sec=1, start_grace_sec=60)
 
 
@@ -57,9 +74,12 @@ def aws() -> Iterator[dict[str, Any]]:
     with mock_aws():
         clients = {
             n: boto3.client(n, region_name=REGION)
-            for n in ("s3", "emr", "sns", "cloudwatch", "sqs")
+            for n in ("s3", "emr", "sns", "cloudwatch", "sqs", "cloudformation")
         }
         clients["s3"].create_bucket(Bucket=BUCKET)
+        stack = clients["cloudformation"].create_stack(
+            StackName="Streaming-orders-us-east-1", TemplateBody=json.dumps(TEMPLATE)
+        )["StackId"]
         cluster = clients["emr"].run_job_flow(
             Name="c",
             ReleaseLabel="emr-7.0.0",
@@ -78,22 +98,33 @@ def aws() -> Iterator[dict[str, Any]]:
             handler.ENV_POLICY: json.dumps(POLICY.__dict__),
             handler.ENV_TOPIC: topic,
             handler.ENV_STOP_MARKER: MARKER,
+            handler.ENV_STACK_ARN: stack,
         }
-        yield {**clients, "env": env, "cluster": cluster["JobFlowId"], "queue": queue}
+        yield {
+            **clients,
+            "env": env,
+            "cluster": cluster["JobFlowId"],
+            "queue": queue,
+            "stack": stack,
+        }
 
 
 def settings(aws: dict[str, Any]) -> handler.Settings:
     return handler.Settings.from_env(aws["env"])
 
 
-def put_lease(aws: dict[str, Any], expires_at: float) -> None:
-    body = json.dumps({"owner": "node:1", "instance": INSTANCE, "expires_at": expires_at})
-    aws["s3"].put_object(Bucket=BUCKET, Key=f"checkpoints/{INSTANCE}/_lease", Body=body)
+def put_lease(aws: dict[str, Any], expires_at: float, version: str | None = None) -> None:
+    """The job's lease as model.lease.S3Lease writes it; without a version as
+    a job from before the field wrote it."""
+    raw: dict[str, Any] = {"owner": "node:1", "instance": INSTANCE, "expires_at": expires_at}
+    if version is not None:
+        raw["version"] = version
+    aws["s3"].put_object(Bucket=BUCKET, Key=f"checkpoints/{INSTANCE}/_lease", Body=json.dumps(raw))
 
 
-def job_steps(aws: dict[str, Any]) -> list[dict[str, Any]]:
+def job_steps(aws: dict[str, Any], step: dict[str, Any] = STEP) -> list[dict[str, Any]]:
     steps = aws["emr"].list_steps(ClusterId=aws["cluster"])["Steps"]
-    return [s for s in steps if s["Name"] == STEP["Name"]]
+    return [s for s in steps if s["Name"] == step["Name"]]
 
 
 def test_a_running_job_is_left_alone(aws: dict[str, Any]) -> None:
@@ -165,6 +196,7 @@ def test_missing_settings_name_the_variable() -> None:
     env = {
         handler.ENV_INSTANCE: "x",
         handler.ENV_CLUSTER_ID: "j-1",
+        handler.ENV_STACK_ARN: "arn:aws:cloudformation:us-east-1:1:stack/s/1",
         handler.ENV_CHECKPOINT: CHECKPOINT,
         handler.ENV_STATE: STATE,
         handler.ENV_STEP: "{}",
@@ -224,3 +256,116 @@ def test_an_operators_marker_keeps_a_job_that_died_without_a_record_stopped(
     assert handler.operator_stop_requested(b"handover requested 2026-01-01T00:00:00Z\n") is False
     assert handler.operator_stop_requested(b"") is True
     assert handler.operator_stop_requested(None) is False
+
+
+# --------------------------------------------------------------------------- rollback
+# CloudFormation's statuses and EMR's step states that moto does not move by
+# itself: set in its backend, as CloudFormation and the launcher would.
+
+
+def set_stack_status(aws: dict[str, Any], status: str) -> None:
+    get_backend("cloudformation")[DEFAULT_ACCOUNT_ID][REGION].stacks[aws["stack"]].status = status
+
+
+def complete_steps(aws: dict[str, Any]) -> None:
+    """The launcher submitted the job and exited: its step is COMPLETED
+    (``spark.yarn.submit.waitAppCompletion=false``, infra/emr_step.py)."""
+    cluster = get_backend("emr")[DEFAULT_ACCOUNT_ID][REGION].clusters[aws["cluster"]]
+    for step in cluster.steps:
+        step.state = "COMPLETED"
+
+
+def settings_with(aws: dict[str, Any], step: dict[str, Any]) -> handler.Settings:
+    """The supervisor's environment when the stack's step is ``step``."""
+    return handler.Settings.from_env({**aws["env"], handler.ENV_STEP: json.dumps(step)})
+
+
+def test_the_rollback_of_an_emr_update_hands_back_to_the_stacks_step_once(
+    aws: dict[str, Any],
+) -> None:
+    """v1 runs; an update's v2 step hands over, then the update fails further on
+    and CloudFormation rolls back: the stack's step, and the supervisor's
+    STEP, are v1 again while v2 runs on. The supervisor adds the v1 step
+    exactly once, only after the rollback completed, and one job runs v1."""
+    now = time.time()
+    v1, v2 = settings_with(aws, STEP), settings_with(aws, STEP_V2)
+    assert V1 is not None and V2 is not None and V1 != V2
+    # Create: CloudFormation's v1 step started the job, which holds the lease.
+    aws["emr"].add_job_flow_steps(JobFlowId=aws["cluster"], Steps=[STEP])
+    complete_steps(aws)
+    put_lease(aws, now + 30, V1)
+    assert handler.check(aws, v1, now).action == "none"
+    # Update: CloudFormation adds the v2 step; its launcher hands over; v2 holds the lease.
+    set_stack_status(aws, "UPDATE_IN_PROGRESS")
+    aws["emr"].add_job_flow_steps(JobFlowId=aws["cluster"], Steps=[STEP_V2])
+    complete_steps(aws)
+    put_lease(aws, now + 90, V2)
+    for settings in (v1, v2):  # the supervisor's function is updated mid-way too
+        during = handler.check(aws, settings, now + 60)
+        assert during.action == "none" and during.reason == "running"
+    assert "the stack is UPDATE_IN_PROGRESS" in handler.check(aws, v1, now + 61).message
+    # A later resource fails: the rollback restores v1 as the stack's step.
+    for status in ("UPDATE_ROLLBACK_IN_PROGRESS", "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS"):
+        set_stack_status(aws, status)
+        assert handler.check(aws, v1, now + 70).action == "none"
+    assert len(job_steps(aws)) == 1, "nothing added while the stack was not settled"
+    # Rolled back: the stack's v1 step is added, once.
+    set_stack_status(aws, "UPDATE_ROLLBACK_COMPLETE")
+    handback = handler.check(aws, v1, now + 80)
+    assert handback.action == "handback" and handback.reason == HANDBACK
+    assert len(job_steps(aws)) == 2
+    [added] = [s for s in job_steps(aws) if s["Status"]["State"] in ("PENDING", "RUNNING")]
+    described = aws["emr"].describe_step(ClusterId=aws["cluster"], StepId=added["Id"])["Step"]
+    assert described["Config"]["Args"] == STEP["HadoopJarStep"]["Args"]
+    # Its launcher waits for v2 to stop: the step is under way, nothing more.
+    put_lease(aws, now + 150, V2)
+    waiting = handler.check(aws, v1, now + 140)
+    assert waiting.action == "none" and "a start is under way" in waiting.message
+    # v2 stops for the handover, the launcher submits v1 and completes.
+    aws["s3"].delete_object(Bucket=BUCKET, Key=f"checkpoints/{INSTANCE}/_lease")
+    handed = ExitRecord(
+        0,
+        contract.EXIT_STOPPED_ON_REQUEST,
+        "handover",
+        now + 150,
+        "node:2",
+        contract.STOP_BY_HANDOVER,
+    )
+    write_exit_record(CHECKPOINT, handed, aws["s3"])
+    complete_steps(aws)
+    between = handler.check(aws, v1, now + 160)
+    assert between.action == "none" and "handed over" in between.message
+    # v1 takes the lease: one job, on the stack's version; nothing more is added.
+    for later in (now + 200, now + 2_000):
+        put_lease(aws, later + 30, V1)  # renewed as long as it runs
+        settled = handler.check(aws, v1, later)
+        assert settled.action == "none" and settled.message == "the job runs (its lease is held)"
+    assert len(job_steps(aws)) == 2 and job_steps(aws, STEP_V2)[0]["Status"]["State"] == (
+        "COMPLETED"
+    )
+    state = SupervisorState.from_json(
+        aws["s3"].get_object(Bucket=BUCKET, Key=STATE.split("/", 3)[3])["Body"].read()
+    )
+    assert state.restarts == () and state.handbacks == (now + 80,)
+
+
+def test_a_job_without_a_version_in_its_lease_is_never_handed_back(aws: dict[str, Any]) -> None:
+    """A lease written by a job from before the field: unknown, left alone,
+    and the stack is not even asked."""
+    now = time.time()
+    put_lease(aws, now + 30)
+    set_stack_status(aws, "UPDATE_ROLLBACK_COMPLETE")
+    calls: list[str] = []
+
+    class Watched:
+        def describe_stacks(self, **kw: Any) -> Any:
+            calls.append(kw["StackName"])
+            return aws["cloudformation"].describe_stacks(**kw)
+
+    decision = handler.check({**aws, "cloudformation": Watched()}, settings(aws), now)
+    assert decision.action == "none" and job_steps(aws) == []
+    assert calls == []
+    # A versioned lease of another version: the stack is asked, by its ID only.
+    put_lease(aws, now + 30, V2)
+    decision = handler.check({**aws, "cloudformation": Watched()}, settings(aws), now + 1)
+    assert decision.action == "handback" and calls == [aws["stack"]]

@@ -34,3 +34,11 @@ def test_a_supervisor_that_gave_up_reports_1() -> None:
     points = _by_name(metric_data("orders-eu-west-1", state, NOW))
     assert points[contract.SUPERVISOR_GAVE_UP]["Value"] == 1.0
     assert points[contract.SUPERVISOR_RESTARTS]["Value"] == 0.0
+
+
+def test_hand_backs_count_with_the_restarts_in_the_published_figure() -> None:
+    """Every start the supervisor asked for is graphed; only the restarts
+    spend the budget (infra/supervisor/decision.py)."""
+    state = SupervisorState(restarts=(NOW - 60,), handbacks=(NOW - 30, NOW - 5))
+    points = _by_name(metric_data("orders-eu-west-1", state, NOW))
+    assert points[contract.SUPERVISOR_RESTARTS]["Value"] == 3.0

@@ -56,3 +56,18 @@ def test_a_give_up_names_the_reason_and_the_last_exit(tmp_path: Path) -> None:
     stopped = replace(running, stopped_by_operator=True)
     (tmp_path / contract.SUPERVISOR_STATE_NAME).write_text(stopped.to_json(), encoding="utf-8")
     assert "an operator stopped it" in read_supervisor(config, None).lines()[0]  # type: ignore[union-attr]
+
+
+def test_hand_backs_are_shown_beside_the_restarts(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    state = SupervisorState(restarts=(1.0,), handbacks=(2.0,), last_reason="handback")
+    (tmp_path / contract.SUPERVISOR_STATE_NAME).write_text(state.to_json(), encoding="utf-8")
+    status = read_supervisor(config, None)
+    assert status is not None
+    assert (
+        "1 restart(s) in its window, 1 hand-back(s) to the stack's version, last reason handback"
+        in status.lines()[0]
+    )
+    without = replace(state, handbacks=())
+    (tmp_path / contract.SUPERVISOR_STATE_NAME).write_text(without.to_json(), encoding="utf-8")
+    assert "hand-back" not in read_supervisor(config, None).lines()[0]  # type: ignore[union-attr]
