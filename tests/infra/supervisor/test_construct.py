@@ -140,6 +140,8 @@ def test_the_function_runs_every_minute_with_the_stacks_step(synthesized: Synthe
     assert SCHEDULE_RETRY_ATTEMPTS > 0
     assert function["Properties"]["ReservedConcurrentExecutions"] == 1
     assert f"/control/{INSTANCE}/stop" in json.dumps(env[handler.ENV_STOP_MARKER])
+    # Its own stack, whose status gates a hand-back after a rollback.
+    assert env[handler.ENV_STACK_ARN] == {"Ref": "AWS::StackId"}
 
 
 def test_the_role_reaches_only_this_instances_objects_cluster_and_namespace(
@@ -156,6 +158,13 @@ def test_the_role_reaches_only_this_instances_objects_cluster_and_namespace(
         "elasticmapreduce:ListSteps",
     ]
     assert "cluster/" in json.dumps(emr["Resource"])
+    # DescribeStacks of its own stack only (resource-level: the stack's ID).
+    stack = statements["DescribeOwnStack"]
+    assert stack["Action"] == "cloudformation:DescribeStacks"
+    assert stack["Resource"] == {"Ref": "AWS::StackId"}
+    assert {a for a in _actions(every) if a.startswith("cloudformation:")} == {
+        "cloudformation:DescribeStacks"
+    }
     metrics = statements["PutMetricsInInstanceNamespace"]
     assert metrics["Condition"]["StringEquals"]["cloudwatch:namespace"] == (
         contract.metric_namespace(INSTANCE)
@@ -240,6 +249,7 @@ def test_the_serverless_supervisor_runs_every_minute_one_at_a_time_with_retries(
     assert function["Properties"]["ReservedConcurrentExecutions"] == 1
     env = function["Properties"]["Environment"]["Variables"]
     assert handler.ENV_CLUSTER_ID not in env and handler.ENV_STEP not in env
+    assert handler.ENV_STACK_ARN not in env  # no hand-back on EMR Serverless
     assert set(env) >= {serverless.ENV_APPLICATION_ID, serverless.ENV_REQUEST}
     assert f"/control/{SERVERLESS_INSTANCE}/stop" in json.dumps(env[handler.ENV_STOP_MARKER])
     application = synthesized_on_serverless.one(SERVERLESS_STACK, "AWS::EMRServerless::Application")
@@ -284,5 +294,5 @@ def test_the_serverless_role_starts_runs_on_its_application_and_passes_its_role_
         "StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}
     }
     actions = _actions(every)
-    assert not any(a.startswith("elasticmapreduce:") for a in actions)
+    assert not any(a.startswith(("elasticmapreduce:", "cloudformation:")) for a in actions)
     assert "sns:Publish" in actions and "cloudwatch:PutMetricData" in actions
