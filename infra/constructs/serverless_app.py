@@ -112,12 +112,16 @@ APPLICATION_OUTPUT: Final = "ServerlessApplicationId"
 # ServiceTimeout): the function's own timeout plus a minute for the reply, so
 # a handler that died without replying fails the deploy in 16 minutes, not 60.
 SERVICE_TIMEOUT_SEC: Final = LAMBDA_MAX_SEC + 60
-# The job's log group, as EMR Serverless writes it (UG "Logging for EMR
-# Serverless with Amazon CloudWatch", its example policy for the job runtime
-# role:
-# https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/logging.html#jobs-log-storage-cw):
-# DescribeLogGroups on every log group of the account and Region (the action
-# is not authorized at log-group level), the stream actions on the log group.
+# The job's log group, as EMR Serverless writes it with the job runtime role
+# (UG "Logging for EMR Serverless with Amazon CloudWatch",
+# https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/logging.html#jobs-log-storage-cw;
+# its example policy could not be read from here): the stream actions on the
+# job's own log group, and DescribeLogGroups on every log group of the account
+# and Region. The CloudWatch Logs guide says that DescribeLogGroups is granted
+# on a wildcard log-group ARN (``arn:aws:logs:<region>:<account>:log-group:*``),
+# never on a single group's
+# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/AWS-logs-infrastructure-CWL.html,
+# "User permissions").
 LOG_GROUP_ACTIONS: Final = ("logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents")
 PENDING_RUN_FILE: Final = "pending-run.json"
 
@@ -308,7 +312,7 @@ class ServerlessJob(Construct):
             iam.PolicyStatement(
                 sid="DescribeLogGroups",
                 actions=["logs:DescribeLogGroups"],
-                resources=[f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"],
+                resources=[f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:*"],
             )
         )
         Validations.of(self.execution_role).acknowledge(
@@ -319,9 +323,9 @@ class ServerlessJob(Construct):
             ),
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:"
-                "<AWS::AccountId>:*]",
-                reason="logs:DescribeLogGroups is not authorized at log-group level; EMR "
-                "Serverless's CloudWatch logging page grants it on the account's log groups.",
+                "<AWS::AccountId>:log-group:*]",
+                reason="logs:DescribeLogGroups is granted on the wildcard log-group ARN, never "
+                "on one group (CloudWatch Logs guide, AWS-logs-infrastructure-CWL.html).",
             ),
         )
 

@@ -166,9 +166,11 @@ def test_the_execution_role_can_deliver_logs_to_cloudwatch(
     synthesized_serverless: Synthesized,
 ) -> None:
     """UG "Logging for EMR Serverless with Amazon CloudWatch"
-    (https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/logging.html#jobs-log-storage-cw):
-    DescribeLogGroups is not authorized at log-group level, so it is granted on
-    the account's log groups in the Region; the stream actions on the job's group."""
+    (https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/logging.html#jobs-log-storage-cw)
+    and the CloudWatch Logs guide
+    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/AWS-logs-infrastructure-CWL.html,
+    "User permissions"): DescribeLogGroups on the wildcard log-group ARN of the
+    account and Region, never one group's; the stream actions on the job's group."""
     stack = synthesized_serverless.stacks[LIGHT]
     assert stack.serverless is not None
     role_id = stack.resolve(stack.serverless.execution_role.role_name)["Ref"]
@@ -182,7 +184,8 @@ def test_the_execution_role_can_deliver_logs_to_cloudwatch(
     assert describe, "no logs:DescribeLogGroups"
     for statement in describe:
         resource = json.dumps(statement["Resource"])
-        assert "log-group" not in resource, "DescribeLogGroups cannot be granted per log group"
+        # The wildcard over the account's groups, not one group's name.
+        assert resource.count("log-group") == 1 and ':log-group:*"' in resource, resource
         assert ":logs:" in resource
     writes = next(st for st in statements if st.get("Sid") == "WriteOwnLogGroup")
     assert {"logs:CreateLogStream", "logs:PutLogEvents"} <= set(writes["Action"])
