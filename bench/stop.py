@@ -46,6 +46,7 @@ from bench.framework import (
     machine_load,
     write_result,
 )
+from job.driver import checked_checkpoint
 from job.outcome import ExitCode
 from job.query import run as run_job
 from local.failures import ensure_topic
@@ -164,7 +165,8 @@ def one_stop(
 
     def job() -> None:
         try:
-            codes.append(run_job(spark, config, stop=StopRequest()))
+            checkpoint = checked_checkpoint(config, None)
+            codes.append(run_job(spark, config, stop=StopRequest(), checkpoint=checkpoint))
         except BaseException as exc:  # reported below, not lost in the thread
             codes.append(exc)
 

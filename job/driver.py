@@ -19,10 +19,15 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from job.outcome import ExitCode, Outcome, Platform, process_status
-from job.query import checked_checkpoint, run, s3_client_for
+from job.query import run
 from job.session import build_session
 from model import aws_clients, contract
-from model.checkpoint_state import OldCheckpointError
+from model.checkpoint_state import (
+    CheckpointState,
+    OldCheckpointError,
+    check_resumable,
+    inspect_checkpoint,
+)
 from model.config import ConfigError, JobConfig
 from model.exit_record import write_exit_record
 from model.graceful_stop import StopRequest
@@ -70,6 +75,27 @@ def load_config(location: str, s3_client: Any = None) -> JobConfig:
     except Exception as exc:
         raise ConfigError(f"--config: cannot read {location}: {exc}") from exc
     return JobConfig.from_json(body.decode("utf-8"), location)
+
+
+def s3_client_for(config: JobConfig) -> Any:
+    """The job's own S3 client (config, lease, markers, exit record, checkpoint)."""
+    return aws_clients.client(
+        "s3", aws_clients.JOB_S3, region=config.region, endpoint_url=config.s3_endpoint_url
+    )
+
+
+def checked_checkpoint(config: JobConfig, s3_client: Any) -> CheckpointState:
+    """The checkpoint's state, read under the lease before Spark starts; raises
+    :class:`model.checkpoint_state.OldCheckpointError` (a ConfigError: exit 2)
+    when it holds the old de-duplication operator's state."""
+    location = config.checkpoint_location
+    state = inspect_checkpoint(location, s3_client)
+    check_resumable(state, config.instance_id)
+    if state.committed:
+        log.info("checkpoint %s: resuming after batch %d", location, state.committed_batches[-1])
+    else:
+        log.info("checkpoint %s: no batch committed yet; the next batch is batch 0", location)
+    return state
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,9 +3,8 @@ stream's retention, the events table), the de-duplication seed, the query
 itself, and the loop that supervises it until it fails, loses the lease or is
 asked to stop (:func:`supervise`). :mod:`job.driver` runs it under the lease.
 
-The query is planned by :func:`job.micro_batch.prepare`, looked up on the
-module when the query starts (``tests/e2e/old_dedup_job.py`` swaps it for the
-old de-duplication plan).
+The driver (:mod:`job.driver`) reads the checkpoint under the lease before
+Spark starts and hands what it found to :func:`run`.
 """
 
 from __future__ import annotations
@@ -20,11 +19,11 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from job import micro_batch
 from job.batch_gate import BatchGate, refusal
 from job.cloudwatch import CloudWatchPublisher
 from job.dedup_seed import Seed, read_seed
 from job.key_series import UndeclaredKeySeries
+from job.micro_batch import BatchProcessor, prepare
 from job.monitoring import BatchResults, make_listener
 from job.outcome import ExitCode, Outcome
 from job.retry import with_retries
@@ -32,37 +31,14 @@ from job.sources import read_stream
 from job.table.catalog import ensure_table, load_table, open_catalog
 from job.table.evolution import evolve_loaded
 from model import aws_clients, contract
-from model.checkpoint_state import CheckpointState, check_resumable, inspect_checkpoint
+from model.checkpoint_state import CheckpointState
 from model.config import ConfigError, JobConfig
 from model.graceful_stop import StopMarker, StopRequest
 from model.kafka_settings import KafkaSettings, resolve_bootstrap_servers
 from model.lease import LeaseKeeper
 from model.polling import wait_for
-from model.storage_uri import is_s3
 
 log = logging.getLogger(__name__)
-
-
-def s3_client_for(config: JobConfig) -> Any:
-    return aws_clients.client(
-        "s3", aws_clients.JOB_S3, region=config.region, endpoint_url=config.s3_endpoint_url
-    )
-
-
-def checked_checkpoint(config: JobConfig, s3_client: Any = None) -> CheckpointState:
-    """The checkpoint's state, read under the lease; raises
-    :class:`model.checkpoint_state.OldCheckpointError` (a ConfigError: exit 2)
-    when it holds the old de-duplication operator's state."""
-    location = config.checkpoint_location
-    if s3_client is None and is_s3(location):
-        s3_client = s3_client_for(config)
-    state = inspect_checkpoint(location, s3_client)
-    check_resumable(state, config.instance_id)
-    if state.committed:
-        log.info("checkpoint %s: resuming after batch %d", location, state.committed_batches[-1])
-    else:
-        log.info("checkpoint %s: no batch committed yet; the next batch is batch 0", location)
-    return state
 
 
 def seed_for(
@@ -106,16 +82,16 @@ def run(
     config: JobConfig,
     *,
     stop: StopRequest,
+    checkpoint: CheckpointState,
     keeper: LeaseKeeper | None = None,
     s3_client: Any = None,
-    checkpoint: CheckpointState | None = None,
     outcome: Outcome | None = None,
 ) -> ExitCode:
     """Start the query and supervise it until it fails or is asked to stop.
 
-    ``checkpoint``: what :func:`checked_checkpoint` found (read here when not given)."""
-    if checkpoint is None:
-        checkpoint = checked_checkpoint(config, s3_client)
+    ``checkpoint``: what the driver found there before Spark started
+    (:func:`job.driver.checked_checkpoint`); ``s3_client``: the job's, for
+    the stop marker and the undeclared-key series on S3 (None locally)."""
     check_stream_retention(config)
     table = open_table(config)
     seed = seed_for(spark, table, config, checkpoint)
@@ -140,13 +116,11 @@ def run(
         )
         spark.streams.addListener(listener)
     on_result = results.put if seed is None else _releasing(seed, results.put)
-    processor = micro_batch.BatchProcessor(config, kafka, on_result=on_result, table=table)
+    processor = BatchProcessor(config, kafka, on_result=on_result, table=table)
     marker = StopMarker(config.stop_marker_path, s3_client) if config.stop_marker_path else None
     gate = BatchGate(_asked_to_stop(stop, marker))
     query = (
-        micro_batch.prepare(
-            read_stream(spark, config), config, seed=None if seed is None else seed.frame
-        )
+        prepare(read_stream(spark, config), config, seed=None if seed is None else seed.frame)
         .writeStream.queryName(f"events_{config.instance_id}".replace("-", "_"))
         .option("checkpointLocation", config.checkpoint_location)
         .trigger(processingTime=f"{config.trigger_interval_sec} seconds")

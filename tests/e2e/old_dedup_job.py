@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.dedup import builtin_prepare
 from job import driver as job
-from job import micro_batch
+from job import query
 from model.checkpoint_state import CheckpointState, inspect_checkpoint
 from model.config import JobConfig
 
@@ -23,11 +23,11 @@ def old_prepare(raw: Any, config: JobConfig, *, seed: Any = None) -> Any:
     return builtin_prepare(raw, config)
 
 
-def unchecked(config: JobConfig, s3_client: Any = None) -> CheckpointState:
+def unchecked(config: JobConfig, s3_client: Any) -> CheckpointState:
     return inspect_checkpoint(config.checkpoint_location, s3_client)
 
 
 if __name__ == "__main__":
-    micro_batch.prepare = old_prepare
+    query.prepare = old_prepare
     job.checked_checkpoint = unchecked
     sys.exit(job.main(sys.argv[1:]))

@@ -27,6 +27,7 @@ import pytest
 from moto import mock_aws
 from pyspark.sql.streaming.query import StreamingQuery
 
+from job.driver import checked_checkpoint
 from job.outcome import ExitCode
 from job.query import check_stream_retention, quiet_moment, run, supervise
 from local.emulators import Endpoints, free_port
@@ -311,7 +312,8 @@ class Running:
         self.thread.start()
 
     def _main(self, spark: Any, config: JobConfig) -> None:
-        self.code = run(spark, config, stop=self.stop_request)
+        checkpoint = checked_checkpoint(config, None)
+        self.code = run(spark, config, stop=self.stop_request, checkpoint=checkpoint)
 
     def alive(self) -> bool:
         if not self.thread.is_alive():

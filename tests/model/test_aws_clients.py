@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from job.cloudwatch import CloudWatchPublisher
-from job.query import s3_client_for
+from job.driver import s3_client_for
 from job.sources.kinesis_fetch import make_client
 from job.sources.kinesis_options import ReaderOptions
 from local.metrics import cloudwatch_client
