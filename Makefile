@@ -74,7 +74,7 @@ synth: install ## Synthesize every instance with the real CDK CLI, offline (a ch
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk synth --quiet -c streaming:synth-check=true >/dev/null
 	@echo "synth ok: $$($(PY) -c "$$SYNTH_COUNT") templates in cdk.out/"
 
-# Synth without Spark (issue 42): a virtualenv of requirements-synth.txt only
+# Synth without Spark: a virtualenv of requirements-synth.txt only
 # (no pyspark, pyiceberg, pyarrow) synthesizes the example, reading the jar and
 # the serverless archives that make install built. Part of make test (CI).
 SYNTH_VENV := .venv-synth

@@ -355,11 +355,18 @@ def test_an_unexplained_function_import_is_reported(tmp_path: Path) -> None:
 # file itself holds no such reference.
 _TICKET = "issue"
 TICKET_REFERENCE = re.compile(rf"\b{_TICKET}s? #?[0-9]+", re.IGNORECASE)
-TICKET_SCANNED = (*PRODUCTION_PACKAGES, "tests", "app.py")
+TICKET_SCANNED = (
+    *PRODUCTION_PACKAGES,
+    "tests",
+    "app.py",
+    "Makefile",
+    "requirements-dev.txt",
+    "requirements-synth.txt",
+)
 
 
 def ticket_references(root: Path) -> list[str]:
-    """``path:line: text`` of every ticket number in the Python sources."""
+    """``path:line: text`` of every ticket number in the sources and build files."""
     found: list[str] = []
     for top in TICKET_SCANNED:
         base = root / top
