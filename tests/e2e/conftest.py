@@ -11,7 +11,6 @@ embedded Hive metastore, through :mod:`local.harness`, the code behind
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -22,6 +21,10 @@ from local.emulators import Emulators, running_emulators
 from local.harness import LocalInstance, load_example_instances
 from ops.events import FAILURE_KINDS, MixSpec, SampleRecord, generate, now_utc
 from tests.fixtures import EXAMPLE_CDK_JSON
+from tests.waits import poll
+
+# The cases import the tests' one wait from here with the fixtures' helpers.
+__all__ = ["E2E_OVERRIDES", "MAX_RECORD_BYTES", "MakeLocal", "mix", "poll"]
 
 MAX_RECORD_BYTES: Final = 16_384
 # Short trigger, short lease (a killed job's lease must expire before the
@@ -49,14 +52,6 @@ def mix(count: int, *, seed: int, prefix: str, **kw: Any) -> list[SampleRecord]:
         **kw,
     )
     return generate(spec, now_utc())
-
-
-def poll(check: Callable[[], bool], what: str, timeout: float, interval: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout:.0f}s")
-        time.sleep(interval)
 
 
 @pytest.fixture(scope="session")

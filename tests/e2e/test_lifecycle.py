@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -174,13 +173,14 @@ def _split_first_shard(local: LocalInstance) -> None:
         ShardToSplit=shard["ShardId"],
         NewStartingHashKey=str((low + high) // 2),
     )
-    deadline = time.monotonic() + 30
-    while (
-        client.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"][
-            "StreamStatus"
-        ]
-        != "ACTIVE"
-    ):
-        if time.monotonic() > deadline:
-            raise TimeoutError("stream not ACTIVE after the split")
-        time.sleep(0.2)
+    poll(
+        lambda: (
+            client.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"][
+                "StreamStatus"
+            ]
+            == "ACTIVE"
+        ),
+        "stream ACTIVE after the split",
+        timeout=30,
+        interval=0.2,
+    )

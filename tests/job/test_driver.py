@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from local.emulators import Endpoints
 from model.config import ConfigError
 from model.lease import FileLease
 from tests.job.job_helpers import event, job_config
+from tests.waits import poll
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -118,11 +118,13 @@ def test_sigterm_stops_the_job_process_with_exit_0(endpoints: Endpoints, tmp_pat
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 240
-        while "batch 0:" not in log_path.read_text(errors="replace"):
-            assert process.poll() is None, log_path.read_text(errors="replace")[-3000:]
-            assert time.monotonic() < deadline, "no batch within 240s"
-            time.sleep(0.5)
+
+        def first_batch() -> bool:
+            text = log_path.read_text(errors="replace")
+            assert process.poll() is None, text[-3000:]
+            return "batch 0:" in text
+
+        poll(first_batch, "batch 0 in the job's log", timeout=240)
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=120)
         assert code == ExitCode.OK, log_path.read_text(errors="replace")[-3000:]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +37,7 @@ from model.graceful_stop import StopMarker, StopRequest
 from model.lease import LeaseLostError
 from tests.job.job_helpers import event, job_config
 from tests.job.lease_fakes import ScriptedLease, keeper_that_lost
+from tests.waits import poll
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -329,14 +329,6 @@ class Running:
         return self.wait(timeout)
 
 
-def _poll(check: Callable[[], bool], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout:.0f}s")
-        time.sleep(0.5)
-
-
 def _ids(spark: Any, config: JobConfig) -> list[str]:
     """The table's ids through its catalog (what any reader sees)."""
     return [str(r["id"]) for r in read_rows(config, ("id",))]
@@ -362,7 +354,7 @@ def test_replay_after_losing_the_last_commit_leaves_no_duplicate_and_no_gap(
 
     job = Running(spark, config)
     try:
-        _poll(
+        poll(
             lambda: job.alive() and len(set(_ids(spark, config))) == len(expected),
             "all rows",
             300,
@@ -385,7 +377,7 @@ def test_replay_after_losing_the_last_commit_leaves_no_duplicate_and_no_gap(
     )
     job = Running(spark, restarted)
     try:
-        _poll(
+        poll(
             lambda: job.alive() and last in _commits(config),
             f"batch {last} replayed and committed",
             180,

@@ -5,7 +5,6 @@ Few tests, each covering several behaviours: a streaming query costs seconds.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from job.sources import read_stream
 from local.emulators import Endpoints
 from model.record import SOURCE_COLUMNS
 from tests.job.source_helpers import job_config, new_stream, put, running
+from tests.waits import poll
 
 
 def test_every_record_once_in_bounded_batches_and_restart_reads_only_new(
@@ -83,11 +83,13 @@ def test_split_mid_stream_reads_parent_to_its_end_before_children(
         put(client, stream, after)
         # Shards are re-listed every describeShardInterval (1 s here): poll.
         expected = len(before + late + after)
-        deadline = time.monotonic() + 60
+        poll(
+            lambda: len(drain().values()) >= expected,
+            f"{expected} records read through the split",
+            timeout=60,
+            interval=0.2,
+        )
         got = drain()
-        while len(got.values()) < expected and time.monotonic() < deadline:
-            time.sleep(0.2)
-            got = drain()
 
     values = got.values()
     assert sorted(values) == sorted(before + late + after)  # each exactly once
