@@ -189,6 +189,7 @@ class BatchProcessor:
                 query_id=query_id,
                 batch_id=batch_id,
                 options=config.catalog,
+                fresh=not replay,  # refreshed above for this batch
             )
             committed = commit.committed
             if committed and batch_id % config.table_maintenance.expire_every_batches == 0:
