@@ -32,7 +32,7 @@ from typing import Any, Final, Literal, Self, TypeVar, get_args
 
 from pydantic import BaseModel, Field, PositiveInt, ValidationError, model_validator
 
-from infra.advice import demand_of, shape_of, verdict
+from infra.advice import FIXED_SEC, demand_of, shape_of, verdict
 from infra.config_fields import MSK_CLUSTER_ARN_PATTERN, Account, Domain, Region, Sha256
 from infra.config_sections import (
     KINESIS_QUOTAS_PAGE,
@@ -212,6 +212,26 @@ class InstanceConfig(ConfigModel):
                     "kafka",
                     "topic_replication_factor",
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _latency_alarm_above_the_trigger(self) -> Self:
+        """A record waits up to one trigger interval for its batch to start,
+        then the batch's fixed cost F (docs/sizing.md, "The model"): an
+        end-to-end latency alarm at or below I + F fires on a healthy job,
+        so a longer trigger must come with an alarm it can meet."""
+        floor = self.job.trigger_interval_sec + FIXED_SEC[self.compute]
+        threshold = self.alarms.end_to_end_latency_ms
+        if threshold <= floor * 1000:
+            raise bad_value(
+                threshold,
+                f"above {floor * 1000:,.0f} ms: job.trigger_interval_sec "
+                f"({self.job.trigger_interval_sec} s) plus the {FIXED_SEC[self.compute]:g} s "
+                f"fixed cost of a {self.compute} batch, which every record may wait; "
+                "raise the alarm or shorten the trigger",
+                "alarms",
+                "end_to_end_latency_ms",
+            )
         return self
 
     @model_validator(mode="after")
