@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, Self, TypeVar, get_args
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, PositiveInt, ValidationError, model_validator
 
-from infra.advice import demand_of, shape_of, verdict
+from infra.advice import FIXED_SEC, demand_of, shape_of, verdict
 from infra.config_fields import MSK_CLUSTER_ARN_PATTERN, Account, Domain, Region, Sha256
 from infra.config_sections import (
     KINESIS_QUOTAS_PAGE,
@@ -59,7 +59,7 @@ from infra.serverless_config import (
     ServerlessConfig,
     serverless_problem,
 )
-from infra.sizes import SIZES, SizeName
+from infra.sizes import SIZES, STATE_PARTITIONS, SizeName
 from infra.sizing import size_executors
 from infra.table_definition import (
     DEPLOYED_DEFINITION_SHA256,
@@ -125,6 +125,11 @@ class InstanceConfig(ConfigModel):
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     expected_load: ExpectedLoadConfig = Field(default_factory=ExpectedLoadConfig)
     supervisor: SupervisorConfig = Field(default_factory=SupervisorConfig)
+    # The de-duplication state's partitions (the job's
+    # spark.sql.shuffle.partitions) for a NEW checkpoint; null: the size's
+    # (infra/sizes.py STATE_PARTITIONS), else one per executor core. A deployed
+    # instance keeps deployed.shuffle_partitions (docs/sizing.md, "Executors and cores").
+    state_partitions: PositiveInt | None = None
     # Where the job runs, and the EMR Serverless shape (infra/serverless_config.py).
     compute: ComputeName = "emr"
     serverless: ServerlessConfig = Field(default_factory=ServerlessConfig)
@@ -207,6 +212,43 @@ class InstanceConfig(ConfigModel):
                     "kafka",
                     "topic_replication_factor",
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _latency_alarm_above_the_trigger(self) -> Self:
+        """A record waits up to one trigger interval for its batch to start,
+        then the batch's fixed cost F (docs/sizing.md, "The model"): an
+        end-to-end latency alarm at or below I + F fires on a healthy job,
+        so a longer trigger must come with an alarm it can meet."""
+        floor = self.job.trigger_interval_sec + FIXED_SEC[self.compute]
+        threshold = self.alarms.end_to_end_latency_ms
+        if threshold <= floor * 1000:
+            raise bad_value(
+                threshold,
+                f"above {floor * 1000:,.0f} ms: job.trigger_interval_sec "
+                f"({self.job.trigger_interval_sec} s) plus the {FIXED_SEC[self.compute]:g} s "
+                f"fixed cost of a {self.compute} batch, which every record may wait; "
+                "raise the alarm or shorten the trigger",
+                "alarms",
+                "end_to_end_latency_ms",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _state_partitions_of_a_new_checkpoint(self) -> Self:
+        """``state_partitions`` applies to a new checkpoint only: a deployed
+        one keeps the count it was created with, and Spark refuses a restarted
+        stateful query another one, so a differing value is refused here
+        rather than ignored."""
+        wanted, kept = self.state_partitions, self.deployed.shuffle_partitions
+        if wanted is not None and kept is not None and wanted != kept:
+            raise bad_value(
+                wanted,
+                f"{kept} (deployed.shuffle_partitions: the checkpoint keeps the count it was "
+                "created with); another count needs a new checkpoint: make stop-job, make "
+                "migrate-checkpoint, then set deployed.shuffle_partitions to it",
+                "state_partitions",
+            )
         return self
 
     @model_validator(mode="after")
@@ -323,6 +365,9 @@ class InstanceConfig(ConfigModel):
         keeps the partitions."""
         if self.deployed.shuffle_partitions is not None:
             return self.deployed.shuffle_partitions
+        chosen = self.state_partitions or (STATE_PARTITIONS[self.size] if self.size else None)
+        if chosen is not None:
+            return chosen
         if self.compute == "serverless":  # one per core of the fixed executors
             return self.serverless.executor_count * self.serverless.executor.cpu
         emr = self.emr

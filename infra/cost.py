@@ -37,7 +37,12 @@ class Estimate:
 
     @property
     def total_usd(self) -> float:
+        """The priced lines' sum (:attr:`unpriced` says what it lacks)."""
         return sum(line.monthly_usd for line in self.lines)
+
+    @property
+    def unpriced(self) -> tuple[CostLine, ...]:
+        return tuple(line for line in self.lines if not line.priced)
 
 
 def estimate(
@@ -62,12 +67,17 @@ def render(estimate_: Estimate) -> str:
     width = max(len(line.resource) for line in estimate_.lines) + 2
     out = [head, f"  {'resource':<{width}}{'count':>14}  {'unit price':<28}{'monthly':>11}"]
     for line in estimate_.lines:
+        if not line.priced:
+            out.append(f"  {line.resource:<{width}}{line.count:>14,.2f}  {line.note}")
+            continue
         unit = f"${line.unit_usd:g} / {line.unit}"
         out.append(
             f"  {line.resource:<{width}}{line.count:>14,.2f}  {unit:<28}"
             f"{_usd(line.monthly_usd):>11}"
         )
-    out.append(f"  {'total a month':<{width}}{'':>14}  {'':<28}{_usd(estimate_.total_usd):>11}")
+    missing = len(estimate_.unpriced)
+    total = f"total a month{f' ({missing} lines not priced)' if missing else ''}"
+    out.append(f"  {total:<{width}}{'':>14}  {'':<28}{_usd(estimate_.total_usd):>11}")
     return "\n".join(out)
 
 

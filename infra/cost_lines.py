@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from infra.prices import HOURS_PER_MONTH, PRICE_ROWS, PriceRow, price
+from infra.prices import HOURS_PER_MONTH, NOT_PRICED_LIVE, PRICE_ROWS, PriceRow, price
 from infra.request_counts import COUNTS_FILE, TargetCounts, read_counts
 from model import contract
 from model.record import REASONS
@@ -144,10 +144,16 @@ class CostLine:
     unit: str
     unit_usd: float
     source: str
+    # The price row's note; a row ``make cost --live`` could not price says why.
+    note: str = ""
+
+    @property
+    def priced(self) -> bool:
+        return not self.note.startswith(NOT_PRICED_LIVE)
 
     @property
     def monthly_usd(self) -> float:
-        return self.count * self.unit_usd
+        return self.count * self.unit_usd if self.priced else 0.0
 
 
 def priced_lines(
@@ -211,7 +217,7 @@ class _Lines:
 
     def __call__(self, resource: str, count: float, key: str) -> None:
         row = price(key, self.region, self.rows)
-        self.lines.append(CostLine(resource, count, row.unit, row.usd, row.source))
+        self.lines.append(CostLine(resource, count, row.unit, row.usd, row.source, row.note))
 
 
 def _emr_clusters(add: _Lines, by_type: Mapping[str, list[tuple[str, Mapping[str, Any]]]]) -> None:

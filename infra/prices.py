@@ -27,6 +27,9 @@ PRICES_READ: Final = "2026-11-28"
 FIRST_READ: Final = "2026-11-26"
 REGIONS: Final = ("us-east-1", "ap-northeast-2", "eu-west-1")
 HOURS_PER_MONTH: Final = 730  # AWS's own monthly convention on its pricing pages
+# The note of a row ``make cost --live`` could price neither live nor from this
+# table (scripts/cost_live.py): its line says so and stays out of the total.
+NOT_PRICED_LIVE: Final = "not priced live"
 
 EC2_PAGE: Final = "https://aws.amazon.com/ec2/pricing/on-demand/"
 EMR_PAGE: Final = "https://aws.amazon.com/emr/pricing/"

@@ -46,6 +46,18 @@ def _size(
     }
 
 
+# The de-duplication state's partitions a NEW instance of each size starts
+# with (``InstanceConfig.shuffle_partitions``; None: one per executor core).
+# Every stateful partition writes and reads its own changelog and snapshot
+# files in the checkpoint each batch (a chain of S3 requests per partition,
+# docs/sizing.md "Requests per batch"), so a light shape runs one: at
+# ``small``'s ~500 records/s a batch's state work is a fraction of a core.
+# Only a new checkpoint takes it: Spark keeps the count a stateful query was
+# started with ("Several configurations are not modifiable after the query
+# has run", https://spark.apache.org/docs/latest/streaming/additional-information.html,
+# "Miscellaneous Notes"), so ``deployed.shuffle_partitions`` wins.
+STATE_PARTITIONS: Final[dict[str, int | None]] = {"small": 1, "medium": None, "large": None}
+
 SIZES: Final[dict[str, dict[str, Any]]] = {
     "small": _size("m7g.xlarge", 1, 30, "DEFAULT", executor_cores=2),
     "medium": _size("m7g.xlarge", 2, 10, "DEFAULT"),

@@ -13,7 +13,9 @@ batch never reads the table). Order of work in a batch:
    the files' descriptions. No cache, no second action, no ``Observation``;
 3. the driver commits the files as ONE snapshot, exactly once
    (:mod:`job.table.commit`), after every task's failures were
-   acknowledged;
+   acknowledged, on the table read in step 1 (no second read: a commit by
+   someone else since fails pyiceberg's optimistic check and is retried on
+   the refreshed table);
 4. now and then expire old snapshots; hand the figures to the metrics listener.
 
 Any exception propagates: Spark stops the query without committing the batch.
@@ -189,6 +191,7 @@ class BatchProcessor:
                 query_id=query_id,
                 batch_id=batch_id,
                 options=config.catalog,
+                fresh=not replay,  # refreshed above for this batch
             )
             committed = commit.committed
             if committed and batch_id % config.table_maintenance.expire_every_batches == 0:

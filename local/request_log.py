@@ -12,8 +12,8 @@ Two logs, one shape (:class:`Request`: when, service, API, prefix):
   writing is a PutObject, for reading a GetObject, of a directory a
   ListObjectsV2, a stat (a burst of them: :data:`STAT_BURST_SEC`) or a mkdir
   a HeadObject, an unlink a DeleteObject, a rename a
-  CopyObject plus a DeleteObject (S3 has no rename). Hadoop's local ``.crc``
-  side files have no S3 counterpart and are left out;
+  CopyObject plus a DeleteObject (S3 has no rename). Hadoop's local
+  ``.<name>.crc`` side files have no S3 counterpart and are left out;
 * the Glue catalog (locally pyiceberg's SQLite catalog, no Glue emulator):
   counted from the table's metadata files, which pyiceberg reads once per
   GetTable and writes once per UpdateTable (:data:`GLUE_FOR_METADATA`).
@@ -160,12 +160,20 @@ PREFIXES: Final = (
 )
 
 
+def _hadoop_checksum(name: str) -> bool:
+    """Hadoop's local file system keeps a side file ``.<name>.crc`` per file
+    (ChecksumFileSystem), which S3A does not write. Spark 4.1's own checksum
+    of a state file, ``<version>.changelog.crc`` (no leading dot), is an
+    object on S3 too, and counts."""
+    return name.startswith(".") and name.endswith(".crc")
+
+
 def prefix_of(relative: str) -> str | None:
     """``checkpoint``, ``state``, ``table/data``, ``table/metadata``, ``lease``
     or ``markers``; None for what has no S3 counterpart (``.crc`` files, the
     SQLite catalog, logs, the job's config)."""
     name = relative.rsplit("/", 1)[-1]
-    if name.endswith(".crc") or relative.startswith(("catalog.db", "job.", "job-")):
+    if _hadoop_checksum(name) or relative.startswith(("catalog.db", "job.", "job-")):
         return None
     for start, prefix in PREFIXES:
         if relative == start.rstrip("/") or relative.startswith(start):

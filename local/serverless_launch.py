@@ -73,6 +73,8 @@ from local.job_process import REPO_ROOT, JobProcess, job_environment, write_conf
 from model.config import JobConfig
 from model.spark_conf import GLUE_HIVE_SITE, local_conf
 
+SHUFFLE_PARTITIONS: Final = "spark.sql.shuffle.partitions"
+
 TARGET: Final = "serverless"
 # Stand for the instance's artifact bucket and the archive's content prefix.
 LOCAL_BUCKET: Final = "s3://local-artifacts"
@@ -236,6 +238,9 @@ def _local_defaults(defaults: dict[str, str], work_dir: str, scratch: Path) -> d
     }
     local = local_conf(work_dir)
     local.pop("spark.jars", None)
+    # The state's partitions are the instance's (its checkpoint's count), not
+    # the laptop sizing's: the requests a batch makes follow them.
+    local.pop(SHUFFLE_PARTITIONS, None)
     conf.update(local)
     conf["spark.local.dir"] = str(scratch)
     return conf

@@ -3,8 +3,9 @@
 Synthesizes the instances of ``cdk.json`` in-process (offline, as ``make
 synth`` does), walks each template and prices it with infra/prices.py
 (infra/cost.py), at the instance's declared ``expected_load`` and trigger
-interval. ``--live`` reads the EC2 and EMR instance-hour prices from the AWS
-Price List API instead (scripts/cost_live.py; needs credentials).
+interval. ``--live`` reads every unit price from the AWS Price List API
+instead, in any Region (scripts/cost_live.py; needs credentials); a line it
+cannot price says so.
 
 Exit codes: 0 printed, 2 bad arguments or cdk.json, 5 the Price List API failed.
 """
@@ -15,7 +16,7 @@ import argparse
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
@@ -37,16 +38,13 @@ from infra.stacks.shared_stack import SharedRegionStack
 from scripts.command import DEFAULT_CDK_JSON, EXIT_AWS, EXIT_USAGE, OperatorError, run_command
 from scripts.cost_live import PRICING_REGION, live_rows
 
-if TYPE_CHECKING:
-    from infra.stacks.streaming_stack import StreamingStack
-
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="make cost", description=__doc__.splitlines()[0])
     parser.add_argument("--cdk-json", type=Path, default=DEFAULT_CDK_JSON)
     parser.add_argument("--instance", help="only this instance (domain-region)")
     parser.add_argument(
-        "--live", action="store_true", help="EC2/EMR prices from the AWS Price List API"
+        "--live", action="store_true", help="every price from the AWS Price List API"
     )
     return parser.parse_args(argv)
 
@@ -73,7 +71,9 @@ def report(args: argparse.Namespace) -> str:
         except ValueError as exc:
             raise OperatorError(EXIT_USAGE, f"{args.cdk_json}: {exc}") from exc
         assembly = app.synth()
-        rows = _live(stacks) if args.live else PRICE_ROWS
+        shared_stacks = [c for c in app.node.children if isinstance(c, SharedRegionStack)]
+        regions = {s.config.region for s in stacks} | {s.region for s in shared_stacks}
+        rows = _live(regions) if args.live else PRICE_ROWS
         blocks = []
         for stack in stacks:
             config = stack.config
@@ -87,7 +87,7 @@ def report(args: argparse.Namespace) -> str:
                 f"{found}\n  (volume lines at {load.records_per_sec:g} records/s of "
                 f"{load.record_bytes} B: expected_load in cdk.json)\n{_advice(config, rows)}"
             )
-        for shared in [c for c in app.node.children if isinstance(c, SharedRegionStack)]:
+        for shared in shared_stacks:
             template = assembly.get_stack_by_name(shared.stack_name).template
             users = [c for c in declared if sharing(c, shared.config)]
             names = ", ".join(c.instance_id for c in users) or "none yet"
@@ -142,8 +142,9 @@ def _not_priced(stack: str, region: str, exc: Exception) -> str:
     return f"{stack} ({region})\n  not priced: {exc.args[0]}"
 
 
-def _live(stacks: Sequence[StreamingStack]) -> tuple[PriceRow, ...]:
-    regions = {stack.config.region for stack in stacks}
+def _live(regions: set[str]) -> tuple[PriceRow, ...]:
+    """Every row of ``regions`` from the Price List API; no credentials or no
+    endpoint stops here (exit 5), an answer missing for one price does not."""
     try:
         client = boto3.client("pricing", region_name=PRICING_REGION)
         return live_rows(client, PRICE_ROWS, regions)

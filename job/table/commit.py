@@ -84,16 +84,29 @@ def commit_batch(
     query_id: str,
     batch_id: int,
     options: CatalogOptions,
+    fresh: bool = False,
 ) -> CommitResult:
-    """Commit ``files`` as one snapshot unless this batch already landed."""
+    """Commit ``files`` as one snapshot unless this batch already landed.
+
+    ``fresh``: the caller refreshed ``table`` for this batch and found the
+    batch not committed (job/micro_batch.py does, before the pass), so the
+    first attempt commits on it as it is: reading the table again would be a
+    GetTable and a metadata GET on the batch's critical path for nothing. A
+    commit by someone else since (a Glue optimizer's) fails pyiceberg's
+    optimistic check, and pyiceberg refreshes and retries
+    (``commit.retry.num-retries``, model/table_properties.py)."""
     records = sum(int(f.record_count) for f in files)
+    attempts = 0
 
     def commit() -> bool:
-        # Refreshed on every attempt: a retry after an outage must see whether
-        # the failed attempt landed before the connection dropped.
-        table.refresh()
-        if already_committed(table, query_id, batch_id):
-            return False
+        nonlocal attempts
+        attempts += 1
+        # A retry after an outage refreshes: it must see whether the failed
+        # attempt landed before the connection dropped.
+        if attempts > 1 or not fresh:
+            table.refresh()
+            if already_committed(table, query_id, batch_id):
+                return False
         with table.transaction() as tx:
             tx.set_properties({COMMITTED_PROPERTY: f"{query_id}:{batch_id}"})
             summary = {QUERY_ID_SUMMARY: query_id, BATCH_ID_SUMMARY: str(batch_id)}

@@ -295,3 +295,17 @@ def test_an_unknown_compute_is_the_one_error_reported(extra: dict[str, Any]) -> 
         "instance instances[0] (orders/eu-west-1): field compute: bad value 'serverles'; "
         "allowed: emr | serverless"
     )
+
+
+def test_a_latency_alarm_a_healthy_job_cannot_meet_is_refused_naming_trigger_and_fixed_cost() -> (
+    None
+):
+    """A record may wait a whole trigger for its batch, then the batch's fixed
+    cost (3 s serverless): a 30 s alarm holds a 20 s trigger, not a 30 s one."""
+    light = {"compute": "serverless", "alarms": {"end_to_end_latency_ms": 30_000}}
+    (held,) = load_instances(context_of(instance_entry(**light, job={"trigger_interval_sec": 20})))
+    assert held.alarms.end_to_end_latency_ms == 30_000
+    message = entry_error(**light, job={"trigger_interval_sec": 30})
+    (line,) = message.splitlines()
+    assert "alarms.end_to_end_latency_ms" in line and "30000" in line
+    assert "above 33,000 ms" in line and "job.trigger_interval_sec (30 s)" in line

@@ -145,3 +145,28 @@ def test_the_recorded_count_is_kept_across_a_new_size() -> None:
     assert properties["spark.executor.cores"] == "2"
     (unpinned, *_rest) = cluster_configurations(small.emr)
     assert unpinned["configurationProperties"]["spark.sql.shuffle.partitions"] != "20"
+
+
+def test_a_small_instance_starts_its_state_in_one_partition_on_either_target() -> None:
+    """Each stateful partition reads and writes its own checkpoint files every
+    batch; a light shape needs one (infra/sizes.py STATE_PARTITIONS)."""
+    assert _sized(size="small").shuffle_partitions == 1
+    assert _sized(size="small", compute="serverless").shuffle_partitions == 1
+    medium = _sized(size="medium")
+    assert (
+        medium.shuffle_partitions
+        == size_executors(
+            medium.emr.core_instance_type, medium.emr.core_instance_count, medium.emr.executor_cores
+        ).shuffle_partitions
+    ), "no size value: one per executor core"
+    assert _sized(size="small", state_partitions=3).shuffle_partitions == 3, "explicit wins"
+
+
+def test_a_deployed_checkpoint_keeps_its_count_and_a_different_one_is_refused() -> None:
+    assert _sized(size="small", deployed={"shuffle_partitions": 2}).shuffle_partitions == 2
+    assert _sized(state_partitions=2, deployed={"shuffle_partitions": 2}).shuffle_partitions == 2
+    with pytest.raises(InstanceConfigError) as refused:
+        _sized(size="small", state_partitions=1, deployed={"shuffle_partitions": 2})
+    (line,) = str(refused.value).splitlines()
+    assert "state_partitions" in line and "deployed.shuffle_partitions" in line
+    assert "migrate-checkpoint" in line

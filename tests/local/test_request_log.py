@@ -25,8 +25,15 @@ def test_file_calls_become_the_s3_request_emrfs_makes_by_prefix() -> None:
         _strace("newfstatat", f'AT_FDCWD, "{ROOT}/stop", 0x7ff, 0'),
         _strace("unlink", f'"{ROOT}/checkpoint/_lease/old"'),
         _strace("openat", f'AT_FDCWD, "{ROOT}/warehouse/db/events/data/a.parquet", O_RDONLY'),
+        # Spark's checksum of a state file is an object of its own (no leading dot)
+        _strace(
+            "rename",
+            f'"{ROOT}/checkpoint/state/0/0/.3.changelog.crc.u.tmp", '
+            f'"{ROOT}/checkpoint/state/0/0/3.changelog.crc"',
+        ),
         # no S3 counterpart: Hadoop's checksum files, the SQLite catalog, outside the root
         _strace("openat", f'AT_FDCWD, "{ROOT}/checkpoint/offsets/.7.crc", O_WRONLY|O_CREAT'),
+        _strace("openat", f'AT_FDCWD, "{ROOT}/checkpoint/state/0/0/.3.changelog.crc", O_WRONLY'),
         _strace("openat", f'AT_FDCWD, "{ROOT}/catalog.db", O_RDWR'),
         _strace("openat", 'AT_FDCWD, "/usr/lib/jvm/rt.jar", O_RDONLY'),
         "7 10.000001 <... openat resumed>) = 4",
@@ -40,6 +47,8 @@ def test_file_calls_become_the_s3_request_emrfs_makes_by_prefix() -> None:
         ("HeadObject", "markers"),
         ("DeleteObject", "lease"),
         ("GetObject", "table/data"),
+        ("CopyObject", "state"),
+        ("DeleteObject", "state"),
     ]
 
 

@@ -75,6 +75,8 @@ def test_the_command_is_the_job_run_request_with_local_files(
     # The application's defaults (one source with EMR), less Glue and service-only keys.
     assert conf["spark.dynamicAllocation.enabled"] == "false"
     assert conf["spark.master"] == "local[2]"
+    # The instance's state partitions (one on its light shape), not the laptop's two.
+    assert conf["spark.sql.shuffle.partitions"] == str(instance.shuffle_partitions) == "1"
     assert "spark.jars" not in conf  # the jar comes from the request's --jars only
     assert not [k for k in conf if k.startswith("spark.emr-serverless.")]
     assert "spark.hadoop.hive.metastore.client.factory.class" not in conf

@@ -75,9 +75,11 @@ def test_the_applications_spark_defaults_and_the_emr_clusters_come_from_one_sour
     _, cluster = synthesized_serverless.one(ORDERS, "AWS::EMR::Cluster")
     by_class = {c["Classification"]: c for c in cluster["Properties"]["Configurations"]}
     emr_conf = by_class["spark-defaults"]["ConfigurationProperties"]
+    orders = synthesized_serverless.config(ORDERS)
+    assert orders.shuffle_partitions == 1, "small: one state partition for a new checkpoint"
     assert (
         emr_conf
-        == cluster_configurations(synthesized_serverless.config(ORDERS).emr)[0][
+        == cluster_configurations(orders.emr, orders.shuffle_partitions)[0][
             "configurationProperties"
         ]
     )

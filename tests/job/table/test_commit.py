@@ -96,6 +96,101 @@ def test_a_batch_commits_once_and_its_replay_is_skipped(tmp_path: Path) -> None:
     assert other.committed and _ids(table) == ["a", "b", "c"]
 
 
+class _CountedRefresh:
+    """``table.refresh`` counted: each call is a GetTable and a metadata GET on AWS."""
+
+    def __init__(self, table: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        original = table.refresh
+
+        def refresh() -> Any:
+            self.calls += 1
+            return original()
+
+        monkeypatch.setattr(table, "refresh", refresh)
+
+
+def test_a_fresh_table_is_committed_without_reading_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _config(tmp_path)
+    table = ensure_table(config)
+    counted = _CountedRefresh(table, monkeypatch)
+    stale = commit_batch(
+        table, _write(table, config, ["a"], 0), query_id="q", batch_id=0, options=config.catalog
+    )
+    fresh = commit_batch(
+        table,
+        _write(table, config, ["b"], 1),
+        query_id="q",
+        batch_id=1,
+        options=config.catalog,
+        fresh=True,
+    )
+    assert stale.committed and fresh.committed
+    assert counted.calls == 1, "only the commit not told the table is fresh reads it"
+    assert _ids(table) == ["a", "b"] and table.properties[COMMITTED_PROPERTY] == "q:1"
+
+
+def test_a_commit_by_someone_else_since_the_refresh_is_kept_and_ours_lands(
+    tmp_path: Path,
+) -> None:
+    """A Glue optimizer's commit between the batch's refresh and its commit:
+    pyiceberg's optimistic check fails the first attempt, it refreshes and
+    retries; neither commit is lost."""
+    config = _config(tmp_path)
+    table = ensure_table(config)
+    files = _write(table, config, ["ours"], 0)
+    optimizer = open_catalog(config).load_table((config.database, config.table))
+    with optimizer.transaction() as tx, tx.update_snapshot().fast_append() as append:
+        for data_file in _write(optimizer, config, ["theirs"], 7):
+            append.append_data_file(data_file)
+    found = commit_batch(table, files, query_id="q", batch_id=0, options=config.catalog, fresh=True)
+    assert found.committed
+    assert _ids(table) == ["ours", "theirs"]
+    assert table.properties[COMMITTED_PROPERTY] == "q:0"
+
+
+def test_a_fresh_commit_that_failed_on_the_network_reads_the_table_before_retrying(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt's outcome is unknown after a dropped connection: the
+    retry refreshes, and a batch that landed meanwhile is not committed twice."""
+    config = _config(tmp_path)
+    table = ensure_table(config)
+    files = _write(table, config, ["a"], 0)
+    transaction = table.transaction
+    calls = []
+
+    def landed_then_dropped() -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            # another handle lands the batch, as the lost attempt would have
+            commit_batch(
+                open_catalog(config).load_table((config.database, config.table)),
+                files,
+                query_id="q",
+                batch_id=0,
+                options=config.catalog,
+            )
+            raise ConnectionError("connection reset after the commit was sent")
+        return transaction()
+
+    monkeypatch.setattr(table, "transaction", landed_then_dropped)
+    counted = _CountedRefresh(table, monkeypatch)
+    again = commit_batch(
+        table,
+        files,
+        query_id="q",
+        batch_id=0,
+        options=config.catalog.model_copy(update={"retry_wait_sec": 0.001}),
+        fresh=True,
+    )
+    assert not again.committed, "found landed on the refresh: not committed twice"
+    assert counted.calls == 1 and len(calls) == 1
+    assert _ids(table) == ["a"] and len(table.snapshots()) == 1
+
+
 def _hand_made(config: JobConfig, schema: Any, spec: Any = None) -> Any:
     """A table someone else created in the job's place (no properties set)."""
 
