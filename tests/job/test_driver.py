@@ -1,6 +1,8 @@
-"""``main()``: configuration errors, the lease refusal, S3 configs (moto
-in-process), and a real ``python -m job`` process (a JVM: integration tier)
-stopped by SIGTERM with exit code 0."""
+"""``main()``: configuration errors, the lease refusal and the version the
+lease names (the digest of ``--config``, model.job_version, which the
+supervisor derives from the stack's step), S3 configs (moto in-process),
+and a real ``python -m job`` process (a JVM: integration tier) stopped by
+SIGTERM with exit code 0."""
 
 from __future__ import annotations
 
@@ -18,11 +20,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from job import driver
 from job.driver import load_config, local_work_dir, main
 from job.outcome import ExitCode
 from local.emulators import Endpoints
 from model.config import ConfigError
-from model.lease import FileLease
+from model.job_version import version_of
+from model.lease import FileLease, JobState, file_lease_state
 from tests.job.job_helpers import event, job_config
 from tests.waits import poll
 
@@ -141,3 +145,24 @@ def test_sigterm_stops_the_job_process_with_exit_0(endpoints: Endpoints, tmp_pat
 def test_a_horizon_shorter_than_the_retention_is_refused_before_start() -> None:
     with pytest.raises(ConfigError, match=r"dedup_horizon_hours: bad value 24; allowed: >= "):
         job_config(database="db", bootstrap="127.0.0.1:1", stream_retention_hours=48)
+
+
+def test_the_job_holds_its_lease_under_the_version_of_its_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpoint = tmp_path / "checkpoint"
+    config = job_config(database="d", bootstrap="b:1", checkpoint=str(checkpoint))
+    config_path = tmp_path / "job-config.json"
+    config_path.write_text(json.dumps(config.to_dict()), encoding="utf-8")
+    seen: list[JobState] = []
+
+    def probe(*_args: Any, **_kw: Any) -> ExitCode:
+        seen.append(file_lease_state(checkpoint / "_lease"))
+        return ExitCode.OK
+
+    monkeypatch.setattr(driver, "_under_lease", probe)
+    assert main(["--config", str(config_path)]) == ExitCode.OK
+    [held] = seen
+    assert held.running
+    assert held.version == version_of(str(config_path))
+    assert not file_lease_state(checkpoint / "_lease").running, "released on the way out"
