@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--growth-commits",
         type=int,
         default=None,
-        help="growth: earlier commits before (b) (default 2,000; quick 50)",
+        help="growth: earlier commits before (b) (default 2,000; quick 10)",
     )
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in benchmarks]

@@ -37,7 +37,7 @@ def bare(ctx: Context, name: str, count: int, warmups: int) -> list[float]:
     validation, no failure records, no table commit)."""
     config = job_config(ctx, f"{name}_bare")
     root = Path(config.checkpoint_location).parent
-    write_batches(root / "source", "bare", count, warmups + ctx.repeats)
+    write_batches(root / "source", "bare", count, warmups + ctx.timed_rounds)
     query = start_query(
         ctx.spark,
         config,

@@ -167,7 +167,7 @@ def incident_batch(events: DataFrame, store: Path, partitions: int) -> IncidentR
 def run(ctx: Context) -> None:
     # Both sides are streaming jobs: their batches run as Spark runs micro-batches.
     spark = stream.micro_batch_session(ctx.spark)
-    count = 5_000 if ctx.quick else 200_000
+    count = 1_000 if ctx.quick else 200_000
     # quick: the smoke test's one pass of each, after one warm-up run
     repeats = 1 if ctx.quick else max(ctx.repeats, TIMED_REPEATS)
     warmups = 1 if ctx.quick else framework.WARMUP_BATCHES

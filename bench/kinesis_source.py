@@ -293,7 +293,7 @@ def one_round(
 
 
 def run(ctx: Context) -> None:
-    records, shards = (2_000, 2) if ctx.quick else (20_000, 4)
+    records, shards = (500, 2) if ctx.quick else (20_000, 4)
     client = kinesis_client(framework.REGION, ctx.emulators.endpoints.aws_url)
     load_before = machine_load()
     if not ctx.quick:
@@ -303,7 +303,7 @@ def run(ctx: Context) -> None:
     # Alternate which runs first, so both see the same machine load.
     rounds = [
         one_round(ctx, client, f"{STREAM}-{n}", (records, shards), baseline_first=n % 2 == 0)
-        for n in range(ctx.repeats)
+        for n in range(ctx.timed_rounds)
     ]
     baseline = [r.baseline for r in rounds]
     warm = [r.warm for r in rounds]
@@ -379,6 +379,6 @@ def run(ctx: Context) -> None:
             axes[0],
             ["boto3 GetRecords loop", "python-kinesis, running query", "python-kinesis, cold"],
             [base_rate, warm_rate, cold_rate],
-            f"{records:,} records, {shards} shards (median of {ctx.repeats})",
+            f"{records:,} records, {shards} shards (median of {ctx.timed_rounds})",
             "records/s",
         )

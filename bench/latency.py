@@ -18,7 +18,7 @@ streaming query runs in this process exactly as ``job.query`` builds it:
 
 A warm-up (200 records, waited for) starts the query's Python workers and
 catalog first; then the measured run produces for ``repeats`` consecutive
-windows of 60 s (quick: one of 10 s), and each window's p50/p99 is a repeat.
+windows of 60 s (quick: one of 5 s), and each window's p50/p99 is a repeat.
 
 Baseline, in the same run on the same stream: a bare consumer, one boto3
 GetRecords loop over both shards from ``LATEST`` polling every 0.2 s (Kinesis
@@ -164,7 +164,7 @@ def run(ctx: Context) -> None:
 
 def measure(ctx: Context, kind: Kind) -> None:
     """The benchmark for one kind of reading (``bench.latency_efo`` runs EFO)."""
-    windows, window_sec = (1, 10) if ctx.quick else (ctx.repeats, 60)
+    windows, window_sec = (1, 5) if ctx.quick else (ctx.repeats, 60)
     with kind.servers() as (endpoint, job_endpoint):
         _run(ctx, kind, endpoint, job_endpoint, windows=windows, window_sec=window_sec)
 

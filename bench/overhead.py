@@ -86,7 +86,7 @@ def _measure(
     """Progress events of a query that gets one record at a time: each sent
     once the previous one's batch ran and 3 idle triggers followed."""
     spark = ctx.spark
-    samples = 3 if ctx.quick else 12
+    samples = 1 if ctx.quick else 12
     previous = spark.conf.get(NO_DATA_INTERVAL, None)
     spark.conf.set(NO_DATA_INTERVAL, "0")
     try:

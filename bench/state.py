@@ -60,7 +60,7 @@ def run(ctx: Context) -> None:
     fill = ctx.shared.get("state_fill")
     source = "growth's (b) query, same run"
     if fill is None:
-        records, chunk = (50_000, 25_000) if ctx.quick else (1_000_000, 100_000)
+        records, chunk = (4_000, 2_000) if ctx.quick else (1_000_000, 100_000)
         fill = _fill(ctx, records, chunk)
         source = "its own query"
     per_batch = []
