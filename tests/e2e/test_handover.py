@@ -110,7 +110,14 @@ def launch(script: Path, fakes: Path, *args: str) -> subprocess.Popen[str]:
 def test_a_new_cluster_hands_over_from_the_old_one_through_the_lease(
     emulators: Emulators, make_local: MakeLocal, tmp_path: Path
 ) -> None:
-    local = make_local(emulators, "orders-ap-northeast-2", shards=2)
+    # A local lease is a flock (model/lease.py): its TTL never lapses while
+    # the holder lives, so the stranded copy's wait only delays its exit 3.
+    local = make_local(
+        emulators,
+        "orders-ap-northeast-2",
+        shards=2,
+        overrides={"lease_ttl_sec": 1, "lease_wait_sec": 2},
+    )
     marker = local.config.stop_marker_path
     assert marker is not None
     old = local.start_job()  # cluster A

@@ -136,16 +136,24 @@ def kill_at_a_random_moment(cfn: Cfn, rng: random.Random, kills: list[float]) ->
     return maybe_kill
 
 
-def settle(cfn: Cfn, local: Any, request_name: str, hook: Callable[[], None]) -> None:
-    """The window after a handover: the kill may still fall; then one run of
+def settle(
+    cfn: Cfn,
+    local: Any,
+    request_name: str,
+    hook: Callable[[], None],
+    *,
+    kills: list[float],
+    due: int,
+) -> None:
+    """After a handover: its kill (the ``due``-th) falls if it has not yet
+    (its moment may lie past the handover's end); then one run of
     ``request_name`` is active and every record produced so far is in."""
-    end = time.monotonic() + KILL_WINDOW_SEC
 
     def step() -> None:
         cfn.service.poll()
         hook()
 
-    run_until(lambda: time.monotonic() >= end, "the handover's window", 60, step)
+    run_until(lambda: len(kills) >= due, "the handover's kill", 60, step)
     run_until(
         lambda: active(cfn.service) == [request_name], f"one run of {request_name}", 300, step
     )
@@ -178,10 +186,10 @@ def test_an_instance_lives_through_rollbacks_kills_a_shape_change_and_its_delete
         target=lambda: local.produce(mix(200, seed=72, prefix="life-b"), rate=20.0)
     )
     producer.start()
-    for new, old in ((v2, v1), (v1, v2)):
+    for due, (new, old) in enumerate(((v2, v1), (v1, v2)), start=1):
         cfn.on_wait = kill_at_a_random_moment(cfn, rng, kills)
         cfn.send("Update", JOB_RUN_TYPE, cfn.job(new, SHAPE_A), cfn.job(old, SHAPE_A))
-        settle(cfn, local, new["name"], cfn.on_wait)
+        settle(cfn, local, new["name"], cfn.on_wait, kills=kills, due=due)
     producer.join()
     cfn.on_wait = lambda: None
     local.wait_until_accounted(timeout=300)

@@ -1,8 +1,9 @@
 """The supervisor against the real job process (the harness plays EMR,
 local/supervisor/harness.py): a SIGKILLed job comes back, and again after the
 back-off when killed soon after, with nothing lost or doubled, and an
-operator's stop is left alone; a batch that always fails gets exactly
-the budget's restarts and then one alarm naming the reason; a refused
+operator's stop is left alone; a batch that always fails (Kafka down) gets
+exactly the budget's restarts and then one alarm naming the reason, and once
+the broker is back a restart delivers everything; a refused
 configuration gets no restart and an alarm at once.
 
 The policy is the Lambda's rules with a short window and back-off (a check a
@@ -147,12 +148,18 @@ def status_supervisor(text: str) -> dict[str, Any]:
     return found
 
 
-def test_a_batch_that_always_fails_gets_the_budget_then_one_alarm_with_the_reason(
+def test_a_batch_that_always_fails_gets_the_budget_then_one_alarm_then_kafka_back_delivers(
     kafka_on_s3_emulators: Emulators, make_local: MakeLocal, supervised: list[LocalSupervisor]
 ) -> None:
+    """Kafka down: the batch with failure records fails every run (never
+    committed), the budget's restarts, one alarm; then the broker back and a
+    restart deliver every failure record once. (The Kafka-down case of
+    test_failure_modes.py was a prefix and a suffix of this one: one job start
+    and one set of emulators less.)"""
     emulators = kafka_on_s3_emulators
     local = make_local(emulators, INSTANCE, shards=1)
     supervisor = running_supervised(local, supervised, mix(200, seed=91, prefix="ff-a"))
+    committed_before = local.committed_batches()
 
     # The failure topic goes away: every batch with a failure record fails.
     emulators.stop_kafka()
@@ -175,6 +182,25 @@ def test_a_batch_that_always_fails_gets_the_budget_then_one_alarm_with_the_reaso
     assert local.runs == 3, "the first run and two restarts"
     saved = SupervisorState.from_json(supervisor.state_path.read_text(encoding="utf-8"))
     assert saved.gave_up == GAVE_UP_BUDGET and len(saved.restarts) == 2
+    code = local.job.wait(timeout=30)
+    assert code != 0, "a batch whose failure records cannot be delivered must fail the job"
+    assert "query failed" in local.log_path.read_text(encoding="utf-8", errors="replace")
+    planned = set(local.checkpoint_offsets())
+    committed = local.committed_batches()
+    assert planned - committed, "the failed batch must not be committed"
+    assert committed >= committed_before
+
+    # The broker back, the job restarted by hand (the supervisor has given up):
+    # every failure record delivered, once.
+    supervisor.stop()
+    emulators.start_kafka()
+    local.start_job()
+    local.wait_until_accounted(timeout=240)
+    assert local.stop_job() == 0, local.log_tail()
+    summary = local.summary()
+    assert summary.ok, summary.problems
+    assert summary.failure_records == 4 + 10  # 2 % of ff-a, 5 % of ff-b
+    assert summary.duplicate_ids == 0
 
 
 def test_a_refused_configuration_is_not_restarted_and_alarms_at_once(
