@@ -156,6 +156,17 @@ def _command_line(args: Sequence[str]) -> str:
     return done.stdout + done.stderr
 
 
+def _git_output(root: Path, *args: str) -> str:
+    """git's stdout, or "" when git is missing or the tree is no checkout."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
 def _cpu_model() -> str:
     for line in _command_line(["lscpu"]).splitlines():
         if line.startswith("Model name:"):
@@ -267,10 +278,11 @@ def machine_load() -> dict[str, Any]:
 
 def code_version() -> dict[str, Any]:
     """The commit measured, and the job's files that differed from it (other
-    work in progress in the same tree changes what a figure means)."""
+    work in progress in the same tree changes what a figure means). Outside
+    a git checkout (an unpacked archive) both are unknown, not git's error."""
     root = Path(__file__).resolve().parents[1]
-    head = _command_line(["git", "-C", str(root), "rev-parse", "--short", "HEAD"]).strip()
-    changed = _command_line(["git", "-C", str(root), "status", "--porcelain", "--", "app"])
+    head = _git_output(root, "rev-parse", "--short", "HEAD").strip()
+    changed = _git_output(root, "status", "--porcelain", "--", "job", "model")
     return {
         "commit": head or "unknown",
         "job_files_changed_since_commit": sorted(

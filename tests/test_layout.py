@@ -75,7 +75,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "scripts.reprocess.hook": ("tests/scripts/reprocess/test_run.py", ""),
     "bench.dedup": ("tests/bench/test_bench_smoke.py", MAIN),
     "bench.efo": ("tests/bench/test_bench_efo.py", MAIN),
-    "bench.framework": ("tests/bench/test_report.py", ""),
     "bench.growth": ("tests/bench/test_bench_smoke.py", MAIN),
     "bench.incident": ("tests/bench/test_bench_smoke.py", MAIN),
     "bench.kinesis_source": ("tests/bench/test_bench_smoke.py", MAIN),
