@@ -362,15 +362,18 @@ TICKET_SCANNED = (
     "Makefile",
     "requirements-dev.txt",
     "requirements-synth.txt",
+    "README.md",
+    "docs",
 )
 
 
 def ticket_references(root: Path) -> list[str]:
-    """``path:line: text`` of every ticket number in the sources and build files."""
+    """``path:line: text`` of every ticket number in the sources, build files and docs."""
     found: list[str] = []
     for top in TICKET_SCANNED:
         base = root / top
-        paths = [base] if base.is_file() else sorted(base.rglob("*.py"))
+        pattern = "*.md" if top == "docs" else "*.py"
+        paths = [base] if base.is_file() else sorted(base.rglob(pattern))
         for path in paths:
             relative = path.relative_to(root)
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -388,6 +391,7 @@ def test_a_ticket_reference_is_found(tmp_path: Path) -> None:
     _write(tmp_path, "job/a.py", f'"""Kept with the row ({_TICKET.title()} 34)."""\n')
     _write(tmp_path, "tests/job/test_a.py", f"def test_x():  # {_TICKET}s #12 and 13\n")
     _write(tmp_path, "app.py", f"# {_TICKET} tracker: none here\n")
+    _write(tmp_path, "docs/a.md", f"Priced under {_TICKET} 40's target.\n")
     _write(
         tmp_path,
         "infra/b.py",
@@ -396,6 +400,7 @@ def test_a_ticket_reference_is_found(tmp_path: Path) -> None:
     assert [f.split(":")[0] for f in ticket_references(tmp_path)] == [
         "job/a.py",
         "tests/job/test_a.py",
+        "docs/a.md",
     ]
 
 
