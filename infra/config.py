@@ -53,7 +53,7 @@ from infra.config_sections import (
 )
 from infra.deployed import replication_factor_problem, shard_count_problem
 from infra.schema_change import EventSchemaDeclaration, is_additive
-from infra.serverless_config import (
+from infra.serverless.config import (
     NO_TLS_ON_SERVERLESS,
     ComputeName,
     ServerlessConfig,
@@ -130,7 +130,7 @@ class InstanceConfig(ConfigModel):
     # (infra/sizes.py STATE_PARTITIONS), else one per executor core. A deployed
     # instance keeps deployed.shuffle_partitions (docs/sizing.md, "Executors and cores").
     state_partitions: PositiveInt | None = None
-    # Where the job runs, and the EMR Serverless shape (infra/serverless_config.py).
+    # Where the job runs, and the EMR Serverless shape (infra/serverless/config.py).
     compute: ComputeName = "emr"
     serverless: ServerlessConfig = Field(default_factory=ServerlessConfig)
     # Accounts where Lake Formation governs the Glue Data Catalog: grant the
@@ -444,10 +444,10 @@ class InstanceConfig(ConfigModel):
     def _serverless_needs_no_tls_zip(cls, data: Any) -> Any:
         """``"compute": "serverless"`` runs no cluster: its ``emr`` section is
         not used, so a missing (or the example's placeholder) TLS zip is not
-        asked for (infra/serverless_config.py)."""
+        asked for (infra/serverless/config.py)."""
         if not isinstance(data, Mapping) or data.get("compute") != "serverless":
             return data
-        serverless_problem(data)  # the limits of the job run (infra/serverless_config.py)
+        serverless_problem(data)  # the limits of the job run (infra/serverless/config.py)
         emr = data.get("emr")
         emr = dict(emr) if isinstance(emr, Mapping) else {}
         if emr.get("tls_certificates_s3_uri") in (None, PLACEHOLDER_TLS_URI):

@@ -129,7 +129,7 @@ def read_jar_lock(path: str | Path) -> tuple[LockedJar, ...]:
 class JobPackage:
     """The files of one job version under ``package_uri`` and the spark-submit
     arguments that load them: ONE layout for the EMR step (:class:`StepSpec`)
-    and the EMR Serverless run (``infra.serverless_job_run.JobRunSpec``)."""
+    and the EMR Serverless run (``infra.serverless.job_run.JobRunSpec``)."""
 
     package_uri: str
 

@@ -20,6 +20,7 @@ import hashlib
 import io
 import shutil
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -146,10 +147,20 @@ SUPERVISOR_FILES: Final = (
 SUPERVISOR_HANDLER: Final = "infra.supervisor.handler.handler"
 
 
-def stage_files(root: Path, stage_dir: Path, prefix: str, paths: tuple[str, ...]) -> Path:
+def stage_files(
+    root: Path,
+    stage_dir: Path,
+    prefix: str,
+    paths: tuple[str, ...],
+    sources: Mapping[str, str] | None = None,
+) -> Path:
     """Copy ``paths`` (relative to ``root``) to ``stage_dir/<prefix>-<content hash>``,
-    replacing what a previous synth left there; the Lambda handlers' assets."""
-    files = {rel: (root / rel).read_bytes() for rel in paths}
+    replacing what a previous synth left there; the Lambda handlers' assets.
+    ``sources`` maps a path of the asset to the file it is read from where the
+    two differ: a handler whose import path (the function's ``Handler``) is not
+    its place in the repository."""
+    where = sources or {}
+    files = {rel: (root / where.get(rel, rel)).read_bytes() for rel in paths}
     target = stage_dir / f"{prefix}-{content_digest(files)}"
     if target.is_dir():
         shutil.rmtree(target)

@@ -33,7 +33,7 @@ JOB_SPARK_VERSION: Final = "4.1.1"
 # The release an instance runs when ``emr.release_label`` names none: the LTS one.
 DEFAULT_RELEASE_LABEL: Final = "emr-spark-8.1.0"
 # The interpreter the job runs on EMR Serverless (``PYSPARK_PYTHON``), the
-# default of the one setting ``serverless.python`` (infra/serverless_config.py).
+# default of the one setting ``serverless.python`` (infra/serverless/config.py).
 # Verified: the emr-spark-8.1.0 page lists Python 3.11
 # (https://docs.aws.amazon.com/emr/latest/ReleaseGuide/emr-spark810-release.html),
 # the version the dependency archive is built for. NOT verified: the path. It

@@ -27,7 +27,7 @@ TEMPLATE_SUFFIX: Final = ".template.json"
 SNAPSHOT_PREFIX: Final = "Streaming-"
 STAGED: Final = re.compile(r"[a-z][a-z-]*-([0-9a-f]{16})")
 # The job run's request name ends in a digest of the request, which holds the
-# job's version (infra/constructs/serverless_app.py): a job code change alone
+# job's version (infra/serverless/app.py): a job code change alone
 # must leave the snapshot as it is.
 REQUEST_NAME: Final = re.compile(r"(streaming-[a-z0-9-]+?)-[0-9a-f]{12}(?![0-9a-f])")
 

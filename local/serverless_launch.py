@@ -3,14 +3,14 @@ the job run the stack would start, by ``spark-submit``.
 
 What comes from where, so that what would fail on EMR Serverless fails here:
 
-* the ``StartJobRun`` request: infra/serverless_job_run.py's one builder
-  (:func:`infra.serverless_job_run.start_job_run_request`, the body the stack's
+* the ``StartJobRun`` request: infra/serverless/job_run.py's one builder
+  (:func:`infra.serverless.job_run.start_job_run_request`, the body the stack's
   ``Custom::ServerlessJobRun`` sends and the supervisor resends): its
   ``entryPoint``, ``entryPointArguments`` (``--config ... --platform
   serverless``) and ``sparkSubmitParameters`` (``--py-files app.zip``,
   ``--jars`` the job's jar, the archive's ``--conf`` pairs);
 * the application's ``spark-defaults``
-  (:func:`infra.serverless_job_run.application_spark_defaults`, the instance's
+  (:func:`infra.serverless.job_run.application_spark_defaults`, the instance's
   serverless shape);
 * the job package staged as a deploy stages it (:func:`infra.packaging.stage_package`:
   ``app.zip``, ``main.py``, the jar) plus the local job config as
@@ -55,18 +55,18 @@ import pyspark
 
 from infra.emr_step import JOB_CONFIG_FILE, PACKAGE_ZIP
 from infra.packaging import stage_package
+from infra.serverless.job_run import (
+    JobRunSpec,
+    application_spark_defaults,
+    restart_budget_split,
+    start_job_run_request,
+)
 from infra.serverless_archive import (
     ARCHIVE_ALIAS,
     ARCHIVE_FILE,
     PACKAGE_ALIAS,
     archive_path,
     archive_spark_conf,
-)
-from infra.serverless_job_run import (
-    JobRunSpec,
-    application_spark_defaults,
-    restart_budget_split,
-    start_job_run_request,
 )
 from job.driver import local_work_dir
 from local.job_process import REPO_ROOT, JobProcess, job_environment, write_config
@@ -357,5 +357,5 @@ def describe(instance: Any) -> str:
         return f"target {TARGET}: {exc}"
     return (
         f"target {TARGET}: spark-submit of the StartJobRun request "
-        f"(infra/serverless_job_run.py); archive {archive}"
+        f"(infra/serverless/job_run.py); archive {archive}"
     )

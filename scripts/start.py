@@ -63,7 +63,7 @@ EXIT_EXITED: Final = 1
 EXIT_REFUSED: Final = 3
 EXIT_TIMEOUT: Final = 4
 # The stack output naming the instance's EMR Serverless application
-# (infra/constructs/serverless_app.py, APPLICATION_OUTPUT; not imported: that
+# (infra/serverless/app.py, APPLICATION_OUTPUT; not imported: that
 # module builds constructs, and this command runs without the CDK app).
 APPLICATION_OUTPUT: Final = "ServerlessApplicationId"
 # EMR steps that are a start under way: not yet run, or running (the job's

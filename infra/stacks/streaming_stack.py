@@ -27,10 +27,10 @@ from infra.constructs.instance import removal_policy
 from infra.constructs.job_deployment import JobDeployment, JobDeploymentProps
 from infra.constructs.network import Network, NetworkProps
 from infra.constructs.roles import Roles, RolesProps
-from infra.constructs.serverless_app import ServerlessJob, ServerlessJobProps
 from infra.constructs.stream import EventStream, EventStreamProps
 from infra.emr_step import STEP_SPEC_OUTPUT, build_step
 from infra.job_config import job_config_for
+from infra.serverless.app import ServerlessJob, ServerlessJobProps
 from infra.supervisor.construct import (
     EmrStepTarget,
     ServerlessRunTarget,

@@ -95,9 +95,9 @@ from infra.config import InstanceConfig
 from infra.constructs.alarms import SUPERVISOR_ERRORS, SUPERVISOR_NOT_RUNNING
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 from infra.constructs.roles import depend_on_policy_only
-from infra.constructs.serverless_app import grant_job_runs
 from infra.packaging import REPO_ROOT, SUPERVISOR_HANDLER, stage_supervisor
-from infra.serverless_job_run import restart_budget_split
+from infra.serverless.app import grant_job_runs
+from infra.serverless.job_run import restart_budget_split
 from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Policy
 from model import contract
@@ -214,7 +214,7 @@ class EmrStepTarget:
 
 @dataclass(frozen=True)
 class ServerlessRunTarget:
-    """The stack's own StartJobRun request (infra/serverless_job_run.py) on
+    """The stack's own StartJobRun request (infra/serverless/job_run.py) on
     its application."""
 
     application_id: str

@@ -4,7 +4,7 @@ record and the operator's stop marker, each read by ``infra.s3_keys.read_if_pres
 the same :func:`~infra.supervisor.decision.decide`; the same state, alarm and
 metrics), with the platform part from the application and its job runs, and a
 restart that is ``StartJobRun`` of the stack's own request
-(infra/serverless_job_run.py).
+(infra/serverless/job_run.py).
 
 The service and the supervisor do not fight:
 
@@ -82,7 +82,7 @@ class ServerlessRun:
     @property
     def version(self) -> str | None:
         """Not compared here: the job-run resource's own rollback (an Update
-        with the old request) restarts the old request (infra/serverless_job_run.py)."""
+        with the old request) restarts the old request (infra/serverless/job_run.py)."""
         return None
 
     @property

@@ -8,7 +8,7 @@ an EMR instance passes both checks with a line saying they do not apply.
   a new account's value can be as low as 16. Exceeding it does not fail the
   deploy: the run fails minutes in when it asks for a worker. The instance
   needs its driver plus its executors (the application's maximum capacity,
-  infra/constructs/serverless_app.py); a handover never runs two copies (the
+  infra/serverless/app.py); a handover never runs two copies (the
   old run ends before the new one starts). The other applications' maximum
   capacities are what they may take: a WARN when they and this one could
   exceed the quota together.

@@ -20,8 +20,9 @@ from infra.config import (
     read_cdk_context,
     runs_an_emr_cluster,
 )
-from infra.constructs import emr_cluster, job_deployment, serverless_app
+from infra.constructs import emr_cluster, job_deployment
 from infra.emr_step import read_jar_lock
+from infra.serverless import app as serverless_app
 from infra.stacks.application import refuse_placeholders
 from local import __main__ as local_run
 from local.summary import RunFigures, summarize

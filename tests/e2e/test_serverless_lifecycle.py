@@ -1,11 +1,11 @@
 """An instance's life on EMR Serverless after its first create, end to end:
-the real job-run resource and application guard (infra/serverless_job_run_handler.py),
+the real job-run resource and application guard (infra/serverless/job_run_handler.py),
 driven through CloudFormation's request sequences, against the patched
 emulator (local/serverless_moto.py, which refuses UpdateApplication and
 DeleteApplication unless the application is CREATED or STOPPED) running the
 instance's real job for every attempt of every run.
 
-:class:`Cfn` plays CloudFormation as tests/infra/test_serverless_job_run_lifecycle.py
+:class:`Cfn` plays CloudFormation as tests/infra/serverless/test_job_run_lifecycle.py
 does with a fake job: the guard before the application, the application before
 the job run on an update; an update that fails later rolls the job run back
 with an ``Update`` carrying the old properties; a delete goes in reverse order
@@ -32,7 +32,7 @@ from typing import Any, Final
 import pytest
 from moto.emrserverless.models import emrserverless_backends
 
-from infra.serverless_job_run_handler import CONFIG_TAG, GUARD_TYPE, JOB_RUN_TYPE, Clock, handle
+from infra.serverless.job_run_handler import CONFIG_TAG, GUARD_TYPE, JOB_RUN_TYPE, Clock, handle
 from local import serverless_moto
 from local.harness import replace_fields
 from local.supervisor.serverless import ACCOUNT, LocalService, run_until, s3_uri
@@ -167,7 +167,7 @@ def test_an_instance_lives_through_rollbacks_kills_a_shape_change_and_its_delete
     service, local = setup, setup.local
     cfn = Cfn(service)
     cfn.tag_application(SHAPE_A)
-    # The stack names each request by its digest (infra/constructs/serverless_app.py).
+    # The stack names each request by its digest (infra/serverless/app.py).
     v1 = {**service.request(local.instance, local.config), "name": f"{local.name}-v1"}
     v2_config = replace_fields(local.config, {"trigger_interval_sec": 2})
     v2 = {**service.request(local.instance, v2_config), "name": f"{local.name}-v2"}

@@ -2,7 +2,7 @@
 a killed job run is retried and restarted, and an operator's stop is kept.
 
 Everything real but the service: the stack's custom resource handler
-(infra/serverless_job_run_handler.py) starts and hands over the job run; the
+(infra/serverless/job_run_handler.py) starts and hands over the job run; the
 patched EMR Serverless (local/serverless_moto.py, served in this process by
 local/supervisor/serverless.py) runs each attempt as the instance's real job,
 launched from the run's own request (local/serverless_launch.py) and applies
@@ -37,7 +37,7 @@ from typing import Any, Final
 
 import pytest
 
-from infra.serverless_job_run_handler import Clock, handle
+from infra.serverless.job_run_handler import Clock, handle
 from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Decision, SupervisorState
 from local.emulators import Emulators
@@ -55,7 +55,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 INSTANCE: Final = "orders-eu-west-1"
 # A budget of 3 an hour splits into 2 service attempts and 1 supervisor restart
-# (infra/serverless_job_run.py restart_budget_split).
+# (infra/serverless/job_run.py restart_budget_split).
 BUDGET: Final = 3
 SERVICE_ATTEMPTS: Final = 2
 POLICY: Final = local_pace_policy(max_restarts=1, window_sec=3_600, backoff_max_sec=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.serverless_job_run import PLATFORM_ARGUMENTS
+from infra.serverless.job_run import PLATFORM_ARGUMENTS
 from job.outcome import ExitCode, Outcome, Platform, process_status
 from model import contract
 

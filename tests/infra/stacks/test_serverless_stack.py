@@ -12,7 +12,7 @@ import pytest
 
 from infra.constructs.emr_cluster import cluster_configurations
 from infra.emr_step import CLUSTER_ID_OUTPUT, STEP_SPEC_OUTPUT, StepSpec
-from infra.serverless_job_run import application_spark_defaults
+from infra.serverless.job_run import application_spark_defaults
 from infra.supervisor import handler, serverless
 from model.spark_conf import GLUE_HIVE_SITE
 from tests.infra.conftest import Synthesized

@@ -22,9 +22,9 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.emrserverless.models import emrserverless_backends
 
-from infra.constructs.serverless_app import stage_handler
 from infra.packaging import stage_supervisor
-from infra.serverless_job_run_handler import HANDLER
+from infra.serverless.app import stage_handler
+from infra.serverless.job_run_handler import HANDLER
 from infra.supervisor import handler, serverless
 from infra.supervisor.decision import Policy
 from model import contract
@@ -39,7 +39,7 @@ BUCKET = "data-bucket"
 CHECKPOINT = f"s3://{BUCKET}/checkpoints/{INSTANCE}/"
 STATE = f"s3://{BUCKET}/control/{INSTANCE}/{contract.SUPERVISOR_STATE_NAME}"
 MARKER = f"s3://{BUCKET}/control/{INSTANCE}/stop"
-# The split of a budget of 5 (infra/serverless_job_run.py): 4 service attempts, 1 restart.
+# The split of a budget of 5 (infra/serverless/job_run.py): 4 service attempts, 1 restart.
 POLICY = Policy(max_restarts=1, backoff_sec=1, backoff_max_sec=1, start_grace_sec=60)
 
 

@@ -14,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from infra.serverless_job_run_handler import Checkpoint, Handover
+from infra.serverless.job_run_handler import Checkpoint, Handover
 from local.supervisor.serverless import LocalFilesS3, run_until, s3_uri
 from model.exit_record import ExitRecord, read_exit_record, write_exit_record
 from model.lease import lease_path, make_lease, s3_lease_state

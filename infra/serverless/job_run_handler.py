@@ -4,7 +4,7 @@ streaming job run, and stops it around an update of its application
 (docs/serverless.md, "The job run" and "Lifecycle").
 
 ``Custom::ServerlessJobRun``. Properties: ``StartJobRun`` (the request of
-infra/serverless_job_run.py, as ``start_job_run`` takes it), ``Handover``
+infra/serverless/job_run.py, as ``start_job_run`` takes it), ``Handover``
 (``LeaseUri``, ``StopMarkerUri``, ``PendingRunUri``, ``StopTimeoutSec``,
 ``CancelTimeoutSec``) and ``ConfigHash`` (the hash of the application's
 configuration, also the application's tag :data:`CONFIG_TAG`).
@@ -120,7 +120,7 @@ NOT_STARTED: Final = "not-started"
 PENDING: Final = "pending"
 JOB_RUN_TYPE: Final = "Custom::ServerlessJobRun"
 GUARD_TYPE: Final = "Custom::ServerlessApplicationGuard"
-# The application's tag naming its configuration (infra/constructs/serverless_app.py).
+# The application's tag naming its configuration (infra/serverless/app.py).
 CONFIG_TAG: Final = "streaming:config-hash"
 # The tag a run carries: the physical ID of the resource that started it.
 OWNER_TAG: Final = "streaming:job-run-resource"
@@ -135,6 +135,13 @@ REQUEST_FIELDS: Final = (
 )
 # Stop waiting this long before the function's own deadline, to reply.
 REPLY_MARGIN_SEC: Final = 30.0
+# This module, inside the Lambda's asset: the path it had before the serverless
+# target became one package (infra/serverless/). The function's ``Handler`` is
+# that path's import name and is written in every deployed template, so the
+# asset keeps it and a move of the source changes no template;
+# :data:`HANDLER_SOURCES` says where the file is in the repository.
+HANDLER_MODULE_FILE: Final = "infra/serverless_job_run_handler.py"
+# The asset's files, as the function imports them.
 HANDLER_FILES: Final = (
     "model/__init__.py",
     "model/lease.py",
@@ -142,8 +149,9 @@ HANDLER_FILES: Final = (
     "model/storage_uri.py",
     "infra/__init__.py",
     "infra/s3_keys.py",
-    "infra/serverless_job_run_handler.py",
+    HANDLER_MODULE_FILE,
 )
+HANDLER_SOURCES: Final = {HANDLER_MODULE_FILE: "infra/serverless/job_run_handler.py"}
 HANDLER: Final = "infra.serverless_job_run_handler.handler"
 
 _INTEGER_PATHS: Final[tuple[tuple[str, ...], ...]] = (

@@ -1,4 +1,4 @@
-"""``"compute"`` and the ``serverless`` section (infra/serverless_config.py):
+"""``"compute"`` and the ``serverless`` section (infra/serverless/config.py):
 validated like every other field, and a serverless instance asks for no TLS
 zip and no emr values."""
 
@@ -17,13 +17,13 @@ from infra.config import (
 )
 from infra.config_sections import LOG_RETENTION_DAYS
 from infra.releases import SERVERLESS_PYTHON
-from infra.serverless_config import (
+from infra.serverless.config import (
     NO_TLS_ON_SERVERLESS,
     SERVERLESS_LOG_RETENTION_DAYS,
     WorkerConfig,
     spark_memory_mb,
 )
-from infra.serverless_job_run import application_spark_defaults
+from infra.serverless.job_run import application_spark_defaults
 from local.serverless_launch import job_run
 from tests.infra.conftest import DECLARED_CDK_JSON
 

@@ -1,5 +1,5 @@
 """The StartJobRun request and the application's spark-defaults
-(infra/serverless_job_run.py): the API's shape, the same job package as the
+(infra/serverless/job_run.py): the API's shape, the same job package as the
 EMR step, one Spark conf source with the EMR cluster, the restart budget split."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from infra.config_sections import EmrConfig
 from infra.constructs.emr_cluster import cluster_configurations
 from infra.emr_step import StepSpec, build_step
-from infra.serverless_config import ServerlessConfig, WorkerConfig
-from infra.serverless_job_run import (
+from infra.serverless.config import ServerlessConfig, WorkerConfig
+from infra.serverless.job_run import (
     JobRunSpec,
     application_spark_defaults,
     executor_sizing,

@@ -1,7 +1,7 @@
 """CloudFormation's request sequences, replayed against the real handler code
-(infra/serverless_job_run_handler.py: ``handle`` with a fake clock) and the
+(infra/serverless/job_run_handler.py: ``handle`` with a fake clock) and the
 patched EMR Serverless (local/serverless_moto.py), with the fake job of
-tests/infra/serverless_fakes.py.
+tests/infra/serverless/fakes.py.
 
 :class:`Stack` plays CloudFormation for the three resources of a serverless
 instance's job, in the order their dependencies give: the guard
@@ -41,7 +41,7 @@ from moto import mock_aws
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.emrserverless.models import emrserverless_backends
 
-from infra.serverless_job_run_handler import (
+from infra.serverless.job_run_handler import (
     CONFIG_TAG,
     GUARD_TYPE,
     JOB_RUN_TYPE,
@@ -49,7 +49,7 @@ from infra.serverless_job_run_handler import (
     physical_id,
 )
 from local import serverless_moto as sm
-from tests.infra.serverless_fakes import BUCKET, REGION, FakeJob, event, handover, request
+from tests.infra.serverless.fakes import BUCKET, REGION, FakeJob, event, handover, request
 
 APP_NAME = "streaming-orders-eu-west-1"
 

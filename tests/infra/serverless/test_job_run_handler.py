@@ -1,10 +1,10 @@
 """``Custom::ServerlessJobRun``'s handler, one request at a time, against
 in-process moto with the patched EMR Serverless (runs start RUNNING) and a
-fake job (tests/infra/serverless_fakes.py) that plays the running job: it
+fake job (tests/infra/serverless/fakes.py) that plays the running job: it
 holds the lease, and on the stop marker releases it and ends its attempt, as
 model/graceful_stop.py does (or ignores it, to test the cancel). Time is the
 test's clock: no sleeps. CloudFormation's sequences of requests are in
-tests/infra/test_serverless_job_run_lifecycle.py."""
+tests/infra/serverless/test_job_run_lifecycle.py."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from infra import serverless_job_run_handler as handler_module
-from infra.serverless_job_run_handler import (
+from infra.serverless import job_run_handler as handler_module
+from infra.serverless.job_run_handler import (
     Checkpoint,
     Clock,
     Handover,
@@ -31,9 +31,9 @@ from infra.serverless_job_run_handler import (
 )
 from local import serverless_moto as sm
 from tests.infra.list_only_s3 import ListOnlyS3
-from tests.infra.serverless_fakes import BUCKET, LEASE, MARKER, REGION, FakeJob, handover
-from tests.infra.serverless_fakes import event as cfn_event
-from tests.infra.serverless_fakes import request as _request
+from tests.infra.serverless.fakes import BUCKET, LEASE, MARKER, REGION, FakeJob, handover
+from tests.infra.serverless.fakes import event as cfn_event
+from tests.infra.serverless.fakes import request as _request
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The EMR Serverless job run that runs the streaming job: ONE builder of the
 ``StartJobRun`` request and of the application's ``spark-defaults``.
 
-The stack's ``Custom::ServerlessJobRun`` (infra/constructs/serverless_app.py)
+The stack's ``Custom::ServerlessJobRun`` (infra/serverless/app.py)
 sends :func:`start_job_run_request` as it is (its property ``StartJobRun``),
 the supervisor restarts a down job with the same request
 (infra/supervisor/serverless.py), and the local launcher (local/serverless_launch.py, ``make run``)
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from infra.emr_step import JobPackage
-from infra.serverless_config import ServerlessConfig
+from infra.serverless.config import ServerlessConfig
 from model.spark_conf import ExecutorSizing, serverless_conf
 
 MODE: Final = "STREAMING"

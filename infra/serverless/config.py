@@ -3,7 +3,7 @@
 ``"compute": "emr"`` (the default) runs the job on the instance's own EMR
 cluster (infra/constructs/emr_cluster.py); ``"compute": "serverless"`` runs it
 as a STREAMING job run on an EMR Serverless application of its own
-(infra/constructs/serverless_app.py, docs/serverless.md). The ``serverless``
+(infra/serverless/app.py, docs/serverless.md). The ``serverless``
 section sizes that application: one driver worker, ``executor_count``
 executor workers, their log retention. A serverless instance needs no TLS
 zip and no ``emr`` values: its ``emr`` section is not used.

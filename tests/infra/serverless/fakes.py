@@ -15,7 +15,7 @@ from typing import Any
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.emrserverless.models import emrserverless_backends
 
-from infra.serverless_job_run_handler import Clock
+from infra.serverless.job_run_handler import Clock
 from local import serverless_moto as sm
 
 REGION = "eu-west-1"

@@ -8,7 +8,7 @@ application of its own, an execution role, and the job run
   holds one copy of the job and no scale-out), the instance's private subnets
   (the shared VPC where the instance uses it) and a security group of its own,
   CloudWatch logging into an encrypted log group with the instance's
-  retention, and the ``spark-defaults`` of :mod:`infra.serverless_job_run`
+  retention, and the ``spark-defaults`` of :mod:`infra.serverless.job_run`
   (model/spark_conf.py, the EMR cluster's source) in its runtime configuration
   (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-emrserverless-application.html).
 * The execution role, trusted by ``emr-serverless.amazonaws.com`` for this
@@ -18,7 +18,7 @@ application of its own, an execution role, and the job run
   buckets, database, topic, metrics: the owners' ``grant_job``); this
   construct adds reading the job's files under ``artifacts/`` and writing its
   log group.
-* ``Custom::ServerlessJobRun`` (infra/serverless_job_run_handler.py): starts
+* ``Custom::ServerlessJobRun`` (infra/serverless/job_run_handler.py): starts
   the run on create, hands over on every change of the job, stops it and then
   the application on delete (so that CloudFormation can delete the
   application). Its physical ID is stable; the run's ID is its ``JobRunId``
@@ -76,21 +76,23 @@ from infra.constructs.logs_key import encrypted_log_group, retention_days
 from infra.constructs.roles import depend_on_policy_only, service_role
 from infra.emr_step import PACKAGE_ZIP, stop_timeout_for
 from infra.packaging import REPO_ROOT, content_digest, stage_files
-from infra.serverless_archive import ARCHIVE_FILE, archive_path, archive_spark_conf
-from infra.serverless_job_run import (
+from infra.serverless.job_run import (
     LOG_TYPES,
     JobRunSpec,
     application_spark_defaults,
     restart_budget_split,
     start_job_run_request,
 )
-from infra.serverless_job_run_handler import (
+from infra.serverless.job_run_handler import (
     CONFIG_TAG,
     GUARD_TYPE,
     HANDLER,
     HANDLER_FILES,
+    HANDLER_MODULE_FILE,
+    HANDLER_SOURCES,
     JOB_RUN_TYPE,
 )
+from infra.serverless_archive import ARCHIVE_FILE, archive_path, archive_spark_conf
 from model import contract
 from model.config import JobConfig
 from model.lease import lease_path
@@ -565,7 +567,9 @@ class ServerlessJob(Construct):
             memory_size=256,
             role=role,
             log_group=log_group,
-            description=f"{description} (infra/serverless_job_run_handler.py)",
+            # The handler's path inside the asset (HANDLER_MODULE_FILE), as the
+            # deployed description has always named it.
+            description=f"{description} ({HANDLER_MODULE_FILE})",
         )
         depend_on_policy_only(function, role)
         return function
@@ -622,5 +626,8 @@ def _key(uri: str) -> str:
 
 
 def stage_handler(root: Path, stage_dir: Path) -> Path:
-    """Copy :data:`HANDLER_FILES` under ``stage_dir`` by content hash."""
-    return stage_files(root, stage_dir, "serverless-job-run", HANDLER_FILES)
+    """Copy :data:`HANDLER_FILES` under ``stage_dir`` by content hash, the
+    handler itself from its place in the repository (:data:`HANDLER_SOURCES`)."""
+    return stage_files(
+        root, stage_dir, "serverless-job-run", HANDLER_FILES, sources=HANDLER_SOURCES
+    )
