@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The job's JVM code (jvm/src: the de-duplication processor, the undeclared-key
-# functions), compiled offline against the wheel's Spark jars (infra/job_jar.py);
+# functions), compiled offline against the wheel's Spark jars (artifacts/job_jar.py);
 # model/jvm.py says why they are on the JVM.
 JOB_JAR := build/jvm/streaming-job.jar
 JAVA_SOURCES := $(shell find jvm/src -name '*.java')
@@ -44,17 +44,17 @@ $(STAMP): requirements-dev.txt requirements-synth.txt package.json package-lock.
 	touch $(STAMP)
 
 $(JOB_JAR): $(STAMP) $(JAVA_SOURCES)
-	$(PY) -m infra.job_jar
+	$(PY) -m artifacts.job_jar
 
 # EMR Serverless has no bootstrap actions: the job's locked Python packages
 # (job/requirements.lock, hash-checked, binary wheels) ship as one archive,
 # built for the release's Python on ARM64 and for this machine (make run of a
-# serverless instance); infra/serverless_archive.py says how. Wheels are kept
+# serverless instance); artifacts/serverless_archive.py says how. Wheels are kept
 # under build/serverless/<platform>/wheels, so a rebuild needs no download.
 SERVERLESS_ARCHIVES := build/serverless/aarch64/job-python-deps.tar.gz build/serverless/local/job-python-deps.tar.gz
 
-build/serverless/%/job-python-deps.tar.gz: $(STAMP) job/requirements.lock infra/serverless_archive.py infra/releases.py
-	$(PY) -m infra.serverless_archive --platform $*
+build/serverless/%/job-python-deps.tar.gz: $(STAMP) job/requirements.lock artifacts/serverless_archive.py emr/releases.py
+	$(PY) -m artifacts.serverless_archive --platform $*
 
 .PHONY: serverless-archives
 serverless-archives: $(SERVERLESS_ARCHIVES) ## Build the job's Python dependency archives for EMR Serverless (aarch64) and this machine (local)
@@ -63,7 +63,7 @@ serverless-archives: $(SERVERLESS_ARCHIVES) ## Build the job's Python dependency
 install: $(STAMP) $(JOB_JAR) $(SERVERLESS_ARCHIVES) ## Create/reuse .venv, install the pinned Python and npm dependencies, build the job's jar and the serverless dependency archives
 
 .PHONY: check
-check: $(STAMP) ## ruff (lint + format check) and mypy strict on model/, job/, infra/, ops/, local/, bench/, scripts/, integ/
+check: $(STAMP) ## ruff (lint + format check) and mypy strict on model/, emr/, job/, infra/, artifacts/, ops/, local/, bench/, scripts/, integ/
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

@@ -258,7 +258,7 @@ class InstanceConfig(ConfigModel):
             raise bad_value(
                 self.region,
                 f"a Region {release.label} exists in: {', '.join(release.regions)} "
-                "(infra/releases.py)",
+                "(emr/releases.py)",
                 "region",
             )
         bound = self.stream.shard_quota or default_shard_quota(self.region)

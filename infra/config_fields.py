@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Annotated, Final
 
-from infra.releases import EMR_REGIONS_PAGE, JOB_SPARK_VERSION, known_regions, supported_labels
+from emr.releases import EMR_REGIONS_PAGE, JOB_SPARK_VERSION, known_regions, supported_labels
 from infra.sizing import INSTANCE_TYPES
 from model.config_kit import Allowed
 
@@ -56,13 +56,13 @@ def kafka_version_supported(value: str) -> bool:
 Domain = Annotated[str, _matches(DOMAIN_PATTERN, "2-31 lowercase letters/digits, starting a-z")]
 _REGIONS_ALLOWED: Final = (
     f"a Region where Amazon EMR runs, such as eu-west-1 ({EMR_REGIONS_PAGE}; "
-    "infra/releases.py EMR_REGIONS)"
+    "emr/releases.py EMR_REGIONS)"
 )
 Region = Annotated[str, _listed(known_regions, _REGIONS_ALLOWED)]
 Account = Annotated[str, _matches(ACCOUNT_PATTERN, "12 digits or null")]
 _LABELS_ALLOWED: Final = (
     f"a release label whose Spark is the job's {JOB_SPARK_VERSION}: "
-    f"{', '.join(supported_labels())} (infra/releases.py)"
+    f"{', '.join(supported_labels())} (emr/releases.py)"
 )
 ReleaseLabel = Annotated[str, _listed(supported_labels, _LABELS_ALLOWED)]
 Ec2InstanceType = Annotated[

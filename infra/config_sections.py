@@ -12,6 +12,7 @@ from typing import Annotated, Final, Literal, Self
 
 from pydantic import Field, PositiveInt, model_validator
 
+from emr.releases import DEFAULT_RELEASE_LABEL, Release, release_for
 from infra.config_fields import (
     MSK_BROKER_TYPE_PATTERN,
     TLS_ZIP_URI_PATTERN,
@@ -26,7 +27,6 @@ from infra.config_fields import (
     VpcId,
     kafka_version_supported,
 )
-from infra.releases import DEFAULT_RELEASE_LABEL, Release, release_for
 from model import contract
 from model.config import JobSettings, MaxMessageBytes
 from model.config_kit import Allowed, ConfigModel, JsonTuple, at_least, bad_value
@@ -95,7 +95,7 @@ class EmrConfig(ConfigModel):
     # No default: every deployment names its own.
     tls_certificates_s3_uri: TlsZipUri
     # The job's interpreter on the nodes; None: the release's first listed
-    # Python (infra/releases.py). emr-spark-8.1.0 lists 3.11 and 3.13 only.
+    # Python (emr/releases.py). emr-spark-8.1.0 lists 3.11 and 3.13 only.
     python: str | None = None
     # The delete-time function that revokes EMR's rules between the cluster's
     # managed groups (infra/constructs/sg_cleanup.py): a few EC2 calls; Lambda
@@ -120,7 +120,7 @@ class EmrConfig(ConfigModel):
 
     @property
     def applications(self) -> tuple[str, ...]:
-        """What ``AWS::EMR::Cluster.Applications`` names for this release (infra/releases.py)."""
+        """What ``AWS::EMR::Cluster.Applications`` names for this release (emr/releases.py)."""
         return self.release.applications
 
     @property

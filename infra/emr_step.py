@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from infra.releases import DEFAULT_RELEASE_LABEL, release_for
+from artifacts.packaging import ENTRY_POINT, JOB_CONFIG_FILE, PACKAGE_ZIP
+from emr.releases import DEFAULT_RELEASE_LABEL, release_for
 from model import contract
 from model.config import JobConfig
 from model.jvm import JAR_NAME as JOB_JAR
@@ -40,9 +41,6 @@ ActionOnFailure = Literal["CONTINUE", "CANCEL_AND_WAIT"]
 COMMAND_RUNNER: Final = "command-runner.jar"
 LAUNCHER_PATH: Final = "/usr/local/bin/streaming-spark-submit"
 JARS_DIR: Final = "/opt/streaming/jars"
-PACKAGE_ZIP: Final = "app.zip"
-ENTRY_POINT: Final = "main.py"
-JOB_CONFIG_FILE: Final = "job-config.json"
 # After the job's driver exits, YARN still releases containers and marks the
 # application finished: the launcher's wait allows for that on top of the job's
 # own graceful stop bound.

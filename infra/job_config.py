@@ -22,7 +22,7 @@ def source_choice(
 ) -> tuple[SourceFormat, str]:
     """The Kinesis reader the instance's job runs, and why: ``override`` (the
     local run's), else the instance's ``job.source.format``, else its EMR
-    release's default (infra/releases.py). ``make preflight`` prints the same."""
+    release's default (emr/releases.py). ``make preflight`` prints the same."""
     release = instance.emr.release
     if override is not None:
         return override, "the local run reads the emulator with the Python source"

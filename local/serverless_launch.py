@@ -12,11 +12,11 @@ What comes from where, so that what would fail on EMR Serverless fails here:
 * the application's ``spark-defaults``
   (:func:`infra.serverless.job_run.application_spark_defaults`, the instance's
   serverless shape);
-* the job package staged as a deploy stages it (:func:`infra.packaging.stage_package`:
+* the job package staged as a deploy stages it (:func:`artifacts.packaging.stage_package`:
   ``app.zip``, ``main.py``, the jar) plus the local job config as
   ``job-config.json``;
 * the dependency archive built from the same lock for this machine
-  (``build/serverless/local``, :mod:`infra.serverless_archive`).
+  (``build/serverless/local``, :mod:`artifacts.serverless_archive`).
 
 Every ``s3://`` URI of the request is mapped to a local file
 (:class:`ArtifactMap`): a URI that maps to no file (a wrong entry point, a
@@ -53,20 +53,19 @@ from typing import Any, Final
 
 import pyspark
 
-from infra.emr_step import JOB_CONFIG_FILE, PACKAGE_ZIP
-from infra.packaging import stage_package
-from infra.serverless.job_run import (
-    JobRunSpec,
-    application_spark_defaults,
-    restart_budget_split,
-    start_job_run_request,
-)
-from infra.serverless_archive import (
+from artifacts.packaging import JOB_CONFIG_FILE, PACKAGE_ZIP, stage_package
+from artifacts.serverless_archive import (
     ARCHIVE_ALIAS,
     ARCHIVE_FILE,
     PACKAGE_ALIAS,
     archive_path,
     archive_spark_conf,
+)
+from infra.serverless.job_run import (
+    JobRunSpec,
+    application_spark_defaults,
+    restart_budget_split,
+    start_job_run_request,
 )
 from job.driver import local_work_dir
 from local.job_process import REPO_ROOT, JobProcess, job_environment, write_config

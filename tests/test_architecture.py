@@ -2,7 +2,12 @@
 
 contract <- the shared model (``model``: no Spark, no pyiceberg, no pyarrow)
 <- the job (``job``: the PySpark code that ships to EMR). ``infra`` and
-``ops`` import the model and never the job; the operator commands
+``ops`` import the model and never the job; ``infra`` builds on the build
+tools (``artifacts``: the jar, the serverless archive, the staged packages),
+which import the model and the EMR release facts (``emr``, pure data that
+imports nothing of the project) and never ``infra``; no module of ``infra``
+imports pyspark, not even inside a function (the jar's build, which does, is
+in ``artifacts``), so synth runs without the Spark wheel; the operator commands
 (``scripts``) import the job only to read the table (:mod:`job.table.catalog`,
 pyiceberg); the local harness (``local``) and the benchmarks (``bench``) run
 Spark and may import both. The job is what ships to EMR: if it imported the
@@ -27,7 +32,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PACKAGES = frozenset(
-    {"model", "job", "infra", "ops", "local", "scripts", "bench", "integ", "tests"}
+    {
+        "model",
+        "emr",
+        "job",
+        "infra",
+        "artifacts",
+        "ops",
+        "local",
+        "scripts",
+        "bench",
+        "integ",
+        "tests",
+    }
 )
 
 # What each layer may import from the project (besides itself). The contract
@@ -36,13 +53,15 @@ CONTRACT = "model.contract"
 ALLOWED: dict[str, frozenset[str]] = {
     CONTRACT: frozenset(),
     "model": frozenset({"model"}),
+    "emr": frozenset({"emr"}),
     "job": frozenset({"model", "job"}),
-    "infra": frozenset({"model", "infra"}),
-    "ops": frozenset({"model", "infra", "ops"}),
-    "local": frozenset({"model", "job", "infra", "ops", "local"}),
-    "scripts": frozenset({"model", "job", "infra", "ops", "scripts"}),
-    "bench": frozenset({"model", "job", "infra", "ops", "local", "bench"}),
-    "integ": frozenset({"model", "infra", "ops", "integ"}),
+    "artifacts": frozenset({"model", "emr", "artifacts"}),
+    "infra": frozenset({"model", "emr", "artifacts", "infra"}),
+    "ops": frozenset({"model", "emr", "artifacts", "infra", "ops"}),
+    "local": frozenset({"model", "emr", "job", "artifacts", "infra", "ops", "local"}),
+    "scripts": frozenset({"model", "emr", "job", "artifacts", "infra", "ops", "scripts"}),
+    "bench": frozenset({"model", "emr", "job", "artifacts", "infra", "ops", "local", "bench"}),
+    "integ": frozenset({"model", "emr", "artifacts", "infra", "ops", "integ"}),
 }
 # The model's modules import none of these, anywhere (inside functions too):
 # infra, ops and the operator commands import the model where the Spark wheel
@@ -128,10 +147,10 @@ def test_the_source_tree_follows_the_dependency_direction() -> None:
     assert not found, "\n".join(str(v) for v in found)
 
 
-def heavy_imports(root: Path) -> list[str]:
-    """``path:line: module`` for every import of :data:`HEAVY` in the model."""
+def heavy_imports(root: Path, package: str = "model") -> list[str]:
+    """``path:line: module`` for every import of :data:`HEAVY` in ``package``."""
     found: list[str] = []
-    for path in sorted((root / "model").rglob("*.py")):
+    for path in sorted((root / package).rglob("*.py")):
         module = module_name(root, path)
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for line, target in imported_modules(tree, module, path.name == "__init__.py"):
@@ -143,6 +162,37 @@ def heavy_imports(root: Path) -> list[str]:
 def test_the_model_imports_no_spark() -> None:
     found = heavy_imports(ROOT)
     assert not found, "\n".join(found)
+
+
+# The CDK app runs where the Spark wheel is not installed (make synth-light):
+# none of its modules imports pyspark (or the other heavy packages), not even
+# inside a function. What needs Spark to build lives in ``artifacts``.
+def test_the_cdk_app_imports_no_spark() -> None:
+    found = heavy_imports(ROOT, "infra")
+    assert not found, "\n".join(found)
+    assert pyspark_import_mentions(ROOT) == []
+
+
+_PYSPARK_IMPORT = "import " + "pyspark"
+
+
+def pyspark_import_mentions(root: Path, package: str = "infra") -> list[str]:
+    """``path:line`` of every line of ``package`` that says ``import pyspark``
+    as text: also in a snippet a module would hand to a child interpreter."""
+    return [
+        f"{path.relative_to(root)}:{number}"
+        for path in sorted((root / package).rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _PYSPARK_IMPORT in line
+    ]
+
+
+def test_a_pyspark_import_in_the_cdk_app_is_reported(tmp_path: Path) -> None:
+    _write(tmp_path, "infra/a.py", "def f():\n    import pyspark  # optional: x\n")
+    _write(tmp_path, "infra/b.py", 'SNIPPET = "from x import y; import pyspark"\n')
+    _write(tmp_path, "artifacts/job_jar.py", "def f():\n    import pyspark  # optional: x\n")
+    assert heavy_imports(tmp_path, "infra") == ["infra/a.py:2: pyspark"]
+    assert pyspark_import_mentions(tmp_path) == ["infra/a.py:2", "infra/b.py:1"]
 
 
 def test_a_heavy_import_in_the_model_is_reported(tmp_path: Path) -> None:
@@ -195,6 +245,10 @@ def _write(root: Path, relative: str, text: str) -> None:
         ("ops/producer.py", "from local.emulators import Endpoints\n", "local.emulators.Endpoints"),
         ("ops/events.py", "from scripts import status\n", "scripts.status"),
         ("bench/b.py", "from scripts.reprocess import main\n", "scripts.reprocess.main"),
+        ("artifacts/packaging.py", "from infra.emr_step import X\n", "infra.emr_step.X"),
+        ("emr/releases.py", "from model import config\n", "model.config"),
+        ("model/config.py", "from emr.releases import release_for\n", "emr.releases.release_for"),
+        ("job/driver.py", "from artifacts import job_jar\n", "artifacts.job_jar"),
     ],
 )
 def test_a_wrong_direction_import_is_reported(
@@ -221,6 +275,8 @@ def test_allowed_directions_are_not_reported(tmp_path: Path) -> None:
     _write(tmp_path, "local/harness.py", "from ops.producer import put_all\n")
     _write(tmp_path, "scripts/produce.py", "from ops.producer import put_all\n")
     _write(tmp_path, "bench/c.py", "from ops.events import generate\n")
+    _write(tmp_path, "infra/d.py", "from artifacts.packaging import stage_files\n")
+    _write(tmp_path, "artifacts/e.py", "from emr.releases import release_for\nimport model.jvm\n")
     assert violations(tmp_path) == []
 
 
@@ -308,7 +364,18 @@ def test_an_outside_reference_is_found(tmp_path: Path) -> None:
 # An import inside a function stays there only where a cycle or an optional
 # dependency forces it, and says which on its line, so a reader sees why it
 # is not at the top.
-PRODUCTION_PACKAGES = ("model", "job", "infra", "ops", "local", "scripts", "bench", "integ")
+PRODUCTION_PACKAGES = (
+    "model",
+    "emr",
+    "job",
+    "infra",
+    "artifacts",
+    "ops",
+    "local",
+    "scripts",
+    "bench",
+    "integ",
+)
 _REASON = re.compile(r"#\s*(optional|cycle)\b")
 
 

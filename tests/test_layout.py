@@ -29,7 +29,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("model", "job", "infra", "ops", "local", "scripts", "bench", "integ")
+PACKAGES = (
+    "model",
+    "emr",
+    "job",
+    "infra",
+    "artifacts",
+    "ops",
+    "local",
+    "scripts",
+    "bench",
+    "integ",
+)
 # Entry points with no logic of their own: ``python -m <package>`` shims.
 ENTRY_FILES = frozenset({"__init__.py", "__main__.py"})
 
@@ -48,9 +59,9 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "infra.constructs.logs_key": ("tests/infra/constructs/test_tuning.py", ""),
     "infra.serverless.app": ("tests/infra/supervisor/test_serverless.py", ""),
     "infra.emr_step": ("tests/infra/serverless/test_job_run.py", ""),
-    "infra.packaging": ("tests/infra/supervisor/test_serverless.py", ""),
+    "artifacts.packaging": ("tests/infra/supervisor/test_serverless.py", ""),
     "infra.prices": ("tests/infra/test_cost.py", ""),
-    "infra.releases": ("tests/infra/test_config.py", ""),
+    "emr.releases": ("tests/infra/test_config.py", ""),
     "infra.s3_keys": ("tests/infra/supervisor/test_handler.py", ""),
     "infra.stacks.application": ("tests/infra/stacks/test_instance_schema.py", ""),
     "infra.stacks.streaming_stack": (

@@ -5,8 +5,9 @@ Spark wheel (about 400 MB) need not be installed: a synth-only CI, an
 operator's laptop. They import the shared model (``model/``) for names and
 settings, and a module-level ``import pyspark`` anywhere on that path would
 make every one of them need the wheel. The architecture test reads imports as
-text; this one runs them: every module of ``model/``, ``infra/``, ``scripts/``
-and ``ops/`` is imported in a child process where ``pyspark`` cannot be
+text; this one runs them: every module of ``model/``, ``emr/``, ``infra/``, ``artifacts/``
+(whose jar build imports pyspark only inside its functions), ``scripts/`` and
+``ops/`` is imported in a child process where ``pyspark`` cannot be
 imported, and a failure names the module and the project module whose import
 line pulled pyspark in.
 """
@@ -20,7 +21,7 @@ from tests.child_process import probe
 
 ROOT = Path(__file__).resolve().parents[1]
 
-LIGHT_PACKAGES = ("model", "infra", "scripts", "ops")
+LIGHT_PACKAGES = ("model", "emr", "infra", "artifacts", "scripts", "ops")
 
 # Run in the child, where pyspark cannot be imported: each module imported in
 # turn; per failing module, the project frames of its traceback.

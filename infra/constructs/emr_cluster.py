@@ -67,7 +67,7 @@ def cluster_configurations(
 # IMDSv2 only on every node: a request to the instance metadata service needs
 # a session token (a PUT), so an SSRF-style GET cannot read the job role's
 # credentials. Both fields are required together; EMR components use IMDSv2
-# from EMR 5.32 / 6.2 on, so every release of infra/releases.py (emr-spark-8.x)
+# from EMR 5.32 / 6.2 on, so every release of emr/releases.py (emr-spark-8.x)
 # supports it; hop limit 1 (the default) keeps the token on the node: Spark's
 # YARN containers are processes of the node, not containers with a network hop
 # (https://docs.aws.amazon.com/emr/latest/ManagementGuide/emr-create-security-configuration.html#emr-security-configuration-imdsv2).
@@ -215,7 +215,7 @@ class EmrCluster(Construct):
             "Cluster",
             name=props.cluster_name,
             release_label=config.release_label,
-            # Per release label (infra/releases.py): emr-spark-8.x has no "Hadoop" application.
+            # Per release label (emr/releases.py): emr-spark-8.x has no "Hadoop" application.
             applications=[
                 emr.CfnCluster.ApplicationProperty(name=name) for name in config.applications
             ],

@@ -2,7 +2,7 @@
 
 ``cdk deploy`` alone leaves a cluster running the job: the job package, the
 locked dependency lists, the bootstrap scripts and the per-instance job config
-are built at synth time (:mod:`infra.packaging`: offline, deterministic bytes)
+are built at synth time (:mod:`artifacts.packaging`: offline, deterministic bytes)
 and uploaded to the instance's artifacts bucket; the cluster's bootstrap actions install the locked
 Python packages and the pinned jars on every node; the EMR step (built by
 :func:`infra.emr_step.build_step`, the same function ``make redeploy`` uses)
@@ -48,6 +48,13 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct, IDependable
 
+from artifacts.packaging import (
+    BOOTSTRAP_LIB,
+    JOB_CONFIG_FILE,
+    REPO_ROOT,
+    stage_bootstrap,
+    stage_package,
+)
 from infra.config import InstanceConfig
 from infra.config_sections import RetentionConfig
 from infra.constructs.helper_lambdas import DeploymentHandlerAccess
@@ -55,7 +62,6 @@ from infra.constructs.instance import removal_policy
 from infra.emr_step import (
     CLUSTER_ID_OUTPUT,
     JARS_DIR,
-    JOB_CONFIG_FILE,
     STEP_SPEC_OUTPUT,
     LockedJar,
     StepSpec,
@@ -63,7 +69,6 @@ from infra.emr_step import (
     read_jar_lock,
     stop_timeout_for,
 )
-from infra.packaging import BOOTSTRAP_LIB, REPO_ROOT, stage_bootstrap, stage_package
 from model import contract
 from model.config import JobConfig
 
@@ -94,7 +99,7 @@ class JobDeploymentProps:
     artifacts_bucket: s3.IBucket
     job_config: JobConfig
     # The job's interpreter on the nodes: the instance's ``emr.job_python``
-    # (one the release ships, infra/releases.py).
+    # (one the release ships, emr/releases.py).
     python: str
     jar_artifacts: tuple[str, ...] = DEFAULT_JARS
     jar_repository: str = MAVEN_CENTRAL

@@ -69,13 +69,14 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct, IDependable
 
+from artifacts.packaging import PACKAGE_ZIP, REPO_ROOT, content_digest, stage_files
+from artifacts.serverless_archive import ARCHIVE_FILE, archive_path, archive_spark_conf
 from infra.config import InstanceConfig
 from infra.constructs.instance import stack_output
 from infra.constructs.job_deployment import JOB_PREFIX, JobDeployment
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 from infra.constructs.roles import depend_on_policy_only, service_role
-from infra.emr_step import PACKAGE_ZIP, stop_timeout_for
-from infra.packaging import REPO_ROOT, content_digest, stage_files
+from infra.emr_step import stop_timeout_for
 from infra.serverless.job_run import (
     LOG_TYPES,
     JobRunSpec,
@@ -92,13 +93,12 @@ from infra.serverless.job_run_handler import (
     HANDLER_SOURCES,
     JOB_RUN_TYPE,
 )
-from infra.serverless_archive import ARCHIVE_FILE, archive_path, archive_spark_conf
 from model import contract
 from model.config import JobConfig
 from model.lease import lease_path
 
 DEPS_PREFIX: Final = "artifacts/deps"
-# Where the archive is built for AWS (infra/serverless_archive.py).
+# Where the archive is built for AWS (artifacts/serverless_archive.py).
 TARGET_PLATFORM: Final = "aarch64"
 # Lambda allows at most 900 s (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
 LAMBDA_MAX_SEC: Final = 900
@@ -274,7 +274,7 @@ class ServerlessJob(Construct):
             log_group_name=self.log_group.log_group_name,
             # app.zip unpacked beside the dependencies, on PYTHONPATH too:
             # the Python streaming source's planner does not see --py-files
-            # (infra/serverless_archive.archive_spark_conf).
+            # (artifacts/serverless_archive.archive_spark_conf).
             archive_conf=archive_spark_conf(
                 archive_uri, shape.python, package_zip_uri=f"{package_uri}/{PACKAGE_ZIP}"
             ),

@@ -37,7 +37,7 @@ from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import Field, PositiveInt, model_validator
 
-from infra.releases import SERVERLESS_PYTHON
+from emr.releases import SERVERLESS_PYTHON
 from model.config_kit import Allowed, ConfigModel, bad_value
 
 ComputeName = Literal["emr", "serverless"]
@@ -153,7 +153,7 @@ class ServerlessConfig(ConfigModel):
     ] = 30
     # The interpreter of the Serverless image that runs the job (PYSPARK_PYTHON
     # of the driver and executors): the one setting, its default and what is
-    # unverified about it in infra/releases.py (SERVERLESS_PYTHON). Its version
+    # unverified about it in emr/releases.py (SERVERLESS_PYTHON). Its version
     # must be the dependency archive's.
     python: Annotated[
         str,
@@ -181,7 +181,7 @@ class ServerlessConfig(ConfigModel):
 NO_TLS_ON_SERVERLESS: Final = "s3://unused-on-emr-serverless/no-tls-certificates.zip"
 
 # The service's retries and the supervisor's restarts share the restart
-# budget, one each at least (infra/serverless_job_run.restart_budget_split);
+# budget, one each at least (infra/serverless/job_run.py, restart_budget_split);
 # checked before the sections are parsed (a value of the wrong type is left to
 # its own field's check).
 MIN_SERVERLESS_RESTARTS: Final = 2

@@ -18,7 +18,7 @@ has exactly the shape the API takes
 * ``jobDriver.sparkSubmit``: the same job package as the EMR step
   (infra/emr_step.py): ``main.py`` with ``--config <job-config.json>``,
   ``app.zip`` through ``--py-files``, the job's jar through ``--jars``, and the
-  Python dependency archive (infra/serverless_archive.py) through
+  Python dependency archive (artifacts/serverless_archive.py) through
   ``spark.archives`` with the interpreter's environment;
 * ``configurationOverrides.monitoringConfiguration``: driver and executor
   stdout/stderr to the instance's CloudWatch log group (only the driver's are
@@ -38,7 +38,7 @@ them) so that EMR's own additions to the class path (EMRFS, Hadoop, the Glue
 client) cannot put a second Jackson ahead of Spark's. Serverless has no
 bootstrap and no node class path to prepend to, and ``--jars`` would only add
 a copy AFTER the release's own jars. The release's Spark is the job's Spark
-(4.1.1, infra/releases.py) and its page lists Jackson 2.20, the version the
+(4.1.1, emr/releases.py) and its page lists Jackson 2.20, the version the
 lock pins (docs/deploy.md, "Pinned jars"), so the run uses the release's.
 """
 
@@ -131,7 +131,7 @@ class JobRunSpec(JobPackage):
     ``package_uri`` is the versioned S3 prefix holding ``app.zip``, ``main.py``,
     ``job-config.json`` and the job's jar (infra/constructs/job_deployment.py),
     ``archive_conf`` the dependency archive's Spark settings
-    (``infra.serverless_archive.archive_spark_conf``)."""
+    (``artifacts.serverless_archive.archive_spark_conf``)."""
 
     application_id: str
     execution_role_arn: str

@@ -17,7 +17,7 @@ As the AWS CDK project-structure sample
 * The Lambda's modules stay at this package's top, not in a ``runtime/``
   folder: the function's ``Handler`` (``infra.supervisor.handler.handler``,
   ``infra.supervisor.serverless.handler``) is their import path, written in
-  every deployed template, and :data:`infra.packaging.SUPERVISOR_FILES`
+  every deployed template, and :data:`artifacts.packaging.SUPERVISOR_FILES`
   stages exactly those modules (never the construct, which imports the CDK).
   This file is staged too: it imports nothing.
 * The local adapters live in :mod:`local.supervisor` (``harness.py``: the

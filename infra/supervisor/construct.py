@@ -91,11 +91,11 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from artifacts.packaging import REPO_ROOT, SUPERVISOR_HANDLER, stage_supervisor
 from infra.config import InstanceConfig
 from infra.constructs.alarms import SUPERVISOR_ERRORS, SUPERVISOR_NOT_RUNNING
 from infra.constructs.logs_key import encrypted_log_group, retention_days
 from infra.constructs.roles import depend_on_policy_only
-from infra.packaging import REPO_ROOT, SUPERVISOR_HANDLER, stage_supervisor
 from infra.serverless.app import grant_job_runs
 from infra.serverless.job_run import restart_budget_split
 from infra.supervisor import handler, serverless

@@ -57,7 +57,7 @@ the reason to the instance's alarm topic. Every check writes the state to
 
 Configuration comes from environment variables set by the construct (their
 names below); the code carries only stdlib, boto3 (in the Lambda runtime) and
-the few import-light modules :func:`infra.packaging.stage_supervisor` stages.
+the few import-light modules :func:`artifacts.packaging.stage_supervisor` stages.
 """
 
 from __future__ import annotations

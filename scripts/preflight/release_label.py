@@ -38,5 +38,5 @@ def release_label_result(
         name,
         False,
         f"{label} is not offered in {config.region} (found: {', '.join(labels) or 'none'})",
-        "choose a region that offers it, or a supported label in infra/releases.py",
+        "choose a region that offers it, or a supported label in emr/releases.py",
     )

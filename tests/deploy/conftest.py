@@ -20,8 +20,8 @@ from aws_cdk import aws_emr as emr
 from aws_cdk import aws_s3 as s3
 from cdk_nag import AwsSolutionsChecks
 
+from emr.releases import DEFAULT_RELEASE_LABEL, RELEASES
 from infra.constructs.job_deployment import JobDeployment, JobDeploymentProps
-from infra.releases import DEFAULT_RELEASE_LABEL, RELEASES
 from model.config import JobConfig, KafkaOptions
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """app.zip holds only what runs on EMR: the ``app`` modules the job's entry point
 imports, nothing else (no local harness, no tests, no caches, no locks).
 
-The expectation is derived independently of :func:`infra.packaging.zip_package`:
+The expectation is derived independently of :func:`artifacts.packaging.zip_package`:
 it follows the import statements from ``job/main.py`` (module level and inside
 functions), so a new module the job imports is expected without editing this
 file, and a file nobody imports is caught. The negative checks prove the
@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.emr_step import ENTRY_POINT
-from infra.packaging import JOB_PACKAGES, zip_package
+from artifacts.packaging import ENTRY_POINT, JOB_PACKAGES, zip_package
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = JOB_PACKAGES

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import packaging
+from artifacts import packaging
 from infra.config import (
     InstanceConfigError,
     load_instances,

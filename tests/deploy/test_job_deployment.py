@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from cfnlint.api import ManualArgs, lint_file
 
+from artifacts.packaging import stage_bootstrap, stage_package, zip_package
 from infra.emr_step import StepSpec, build_step
-from infra.packaging import stage_bootstrap, stage_package, zip_package
 from model.config import JobConfig
 from tests.deploy.conftest import (
     REPO,
@@ -136,7 +136,7 @@ def test_bootstrap_upload_carries_the_repository_scripts_and_locks(
 def test_package_upload_has_the_zipped_app_and_the_entry_point(synthesized: Synthesized) -> None:
     staged = asset_dir(synthesized, "PackageUpload")
     assert sorted(p.name for p in staged.iterdir()) == ["app.zip", "main.py", "streaming-job.jar"]
-    # Exactly the zip infra.packaging builds (test_app_package checks its contents).
+    # Exactly the zip artifacts.packaging builds (test_app_package checks its contents).
     assert (staged / "app.zip").read_bytes() == zip_package(synthesized.source_root)
     assert (staged / "main.py").read_bytes() == (REPO / "job" / "main.py").read_bytes()
     # The job config travels as a second source, resolved by CloudFormation.

@@ -1,6 +1,6 @@
 """The platform the job is built for, held equal in every place that names it.
 
-The release table (infra/releases.py), the pinned pyspark wheel, and the job's
+The release table (emr/releases.py), the pinned pyspark wheel, and the job's
 runtime lock must agree, or a deploy runs code tested on one Spark on another
 (Jackson, the 4.1 migration items in docs/job.md), or a node lacks the Python
 the bootstrap installs for. Spark 4.1's floors (PySpark migration guide,
@@ -16,7 +16,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from infra.releases import (
+from emr.releases import (
     DEFAULT_RELEASE_LABEL,
     JOB_SPARK_VERSION,
     RELEASES,

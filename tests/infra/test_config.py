@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from emr.releases import EMR_REGIONS, EMR_REGIONS_PAGE, release_for
 from infra.config import (
     InstanceConfig,
     InstanceConfigError,
@@ -16,7 +17,6 @@ from infra.config import (
     runs_an_emr_cluster,
 )
 from infra.config_sections import default_shard_quota
-from infra.releases import EMR_REGIONS, EMR_REGIONS_PAGE, release_for
 from model import contract
 from model.config import MIN_FETCH_TIME_SEC, JobSettings, SourceSettings
 from tests.infra.config_cases import config_error, context_of, entry_error, instance_entry
@@ -205,12 +205,12 @@ def test_the_accounts_shard_quota_raises_the_bound() -> None:
 
 @pytest.mark.parametrize("region", ["ap-northeast-9", "eu-west-9", "mars-north-1"])
 def test_a_region_where_emr_does_not_exist_is_refused(region: str) -> None:
-    """Item 3: regions come from the cited list (infra/releases.py)."""
+    """Item 3: regions come from the cited list (emr/releases.py)."""
     message = entry_error(region=region)
     assert message == (
         f"instance instances[0] (orders/{region}): field region: bad value {region!r}; "
         "allowed: a Region where Amazon EMR runs, such as eu-west-1 "
-        f"({EMR_REGIONS_PAGE}; infra/releases.py EMR_REGIONS)"
+        f"({EMR_REGIONS_PAGE}; emr/releases.py EMR_REGIONS)"
     )
 
 

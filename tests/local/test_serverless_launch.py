@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from infra import emr_step, serverless_archive
+from artifacts import serverless_archive
+from infra import emr_step
 from local import serverless_launch as sl
 from local.emulators import Endpoints
 from local.harness import build_job_config, load_example_instances

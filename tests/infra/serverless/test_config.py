@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from emr.releases import SERVERLESS_PYTHON
 from infra.config import (
     PLACEHOLDER_TLS_URI,
     InstanceConfig,
@@ -16,7 +17,6 @@ from infra.config import (
     read_cdk_context,
 )
 from infra.config_sections import LOG_RETENTION_DAYS
-from infra.releases import SERVERLESS_PYTHON
 from infra.serverless.config import (
     NO_TLS_ON_SERVERLESS,
     SERVERLESS_LOG_RETENTION_DAYS,
@@ -173,7 +173,7 @@ def test_a_serverless_instance_keeps_the_shuffle_partitions_it_was_created_with(
 
 def test_the_interpreter_is_one_setting_with_the_cited_default() -> None:
     """``serverless.python`` reaches both PYSPARK_PYTHONs of the request; its
-    default is infra/releases.py's SERVERLESS_PYTHON (cited there, its path
+    default is emr/releases.py's SERVERLESS_PYTHON (cited there, its path
     unverified: docs/serverless.md)."""
 
     default = _load(compute="serverless")

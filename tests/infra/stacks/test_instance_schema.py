@@ -21,9 +21,9 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
+from artifacts.packaging import JOB_CONFIG_FILE
 from infra.config import InstanceConfigError, load_instances
 from infra.constructs.events_table import EventsTable, EventsTableProps
-from infra.emr_step import JOB_CONFIG_FILE
 from infra.stacks.application import build_app
 from infra.table_definition import (
     DEPLOYED_DEFINITION_SHA256,

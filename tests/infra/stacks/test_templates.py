@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from emr.releases import RELEASES
 from infra.constructs.buckets import (
     ACCESS_LOGS_BUCKET_LOGICAL_ID,
     ARTIFACTS_BUCKET_LOGICAL_ID,
@@ -18,7 +19,6 @@ from infra.constructs.buckets import (
     listing_prefixes,
 )
 from infra.constructs.stream import STREAM_LOGICAL_ID
-from infra.releases import RELEASES
 from infra.sizing import size_executors
 from model import contract
 from model.spark_conf import GLUE_HIVE_SITE

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra.packaging import SUPERVISOR_HANDLER, stage_supervisor
+from artifacts.packaging import SUPERVISOR_HANDLER, stage_supervisor
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -22,7 +22,7 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.emrserverless.models import emrserverless_backends
 
-from infra.packaging import stage_supervisor
+from artifacts.packaging import stage_supervisor
 from infra.serverless.app import stage_handler
 from infra.serverless.job_run_handler import HANDLER
 from infra.supervisor import handler, serverless

@@ -17,4 +17,4 @@ def test_release_label_missing_in_the_region_fails_with_the_fix() -> None:
     result = release_label.check_release_label(_config(), clients)
     assert not result.ok
     assert "emr-spark-8.1.0 is not offered in eu-west-1 (found: emr-7.10.0)" in result.detail
-    assert "infra/releases.py" in result.fix
+    assert "emr/releases.py" in result.fix

@@ -7,9 +7,9 @@ built here, never downloaded:
 against the jars of the pinned pyspark wheel, which hold every Spark class the
 jar uses, and the classes are zipped with fixed timestamps and order, so
 the same sources and the same JDK give the same bytes and an unchanged job is
-not a new version (:func:`infra.packaging.stage_package` ships it).
+not a new version (:func:`artifacts.packaging.stage_package` ships it).
 
-``make install`` runs ``python -m infra.job_jar``; the local run, the tests
+``make install`` runs ``python -m artifacts.job_jar``; the local run, the tests
 and the benchmarks load the result through :func:`model.spark_conf.local_conf`.
 """
 

@@ -1,4 +1,4 @@
-"""infra/job_jar.py without javac: the jar is rebuilt only when its sources
+"""artifacts/job_jar.py without javac: the jar is rebuilt only when its sources
 or the Spark it compiles against change, its bytes depend on the classes
 alone (fixed timestamps and order), a missing JDK or source is one clear
 error, and a synth-only environment ships the jar ``make install`` built."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import job_jar
+from artifacts import job_jar
 from model.jvm import local_jar
 
 

@@ -1,4 +1,4 @@
-"""The EMR Serverless dependency archive (infra/serverless_archive.py): every
+"""The EMR Serverless dependency archive (artifacts/serverless_archive.py): every
 locked package at its pinned version, built for the target's platform tags,
 and the Spark settings that point the release's interpreter at it."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import serverless_archive as sa
-from infra.releases import release_for
+from artifacts import serverless_archive as sa
+from emr.releases import release_for
 
 LOCK_TEXT = (sa.REPO_ROOT / sa.LOCK).read_text(encoding="utf-8")
 

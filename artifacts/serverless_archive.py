@@ -25,7 +25,7 @@ and 3.13 ("AWS runtime for Apache Spark (emr-spark-8.1.0)", application
 versions,
 https://docs.aws.amazon.com/emr/latest/ReleaseGuide/emr-spark810-release.html;
 not 3.12). The job runs on the release's first listed Python
-(:mod:`infra.releases`, the same interpreter as the EMR cluster's), 3.11, the
+(:mod:`emr.releases`, the same interpreter as the EMR cluster's), 3.11, the
 Python the lock is compiled for. AL2023 has glibc 2.34, so manylinux wheels up
 to ``manylinux_2_34`` run there; pip expands no ``manylinux_2_*`` tag into the
 older ones, so every tag from 2_17 up is passed.
@@ -33,7 +33,7 @@ older ones, so every tag from 2_17 up is passed.
 Two platforms: ``aarch64`` (what deploys) and ``local`` (this machine's
 platform, for ``make run`` of a serverless instance: the same lock through the
 same code path). ``make install`` builds both (``python -m
-infra.serverless_archive --platform aarch64``); a rebuild first tries the
+artifacts.serverless_archive --platform aarch64``); a rebuild first tries the
 wheels already downloaded (``build/serverless/<platform>/wheels``, offline,
 hash-checked) and goes to the index only for what is missing; the bytes of an
 unchanged lock are the same archive (fixed order, times and owners).
@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from infra.releases import release_for
+from emr.releases import release_for
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 ARCHIVE_FILE: Final = "job-python-deps.tar.gz"
@@ -135,7 +135,7 @@ def archive_path(platform: str, root: Path = REPO_ROOT) -> Path:
     if not path.is_file():
         raise ArchiveError(
             f"{path} is missing: run `make install` (it builds the job's Python "
-            f"dependency archive for {platform}: python -m infra.serverless_archive "
+            f"dependency archive for {platform}: python -m artifacts.serverless_archive "
             f"--platform {platform})"
         )
     return path
@@ -301,7 +301,7 @@ def _read(tar: tarfile.TarFile, member: tarfile.TarInfo) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="infra.serverless_archive", description=__doc__)
+    parser = argparse.ArgumentParser(prog="artifacts.serverless_archive", description=__doc__)
     parser.add_argument("--platform", choices=("aarch64", "local"), action="append")
     args = parser.parse_args(argv)
     for platform in args.platform or ["aarch64", "local"]:

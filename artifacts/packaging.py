@@ -7,7 +7,7 @@ change at different speeds (``infra.constructs.job_deployment`` uploads them):
 * :func:`stage_bootstrap`: the bootstrap scripts, their shell library and the
   locks. Its hash names the S3 prefix the cluster's bootstrap actions point at.
 * :func:`stage_package`: ``app.zip`` (:func:`zip_package`), the entry point and
-  the job's JVM jar (:mod:`infra.job_jar`); its hash (which
+  the job's JVM jar (:mod:`artifacts.job_jar`); its hash (which
   also covers the job config) is the job version.
 
 Plain functions of files: no CDK here, so tests and tools can build and inspect
@@ -24,10 +24,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from infra import job_jar
-from infra.emr_step import ENTRY_POINT, JOB_CONFIG_FILE, PACKAGE_ZIP
+from artifacts import job_jar
 from model.jvm import JAR_NAME as JOB_JAR
 
+# The job package's files, as the EMR step and the serverless run name them
+# (infra/emr_step.py, infra/serverless/job_run.py): the modules' zip, the
+# spark-submit entry point, and the job's config beside them.
+PACKAGE_ZIP: Final = "app.zip"
+ENTRY_POINT: Final = "main.py"
+JOB_CONFIG_FILE: Final = "job-config.json"
 # The repository the staged files come from (the constructs' default source root).
 REPO_ROOT: Final = job_jar.ROOT
 # The bootstrap actions' shared shell helpers; each action downloads it first.
