@@ -122,7 +122,7 @@ class SourceSettings(_JobModel):
     # SubscribeToShard: enhanced fan-out, through the consumer the job
     # registers at start (either reader; job/sources/kinesis_efo.py for python-kinesis).
     consumer_type: ConsumerType = "GetRecords"
-    # None: the EMR release's default reader (infra/releases.py).
+    # None: the EMR release's default reader (emr/releases.py).
     format: SourceFormat | None = None
 
 

@@ -2,7 +2,7 @@
 
 Two parts of the job are Java (``jvm/src``), each because the Python or SQL way
 measured too slow: the de-duplication's ``StatefulProcessor`` (:mod:`job.dedup`)
-and the undeclared-key functions (:mod:`job.undeclared`). ``infra.job_jar``
+and the undeclared-key functions (:mod:`job.undeclared`). ``artifacts.job_jar``
 compiles them offline against the pinned pyspark wheel's jars into one jar. On
 EMR it travels beside ``app.zip`` (``spark-submit --jars``); locally
 :func:`model.spark_conf.local_conf` puts :func:`local_jar` on ``spark.jars``.

@@ -34,7 +34,7 @@ class ExecutorSizing:
     memory_mb: int
     # ``spark.executor.memoryOverhead`` (MB); None keeps Spark's default
     # (10 %, at least 384 MB). Set where the worker's size is fixed (EMR
-    # Serverless, infra/serverless_config.py) so the Python workers fit.
+    # Serverless, infra/serverless/config.py) so the Python workers fit.
     memory_overhead_mb: int | None = None
 
     @property
@@ -108,7 +108,7 @@ GLUE_HIVE_SITE: Final[dict[str, str]] = {
 }
 
 # Keys that only YARN reads: EMR Serverless runs no YARN; its own retry policy
-# restarts a failed streaming run (infra/serverless_job_run.py).
+# restarts a failed streaming run (infra/serverless/job_run.py).
 YARN_ONLY_PREFIX: Final = "spark.yarn."
 
 
