@@ -1,6 +1,6 @@
 """``python -m bench.requests``: the AWS requests one micro-batch makes, counted
 over a steady run of the real local pipeline, on both targets; writes
-``infra/request_counts.json``, which ``make cost`` multiplies.
+``infra/cost/request_counts.json``, which ``make cost`` multiplies.
 
 Per instance (default: the example's EMR instance, then its serverless one
 on the StartJobRun launch path), as ``make run`` runs it (local/harness.py):
@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from infra.request_counts import COUNTS_FILE, Count, TargetCounts, to_json
+from infra.cost.requests import COUNTS_FILE, Count, TargetCounts, to_json
 from local import request_log
 from local.efo_endpoint import read_stats
 from local.emulators import running_emulators

@@ -24,8 +24,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, Literal
 
-from infra.cost_lines import EMR_DEFAULT_EBS_GIB, EMR_ROOT_VOLUME_GIB
-from infra.prices import HOURS_PER_MONTH, PRICE_ROWS, PriceRow, price_index
+from infra.cost.lines import EMR_DEFAULT_EBS_GIB, EMR_ROOT_VOLUME_GIB
+from infra.cost.prices import HOURS_PER_MONTH, PRICE_ROWS, PriceRow, price_index
 from infra.sizes import BATCH_FIXED_SEC, MASTER_INSTANCE_TYPE, RECORDS_PER_CORE_SEC
 from infra.sizing import INSTANCE_TYPES, size_executors
 

@@ -313,7 +313,7 @@ class InstanceConfig(ConfigModel):
         """A shape below what ``expected_load`` needs by docs/sizing.md's model
         is refused, with the advised shape (infra/advice.py), unless the
         instance accepts it with a reason; an oversized one is only a warning,
-        printed at synth (infra/cost.py)."""
+        printed at synth (infra/cost/estimate.py)."""
         demand = demand_of(self)
         if demand is None or self.expected_load.accept_undersized:
             return self

@@ -49,7 +49,7 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "infra.constructs.serverless_app": ("tests/infra/supervisor/test_serverless.py", ""),
     "infra.emr_step": ("tests/infra/test_serverless_job_run.py", ""),
     "infra.packaging": ("tests/infra/supervisor/test_serverless.py", ""),
-    "infra.prices": ("tests/infra/test_cost.py", ""),
+    "infra.cost.prices": ("tests/infra/cost/test_estimate.py", ""),
     "infra.releases": ("tests/infra/test_config.py", ""),
     "infra.s3_keys": ("tests/infra/supervisor/test_handler.py", ""),
     "infra.stacks.application": ("tests/infra/stacks/test_instance_schema.py", ""),
