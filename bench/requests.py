@@ -37,8 +37,8 @@ from local.emulators import running_emulators
 from local.harness import LocalInstance, load_example_instances, select_instances
 from local.job_process import REPO_ROOT
 from model.polling import poll_until
-from ops import local_run
-from ops.events import MixSpec, generate, now_utc
+from producer import local_run
+from producer.events import MixSpec, generate, now_utc
 
 WORK_DIR: Final = REPO_ROOT / ".work" / "requests"
 DEFAULT_INSTANCES: Final = ("orders-ap-northeast-2", "payments-ap-northeast-2")

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("model", "job", "infra", "ops", "local", "scripts", "bench", "integ")
+PACKAGES = ("model", "job", "infra", "producer", "local", "scripts", "bench", "integ")
 # Entry points with no logic of their own: ``python -m <package>`` shims.
 ENTRY_FILES = frozenset({"__init__.py", "__main__.py"})
 
@@ -57,10 +57,10 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
         "tests/infra/stacks/test_first_deploy.py",
         "infra.stacks.application",
     ),
-    "ops.aggregation": ("tests/job/sources/test_kinesis_rows.py", ""),
-    "ops.arguments": ("tests/scripts/test_arguments.py", "ops.producer"),
-    "ops.events": ("tests/ops/test_stream_writer.py", ""),
-    "ops.local_run": ("tests/scripts/test_produce.py", ""),
+    "producer.aggregation": ("tests/job/sources/test_kinesis_rows.py", ""),
+    "producer.arguments": ("tests/scripts/test_arguments.py", "producer.producer"),
+    "producer.events": ("tests/producer/test_stream_writer.py", ""),
+    "producer.local_run": ("tests/scripts/test_produce.py", ""),
     "integ.app": ("tests/integ/test_check.py", ""),
     "local.harness": ("tests/local/test_efo_endpoint.py", ""),
     "local.maintain": ("tests/job/table/test_commit.py", ""),
