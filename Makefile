@@ -63,7 +63,7 @@ serverless-archives: $(SERVERLESS_ARCHIVES) ## Build the job's Python dependency
 install: $(STAMP) $(JOB_JAR) $(SERVERLESS_ARCHIVES) ## Create/reuse .venv, install the pinned Python and npm dependencies, build the job's jar and the serverless dependency archives
 
 .PHONY: check
-check: $(STAMP) ## ruff (lint + format check) and mypy strict on model/, emr/, job/, infra/, artifacts/, ops/, local/, bench/, scripts/, integ/
+check: $(STAMP) ## ruff (lint + format check) and mypy strict on model/, emr/, job/, infra/, artifacts/, producer/, local/, bench/, scripts/, integ/
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

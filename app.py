@@ -3,14 +3,14 @@
 declared under the ``streaming`` context key, and one per region's shared
 stack. Configuration is read and validated once, here, before any construct
 exists. After synthesis, one line per stack on stderr says what it costs a
-month (infra/cost.py; stdout stays the CLI's, so ``cdk synth --quiet`` prints
+month (infra/cost/estimate.py; stdout stays the CLI's, so ``cdk synth --quiet`` prints
 nothing else). Invalid configuration prints its problems, one line each, and
 exits non-zero without a traceback."""
 
 import sys
 
 from infra.config import InstanceConfigError
-from infra.cost import NO_LOAD, synth_line, synth_line_at
+from infra.cost.estimate import NO_LOAD, synth_line, synth_line_at
 from infra.stacks.application import build_app
 from infra.stacks.shared_stack import SharedRegionStack
 

@@ -40,7 +40,7 @@ from bench.read_loops import Loop, efo_loops, poll_loops, raise_failed, seen_by
 from local.efo_endpoint import read_stats
 from local.emulators import LOOPBACK, start_efo_endpoint, start_moto
 from local.summary import percentile
-from ops.stream_writer import ensure_stream, kinesis_client
+from producer.stream_writer import ensure_stream, kinesis_client
 
 NAME: Final = "efo"
 STREAM: Final = "bench-efo"

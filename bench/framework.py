@@ -34,7 +34,7 @@ import psutil  # type: ignore[import-untyped]
 from job.session import build_session
 from local.emulators import running_emulators
 from model.spark_conf import local_conf
-from ops.local_run import FAKE_CREDENTIALS
+from producer.local_run import FAKE_CREDENTIALS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -52,8 +52,8 @@ from bench.framework import Context, bars, figure, machine_load, summary, write_
 from job.sources.kinesis_python import register
 from job.sources.kinesis_rows import records_to_batch
 from model.polling import poll_until
-from ops.events import MixSpec, generate, now_utc
-from ops.stream_writer import ensure_stream, kinesis_client, put_all
+from producer.events import MixSpec, generate, now_utc
+from producer.stream_writer import ensure_stream, kinesis_client, put_all
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

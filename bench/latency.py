@@ -61,12 +61,12 @@ from bench.latency_produce import STREAM, produce, produce_elsewhere
 from bench.read_loops import Loop, poll_loops, raise_failed, seen_by
 from bench.stream import job_config, progress_events
 from local.emulators import LOOPBACK, start_moto
-from ops.events import MixSpec, expected_ids, generate, now_utc
-from ops.stream_writer import ensure_stream, kinesis_client
+from producer.events import MixSpec, expected_ids, generate, now_utc
+from producer.stream_writer import ensure_stream, kinesis_client
 
 if TYPE_CHECKING:
     from model.config import JobConfig
-    from ops.events import SampleRecord
+    from producer.events import SampleRecord
 
 NAME: Final = "latency"
 BAR_P99_SEC: Final = 5.0

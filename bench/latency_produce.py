@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ops.stream_writer import kinesis_client, put_all
+from producer.stream_writer import kinesis_client, put_all
 
 if TYPE_CHECKING:
-    from ops.events import SampleRecord
+    from producer.events import SampleRecord
 
 STREAM: Final = "bench-latency"
 PUTS_PER_SECOND: Final = 10

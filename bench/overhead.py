@@ -42,7 +42,7 @@ from bench import stream
 from bench.framework import REGION, Context, bars, figure, summary, write_result
 from bench.latency import own_moto
 from bench.latency_job import start_job_query
-from ops.stream_writer import ensure_stream, kinesis_client
+from producer.stream_writer import ensure_stream, kinesis_client
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery

@@ -1,6 +1,6 @@
 """``python -m bench.requests``: the AWS requests one micro-batch makes, counted
 over a steady run of the real local pipeline, on both targets; writes
-``infra/request_counts.json``, which ``make cost`` multiplies.
+``infra/cost/request_counts.json``, which ``make cost`` multiplies.
 
 Per instance (default: the example's EMR instance, then its serverless one
 on the StartJobRun launch path), as ``make run`` runs it (local/harness.py):
@@ -30,15 +30,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from infra.request_counts import COUNTS_FILE, Count, TargetCounts, to_json
+from infra.cost.requests import COUNTS_FILE, Count, TargetCounts, to_json
 from local import request_log
 from local.efo_endpoint import read_stats
 from local.emulators import running_emulators
 from local.harness import LocalInstance, load_example_instances, select_instances
 from local.job_process import REPO_ROOT
 from model.polling import poll_until
-from ops import local_run
-from ops.events import MixSpec, generate, now_utc
+from producer import local_run
+from producer.events import MixSpec, generate, now_utc
 
 WORK_DIR: Final = REPO_ROOT / ".work" / "requests"
 DEFAULT_INSTANCES: Final = ("orders-ap-northeast-2", "payments-ap-northeast-2")

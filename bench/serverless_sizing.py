@@ -44,8 +44,8 @@ from bench.framework import Context, bars, code_version, figure, machine_load, w
 from local import serverless_launch
 from local.harness import LocalInstance, load_example_instances
 from local.metrics import cloudwatch_client, read_published
-from ops.events import MixSpec, generate, now_utc
-from ops.local_run import JOB_CONFIG_FILE
+from producer.events import MixSpec, generate, now_utc
+from producer.local_run import JOB_CONFIG_FILE
 
 NAME: Final = "serverless_sizing"
 INSTANCE: Final = "orders-eu-west-1"

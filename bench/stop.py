@@ -2,7 +2,7 @@
 
 The job's own ``job.query.run`` (its gate, its marker check, its main loop;
 metrics off) runs on a moto stream of 2 shards that a child producer
-(the job's record mix, ``ops.events``, new ids every second) fills at 1,000 records/s
+(the job's record mix, ``producer.events``, new ids every second) fills at 1,000 records/s
 for the whole benchmark, on a 1 s trigger. Each of the stops waits until the
 (re)started query has run a few batches with data, waits a random 0-2
 triggers, writes the stop marker and times until ``run`` returns (the query
@@ -54,7 +54,7 @@ from local.table import sql_catalog
 from model.config import JobConfig
 from model.graceful_stop import StopRequest
 from model.polling import poll_until
-from ops.stream_writer import ensure_stream, kinesis_client
+from producer.stream_writer import ensure_stream, kinesis_client
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -75,8 +75,8 @@ STOP_TIMEOUT_SEC: Final = 300.0
 # at a time (new ids each round), put at RATE, until it is killed.
 PRODUCER: Final = """
 import itertools, sys
-from ops.events import MixSpec, generate, now_utc
-from ops.stream_writer import kinesis_client, put_all
+from producer.events import MixSpec, generate, now_utc
+from producer.stream_writer import kinesis_client, put_all
 stream, region, endpoint, rate = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 client = kinesis_client(region, endpoint)
 for second in itertools.count():

@@ -36,7 +36,7 @@ from local.failures import ensure_topic
 from local.table import sql_catalog
 from model.config import JobConfig
 from model.kafka_settings import KafkaSettings
-from ops.events import MixSpec, generate, now_utc
+from producer.events import MixSpec, generate, now_utc
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -88,7 +88,7 @@ UNDECLARED_SHARE: Final = 0.10
 def mixed_records(
     count: int, prefix: str, seed: int = 7, undeclared_share: float = 0.0
 ) -> list[bytes]:
-    """The job's record mix (``ops.events``): 2 % malformed, 5 % re-sent ids,
+    """The job's record mix (``producer.events``): 2 % malformed, 5 % re-sent ids,
     ``undeclared_share`` of the valid events with one undeclared key."""
     spec = MixSpec(
         count=count,

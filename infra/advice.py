@@ -24,10 +24,15 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, Literal
 
-from infra.cost_lines import EMR_DEFAULT_EBS_GIB, EMR_ROOT_VOLUME_GIB
-from infra.prices import HOURS_PER_MONTH, PRICE_ROWS, PriceRow, price_index
-from infra.sizes import BATCH_FIXED_SEC, MASTER_INSTANCE_TYPE, RECORDS_PER_CORE_SEC
-from infra.sizing import INSTANCE_TYPES, size_executors
+from infra.cost.lines import EMR_DEFAULT_EBS_GIB, EMR_ROOT_VOLUME_GIB
+from infra.cost.prices import HOURS_PER_MONTH, PRICE_ROWS, PriceRow, price_index
+from infra.sizing import (
+    BATCH_FIXED_SEC,
+    INSTANCE_TYPES,
+    MASTER_INSTANCE_TYPE,
+    RECORDS_PER_CORE_SEC,
+    size_executors,
+)
 
 if TYPE_CHECKING:
     from infra.config import InstanceConfig
@@ -79,7 +84,7 @@ REPLICATION: Final = 3
 OVERSIZED: Final = 4.0
 
 # The EMR shapes the advice picks from, Graviton only (the release lists m7g
-# from xlarge up: infra/sizes.py): a core type and its executor cores.
+# from xlarge up: infra/sizing.py): a core type and its executor cores.
 EMR_CANDIDATES: Final = (("m7g.xlarge", 2), ("m7g.2xlarge", 4))
 MAX_CORE_NODES: Final = 40
 

@@ -59,8 +59,7 @@ from infra.serverless.config import (
     ServerlessConfig,
     serverless_problem,
 )
-from infra.sizes import SIZES, STATE_PARTITIONS, SizeName
-from infra.sizing import size_executors
+from infra.sizing import SIZES, STATE_PARTITIONS, SizeName, size_executors
 from infra.table_definition import (
     DEPLOYED_DEFINITION_SHA256,
     database_prefix,
@@ -112,7 +111,7 @@ class InstanceConfig(ConfigModel):
     domain: Domain
     region: Region
     account: Account | None = None
-    # Consistent defaults for a domain's volume (infra/sizes.py); explicit fields win.
+    # Consistent defaults for a domain's volume (infra/sizing.py); explicit fields win.
     size: SizeName | None = None
     removal_policy: RemovalPolicyName = "RETAIN"
     termination_protection: bool = False
@@ -127,7 +126,7 @@ class InstanceConfig(ConfigModel):
     supervisor: SupervisorConfig = Field(default_factory=SupervisorConfig)
     # The de-duplication state's partitions (the job's
     # spark.sql.shuffle.partitions) for a NEW checkpoint; null: the size's
-    # (infra/sizes.py STATE_PARTITIONS), else one per executor core. A deployed
+    # (infra/sizing.py STATE_PARTITIONS), else one per executor core. A deployed
     # instance keeps deployed.shuffle_partitions (docs/sizing.md, "Executors and cores").
     state_partitions: PositiveInt | None = None
     # Where the job runs, and the EMR Serverless shape (infra/serverless/config.py).
@@ -313,7 +312,7 @@ class InstanceConfig(ConfigModel):
         """A shape below what ``expected_load`` needs by docs/sizing.md's model
         is refused, with the advised shape (infra/advice.py), unless the
         instance accepts it with a reason; an oversized one is only a warning,
-        printed at synth (infra/cost.py)."""
+        printed at synth (infra/cost/estimate.py)."""
         demand = demand_of(self)
         if demand is None or self.expected_load.accept_undersized:
             return self

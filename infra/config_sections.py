@@ -288,7 +288,7 @@ class KafkaConfig(ConfigModel):
     broker_count: PositiveInt = 3
     broker_volume_gib: PositiveInt = 100
     # The created cluster's CloudWatch metrics; above DEFAULT they bill as
-    # custom metrics (infra/cost_lines.py). ``size`` sets DEFAULT or PER_BROKER.
+    # custom metrics (infra/cost/lines.py). ``size`` sets DEFAULT or PER_BROKER.
     enhanced_monitoring: Literal["DEFAULT", "PER_BROKER", "PER_TOPIC_PER_BROKER"] = "PER_BROKER"
     topic_partitions: PositiveInt = 6
     topic_replication_factor: PositiveInt = 3
@@ -359,7 +359,7 @@ class KafkaConfig(ConfigModel):
 
 class ExpectedLoadConfig(ConfigModel):
     """The load the instance is expected to carry: ``make cost`` prices the
-    lines that grow with volume from it (infra/cost_lines.py), and synth checks
+    lines that grow with volume from it (infra/cost/lines.py), and synth checks
     the shape against what it needs (infra/advice.py). Zero: not declared, the
     volume lines are priced at nothing and no shape is advised.
 

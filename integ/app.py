@@ -26,7 +26,7 @@ from infra.config import CONTEXT_KEY, InstanceConfigError
 from infra.stacks.application import build_app
 from infra.stacks.streaming_stack import StreamingStack
 from model import contract
-from ops.events import MixSpec, generate
+from producer.events import MixSpec, generate
 
 CONFIG_PATH: Final = Path(__file__).with_name("config.json")
 # How long the assertions wait for the job (a first serverless start pulls the

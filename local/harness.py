@@ -36,15 +36,15 @@ from model.exit_record import ExitRecord, ExitRecordError, read_exit_record
 from model.lease import JobState, file_lease_state, lease_path
 from model.polling import poll_until, wait_for
 from model.record import column_name
-from ops.events import EventSchema
-from ops.local_run import (
+from producer.events import EventSchema
+from producer.local_run import (
     FAKE_CREDENTIALS,
     JOB_CONFIG_FILE,
     PRODUCED_DIR,
     OutsideProduce,
     read_outside,
 )
-from ops.stream_writer import ProduceReport, ensure_stream, kinesis_client, put_all
+from producer.stream_writer import ProduceReport, ensure_stream, kinesis_client, put_all
 
 # An on-demand stream has no shard count in the config; moto creates 4 shards
 # for ON_DEMAND, as Kinesis does.
@@ -226,8 +226,8 @@ class LocalInstance:
         on_progress: Callable[[int], None] | None = None,
     ) -> ProduceReport:
         """Put ``records``; ``aggregate_size``/``aggregate_share``: KPL
-        aggregation (:func:`ops.producer.plan_entries`); ``on_progress``: the
-        records sent so far (:func:`ops.producer.put_all`)."""
+        aggregation (:func:`producer.producer.plan_entries`); ``on_progress``: the
+        records sent so far (:func:`producer.producer.put_all`)."""
         report = put_all(
             self.kinesis,
             self.config.stream_name,
@@ -246,7 +246,7 @@ class LocalInstance:
 
     def outside(self) -> list[OutsideProduce]:
         """What ``make produce --work-dir`` put into this run from outside
-        (:func:`ops.local_run.produced_dir`): accepted and counted."""
+        (:func:`producer.local_run.produced_dir`): accepted and counted."""
         return read_outside(self.root / PRODUCED_DIR)
 
     def expected_ids(self) -> set[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from model.config import JobConfig
-from ops.local_run import FAKE_CREDENTIALS
+from producer.local_run import FAKE_CREDENTIALS
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 _TERM_GRACE_SEC: Final = 30.0

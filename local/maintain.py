@@ -21,7 +21,7 @@ from job.table.catalog import load_table
 from job.table.commit import expire_snapshots
 from local.table import delete_orphans, table_exists
 from model.config import ConfigError, JobConfig
-from ops.local_run import DEFAULT_WORK_DIR, JOB_CONFIG_FILE, instances_run, job_config_path
+from producer.local_run import DEFAULT_WORK_DIR, JOB_CONFIG_FILE, instances_run, job_config_path
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

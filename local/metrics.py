@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from local.metrics_dump import MetricPoint
 from model import aws_clients, contract
-from ops.local_run import emulator_client
+from producer.local_run import emulator_client
 
 READER_LIMITS: Final = aws_clients.ClientLimits(
     connect_timeout_sec=5, read_timeout_sec=30, retries=3

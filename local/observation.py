@@ -17,7 +17,7 @@ class Observation:
     expected_rows: int
     expected_failures: int
     job_running: bool
-    # make produce --work-dir runs into this run still under way (ops.local_run).
+    # make produce --work-dir runs into this run still under way (producer.local_run).
     outside_pending: int = 0
 
     @property

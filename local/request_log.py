@@ -1,6 +1,6 @@
 """The AWS requests a micro-batch makes, from what the emulators and the local
 file system saw (``python -m bench.requests`` runs the pipeline and writes the
-counts; :mod:`infra.request_counts` is the file they land in).
+counts; :mod:`infra.cost.requests` is the file they land in).
 
 Two logs, one shape (:class:`Request`: when, service, API, prefix):
 

@@ -24,7 +24,7 @@ from typing import Any, Final
 from local.harness import CDK_JSON, load_example_instances
 from local.serverless_launch import start_job_process
 from model.config import ConfigError, JobConfig
-from ops.local_run import instance_dir, job_config_path
+from producer.local_run import instance_dir, job_config_path
 
 # make run --declare writes a copy of cdk.json into the work dir and runs the
 # job from it; a start afterwards must run the same declaration.

@@ -53,7 +53,7 @@ class RunFigures:
     produced_kinesis_records: int = 0
     produced_aggregates: int = 0
     # Of produced_records, those ``make produce --work-dir`` put in from
-    # outside while the run ran (ops.local_run.produced_dir): accepted.
+    # outside while the run ran (producer.local_run.produced_dir): accepted.
     outside_records: int = 0
     # How the job read the stream (:func:`source_line`).
     source: str = ""

@@ -1,10 +1,10 @@
 """``make cost``: what each declared instance costs a month, before deploy.
 
 Synthesizes the instances of ``cdk.json`` in-process (offline, as ``make
-synth`` does), walks each template and prices it with infra/prices.py
-(infra/cost.py), at the instance's declared ``expected_load`` and trigger
+synth`` does), walks each template and prices it with infra/cost/prices.py
+(infra/cost/estimate.py), at the instance's declared ``expected_load`` and trigger
 interval. ``--live`` reads every unit price from the AWS Price List API
-instead, in any Region (scripts/cost_live.py; needs credentials); a line it
+instead, in any Region (infra/cost/live.py; needs credentials); a line it
 cannot price says so.
 
 Exit codes: 0 printed, 2 bad arguments or cdk.json, 5 the Price List API failed.
@@ -29,14 +29,22 @@ from infra.config import (
     load_instances,
     read_cdk_context,
 )
-from infra.cost import NO_LOAD, NOT_PRICED_NOTE, Estimate, estimate, load_for, preamble, render
-from infra.cost_lines import Load, TemplateCostError
-from infra.prices import PRICE_ROWS, PriceRow, UnknownPriceError
+from infra.cost.estimate import (
+    NO_LOAD,
+    NOT_PRICED_NOTE,
+    Estimate,
+    estimate,
+    load_for,
+    preamble,
+    render,
+)
+from infra.cost.lines import Load, TemplateCostError
+from infra.cost.live import PRICING_REGION, live_rows
+from infra.cost.prices import PRICE_ROWS, PriceRow, UnknownPriceError
 from infra.shared_config import sharing
 from infra.stacks.application import build_app
 from infra.stacks.shared_stack import SharedRegionStack
 from scripts.command import DEFAULT_CDK_JSON, EXIT_AWS, EXIT_USAGE, OperatorError, run_command
-from scripts.cost_live import PRICING_REGION, live_rows
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

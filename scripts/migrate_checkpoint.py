@@ -64,7 +64,7 @@ from model.checkpoint_state import (
 from model.contract import EXIT_RECORD_NAME
 from model.lease import LEASE_NAME, LeaseHeldError, LeaseKeeper, make_lease
 from model.storage_uri import is_s3, local_path, parse_s3_uri
-from ops.arguments import positive_int
+from producer.arguments import positive_int
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status.lease import job_state
 from scripts.status.target import Target, target_arguments, target_command

@@ -1,7 +1,7 @@
 """Put sample events on an instance's stream: ``make produce INSTANCE=<id> ARGS=...``.
 
-The sample producer of ``make run`` (:mod:`ops.events` for the mix,
-:func:`ops.producer.put_all` for the sending: at most 500 records and 5 MiB
+The sample producer of ``make run`` (:mod:`producer.events` for the mix,
+:func:`producer.producer.put_all` for the sending: at most 500 records and 5 MiB
 per PutRecords call, rejected entries re-sent with a bounded backoff), aimed
 at an instance instead of a stream name:
 
@@ -9,7 +9,7 @@ at an instance instead of a stream name:
   endpoint from the run's job config, ``DIR/<instance>/job.json``); while
   ``make run`` runs, it accepts these records and counts them in its
   summary: this command records what it sends in
-  ``DIR/<instance>/produced/`` (:mod:`ops.local_run`), and the run waits
+  ``DIR/<instance>/produced/`` (:mod:`producer.local_run`), and the run waits
   for it before it stops;
 * otherwise the instance's stream on AWS (name and region from ``cdk.json``,
   credentials from boto3's default chain); ``--endpoint-url`` overrides.
@@ -37,10 +37,10 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from model import aws_clients
-from ops import local_run
-from ops.events import EventSchema, MixSpec, generate, now_utc
-from ops.producer import add_mix_arguments, put_as_asked, spec_from_args, write_report
-from ops.stream_writer import PRODUCER_LIMITS, ProduceError, ProduceReport, plan_entries
+from producer import local_run
+from producer.events import EventSchema, MixSpec, generate, now_utc
+from producer.producer import add_mix_arguments, put_as_asked, spec_from_args, write_report
+from producer.stream_writer import PRODUCER_LIMITS, ProduceError, ProduceReport, plan_entries
 from scripts.command import EXIT_USAGE, OperatorError, declared_instance, run_command
 from scripts.status.target import Target, local_config_path, parse_config, target_arguments
 
@@ -84,7 +84,7 @@ def produce_into_run(
     args: argparse.Namespace, kinesis: Any, stream: str, spec: MixSpec
 ) -> ProduceReport:
     """Put the mix into a local run, recording it where the run reads it
-    (:func:`ops.local_run.produced_dir`): "producing" with the ids about to be
+    (:func:`producer.local_run.produced_dir`): "producing" with the ids about to be
     sent, then "done" with what was sent. A ``make run`` under way waits for
     it and counts its records (local/harness.py), instead of failing on ids
     it did not produce itself."""

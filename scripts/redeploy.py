@@ -34,7 +34,7 @@ from typing import Any
 from infra.emr_step import CLUSTER_ID_OUTPUT, STEP_SPEC_OUTPUT, StepSpec, build_step
 from model import aws_clients, contract
 from model.polling import poll_until
-from ops.arguments import non_negative_float, positive_float
+from producer.arguments import non_negative_float, positive_float
 from scripts.command import EXIT_USAGE, OperatorError, run_command
 
 INSTANCE_PATTERN = re.compile(

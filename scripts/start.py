@@ -51,7 +51,7 @@ from model import contract
 from model.exit_record import ExitRecord
 from model.graceful_stop import StopMarker
 from model.polling import wait_for
-from ops.arguments import non_negative_float, positive_float
+from producer.arguments import non_negative_float, positive_float
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.redeploy import RUNNING_CLUSTER_STATES, resolve_inputs, stack_outputs
 from scripts.status.lease import job_state

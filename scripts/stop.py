@@ -46,7 +46,7 @@ from model.exit_record import ExitRecord, ExitRecordError, read_exit_record
 from model.graceful_stop import StopMarker
 from model.polling import wait_for
 from model.storage_uri import is_s3, local_path, parse_s3_uri
-from ops.arguments import non_negative_float, positive_float
+from producer.arguments import non_negative_float, positive_float
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status.lease import JobState, job_state, process_alive
 from scripts.status.target import Target, target_arguments, target_command

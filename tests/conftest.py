@@ -38,7 +38,7 @@ from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 from job.session import build_session
 from local.emulators import Endpoints, emulators
 from model.spark_conf import local_conf
-from ops.local_run import FAKE_CREDENTIALS
+from producer.local_run import FAKE_CREDENTIALS
 
 # Python workers must run the venv's interpreter (pyarrow, boto3 live there),
 # and no test may reach a real AWS account.

@@ -2,7 +2,7 @@
 
 contract <- the shared model (``model``: no Spark, no pyiceberg, no pyarrow)
 <- the job (``job``: the PySpark code that ships to EMR). ``infra`` and
-``ops`` import the model and never the job; ``infra`` builds on the build
+``producer`` import the model and never the job; ``infra`` builds on the build
 tools (``artifacts``: the jar, the serverless archive, the staged packages),
 which import the model and the EMR release facts (``emr``, pure data that
 imports nothing of the project) and never ``infra``; no module of ``infra``
@@ -13,7 +13,7 @@ pyiceberg); the local harness (``local``) and the benchmarks (``bench``) run
 Spark and may import both. The job is what ships to EMR: if it imported the
 harness or the CDK app, the cluster would need them (and the artifact would
 carry them). The operator commands run against a real account: they share
-``ops`` with the harness but never import the harness itself, nor does the
+``producer`` with the harness but never import the harness itself, nor does the
 harness import them. Every import in the tree, including the ones inside
 functions and ``TYPE_CHECKING`` blocks, is checked here by walking the AST, not
 by importing anything; :func:`test_the_model_imports_no_spark` holds the model
@@ -38,7 +38,7 @@ PROJECT_PACKAGES = frozenset(
         "job",
         "infra",
         "artifacts",
-        "ops",
+        "producer",
         "local",
         "scripts",
         "bench",
@@ -57,14 +57,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     "job": frozenset({"model", "job"}),
     "artifacts": frozenset({"model", "emr", "artifacts"}),
     "infra": frozenset({"model", "emr", "artifacts", "infra"}),
-    "ops": frozenset({"model", "emr", "artifacts", "infra", "ops"}),
-    "local": frozenset({"model", "emr", "job", "artifacts", "infra", "ops", "local"}),
-    "scripts": frozenset({"model", "emr", "job", "artifacts", "infra", "ops", "scripts"}),
-    "bench": frozenset({"model", "emr", "job", "artifacts", "infra", "ops", "local", "bench"}),
-    "integ": frozenset({"model", "emr", "artifacts", "infra", "ops", "integ"}),
+    "producer": frozenset({"model", "emr", "artifacts", "infra", "producer"}),
+    "local": frozenset({"model", "emr", "job", "artifacts", "infra", "producer", "local"}),
+    "scripts": frozenset({"model", "emr", "job", "artifacts", "infra", "producer", "scripts"}),
+    "bench": frozenset({"model", "emr", "job", "artifacts", "infra", "producer", "local", "bench"}),
+    "integ": frozenset({"model", "emr", "artifacts", "infra", "producer", "integ"}),
 }
 # The model's modules import none of these, anywhere (inside functions too):
-# infra, ops and the operator commands import the model where the Spark wheel
+# infra, producer and the operator commands import the model where the Spark wheel
 # (about 400 MB), pyiceberg and pyarrow need not be installed.
 HEAVY = frozenset({"pyspark", "py4j", "pyiceberg", "pyarrow"})
 
@@ -207,7 +207,7 @@ def test_the_check_reads_the_real_tree() -> None:
     assert "job.driver" in job_modules
     model_modules = [module_name(ROOT, p) for p in (ROOT / "model").rglob("*.py")]
     assert "model.contract" in model_modules
-    assert "ops.producer" in [module_name(ROOT, p) for p in (ROOT / "ops").rglob("*.py")]
+    assert "producer.producer" in [module_name(ROOT, p) for p in (ROOT / "producer").rglob("*.py")]
     tree = ast.parse((ROOT / "infra" / "config.py").read_text(encoding="utf-8"))
     assert any(t.startswith("model.") for _, t in imported_modules(tree, "infra.config", False))
 
@@ -235,15 +235,19 @@ def _write(root: Path, relative: str, text: str) -> None:
         ("model/contract.py", "from model import config\n", "model.config"),
         ("model/config.py", "from job import transform\n", "job.transform"),
         ("infra/stack.py", "from job.sources import read_stream\n", "job.sources.read_stream"),
-        ("ops/events.py", "from job.transform import classify\n", "job.transform.classify"),
+        ("producer/events.py", "from job.transform import classify\n", "job.transform.classify"),
         ("model/contract.py", "from . import config\n", "model.config"),
         ("infra/stack.py", "from local.emulators import Endpoints\n", "local.emulators.Endpoints"),
         ("local/run.py", "from tests.job import helpers\n", "tests.job.helpers"),
         ("scripts/status.py", "from local.emulators import LOOPBACK\n", "local.emulators.LOOPBACK"),
         ("scripts/produce.py", "def f():\n    import local.producer\n", "local.producer"),
         ("local/harness.py", "from scripts.status import main\n", "scripts.status.main"),
-        ("ops/producer.py", "from local.emulators import Endpoints\n", "local.emulators.Endpoints"),
-        ("ops/events.py", "from scripts import status\n", "scripts.status"),
+        (
+            "producer/producer.py",
+            "from local.emulators import Endpoints\n",
+            "local.emulators.Endpoints",
+        ),
+        ("producer/events.py", "from scripts import status\n", "scripts.status"),
         ("bench/b.py", "from scripts.reprocess import main\n", "scripts.reprocess.main"),
         ("artifacts/packaging.py", "from infra.emr_step import X\n", "infra.emr_step.X"),
         ("emr/releases.py", "from model import config\n", "model.config"),
@@ -270,11 +274,15 @@ def test_allowed_directions_are_not_reported(tmp_path: Path) -> None:
     _write(tmp_path, "infra/stack.py", "from model.config import JobConfig\nimport infra.sizing\n")
     _write(tmp_path, "local/run.py", "from infra.config import load_instances\nimport job.driver\n")
     _write(tmp_path, "bench/b.py", "from local.emulators import Endpoints\n")
-    _write(tmp_path, "ops/producer.py", "from model import aws_clients\nfrom ops import events\n")
+    _write(
+        tmp_path,
+        "producer/producer.py",
+        "from model import aws_clients\nfrom producer import events\n",
+    )
     _write(tmp_path, "scripts/status.py", "def f():\n    from job.table import catalog\n")
-    _write(tmp_path, "local/harness.py", "from ops.producer import put_all\n")
-    _write(tmp_path, "scripts/produce.py", "from ops.producer import put_all\n")
-    _write(tmp_path, "bench/c.py", "from ops.events import generate\n")
+    _write(tmp_path, "local/harness.py", "from producer.producer import put_all\n")
+    _write(tmp_path, "scripts/produce.py", "from producer.producer import put_all\n")
+    _write(tmp_path, "bench/c.py", "from producer.events import generate\n")
     _write(tmp_path, "infra/d.py", "from artifacts.packaging import stage_files\n")
     _write(tmp_path, "artifacts/e.py", "from emr.releases import release_for\nimport model.jvm\n")
     assert violations(tmp_path) == []
@@ -370,7 +378,7 @@ PRODUCTION_PACKAGES = (
     "job",
     "infra",
     "artifacts",
-    "ops",
+    "producer",
     "local",
     "scripts",
     "bench",

@@ -7,7 +7,7 @@ settings, and a module-level ``import pyspark`` anywhere on that path would
 make every one of them need the wheel. The architecture test reads imports as
 text; this one runs them: every module of ``model/``, ``emr/``, ``infra/``, ``artifacts/``
 (whose jar build imports pyspark only inside its functions), ``scripts/`` and
-``ops/`` is imported in a child process where ``pyspark`` cannot be
+``producer/`` is imported in a child process where ``pyspark`` cannot be
 imported, and a failure names the module and the project module whose import
 line pulled pyspark in.
 """
@@ -21,7 +21,7 @@ from tests.child_process import probe
 
 ROOT = Path(__file__).resolve().parents[1]
 
-LIGHT_PACKAGES = ("model", "emr", "infra", "artifacts", "scripts", "ops")
+LIGHT_PACKAGES = ("model", "emr", "infra", "artifacts", "scripts", "producer")
 
 # Run in the child, where pyspark cannot be imported: each module imported in
 # turn; per failing module, the project frames of its traceback.
@@ -81,7 +81,7 @@ def test_the_guard_covers_the_commands_and_synth() -> None:
     assert "infra.stacks.application" in modules
     assert "infra.constructs.dashboard" in modules
     assert "scripts.reprocess" in modules
-    assert "ops.producer" in modules
+    assert "producer.producer" in modules
     assert len(modules) > 40
 
 

@@ -47,7 +47,7 @@ from local.harness import LocalInstance
 from local.serverless_launch import plan, start
 from local.serverless_runs import RunProcesses
 from model.lease import LEASE_NAME, file_lease_state
-from ops.local_run import JOB_CONFIG_FILE
+from producer.local_run import JOB_CONFIG_FILE
 
 LOCAL_BUCKET: Final = "local-fs"
 ACCOUNT: Final = "123456789012"  # moto's default account

@@ -6,7 +6,7 @@ reading the failure topic (:mod:`~scripts.reprocess.kafka`), claim-check origina
 (:mod:`~scripts.reprocess.claim_check`), the fix-up hook's contract
 (:mod:`~scripts.reprocess.hook`), the pure plan (selection, starts, consumer
 positions, the entry of a record: :mod:`~scripts.reprocess.plan`). The
-Kinesis puts are :mod:`ops.kinesis_put`'s, the sample producer's writer too.
+Kinesis puts are :mod:`producer.kinesis_put`'s, the sample producer's writer too.
 
 A fix-up hook imports its two names from here, ``from scripts.reprocess
 import FailedRecord, Reject`` (docs/operate.md, "The fix-up hook"): the

@@ -35,9 +35,9 @@ from typing import Final, TextIO, get_args
 from infra.config import InstanceConfig
 from model.config import KafkaSecurity
 from model.record import REASONS
-from ops.arguments import int_between, non_negative_float, positive_int
-from ops.kinesis_put import MAX_RECORDS_PER_CALL, PutOutcome, put_entries
-from ops.stream_writer import kinesis_client
+from producer.arguments import int_between, non_negative_float, positive_int
+from producer.kinesis_put import MAX_RECORDS_PER_CALL, PutOutcome, put_entries
+from producer.stream_writer import kinesis_client
 from scripts.command import EXIT_USAGE, OperatorError, declared_instance
 from scripts.reprocess.claim_check import resolver, store_reader
 from scripts.reprocess.hook import FailedRecord, Fix, HookError, Reject, identity, load_hook

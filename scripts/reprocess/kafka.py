@@ -11,7 +11,7 @@ Where a read ends: a partition ends at its first record at or after
 job writes while the command runs, including those of records it re-sent, wait
 for the next run), or when the topic has nothing more. The high watermark is
 only a lower bound of the end, so "nothing more" is the client's
-end-of-partition event (:mod:`ops.topic_end` says why); quiet polls never end
+end-of-partition event (:mod:`producer.topic_end` says why); quiet polls never end
 a read. ``idle_polls`` quiet polls in a row with no end of partition is a
 broker that stopped answering: the read fails.
 
@@ -32,7 +32,7 @@ from infra.config import InstanceConfig
 from model.config import KafkaOptions, KafkaSecurity
 from model.failure_record import record_key
 from model.kafka_settings import KafkaSettings, producer_config, resolve_bootstrap_servers
-from ops.topic_end import END_OF_PARTITION, END_OF_PARTITION_CONFIG, PartitionEnds
+from producer.topic_end import END_OF_PARTITION, END_OF_PARTITION_CONFIG, PartitionEnds
 from scripts.reprocess.hook import FailedRecord, decode_headers, reason_of
 from scripts.reprocess.plan import Selection
 

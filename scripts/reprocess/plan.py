@@ -4,7 +4,7 @@
 * where each topic partition starts (committed position, ``--from-offset``,
   ``--from-time``) and what a start below the retained log means;
 * the PutRecords entry of a record (the requests, their limits and the
-  re-sends are :mod:`ops.kinesis_put`'s, shared with the sample producer), and
+  re-sends are :mod:`producer.kinesis_put`'s, shared with the sample producer), and
   which one is too large for any request;
 * the consumer position the run may commit: per partition, just past the
   longest run of records Kinesis accepted, never past a record that was not
@@ -21,8 +21,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Final
 
-from ops import kinesis_put
-from ops.kinesis_put import MAX_RECORD_BYTES
+from producer import kinesis_put
+from producer.kinesis_put import MAX_RECORD_BYTES
 from scripts.reprocess.hook import FailedRecord
 
 

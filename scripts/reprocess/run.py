@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from ops.kinesis_put import (
+from producer.kinesis_put import (
     MAX_RECORDS_PER_CALL,
     KinesisCallError,
     PutLimitError,

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from infra.supervisor.status import read_supervisor
-from ops.arguments import non_negative_float, non_negative_int, positive_float, positive_int
+from producer.arguments import non_negative_float, non_negative_int, positive_float, positive_int
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status.checkpoint import SHARD_END, CheckpointFiles, read_checkpoint
 from scripts.status.kinesis import Budget, list_shards, position_for, shard_status

@@ -32,7 +32,7 @@ from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
 from model import aws_clients, contract
 from model.config import ConfigError, JobConfig
 from model.storage_uri import is_s3, local_path, parse_s3_uri
-from ops.local_run import DEFAULT_WORK_DIR, emulator_client, instances_run, job_config_path
+from producer.local_run import DEFAULT_WORK_DIR, emulator_client, instances_run, job_config_path
 from scripts.command import (
     DEFAULT_CDK_JSON,
     EXIT_USAGE,
@@ -85,7 +85,7 @@ class Target:
 
 def local_config_path(work_dir: Path, instance: str) -> Path:
     """Where the harness wrote the config of ``instance`` in a run's work dir
-    (:func:`ops.local_run.job_config_path`), or why it is not there."""
+    (:func:`producer.local_run.job_config_path`), or why it is not there."""
     path = job_config_path(work_dir, instance)
     if not work_dir.is_dir():
         raise OperatorError(

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from bench.latency_produce import STREAM, produce, put_ids
-from ops.events import MixSpec, generate, now_utc
+from producer.events import MixSpec, generate, now_utc
 from tests.child_process import probe
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from bench import requests
-from infra.request_counts import Count, TargetCounts
+from infra.cost.requests import Count, TargetCounts
 from local.harness import load_example_instances, select_instances
 from model.polling import poll_until
 

@@ -26,7 +26,7 @@ from infra.serverless import app as serverless_app
 from infra.stacks.application import refuse_placeholders
 from local import __main__ as local_run
 from local.summary import RunFigures, summarize
-from ops.events import FAILURE_KINDS
+from producer.events import FAILURE_KINDS
 from scripts.preflight.checks import CHECKS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,7 +100,7 @@ def test_local_md_names_the_catalog_the_run_writes() -> None:
 def test_the_readme_names_every_mypy_package_and_what_make_install_installs() -> None:
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     packages = pyproject["tool"]["mypy"]["files"]
-    assert "ops" in packages
+    assert "producer" in packages
     tests_section = _section(README, "## Tests and benchmarks")
     assert [p for p in packages if f"`{p}/`" not in tests_section] == []
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")

@@ -19,7 +19,7 @@ import pytest
 
 from local.emulators import Emulators, running_emulators
 from local.harness import LocalInstance, load_example_instances
-from ops.events import FAILURE_KINDS, MixSpec, SampleRecord, generate, now_utc
+from producer.events import FAILURE_KINDS, MixSpec, SampleRecord, generate, now_utc
 from tests.fixtures import EXAMPLE_CDK_JSON
 from tests.waits import poll
 

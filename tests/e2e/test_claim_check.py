@@ -36,8 +36,8 @@ from model.failure_limits import DEFAULT_MAX_MESSAGE_BYTES, EXCERPT_BYTES
 from model.polling import poll_until
 from model.record import MALFORMED_JSON
 from model.storage_uri import parse_s3_uri
-from ops.events import SampleRecord, valid_event
-from ops.local_run import FAKE_CREDENTIALS
+from producer.events import SampleRecord, valid_event
+from producer.local_run import FAKE_CREDENTIALS
 from tests.e2e.conftest import MakeLocal
 from tests.fixtures import EXAMPLE_CDK_JSON
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from infra.config import SYNTH_CHECK_CONTEXT_KEY, load_instances, read_cdk_context
-from infra.prices import FIRST_READ, PRICES_READ
+from infra.cost.prices import FIRST_READ, PRICES_READ
 from infra.shared_config import load_shared
 from local.harness import load_example_instances
 from tests.child_process import output

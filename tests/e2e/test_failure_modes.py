@@ -11,7 +11,7 @@ import pytest
 
 from job.table.catalog import load_table
 from local.emulators import Emulators, free_port
-from ops.events import (
+from producer.events import (
     DUPLICATE,
     FAILURE_KINDS,
     SampleRecord,

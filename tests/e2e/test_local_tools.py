@@ -20,8 +20,8 @@ import pytest
 from local.emulators import LOOPBACK, Endpoints, start_moto
 from model.kpl import deaggregate
 from model.record import BAD_AGGREGATE, MALFORMED_JSON, NOT_UTF8, REASONS, TOO_LARGE
-from ops import events, producer
-from ops.kinesis_put import chunks
+from producer import events, producer
+from producer.kinesis_put import chunks
 
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 

@@ -27,8 +27,8 @@ from local.emulators import Emulators
 from local.harness import LocalInstance
 from model.failure_record import record_key
 from model.polling import poll_until
-from ops.events import event_json, valid_event
-from ops.stream_writer import ProduceReport
+from producer.events import event_json, valid_event
+from producer.stream_writer import ProduceReport
 from scripts.reprocess.hook import FailedRecord, Reject
 from scripts.reprocess.kafka import FailureTopicReader, Topic
 from tests.e2e.conftest import MakeLocal, mix

@@ -19,7 +19,7 @@ from local.harness import LocalInstance, load_example_instances
 from local.metrics import cloudwatch_client
 from model import contract
 from model.record import UNDECLARED_FIELDS
-from ops.events import MixSpec, carrying, expected_ids, generate, now_utc
+from producer.events import MixSpec, carrying, expected_ids, generate, now_utc
 from scripts.status.metrics import MetricsWindow
 from scripts.status.undeclared import read_undeclared_keys
 from tests.e2e.conftest import MakeLocal, poll

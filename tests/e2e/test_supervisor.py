@@ -27,7 +27,7 @@ from local.harness import LocalInstance
 from local.supervisor.harness import LocalSupervisor
 from model import contract
 from model.exit_record import read_exit_record
-from ops.events import SampleRecord
+from producer.events import SampleRecord
 from scripts import stop
 from scripts.status import __main__ as status
 from tests.e2e.conftest import MakeLocal, mix, poll

@@ -35,8 +35,8 @@ def test_an_e2e_case_is_its_own_scope_and_any_other_test_goes_with_its_file() ->
     )
     assert scheduler._split_scope(other) != scheduler._split_scope(case)
     for test in ("test_a", "test_b[1-x::y]", "Class::test_c"):
-        scope = scheduler._split_scope(f"tests/infra/test_cost.py::{test}")
-        assert scope == "tests/infra/test_cost.py"
+        scope = scheduler._split_scope(f"tests/infra/cost/test_estimate.py::{test}")
+        assert scope == "tests/infra/cost/test_estimate.py"
 
 
 def test_the_scheduler_is_ours_for_loadscope_only(

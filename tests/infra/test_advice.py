@@ -22,7 +22,7 @@ from infra.advice import (
     verdict,
 )
 from infra.config import InstanceConfigError, load_instances, read_cdk_context
-from infra.prices import PRICE_ROWS
+from infra.cost.prices import PRICE_ROWS
 from tests.infra.config_cases import context_of, instance_entry
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ from local.emulators import Endpoints
 from local.harness import build_job_config, load_example_instances, register_stack_consumer
 from local.summary import RunFigures, source_line, summarize
 from model.kinesis_offsets import ShardInfo, ShardState
-from ops.aggregation import aggregate
+from producer.aggregation import aggregate
 from tests.fixtures import EXAMPLE_CDK_JSON
 from tests.waits import poll
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from local.emulators import start_tansu, tansu_environment
-from ops.local_run import FAKE_CREDENTIALS
+from producer.local_run import FAKE_CREDENTIALS
 
 LEAKS = {
     "AWS_ACCESS_KEY_ID": "AKIAREALREALREALREAL",

@@ -19,8 +19,8 @@ from infra.config import load_instances, read_cdk_context
 from job.transform import ISO_TIMESTAMP
 from model.config import DEFAULT_EVENT_FIELDS, EventField
 from model.record import BAD_AGGREGATE, BAD_TIMESTAMP, MISSING_FIELD, TOO_LARGE, WRONG_TYPE
-from ops import producer
-from ops.events import (
+from producer import producer
+from producer.events import (
     DEFAULT_SCHEMA,
     DUPLICATE,
     FAILURE_KINDS,

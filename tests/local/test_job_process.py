@@ -7,7 +7,7 @@ import os
 import sys
 
 from local.job_process import REPO_ROOT, job_environment
-from ops.local_run import FAKE_CREDENTIALS
+from producer.local_run import FAKE_CREDENTIALS
 
 
 def test_the_child_gets_fake_credentials_the_venv_python_and_the_repo_on_its_path() -> None:

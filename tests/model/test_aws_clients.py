@@ -19,7 +19,7 @@ from model import aws_clients
 from model.aws_clients import ClientLimits, client
 from model.config import JobConfig, KafkaOptions
 from model.kafka_settings import resolve_bootstrap_servers
-from ops.stream_writer import kinesis_client
+from producer.stream_writer import kinesis_client
 from scripts.redeploy import CLIENT_LIMITS
 
 

@@ -1,5 +1,5 @@
 """Every operator command checks its numbers when it parses its command line
-(:mod:`ops.arguments`): a bad one exits 2 before anything is read or
+(:mod:`producer.arguments`): a bad one exits 2 before anything is read or
 written. Each case runs the command's real ``main`` in an
 empty directory, with a work dir there, and finds it still empty."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from local import __main__ as local_run
-from ops import producer
+from producer import producer
 from scripts import migrate_checkpoint, produce, redeploy, start, stop
 from scripts.reprocess import __main__ as reprocess
 from scripts.status import __main__ as status
@@ -47,8 +47,8 @@ CASES: list[tuple[str, Main, tuple[str, ...], str, str]] = [
     ("produce", produce.main, TARGET, "--too-large-bytes", "-1"),
     ("produce", produce.main, TARGET, "--aggregate", "-2"),
     ("produce", produce.main, TARGET, "--aggregate-share", "1.01"),
-    ("ops.producer", producer.main, STREAM, "--count", "-3"),
-    ("ops.producer", producer.main, (*STREAM, "--create"), "--shards", "0"),
+    ("producer.producer", producer.main, STREAM, "--count", "-3"),
+    ("producer.producer", producer.main, (*STREAM, "--create"), "--shards", "0"),
     ("reprocess", reprocess.main, REPROCESS, "--batch-records", "0"),
     ("reprocess", reprocess.main, REPROCESS, "--batch-records", "501"),
     ("reprocess", reprocess.main, REPROCESS, "--rate", "-1"),
@@ -87,7 +87,7 @@ def test_a_refused_number_exits_2_and_writes_nothing(
 
 def test_every_numeric_option_of_the_commands_is_checked() -> None:
     """No option of these commands takes a bare ``int`` or ``float``: each
-    goes through an :mod:`ops.arguments` type (what the cases above rely on)."""
+    goes through an :mod:`producer.arguments` type (what the cases above rely on)."""
 
     parsers: dict[str, argparse.ArgumentParser] = {
         "stop-job": stop.parser(),

@@ -17,7 +17,7 @@ from local.emulators import Endpoints
 from local.harness import LocalInstance, Observation
 from local.summary import RunFigures, summarize
 from model import contract
-from ops import local_run, producer
+from producer import local_run, producer
 from scripts import produce
 from tests.fixtures import SCHEMAS_CDK_JSON
 from tests.scripts.local_runs import EXAMPLE_CDK_JSON, INSTANCE, REGION, STREAM, write_local_run
@@ -175,7 +175,7 @@ def test_a_run_accepts_and_counts_what_produce_puts_into_it(stream: Any, tmp_pat
 def test_ops_producer_takes_the_stream_and_region_from_the_instance(
     stream: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``python -m ops.producer --instance X`` needs no
+    """``python -m producer.producer --instance X`` needs no
     ``--stream``/``--region``; without ``--instance`` they are required."""
 
     args = ["--instance", INSTANCE, "--cdk-json", str(EXAMPLE_CDK_JSON), "--count", "12"]

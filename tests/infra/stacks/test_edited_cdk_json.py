@@ -44,7 +44,7 @@ COPIED = (
     "jvm",
     "build/jvm",
     "local",
-    "ops",
+    "producer",
 )
 CHECKS = "tests/infra/stacks/test_declared_instances.py"
 Instances = list[dict[str, Any]]

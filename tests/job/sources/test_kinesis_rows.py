@@ -11,7 +11,7 @@ import pytest
 
 from job.sources.kinesis_rows import ARROW_SCHEMA, records_to_batch
 from model import record
-from ops.aggregation import aggregate, corrupt
+from producer.aggregation import aggregate, corrupt
 
 SEOUL = timezone(timedelta(hours=9))
 AT = datetime(2026, 1, 2, 12, 0, 0, 250_000, tzinfo=SEOUL)

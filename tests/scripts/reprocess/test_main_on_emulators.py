@@ -24,8 +24,8 @@ from local.failures import ensure_topic
 from model import record
 from model.kafka_settings import KafkaSettings
 from model.record import ERROR_CLASS, MALFORMED_JSON, MESSAGE, NOT_UTF8, REASON
-from ops.local_run import FAKE_CREDENTIALS
-from ops.stream_writer import ensure_stream, kinesis_client
+from producer.local_run import FAKE_CREDENTIALS
+from producer.stream_writer import ensure_stream, kinesis_client
 from scripts.reprocess import __main__ as reprocess
 from scripts.reprocess.kafka import FailureTopicReader, Topic
 from tests.fixtures import EXAMPLE_CDK_JSON

@@ -1,12 +1,12 @@
 """The pure parts of ``scripts.reprocess``: selection, starts, entries, positions
-(requests and responses: tests/ops/test_kinesis_put.py)."""
+(requests and responses: tests/producer/test_kinesis_put.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from model.record import MALFORMED_JSON, NOT_UTF8, REASONS, WRONG_TYPE
-from ops.kinesis_put import MAX_RECORD_BYTES
+from producer.kinesis_put import MAX_RECORD_BYTES
 from scripts.reprocess import plan
 from scripts.reprocess.hook import FailedRecord
 from scripts.reprocess.plan import (

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from model.record import MALFORMED_JSON, NOT_UTF8, WRONG_TYPE
-from ops.kinesis_put import KinesisCallError, PutOutcome, Stored
+from producer.kinesis_put import KinesisCallError, PutOutcome, Stored
 from scripts.reprocess.hook import (
     FailedRecord,
     Fix,

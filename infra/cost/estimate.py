@@ -3,7 +3,7 @@
 declared load, its report and its one-line summary.
 
 The lines themselves, one per billed resource or volume, come from walking
-the template (:mod:`infra.cost_lines`, which says what is priced and how).
+the template (:mod:`infra.cost.lines`, which says what is priced and how).
 Free tiers (the account's first 10 alarms, 3 dashboards, 1 M catalog
 requests) are not subtracted: they are the account's, not the instance's.
 """
@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from infra.advice import advice_line
 from infra.config import InstanceConfig
-from infra.cost_lines import CostLine, Load, TemplateCostError, priced_lines
-from infra.prices import (
+from infra.cost.lines import CostLine, Load, TemplateCostError, priced_lines
+from infra.cost.prices import (
     FIRST_READ,
     HOURS_PER_MONTH,
     PRICE_ROWS,
@@ -84,7 +84,7 @@ def render(estimate_: Estimate) -> str:
 def preamble(load_note: str) -> str:
     return (
         f"Monthly estimate ({HOURS_PER_MONTH} h), AWS on-demand LIST prices read "
-        f"{FIRST_READ} to {PRICES_READ} (infra/prices.py; each row cites its pricing page "
+        f"{FIRST_READ} to {PRICES_READ} (infra/cost/prices.py; each row cites its pricing page "
         "and date). "
         f"No discounts, free tiers, data transfer or taxes. {load_note}"
     )

@@ -1,8 +1,8 @@
 """Put sample events on a Kinesis stream: moto locally, or a real stream.
 
-``python -m ops.producer --stream S --region R --count N`` generates the
-exact mix of :mod:`ops.events` and sends it with :mod:`ops.stream_writer`
-(``PutRecords`` through :mod:`ops.kinesis_put`, the writer ``reprocess`` uses
+``python -m producer.producer --stream S --region R --count N`` generates the
+exact mix of :mod:`producer.events` and sends it with :mod:`producer.stream_writer`
+(``PutRecords`` through :mod:`producer.kinesis_put`, the writer ``reprocess`` uses
 too). A record that still fails after the last attempt stops the run with an
 error, because a producer that drops records silently would make every count
 downstream a lie. Here: the command's flags, shared with ``make produce``
@@ -15,7 +15,7 @@ reach the failure topic. The key is the source coordinate stream/shard/sequence
 number, known only after Kinesis accepted the record.
 
 ``--aggregate N`` packs up to N consecutive records into one KPL aggregate
-(awslabs' aggregator, :mod:`ops.aggregation`), as a KPL producer does;
+(awslabs' aggregator, :mod:`producer.aggregation`), as a KPL producer does;
 ``--aggregate-share S`` aggregates that share of the groups (the others go
 as plain records). The counts stay counts of user records (events); the report
 adds how many Kinesis records were put and how many were aggregates. Failure
@@ -27,7 +27,7 @@ de-duplication, on the topic and in the claim-check store). A
 ``--instance ID`` makes the events follow that instance's own schema (its
 ``job.event_fields`` in ``cdk.json``, ``--cdk-json`` to read another file)
 and, unless given, takes ``--stream`` and ``--region`` from it too
-(``python -m ops.producer --instance orders-eu-west-1 --count N``); without
+(``python -m producer.producer --instance orders-eu-west-1 --count N``); without
 it the events carry the default fields and both are required.
 """
 
@@ -42,9 +42,9 @@ from typing import Any, Final
 
 from infra.config import UndeclaredInstanceError, declared_instance
 from model.record import TOO_LARGE
-from ops.arguments import non_negative_float, non_negative_int, positive_int
-from ops.arguments import share as share_type
-from ops.events import (
+from producer.arguments import non_negative_float, non_negative_int, positive_int
+from producer.arguments import share as share_type
+from producer.events import (
     DEFAULT_FAILURE_KINDS,
     DEFAULT_SCHEMA,
     FAILURE_KINDS,
@@ -54,7 +54,7 @@ from ops.events import (
     generate,
     now_utc,
 )
-from ops.stream_writer import (
+from producer.stream_writer import (
     ProduceError,
     ProduceReport,
     ensure_stream,
@@ -69,7 +69,7 @@ CDK_JSON: Final = Path(__file__).resolve().parents[1] / "cdk.json"
 
 def add_mix_arguments(parser: argparse.ArgumentParser, *, id_prefix: str = "evt") -> None:
     """The options of the event mix and its pace: shared by ``python -m
-    ops.producer`` and ``python -m scripts.produce`` (``make produce``)."""
+    producer.producer`` and ``python -m scripts.produce`` (``make produce``)."""
     add_count_and_rate_arguments(parser, rate=0.0)
     add_mix_knob_arguments(parser)
     parser.add_argument(
@@ -165,7 +165,7 @@ def add_aggregate_arguments(
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m ops.producer",
+        prog="python -m producer.producer",
         description="Put a known mix of sample events on a Kinesis stream (moto or real).",
     )
     parser.add_argument(
@@ -247,7 +247,7 @@ def put_as_asked(
 ) -> ProduceReport:
     """:func:`put_all` of ``records`` paced and aggregated as the flags of
     :func:`add_mix_arguments` ask (``--rate``, ``--aggregate``, ``--aggregate-share``):
-    the one place those flags reach the sending, for ``python -m ops.producer``
+    the one place those flags reach the sending, for ``python -m producer.producer``
     and ``python -m scripts.produce`` alike."""
     return put_all(
         client,

@@ -1,10 +1,10 @@
 """Put records on a Kinesis stream and account for every one: what
-``python -m ops.producer``, ``make produce`` and ``make run`` send with.
+``python -m producer.producer``, ``make produce`` and ``make run`` send with.
 
 :func:`plan_entries` turns sample records into PutRecords entries (up to N
-consecutive records packed into one KPL aggregate, :mod:`ops.aggregation`; a
+consecutive records packed into one KPL aggregate, :mod:`producer.aggregation`; a
 ``bad_aggregate`` record always alone), :func:`put_all` sends them paced
-through :mod:`ops.kinesis_put` (requests within the API's limits, entries
+through :mod:`producer.kinesis_put` (requests within the API's limits, entries
 Kinesis rejects in a call re-sent with a bounded exponential backoff) and
 returns the :class:`ProduceReport`: the ids the table must hold, and the key
 and reason of every record that must reach the failure topic (the key is the
@@ -30,10 +30,16 @@ from botocore.exceptions import WaiterError
 from model import aws_clients
 from model.failure_record import record_key
 from model.record import BAD_AGGREGATE
-from ops import kinesis_put
-from ops.aggregation import aggregate
-from ops.events import SampleRecord
-from ops.kinesis_put import DEFAULT_MAX_ATTEMPTS, MAX_RECORDS_PER_CALL, Stored, chunks, put_entries
+from producer import kinesis_put
+from producer.aggregation import aggregate
+from producer.events import SampleRecord
+from producer.kinesis_put import (
+    DEFAULT_MAX_ATTEMPTS,
+    MAX_RECORDS_PER_CALL,
+    Stored,
+    chunks,
+    put_entries,
+)
 
 # Every Kinesis call of the producer: bounded, with botocore's own retries on
 # top of the per-entry re-sends below.

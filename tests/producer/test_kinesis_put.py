@@ -1,4 +1,4 @@
-"""ops.kinesis_put: requests within PutRecords' limits, responses read strictly, and
+"""producer.kinesis_put: requests within PutRecords' limits, responses read strictly, and
 per-entry re-sends with bounded backoff (fakes and in-process moto)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from ops.kinesis_put import (
+from producer.kinesis_put import (
     Entry,
     KinesisCallError,
     PutLimitError,

@@ -1,6 +1,6 @@
 """The priced lines of a synthesized CloudFormation template: what each billed
-resource costs a month at the unit prices of infra/prices.py (the estimate,
-its report and the ``cdk synth`` line are :mod:`infra.cost`).
+resource costs a month at the unit prices of infra/cost/prices.py (the estimate,
+its report and the ``cdk synth`` line are :mod:`infra.cost.estimate`).
 
 Pure functions: a template (the dict ``cdk synth`` writes), the instance's
 region and its declared load in, priced lines out. The template, not the
@@ -21,7 +21,7 @@ Two kinds of line:
 * volume-driven ones, from the instance's ``expected_load`` and its trigger
   interval: Kinesis PUT payload units or on-demand GB, S3 requests and Glue
   Data Catalog requests per micro-batch and the job's PutMetricData calls (as
-  measured on the target's local run: :mod:`infra.request_counts`), S3
+  measured on the target's local run: :mod:`infra.cost.requests`), S3
   storage of a month's records, the NAT gateway's data processing of the
   bytes the job reads (Kinesis is reached through the NAT; S3 through the
   VPC's gateway endpoint, free), enhanced fan-out consumer-shard-hours and
@@ -35,8 +35,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from infra.prices import HOURS_PER_MONTH, NOT_PRICED_LIVE, PRICE_ROWS, PriceRow, price
-from infra.request_counts import COUNTS_FILE, TargetCounts, read_counts
+from infra.cost.prices import HOURS_PER_MONTH, NOT_PRICED_LIVE, PRICE_ROWS, PriceRow, price
+from infra.cost.requests import COUNTS_FILE, TargetCounts, read_counts
 from model import contract
 from model.record import REASONS
 
@@ -177,7 +177,7 @@ def priced_lines(
     unpriced = sorted(set(by_type) & NOT_MODELLED)
     if unpriced:
         raise TemplateCostError(
-            f"{stack}: {', '.join(unpriced)} bill(s) but infra/cost_lines.py does not price "
+            f"{stack}: {', '.join(unpriced)} bill(s) but infra/cost/lines.py does not price "
             f"{'it' if len(unpriced) == 1 else 'them'}; teach the walk before trusting a total"
         )
     _emr_clusters(add, by_type)
@@ -356,7 +356,7 @@ def _per_batch(add: _Lines, load: Load, measured: TargetCounts) -> None:
 
 def _serverless(add: _Lines, logical_id: str, props: Mapping[str, Any]) -> None:
     """The application's workers all month: its maximum capacity is the
-    driver plus the fixed executors (infra/constructs/serverless_app.py), and
+    driver plus the fixed executors (infra/serverless/app.py), and
     a streaming run holds them all the time."""
     capacity = props.get("MaximumCapacity", {})
     vcpu = _quantity(logical_id, capacity, "Cpu", "vCPU")

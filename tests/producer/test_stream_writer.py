@@ -1,4 +1,4 @@
-"""ops.stream_writer: the entries a run puts (plain, or packed into KPL
+"""producer.stream_writer: the entries a run puts (plain, or packed into KPL
 aggregates) and the flags it refuses. (The packing's members, the pacing and
 the report against a stream: tests/e2e/test_local_tools.py,
 tests/scripts/test_produce.py.)"""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from model.kpl import deaggregate
-from ops.events import SampleRecord
-from ops.stream_writer import plan_entries
+from producer.events import SampleRecord
+from producer.stream_writer import plan_entries
 
 
 def _records(n: int) -> list[SampleRecord]:

@@ -1,5 +1,5 @@
-"""``make cost``'s estimate (infra/cost.py) against the price table
-(infra/prices.py): one stack recomputed by hand from its template, the table's
+"""``make cost``'s estimate (infra/cost/estimate.py) against the price table
+(infra/cost/prices.py): one stack recomputed by hand from its template, the table's
 rows each citing a page and a date, the small shared shape under $450, and
 the errors that keep an estimate from being silently low."""
 
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from infra.cost import estimate, load_for, render, synth_line
-from infra.cost_lines import Load
-from infra.prices import PRICE_ROWS, PRICES_READ, REGIONS, UnknownPriceError
-from infra.request_counts import read_counts
+from infra.cost.estimate import estimate, load_for, render, synth_line
+from infra.cost.lines import Load
+from infra.cost.prices import PRICE_ROWS, PRICES_READ, REGIONS, UnknownPriceError
+from infra.cost.requests import read_counts
 from tests.fixtures import EXAMPLE_CDK_JSON
 from tests.infra.conftest import Synthesized, check_context, synthesize
 
@@ -60,7 +60,7 @@ def test_orders_eu_west_1_is_recomputed_by_hand_from_its_template(
 ) -> None:
     """Independent arithmetic: the template's resources times the table's
     prices, 730 h a month; EMR's default EBS for an xlarge is 64 GiB plus a
-    15 GiB root (docs in infra/cost_lines.py)."""
+    15 GiB root (docs in infra/cost/lines.py)."""
     name, region = "Streaming-orders-eu-west-1", "eu-west-1"
     template = synthesized.templates[name]
     config = synthesized.config(name)
@@ -98,7 +98,7 @@ def test_orders_eu_west_1_is_recomputed_by_hand_from_its_template(
     records = rate * SECONDS
     batches = SECONDS / trigger
     expected += records / 1e6 * p("kinesis:put-payload-unit")
-    # The requests per batch measured on the EMR target (infra/request_counts.json).
+    # The requests per batch measured on the EMR target (infra/cost/request_counts.json).
     measured = read_counts()["emr"]
     expected += batches * measured.s3_put_class / 1000 * p("s3:put")
     expected += batches * measured.s3_get_class / 1000 * p("s3:get")
@@ -246,7 +246,7 @@ def test_a_light_serverless_instance_with_its_shares_costs_at_most_150_a_month(
     records, batches = rate * SECONDS, SECONDS / trigger
     gigabytes = records * size / 1024**3
     expected += records / 1e6 * p("kinesis:put-payload-unit")
-    # The requests per batch measured on the serverless target (infra/request_counts.json).
+    # The requests per batch measured on the serverless target (infra/cost/request_counts.json).
     measured = read_counts()["serverless"]
     expected += batches * measured.s3_put_class / 1000 * p("s3:put")
     expected += batches * measured.s3_get_class / 1000 * p("s3:get")

@@ -2,10 +2,10 @@
 command line is parsed, so a bad value stops the command before it changes
 anything (argparse prints ``argument --NAME: ...`` and exits 2).
 
-Used as ``type=`` of ``add_argument`` in :mod:`scripts` and :mod:`ops`
+Used as ``type=`` of ``add_argument`` in :mod:`scripts`, :mod:`producer` and :mod:`local`
 (``make stop-job``, ``make redeploy``, ``make produce``, ``make reprocess``,
 ``make migrate-checkpoint``, ``make status``, ``make certs``,
-``python -m ops.producer``, ``make run``).
+``python -m producer.producer``, ``make run``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""infra/request_counts.py: the measured requests per batch, read back as
+"""infra/cost/requests.py: the measured requests per batch, read back as
 written, billed by S3's request classes, and a missing file or target is one
 line naming it."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.request_counts import (
+from infra.cost.requests import (
     COUNTS_FILE,
     TARGETS,
     Count,

@@ -1,11 +1,11 @@
-"""THE unit-price table of ``make cost`` (infra/cost.py): AWS on-demand list
+"""THE unit-price table of ``make cost`` (infra/cost/estimate.py): AWS on-demand list
 prices, per region, each row naming the pricing page it comes from and the
 date it was read.
 
 Versioned with the code on purpose: an estimate printed at ``cdk synth`` must
 not depend on the network, and a price change is a reviewed diff here. The
 table's version is ``PRICES_READ``; ``make cost --live`` reads the AWS Price
-List API instead where credentials exist (scripts/cost_live.py).
+List API instead where credentials exist (infra/cost/live.py).
 
 How the figures were read (2026-11-26; the EMR Serverless, NAT data,
 enhanced fan-out rows 2026-11-28): this repository's builders had no
@@ -28,7 +28,7 @@ FIRST_READ: Final = "2026-11-26"
 REGIONS: Final = ("us-east-1", "ap-northeast-2", "eu-west-1")
 HOURS_PER_MONTH: Final = 730  # AWS's own monthly convention on its pricing pages
 # The note of a row ``make cost --live`` could price neither live nor from this
-# table (scripts/cost_live.py): its line says so and stays out of the total.
+# table (infra/cost/live.py): its line says so and stays out of the total.
 NOT_PRICED_LIVE: Final = "not priced live"
 
 EC2_PAGE: Final = "https://aws.amazon.com/ec2/pricing/on-demand/"
@@ -485,7 +485,7 @@ def price(key: str, region: str, rows: tuple[PriceRow, ...] = PRICE_ROWS) -> Pri
     if found is None:
         regions = sorted({row.region for row in rows if row.key == key})
         raise UnknownPriceError(
-            f"no price for {key!r} in {region}: infra/prices.py has it for "
+            f"no price for {key!r} in {region}: infra/cost/prices.py has it for "
             f"{', '.join(regions) or 'no region'}; add a row citing its AWS pricing page"
         )
     return found

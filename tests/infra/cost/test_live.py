@@ -1,4 +1,4 @@
-"""``make cost --live`` (scripts/cost_live.py) against a stubbed Price List
+"""``make cost --live`` (infra/cost/live.py) against a stubbed Price List
 API: botocore's Stubber checks each request's shape (service code, filters)
 as the API's model defines it; moto has no ``pricing``."""
 
@@ -11,10 +11,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from infra.cost import estimate, render
-from infra.cost_lines import Load
-from infra.prices import NOT_PRICED_LIVE, PRICE_ROWS, PriceRow, price
-from scripts.cost_live import QUERIES, filters_for, live_rows, on_demand_usd, query_for
+from infra.cost.estimate import estimate, render
+from infra.cost.lines import Load
+from infra.cost.live import QUERIES, filters_for, live_rows, on_demand_usd, query_for
+from infra.cost.prices import NOT_PRICED_LIVE, PRICE_ROWS, PriceRow, price
 
 
 def _product(usd: str, usagetype: str = "", begin: str = "0") -> str:
@@ -54,7 +54,7 @@ def test_every_kind_of_line_the_table_prices_has_a_live_query() -> None:
 
 
 def test_a_region_without_table_rows_is_priced_live_line_by_line() -> None:
-    """us-west-2 has no row in infra/prices.py: each key is asked for, by the
+    """us-west-2 has no row in infra/cost/prices.py: each key is asked for, by the
     usage type's suffix after the Region prefix; S3 is per request in the API
     and per 1,000 in the table."""
     client = _client()

@@ -1,6 +1,6 @@
 """The AWS requests one micro-batch makes, as measured (``python -m
 bench.requests`` writes :data:`COUNTS_FILE`; ``make cost`` multiplies them,
-:mod:`infra.cost_lines`).
+:mod:`infra.cost.lines`).
 
 One file, read by the estimate and written only by the measurement, so the
 price of a batch follows what the job does, not a figure someone typed. The

@@ -1,4 +1,4 @@
-"""infra/cost_lines.py: the lines a template's resources and the declared load
+"""infra/cost/lines.py: the lines a template's resources and the declared load
 price to, and the templates it refuses to price rather than be silently low."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from infra.cost_lines import CostLine, Load, TemplateCostError, priced_lines
-from infra.prices import PRICE_ROWS
-from infra.request_counts import read_counts
+from infra.cost.lines import CostLine, Load, TemplateCostError, priced_lines
+from infra.cost.prices import PRICE_ROWS
+from infra.cost.requests import read_counts
 
 HOURS = 730
 SECONDS = 730 * 3600
@@ -113,7 +113,7 @@ def test_enhanced_fan_out_bills_consumer_shard_hours_and_data() -> None:
 
 def test_the_request_lines_multiply_the_measured_counts_of_the_templates_target() -> None:
     """``make cost``'s S3, Glue and PutMetricData lines are the committed
-    measurement (infra/request_counts.json, ``python -m bench.requests``)
+    measurement (infra/cost/request_counts.json, ``python -m bench.requests``)
     times the month's batches, per target, and say so."""
     group = {"InstanceType": "m6g.xlarge", "InstanceCount": 1}
     emr = {

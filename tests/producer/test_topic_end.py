@@ -4,7 +4,7 @@ record after it reopens it (tansu's watermark is a lower bound only)."""
 
 from __future__ import annotations
 
-from ops.topic_end import END_OF_PARTITION_CONFIG, PartitionEnds
+from producer.topic_end import END_OF_PARTITION_CONFIG, PartitionEnds
 
 
 def test_the_client_is_asked_for_end_of_partition_events() -> None:

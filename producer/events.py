@@ -35,7 +35,7 @@ from model.record import (
     TRAILING_DATA,
     WRONG_TYPE,
 )
-from ops.aggregation import aggregate, corrupt
+from producer.aggregation import aggregate, corrupt
 
 # The failure reasons the job assigns (job.transform); the producer can make
 # one record of each on purpose (every one of model.record.REASONS; a test

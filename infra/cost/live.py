@@ -1,5 +1,5 @@
 """``make cost ARGS=--live``: every unit price of the estimate from the AWS
-Price List API instead of infra/prices.py's rows, where credentials exist,
+Price List API instead of infra/cost/prices.py's rows, where credentials exist,
 in any Region (one the table has no row for too).
 
 Each price key of the table (``ec2:m7g.xlarge``, ``s3:put``, ...) maps to one
@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
-from infra.prices import NOT_PRICED_LIVE, PriceRow, price_index
+from infra.cost.prices import NOT_PRICED_LIVE, PriceRow, price_index
 
 PRICING_REGION: Final = "us-east-1"
 PAGES: Final = 5  # GetProducts pages read per query (100 products each)
@@ -83,7 +83,7 @@ def _serverless(usagetype: str) -> Query:
     return Query("ElasticMapReduce", (), usagetype)
 
 
-# The keys of infra/prices.py without an instance type, one query each.
+# The keys of infra/cost/prices.py without an instance type, one query each.
 QUERIES: Final[dict[str, Query]] = {
     "ebs:gp2": Query("AmazonEC2", (("productFamily", "Storage"), ("volumeApiName", "gp2"))),
     "msk:storage": Query("AmazonMSK", (*_MSK, ("storageFamily", "GP2"))),
@@ -219,6 +219,6 @@ def live_rows(client: Any, rows: Iterable[PriceRow], regions: set[str]) -> tuple
             elif known is not None:
                 out.append(replace(known, note=f"{known.note}; live: {why}, table figure"))
             else:
-                note = f"{NOT_PRICED_LIVE}: {why}, and infra/prices.py has no {region} row"
+                note = f"{NOT_PRICED_LIVE}: {why}, and infra/cost/prices.py has no {region} row"
                 out.append(PriceRow(key, region, 0.0, unit, "AWS Price List API", today, note))
     return tuple(out)

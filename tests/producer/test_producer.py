@@ -1,5 +1,5 @@
-"""ops/producer.py's command line: the count and rate options ``python -m
-ops.producer`` and ``python -m local`` (``make run``) share, each with its own
+"""producer/producer.py's command line: the count and rate options ``python -m
+producer.producer`` and ``python -m local`` (``make run``) share, each with its own
 rate default. The producer's runs are in tests/e2e/test_local_tools.py."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import argparse
 import pytest
 
 from local.__main__ import parse_args as run_args
-from ops.producer import add_count_and_rate_arguments
-from ops.producer import parse_args as producer_args
+from producer.producer import add_count_and_rate_arguments
+from producer.producer import parse_args as producer_args
 
 
 def test_count_and_rate_take_their_defaults_and_refuse_negatives() -> None:
