@@ -12,9 +12,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from emr.releases import DEFAULT_RELEASE_LABEL
 from infra.config import InstanceConfig, InstanceConfigError, load_instances
 from infra.constructs.emr_cluster import cluster_configurations
-from emr.releases import DEFAULT_RELEASE_LABEL
 from infra.sizing import (
     INSTANCE_TYPES,
     SIZES,
