@@ -38,7 +38,7 @@ from typing import Final
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 
-from job.jvm import jvm_class
+from job.java_classes import jvm_class
 from model.record import ARRIVAL, DATA, REASON, SEQUENCE, SHARD, STREAM, SUB_SEQUENCE
 
 # Buckets of ids, the processor's grouping key: fixed for a checkpoint's life

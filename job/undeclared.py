@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import IntegerType
 
-from job.jvm import jvm_class
+from job.java_classes import jvm_class
 from model.config import EventField
 from model.record import UNDECLARED_FIELDS, UNDECLARED_KEYS
 

@@ -7,7 +7,7 @@ compiles them offline against the pinned pyspark wheel's jars into one jar. On
 EMR it travels beside ``app.zip`` (``spark-submit --jars``); locally
 :func:`model.spark_conf.local_conf` puts :func:`local_jar` on ``spark.jars``.
 
-The names only, for ``infra`` and the job alike; :func:`job.jvm.jvm_class`
+The names only, for ``infra`` and the job alike; :func:`job.java_classes.jvm_class`
 reaches the classes through a session.
 """
 

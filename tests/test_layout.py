@@ -49,7 +49,7 @@ MAIN = "bench.__main__"
 # module -> (the test file that covers it, the module it is reached through or "").
 COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "model.contract": ("tests/model/test_exit_record.py", ""),
-    "job.jvm": ("tests/model/test_jvm.py", ""),
+    "job.java_classes": ("tests/model/test_jvm.py", ""),
     "job.session": ("tests/model/test_spark_conf.py", ""),
     "infra.constructs.alarms": ("tests/infra/constructs/test_tuning.py", ""),
     "infra.constructs.buckets": ("tests/infra/constructs/test_tuning.py", ""),

@@ -15,7 +15,7 @@ whether a start is under way, the cluster, the versions and the stack), the
 supervisor's durable state and the policy, and returns one action: ``none``,
 ``restart``, ``handback`` or ``alarm``, with the next state. No I/O here:
 the Lambda (``infra/supervisor/handler.py``) and the local harness
-(``local/supervisor/harness.py``) are adapters around it, so both run the
+(``local/supervisor/emr.py``) are adapters around it, so both run the
 same rules and the tests drive them with a clock of their own.
 
 The rules, in order:

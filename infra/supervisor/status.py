@@ -4,7 +4,7 @@ stopped by an operator or not.
 
 Read from the supervisor's state (``control/<instance>/supervisor.json`` in
 the data bucket, written by its Lambda after every check; a local run's
-``<instance dir>/supervisor.json``, written by :mod:`local.supervisor.harness`) and
+``<instance dir>/supervisor.json``, written by :mod:`local.supervisor.emr`) and
 the job's exit record (:mod:`model.exit_record`). Either may be missing: no
 supervisor has checked yet, or the job never exited. ``make status``
 (:mod:`scripts.status`) prints it; it lives beside the supervisor that writes

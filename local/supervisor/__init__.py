@@ -2,7 +2,7 @@
 (:mod:`infra.supervisor`, where the component's construct and code live),
 run against this machine.
 
-* :mod:`local.supervisor.harness`: the local harness plays EMR (a restart
+* :mod:`local.supervisor.emr`: the local harness plays EMR (a restart
   starts the job's child process again);
 * :mod:`local.supervisor.serverless`: the patched EMR Serverless in this
   process, the real supervisor Lambda and custom resource on top.

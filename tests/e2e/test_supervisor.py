@@ -1,5 +1,5 @@
 """The supervisor against the real job process (the harness plays EMR,
-local/supervisor/harness.py): a SIGKILLed job comes back, and again after the
+local/supervisor/emr.py): a SIGKILLed job comes back, and again after the
 back-off when killed soon after, with nothing lost or doubled, and an
 operator's stop is left alone; a batch that always fails (Kafka down) gets
 exactly the budget's restarts and then one alarm naming the reason, and once
@@ -24,7 +24,7 @@ import pytest
 from infra.supervisor.decision import GAVE_UP_BUDGET, SupervisorState
 from local.emulators import Emulators
 from local.harness import LocalInstance
-from local.supervisor.harness import LocalSupervisor
+from local.supervisor.emr import LocalSupervisor
 from model import contract
 from model.exit_record import read_exit_record
 from producer.events import SampleRecord

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from job.jvm import jvm_class
+from job.java_classes import jvm_class
 from model.jvm import JAR_NAME, local_jar
 
 

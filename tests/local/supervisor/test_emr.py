@@ -1,4 +1,4 @@
-"""local/supervisor/harness.py against a stand-in for the harness: the local
+"""local/supervisor/emr.py against a stand-in for the harness: the local
 checkpoint's files decide, a restart starts the job again, a spent budget
 alarms, an operator's marker leaves the job stopped, and a failing check in
 the thread is recorded, never silent (the whole loop on a real job:
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from infra.supervisor.decision import GAVE_UP_BUDGET, Policy, SupervisorState
-from local.supervisor.harness import LocalSupervisor
+from local.supervisor.emr import LocalSupervisor
 from model import contract
 from model.exit_record import ExitRecord, write_exit_record
 from tests.job.job_helpers import job_config
