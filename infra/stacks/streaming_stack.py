@@ -63,14 +63,6 @@ class _Parts:
             owner.grant_job(role)
 
 
-def astuple_shallow(
-    parts: _Parts,
-) -> tuple[InstanceConfig, Network, EventStream, Buckets, FailureTopic, CatalogDatabase]:
-    """The parts as a tuple of the constructs themselves (``dataclasses.astuple``
-    would deep-copy them)."""
-    return (parts.config, parts.network, parts.stream, parts.buckets, parts.failures, parts.catalog)
-
-
 class StreamingStack(Stack):
     """Exposes ``config``, the constructs it wires (``buckets``, ``emr``,
     ``alarms``, ``job``) and ``job_config`` (what the job runs with)."""
@@ -125,49 +117,50 @@ class StreamingStack(Stack):
         parts: _Parts,
     ) -> None:
         """The job on the instance's own EMR cluster, started by an EMR step."""
-        config, network, stream, buckets, failures, catalog = astuple_shallow(parts)
-        roles = Roles(self, "Roles", props=RolesProps(config.instance_id))
+        roles = Roles(self, "Roles", props=RolesProps(parts.config.instance_id))
         self.emr = emr = EmrCluster(
             self,
             "Emr",
             props=EmrClusterProps.of(
-                config,
-                network,
+                parts.config,
+                parts.network,
                 roles,
-                log_uri=buckets.emr_log_uri,
+                log_uri=parts.buckets.emr_log_uri,
                 # On DESTROY it is gone before the buckets are emptied.
-                depends_on=tuple(buckets.emptied_on_delete),
+                depends_on=tuple(parts.buckets.emptied_on_delete),
             ),
         )
-        failures.allow_clients(emr.client_groups)
+        parts.failures.allow_clients(emr.client_groups)
         self.alarms = alarms = Alarms(
-            self, "Alarms", props=AlarmsProps.of(config, stream.stream, emr.cluster.ref)
+            self, "Alarms", props=AlarmsProps.of(parts.config, parts.stream.stream, emr.cluster.ref)
         )
         # What the nodes need to boot, in the job role's boot policy (the
         # cluster grants its disk key and TLS certificates there itself).
-        buckets.grant_boot(roles.boot)
+        parts.buckets.grant_boot(roles.boot)
         # Everything the job may touch, each scoped to this instance.
         parts.grant_job(roles.job_role, alarms)
         # The nodes boot as soon as the cluster exists: it waits for every policy
         # of its two roles, which it names only (docs/infra.md, "Creation order").
         emr.cluster.node.add_dependency(*roles.policies)
         self.job = JobDeployment(
-            self, "Job", props=JobDeploymentProps.of(config, buckets.artifacts, self.job_config)
+            self,
+            "Job",
+            props=JobDeploymentProps.of(parts.config, parts.buckets.artifacts, self.job_config),
         )
         # The step starts the job at once: it waits for what the job uses that
         # it does not reference (the table and the topic are named by literals
         # in the job's config) and for the job role's permissions.
         self.job.attach(
-            emr.cluster, after=(*roles.job_policies, *catalog.job_needs, failures.topic)
+            emr.cluster, after=(*roles.job_policies, *parts.catalog.job_needs, parts.failures.topic)
         )
         # Restarts the job with the same step when it is down, within a budget.
-        if config.supervisor.enabled:
+        if parts.config.supervisor.enabled:
             spec = self.job.step_spec
             self._supervise(
                 parts,
                 alarms,
                 EmrStepTarget(cluster_id=emr.cluster.ref, step=build_step(spec)),
-                policy_for(config, spec.stop_timeout_sec),
+                policy_for(parts.config, spec.stop_timeout_sec),
             )
 
     def _serverless(
@@ -177,25 +170,26 @@ class StreamingStack(Stack):
         """The job as a STREAMING run on an EMR Serverless application of its
         own (docs/serverless.md): the same job package, the same grants, the
         same alarms, dashboard and supervisor policy as on EMR."""
-        config, network, stream, buckets, failures, catalog = astuple_shallow(parts)
         self.job = JobDeployment(
-            self, "Job", props=JobDeploymentProps.of(config, buckets.artifacts, self.job_config)
+            self,
+            "Job",
+            props=JobDeploymentProps.of(parts.config, parts.buckets.artifacts, self.job_config),
         )
         self.serverless = job = ServerlessJob(
             self,
             "Serverless",
             props=ServerlessJobProps(
-                instance=config,
+                instance=parts.config,
                 job_config=self.job_config,
-                vpc=network.vpc,
-                subnets=tuple(network.private_subnets),
-                artifacts_bucket=buckets.artifacts,
-                data_bucket=buckets.data,
+                vpc=parts.network.vpc,
+                subnets=tuple(parts.network.private_subnets),
+                artifacts_bucket=parts.buckets.artifacts,
+                data_bucket=parts.buckets.data,
                 job=self.job,
-                removal_policy=removal_policy(config),
+                removal_policy=removal_policy(parts.config),
             ),
         )
-        failures.allow_clients([job.security_group])
+        parts.failures.allow_clients([job.security_group])
         # make status finds the deployed job config through this output, as on EMR
         # (scripts/status/target.py); make redeploy refuses: there is no cluster.
         spec_output = CfnOutput(
@@ -206,7 +200,9 @@ class StreamingStack(Stack):
         )
         spec_output.override_logical_id(STEP_SPEC_OUTPUT)
         self.alarms = alarms = Alarms(
-            self, "Alarms", props=AlarmsProps.of(config, stream.stream, job.application_id)
+            self,
+            "Alarms",
+            props=AlarmsProps.of(parts.config, parts.stream.stream, job.application_id),
         )
         # Everything the job may touch, each scoped to this instance: the
         # same grant_job calls as the EMR job role's.
@@ -216,17 +212,17 @@ class StreamingStack(Stack):
         job.start(
             after=(
                 *([policy] if isinstance(policy, iam.Policy) else []),
-                *catalog.job_needs,
-                failures.topic,
-                *network.egress_ready,
+                *parts.catalog.job_needs,
+                parts.failures.topic,
+                *parts.network.egress_ready,
             )
         )
-        if config.supervisor.enabled:
+        if parts.config.supervisor.enabled:
             self._supervise(
                 parts,
                 alarms,
                 ServerlessRunTarget(job.application_id, job.request),
-                serverless_policy_for(config, job.stop_timeout_sec),
+                serverless_policy_for(parts.config, job.stop_timeout_sec),
             )
 
     def _supervise(
