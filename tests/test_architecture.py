@@ -30,22 +30,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.packages import PRODUCTION_PACKAGES
+
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT_PACKAGES = frozenset(
-    {
-        "model",
-        "emr",
-        "job",
-        "infra",
-        "artifacts",
-        "producer",
-        "local",
-        "scripts",
-        "bench",
-        "integ",
-        "tests",
-    }
-)
+PROJECT_PACKAGES = frozenset({*PRODUCTION_PACKAGES, "tests"})
 
 # What each layer may import from the project (besides itself). The contract
 # is the bottom: plain names and schema, no project imports at all.
@@ -372,18 +360,6 @@ def test_an_outside_reference_is_found(tmp_path: Path) -> None:
 # An import inside a function stays there only where a cycle or an optional
 # dependency forces it, and says which on its line, so a reader sees why it
 # is not at the top.
-PRODUCTION_PACKAGES = (
-    "model",
-    "emr",
-    "job",
-    "infra",
-    "artifacts",
-    "producer",
-    "local",
-    "scripts",
-    "bench",
-    "integ",
-)
 _REASON = re.compile(r"#\s*(optional|cycle)\b")
 
 

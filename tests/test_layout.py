@@ -28,19 +28,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.packages import PRODUCTION_PACKAGES
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = (
-    "model",
-    "emr",
-    "job",
-    "infra",
-    "artifacts",
-    "producer",
-    "local",
-    "scripts",
-    "bench",
-    "integ",
-)
+PACKAGES = PRODUCTION_PACKAGES
 # Entry points with no logic of their own: ``python -m <package>`` shims.
 ENTRY_FILES = frozenset({"__init__.py", "__main__.py"})
 
