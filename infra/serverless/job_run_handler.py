@@ -115,7 +115,6 @@ ENDED_STATES: Final = frozenset({"SUCCESS", "FAILED", "CANCELLED"})
 # Application states (API Application): stopped or never started, and gone.
 STOPPABLE_DONE: Final = frozenset({"CREATED", "STOPPED"})
 GONE_STATES: Final = frozenset({"TERMINATED"})
-NOT_STARTED: Final = "not-started"
 # Data.JobRunId while the run waits for its application (a rollback).
 PENDING: Final = "pending"
 JOB_RUN_TYPE: Final = "Custom::ServerlessJobRun"

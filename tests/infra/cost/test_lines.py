@@ -4,7 +4,7 @@ price to, and the templates it refuses to price rather than be silently low."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -77,21 +77,25 @@ def test_a_serverless_application_prices_x86_and_extra_storage_and_refuses_warm_
         priced_lines(_template(A=bad), "us-east-1", Load(0, 1024, 10), stack="S")
 
 
+# A 2 vCPU / 4 GB ARM64 application with one fixed executor.
+ONE_EXECUTOR_APP: Final = {
+    "Type": "AWS::EMRServerless::Application",
+    "Properties": {
+        "Architecture": "ARM64",
+        "MaximumCapacity": {"Cpu": "2 vCPU", "Memory": "4 GB", "Disk": "40 GB"},
+        "RuntimeConfiguration": [
+            {
+                "Classification": "spark-defaults",
+                "Properties": {"spark.executor.instances": "1"},
+            }
+        ],
+    },
+}
+
+
 def test_enhanced_fan_out_bills_consumer_shard_hours_and_data() -> None:
     stream = {"Type": "AWS::Kinesis::Stream", "Properties": {"ShardCount": 3}}
-    app = {
-        "Type": "AWS::EMRServerless::Application",
-        "Properties": {
-            "Architecture": "ARM64",
-            "MaximumCapacity": {"Cpu": "2 vCPU", "Memory": "4 GB", "Disk": "40 GB"},
-            "RuntimeConfiguration": [
-                {
-                    "Classification": "spark-defaults",
-                    "Properties": {"spark.executor.instances": "1"},
-                }
-            ],
-        },
-    }
+    app = ONE_EXECUTOR_APP
     polling = priced_lines(_template(S=stream, A=app), "us-east-1", Load(10, 1024, 30), stack="S")
     efo = priced_lines(
         _template(S=stream, A=app),
@@ -120,19 +124,7 @@ def test_the_request_lines_multiply_the_measured_counts_of_the_templates_target(
         "Type": "AWS::EMR::Cluster",
         "Properties": {"Instances": {"MasterInstanceGroup": group}},
     }
-    serverless = {
-        "Type": "AWS::EMRServerless::Application",
-        "Properties": {
-            "Architecture": "ARM64",
-            "MaximumCapacity": {"Cpu": "2 vCPU", "Memory": "4 GB", "Disk": "40 GB"},
-            "RuntimeConfiguration": [
-                {
-                    "Classification": "spark-defaults",
-                    "Properties": {"spark.executor.instances": "1"},
-                }
-            ],
-        },
-    }
+    serverless = ONE_EXECUTOR_APP
     measured = read_counts()
     load = Load(10, 1024, 10)
     batches = SECONDS / 10
