@@ -47,7 +47,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "infra.constructs.catalog": ("tests/infra/constructs/test_events_table.py", ""),
     "infra.constructs.emr_cluster": ("tests/infra/stacks/test_serverless_stack.py", ""),
     "infra.constructs.job_deployment": ("tests/deploy/test_docs_current.py", ""),
-    "infra.constructs.logs_key": ("tests/infra/constructs/test_tuning.py", ""),
     "infra.serverless.app": ("tests/infra/supervisor/test_serverless.py", ""),
     "infra.emr_step": ("tests/infra/serverless/test_job_run.py", ""),
     "artifacts.packaging": ("tests/infra/supervisor/test_serverless.py", ""),

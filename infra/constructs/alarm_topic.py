@@ -1,4 +1,5 @@
-"""Where an instance's alarms go: an encrypted SNS topic with its own key, the
+"""Where an instance's alarms go: an SNS topic encrypted with the stack's key
+(infra/constructs/logs_key.py), the
 e-mail subscriptions, and an EventBridge rule that sends EMR step and cluster
 failures there too.
 
@@ -19,13 +20,13 @@ import jsii
 from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk.interfaces.aws_events import IRuleRef
 from constructs import Construct
 
 from infra.constructs.instance import stack_output
+from infra.constructs.logs_key import stack_key
 
 EMR_FAILURE_STATES: Final = ("FAILED", "TERMINATED_WITH_ERRORS", "TERMINATED")
 # EventBridge rule names are at most 64 characters
@@ -92,13 +93,9 @@ class AlarmTopic(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, props: AlarmTopicProps) -> None:
         super().__init__(scope, construct_id)
-        self.key = kms.Key(
-            self,
-            "TopicKey",
-            description=f"Encrypts the alarm topic of {props.instance_id}",
-            enable_key_rotation=True,
-            removal_policy=props.removal_policy,
-        )
+        key = stack_key(self, props.removal_policy)
+        key.describe(f"the alarm topic of {props.instance_id}")
+        self.key = key.key
         # The rule is named so its ARN is known before it exists: the key
         # policy must name it, and the rule (through the topic) needs the key.
         rule_name = emr_failure_rule_name(props.name_prefix)

@@ -32,8 +32,8 @@ from constructs import Construct
 from infra.constructs.logs_key import (
     encrypted_log_group,
     log_group_arn,
-    log_group_key,
     retention_days,
+    stack_key,
 )
 
 AUTO_DELETE_PROVIDER_ID: Final = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
@@ -88,12 +88,8 @@ def scope_auto_delete_provider(
     # Lambda's default group name for the function, which it would otherwise
     # create on first use with no retention.
     name = Fn.join("", ["/aws/lambda/", handler.ref])
-    key = log_group_key(
-        stack,
-        "AutoDeleteObjectsLogsKey",
-        what="CDK's bucket auto-delete provider",
-        name=name,
-        removal_policy=removal_policy,
+    key = stack_key(stack, removal_policy).for_log_group(
+        name, what="CDK's bucket auto-delete provider"
     )
     log_group = logs.CfnLogGroup(
         stack,

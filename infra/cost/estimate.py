@@ -25,6 +25,7 @@ from infra.cost.prices import (
     PriceRow,
     UnknownPriceError,
 )
+from model.record import REASONS
 
 
 @dataclass(frozen=True)
@@ -141,5 +142,7 @@ NO_LOAD: Final = Load(0, 1024, 1)
 NOT_PRICED_NOTE: Final = (
     "Not priced: Glue table optimizers (DPU-hours of compaction work done), data "
     "transfer, CloudWatch Logs ingestion, the NAT's processing of S3 and Glue traffic "
-    "(S3 goes through the VPC's gateway endpoint)."
+    "(S3 goes through the VPC's gateway endpoint), the job's failure counts per "
+    f"reason (up to {len(REASONS)} custom metrics, each billed only for the hours "
+    "its reason occurs)."
 )

@@ -38,7 +38,6 @@ from typing import Any, Final, TypeVar
 from infra.cost.prices import HOURS_PER_MONTH, NOT_PRICED_LIVE, PRICE_ROWS, PriceRow, price
 from infra.cost.requests import COUNTS_FILE, TargetCounts, read_counts
 from model import contract
-from model.record import REASONS
 
 SECONDS_PER_MONTH: Final = HOURS_PER_MONTH * 3600
 
@@ -81,14 +80,17 @@ NOT_MODELLED: Final = frozenset(
     }
 )
 
-# The custom metrics an instance publishes in its namespace, one series each
-# (CloudWatch bills a custom metric per metric-month, prorated by the hour):
-# the job's per-batch metrics, its failure count per reason, the
-# supervisor's two. The undeclared-key counts depend on the data: not counted.
-CUSTOM_METRICS: Final = (
-    len(contract.ALL_METRICS)
-    + len(REASONS)
-    + len((contract.SUPERVISOR_RESTARTS, contract.SUPERVISOR_GAVE_UP))
+# The custom metrics an instance publishes in its namespace in every batch or
+# check, one series each: the job's per-batch metrics and the supervisor's
+# two. CloudWatch bills a custom metric per metric-month, prorated by the hour
+# and metered only for the hours it is sent
+# (https://aws.amazon.com/cloudwatch/pricing/, "Metrics"), so the series that
+# the job sends only when there is something to count are not in the total:
+# the failure count per reason (job/monitoring.py sends a reason only for a
+# batch that had it: at most len(REASONS) more series, estimate.NOT_PRICED_NOTE)
+# and the undeclared-key counts (they depend on the data).
+CUSTOM_METRICS: Final = len(contract.ALL_METRICS) + len(
+    (contract.SUPERVISOR_RESTARTS, contract.SUPERVISOR_GAVE_UP)
 )
 # EMR Serverless bills worker storage beyond this, per worker (app-behavior page).
 SERVERLESS_FREE_DISK_GB: Final = 20
@@ -448,7 +450,11 @@ def _job_reads(add: _Lines, load: Load, streams: list[tuple[str, Mapping[str, An
                 gigabytes,
                 "kinesis:efo-data",
             )
-    add(f"CloudWatch custom metrics ({CUSTOM_METRICS})", CUSTOM_METRICS, "cloudwatch:metric")
+    add(
+        f"CloudWatch custom metrics ({CUSTOM_METRICS}, sent every batch or check)",
+        CUSTOM_METRICS,
+        "cloudwatch:metric",
+    )
 
 
 def _literal(where: str, props: Mapping[str, Any], name: str, kind: type[T]) -> T:
