@@ -328,26 +328,19 @@ def _per_batch(add: _Lines, load: Load, measured: TargetCounts) -> None:
     batches = load.batches_per_month
     every = f"{batches:,.0f} batches, one per {load.trigger_interval_sec} s"
     source = f"measured, {measured.target} run {measured.measured}, {COUNTS_FILE.name}"
-    add(
-        f"S3 PUT/COPY/LIST, {measured.s3_put_class:.1f} per batch ({every}; {source})",
-        batches * measured.s3_put_class / 1000,
-        "s3:put",
-    )
-    add(
-        f"S3 GET/HEAD, {measured.s3_get_class:.1f} per batch ({source})",
-        batches * measured.s3_get_class / 1000,
-        "s3:get",
-    )
-    add(
-        f"Glue Data Catalog requests, {measured.glue:.1f} per batch (millions; {source})",
-        batches * measured.glue / 1e6,
-        "glue:catalog-request",
-    )
-    add(
-        f"CloudWatch PutMetricData, {measured.put_metric_data:.1f} per batch ({source})",
-        batches * measured.put_metric_data / 1000,
-        "cloudwatch:put-metric-data",
-    )
+    # (what, per batch, requests a priced unit, price key)
+    requests = (
+        (f"S3 PUT/COPY/LIST, {measured.s3_put_class:.1f} per batch ({every}; {source})",
+         measured.s3_put_class, 1000, "s3:put"),
+        (f"S3 GET/HEAD, {measured.s3_get_class:.1f} per batch ({source})",
+         measured.s3_get_class, 1000, "s3:get"),
+        (f"Glue Data Catalog requests, {measured.glue:.1f} per batch (millions; {source})",
+         measured.glue, 1e6, "glue:catalog-request"),
+        (f"CloudWatch PutMetricData, {measured.put_metric_data:.1f} per batch ({source})",
+         measured.put_metric_data, 1000, "cloudwatch:put-metric-data"),
+    )  # fmt: skip
+    for what, per_batch, per_unit, key in requests:
+        add(what, batches * per_batch / per_unit, key)
     gigabytes = load.records_per_month * load.record_bytes / GB
     add(
         f"S3 storage, a month of records ({gigabytes:,.1f} GB, uncompressed)",
