@@ -34,7 +34,7 @@ from model.exit_record import ExitRecord, write_exit_record
 from scripts import start
 from scripts.command import OperatorError
 from scripts.status.target import Target
-from tests.scripts.local_runs import INSTANCE, write_local_run
+from tests.scripts.local_runs import write_local_run
 from tests.scripts.test_stop import FAKE_JOB
 
 REGION = "eu-west-1"
@@ -173,14 +173,6 @@ def test_a_job_that_never_takes_its_lease_times_out(
 
     code, out = run_start(target, Silent(), wait_sec=0.3)
     assert code == start.EXIT_TIMEOUT and "does not hold its lease after 0s" in out
-
-
-def test_an_unknown_local_run_is_a_usage_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    write_local_run(tmp_path)
-    assert start.main(["--instance", "x-eu-west-1", "--work-dir", str(tmp_path)]) == 2
-    assert f"instances run there: {INSTANCE}" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ EMR
