@@ -51,11 +51,10 @@ from model import contract
 from model.exit_record import ExitRecord
 from model.graceful_stop import StopMarker
 from model.polling import wait_for
-from producer.arguments import non_negative_float, positive_float
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.redeploy import RUNNING_CLUSTER_STATES, resolve_inputs, stack_outputs
 from scripts.status.lease import job_state
-from scripts.status.target import Target, target_arguments, target_command
+from scripts.status.target import Target, target_arguments, target_command, wait_arguments
 from scripts.stop import fresh_exit
 
 EXIT_STARTED: Final = 0
@@ -276,15 +275,7 @@ def start(
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m scripts.start", description=__doc__.split("\n")[0])
     target_arguments(p)
-    p.add_argument(
-        "--wait-sec",
-        type=non_negative_float,
-        default=600.0,
-        help="seconds to wait for the job to hold its lease, >= 0 (default 600; 0: do not wait)",
-    )
-    p.add_argument(
-        "--poll-sec", type=positive_float, default=2.0, help="lease poll interval (default 2)"
-    )
+    wait_arguments(p, "--wait-sec", 600.0, "the job to hold its lease", "do not wait", poll=2.0)
     return p
 
 

@@ -46,10 +46,9 @@ from model.exit_record import ExitRecord, ExitRecordError, read_exit_record
 from model.graceful_stop import StopMarker
 from model.polling import wait_for
 from model.storage_uri import is_s3, local_path, parse_s3_uri
-from producer.arguments import non_negative_float, positive_float
 from scripts.command import EXIT_USAGE, OperatorError
 from scripts.status.lease import JobState, job_state, process_alive
-from scripts.status.target import Target, target_arguments, target_command
+from scripts.status.target import Target, target_arguments, target_command, wait_arguments
 
 EXIT_STOPPED: Final = 0
 EXIT_NOT_TAKEN: Final = 1
@@ -169,15 +168,7 @@ def _report_exit(
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m scripts.stop", description=__doc__.split("\n")[0])
     target_arguments(p)
-    p.add_argument(
-        "--timeout",
-        type=non_negative_float,
-        default=300.0,
-        help="seconds to wait for the job to exit, >= 0 (default 300; 0: write the marker only)",
-    )
-    p.add_argument(
-        "--poll-sec", type=positive_float, default=1.0, help="lease poll interval (default 1)"
-    )
+    wait_arguments(p, "--timeout", 300.0, "the job to exit", "write the marker only", poll=1.0)
     return p
 
 

@@ -32,6 +32,7 @@ from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
 from model import aws_clients, contract
 from model.config import ConfigError, JobConfig
 from model.storage_uri import is_s3, local_path, parse_s3_uri
+from producer.arguments import non_negative_float, positive_float
 from producer.local_run import DEFAULT_WORK_DIR, emulator_client, instances_run, job_config_path
 from scripts.command import (
     DEFAULT_CDK_JSON,
@@ -197,6 +198,25 @@ def target_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="a job config file or s3:// URI instead of the stack's")
     p.add_argument("--cdk-json", type=Path, default=DEFAULT_CDK_JSON, help="declared instances")
     p.add_argument("--endpoint-url", help="one endpoint for every AWS client (moto server)")
+
+
+def wait_arguments(
+    p: argparse.ArgumentParser, flag: str, default: float, until: str, zero: str, *, poll: float
+) -> None:
+    """The bound of a command that waits on the job's lease (start, stop):
+    ``flag``, the seconds to wait for ``until`` (0: ``zero``), and ``--poll-sec``."""
+    p.add_argument(
+        flag,
+        type=non_negative_float,
+        default=default,
+        help=f"seconds to wait for {until}, >= 0 (default {default:g}; 0: {zero})",
+    )
+    p.add_argument(
+        "--poll-sec",
+        type=positive_float,
+        default=poll,
+        help=f"lease poll interval (default {poll:g})",
+    )
 
 
 def target_from_args(args: argparse.Namespace) -> Target:

@@ -24,7 +24,7 @@ from tests.fixtures import EXAMPLE_CDK_JSON
 from tests.waits import poll
 
 # The cases import the tests' one wait from here with the fixtures' helpers.
-__all__ = ["E2E_OVERRIDES", "MAX_RECORD_BYTES", "MakeLocal", "mix", "poll"]
+__all__ = ["E2E_OVERRIDES", "MAX_RECORD_BYTES", "MakeLocal", "assert_all_once", "mix", "poll"]
 
 MAX_RECORD_BYTES: Final = 16_384
 # Short trigger, short lease (a killed job's lease must expire before the
@@ -52,6 +52,17 @@ def mix(count: int, *, seed: int, prefix: str, **kw: Any) -> list[SampleRecord]:
         **kw,
     )
     return generate(spec, now_utc())
+
+
+def assert_all_once(local: LocalInstance, produced: int) -> None:
+    """The run's verdict: all ``produced`` events put, each valid one in the
+    table once and each failure in the failure topic."""
+    summary = local.summary()
+    assert len(local.produced) == produced
+    assert summary.duplicate_ids == 0
+    assert summary.missing_ids == ()
+    assert summary.missing_failures == ()
+    assert summary.ok, summary.problems
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ from infra.serverless.job_run_handler import CONFIG_TAG, GUARD_TYPE, JOB_RUN_TYP
 from local import serverless_moto
 from local.harness import replace_fields
 from local.supervisor.serverless import ACCOUNT, LocalService, run_until, s3_uri
-from tests.e2e.conftest import mix
+from tests.e2e.conftest import assert_all_once, mix
 from tests.e2e.test_serverless_self_healing import handover, job_runs, setup  # noqa: F401
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -219,9 +219,4 @@ def test_an_instance_lives_through_rollbacks_kills_a_shape_change_and_its_delete
     applications = cfn.emr.list_applications()["applications"]
     assert [app["state"] for app in applications] in ([], ["TERMINATED"])
 
-    summary = local.summary()
-    assert len(local.produced) == 440
-    assert summary.duplicate_ids == 0
-    assert summary.missing_ids == ()
-    assert summary.missing_failures == ()
-    assert summary.ok, summary.problems
+    assert_all_once(local, 440)

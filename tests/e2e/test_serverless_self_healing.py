@@ -48,7 +48,7 @@ from model import contract
 from model.exit_record import read_exit_record
 from model.lease import lease_path
 from scripts import stop
-from tests.e2e.conftest import MakeLocal, mix
+from tests.e2e.conftest import MakeLocal, assert_all_once, mix
 from tests.infra.supervisor.policy_helpers import local_pace_policy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -385,12 +385,7 @@ def test_a_change_of_the_job_hands_over_then_make_stop_job_is_left_alone(
     assert all(others == 0 and not held for *_, others, held in service.launches)
     assert samples[0] >= 20 and live_max[0] == 1
     assert local.config.trigger_interval_sec == 2  # the new version runs
-    summary = local.summary()
-    assert len(local.produced) == 450
-    assert summary.duplicate_ids == 0
-    assert summary.missing_ids == ()
-    assert summary.missing_failures == ()
-    assert summary.ok, summary.problems
+    assert_all_once(local, 450)
     assert [run["state"] for run in job_runs(service)] == ["SUCCESS", "RUNNING"]
 
     # make stop-job on the new run, while the supervisor keeps checking.

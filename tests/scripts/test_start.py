@@ -15,7 +15,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from model.exit_record import ExitRecord, write_exit_record
 from scripts import start
 from scripts.command import OperatorError
 from scripts.status.target import Target
-from tests.scripts.local_runs import INSTANCE, write_local_run
+from tests.scripts.local_runs import write_local_run
 from tests.scripts.test_stop import FAKE_JOB
 
 REGION = "eu-west-1"
@@ -116,36 +116,38 @@ def test_start_clears_an_operators_marker_and_waits_for_the_lease(
     assert len(launcher.processes) == 1
 
 
-def test_start_is_refused_while_the_job_holds_its_lease(
-    local_run: tuple[Target, FakeLauncher],
-) -> None:
-    target, launcher = local_run
+def job_running(target: Target, launcher: FakeLauncher) -> None:
     assert run_start(target, launcher)[0] == start.EXIT_STARTED
-    code, out = run_start(target, launcher)
-    assert code == start.EXIT_REFUSED
-    assert "refused, a start would make a second job" in out
-    assert len(launcher.processes) == 1
 
 
-def test_a_handovers_marker_is_left_and_the_start_refused(
-    local_run: tuple[Target, FakeLauncher],
-) -> None:
-    target, launcher = local_run
+def handovers_marker(target: Target, launcher: FakeLauncher) -> None:
     marker(target.config).write_text("handover requested by step s-1\n", encoding="utf-8")
-    code, out = run_start(target, launcher)
-    assert code == start.EXIT_REFUSED
-    assert "written by a deploy's handover" in out
-    assert marker(target.config).exists() and launcher.processes == []
 
 
-def test_a_start_under_way_on_the_platform_is_refused(
+def start_under_way_on_the_platform(target: Target, launcher: FakeLauncher) -> None:
+    launcher.blocked = "application a-1 has an active job run"
+
+
+@pytest.mark.parametrize(
+    ("before", "said"),
+    [
+        (job_running, "refused, a start would make a second job"),
+        (handovers_marker, "written by a deploy's handover"),
+        (start_under_way_on_the_platform, "a-1 has an active job run; refused"),
+    ],
+)
+def test_a_refused_start_starts_nothing_and_leaves_the_marker(
     local_run: tuple[Target, FakeLauncher],
+    before: Callable[[Target, FakeLauncher], None],
+    said: str,
 ) -> None:
     target, launcher = local_run
-    launcher.blocked = "application a-1 has an active job run"
+    before(target, launcher)
+    processes, marker_left = list(launcher.processes), marker(target.config).exists()
     code, out = run_start(target, launcher)
-    assert code == start.EXIT_REFUSED and "a-1 has an active job run; refused" in out
-    assert launcher.processes == []
+    assert code == start.EXIT_REFUSED and said in out
+    assert launcher.processes == processes
+    assert marker(target.config).exists() == marker_left
 
 
 def test_a_job_that_ends_at_start_is_told_by_its_exit_record(
@@ -173,14 +175,6 @@ def test_a_job_that_never_takes_its_lease_times_out(
 
     code, out = run_start(target, Silent(), wait_sec=0.3)
     assert code == start.EXIT_TIMEOUT and "does not hold its lease after 0s" in out
-
-
-def test_an_unknown_local_run_is_a_usage_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    write_local_run(tmp_path)
-    assert start.main(["--instance", "x-eu-west-1", "--work-dir", str(tmp_path)]) == 2
-    assert f"instances run there: {INSTANCE}" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ EMR

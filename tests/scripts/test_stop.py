@@ -210,14 +210,6 @@ def test_a_stop_that_is_not_graceful(
     assert seconds < outcome.within_sec
 
 
-def test_unknown_instance_is_a_usage_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    write_local_run(tmp_path)
-    assert stop.main(["--instance", "x-eu-west-1", "--work-dir", str(tmp_path)]) == 2
-    assert f"instances run there: {INSTANCE}" in capsys.readouterr().err
-
-
 def test_exited_needs_a_free_lease_and_a_gone_process() -> None:
     free, held = JobState(False, "l"), JobState(True, "l", "h:1")
     assert stop.exited(free, None, lambda _: True)

@@ -1,10 +1,12 @@
 """scripts.status.target: which config a command aims at; a deployed instance's
-comes from its stack output."""
+comes from its stack output; an instance a local run does not hold is a usage
+error of every command about one instance's job."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 
 from infra.emr_step import STEP_SPEC_OUTPUT, StepSpec
 from model import contract
+from scripts import start, stop
 from scripts.status import target as target_module
 from scripts.status.target import OperatorError, resolve
 from tests.scripts.local_runs import INSTANCE, REGION, write_local_run
@@ -46,3 +49,12 @@ def test_the_deployed_config_comes_from_the_stack_output(
     missing = "s3://artifacts/job/v2/job-config.json"
     with pytest.raises(OperatorError, match=re.escape(f"{missing}: no such")):
         resolve(INSTANCE, config_file=missing)
+
+
+@pytest.mark.parametrize("main", [start.main, stop.main], ids=["start-job", "stop-job"])
+def test_an_unknown_local_run_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], main: Callable[[Sequence[str]], int]
+) -> None:
+    write_local_run(tmp_path)
+    assert main(["--instance", "x-eu-west-1", "--work-dir", str(tmp_path)]) == 2
+    assert f"instances run there: {INSTANCE}" in capsys.readouterr().err
