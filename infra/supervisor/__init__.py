@@ -20,7 +20,7 @@ As the AWS CDK project-structure sample
   every deployed template, and :data:`artifacts.packaging.SUPERVISOR_FILES`
   stages exactly those modules (never the construct, which imports the CDK).
   This file is staged too: it imports nothing.
-* The local adapters live in :mod:`local.supervisor` (``harness.py``: the
+* The local adapters live in :mod:`local.supervisor` (``emr.py``: the
   local harness plays EMR; ``serverless.py``: the patched EMR Serverless on
   this machine). They run the harness (:mod:`local.harness`, the emulators),
   and ``infra`` never imports ``local`` (tests/test_architecture.py): the CDK
