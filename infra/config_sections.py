@@ -98,7 +98,7 @@ class EmrConfig(ConfigModel):
     # Python (emr/releases.py). emr-spark-8.1.0 lists 3.11 and 3.13 only.
     python: str | None = None
     # The delete-time function that revokes EMR's rules between the cluster's
-    # managed groups (infra/constructs/sg_cleanup.py): a few EC2 calls; Lambda
+    # managed groups (infra/sg_cleanup/construct.py): a few EC2 calls; Lambda
     # allows at most 900 s.
     security_group_cleanup_timeout_sec: int = Field(
         default=120, ge=10, le=900, description="the cleanup Lambda's timeout"

@@ -91,7 +91,7 @@ class _JobModel(ConfigModel):
     # included, through this __init__, and a nested model's ConfigError would
     # reach the parent as one error without its field path. pydantic marks its
     # own BaseModel.__init__ so (pydantic-settings does the same);
-    # tests/job/test_config.py fails if nested paths are lost.
+    # tests/model/test_config.py fails if nested paths are lost.
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
 
@@ -230,7 +230,7 @@ class EventField(_JobModel):
     def __init__(self, name: str, type: FieldType = "string", required: bool = True) -> None:
         """Positional too (``EventField("at", "timestamp")``): schemas are
         written as short lists of these. Keep the defaults equal to the fields'
-        (tests/job/test_config.py checks)."""
+        (tests/model/test_config.py checks)."""
         super().__init__(name=name, type=type, required=required)
 
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]  # see _JobModel

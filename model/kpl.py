@@ -21,7 +21,7 @@ Why a parser of our own instead of awslabs ``aws-kinesis-agg``: that package
 needs ``protobuf`` at run time, on every EMR node, for a message of two
 varints and three length-delimited fields; its generated ``messages_pb2``
 must also match the installed protobuf runtime. This module is the wire
-format only, and ``tests/job/sources/test_kpl.py`` checks it against records the
+format only, and ``tests/model/test_kpl.py`` checks it against records the
 package's aggregator builds.
 
 What counts as readable is what the awslabs readers accept (KCL's and the

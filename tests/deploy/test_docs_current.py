@@ -231,3 +231,44 @@ def test_local_md_states_the_local_run_s_settings() -> None:
         "max_record_bytes": f"{local_run.LOCAL_MAX_RECORD_BYTES:,}",
     }
     assert [f for f, value in rows.items() if f"| `{f}` | {value} |" not in table] == []
+
+
+# A repository path in a document or in production code's comments and
+# docstrings: the top-level folders of this repository, then a file name.
+_REPO_PATH = re.compile(
+    r"(?<![\w/.-])(?:artifacts|bench|bootstrap|docs|emr|infra|integ|job|jvm|local|model|"
+    r"producer|scripts|tests)/[\w/.-]+\.(?:py|sh|json|md|java)\b"
+)
+# Named on purpose although no file has it: the supervisor's and the job-run
+# handler's path inside their Lambda asset (artifacts/packaging.py stages them
+# there, so the deployed ``Handler`` string never changes).
+_NOT_FILES = frozenset({"infra/serverless_job_run_handler.py"})
+
+
+def _texts() -> list[Path]:
+    production = [
+        path
+        for folder in (
+            "artifacts", "bench", "emr", "infra", "integ", "job", "local", "model",
+            "producer", "scripts",
+        )
+        for path in (REPO / folder).rglob("*.py")
+    ]  # fmt: skip
+    return [*production, *(REPO / "docs").glob("*.md"), REPO / "README.md", REPO / "app.py"]
+
+
+def test_every_repository_path_the_docs_and_the_code_name_exists() -> None:
+    """A moved module or test leaves no pointer behind: each path named in
+    docs/, the README or a production module's text is a file of this tree."""
+    named = {
+        (path.relative_to(REPO).as_posix(), found)
+        for path in _texts()
+        for found in _REPO_PATH.findall(path.read_text(encoding="utf-8"))
+    }
+    assert len(named) > 100, "the scan found too few paths to be reading the tree"
+    missing = sorted(
+        f"{where}: {found}"
+        for where, found in named
+        if found not in _NOT_FILES and not (REPO / found).exists()
+    )
+    assert not missing, "\n".join(missing)
