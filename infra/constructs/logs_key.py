@@ -18,10 +18,12 @@ groups' ARNs, a list: any one of them). Each group is given a name
 group, which would be a cycle (the group needs the key).
 
 Changing a log group's key leaves what it already holds under the old key
-(the page above, "Disassociate a key from a log group"): a stack updated from
-one key per group keeps the old keys if its removal policy retains them, and
-their owner schedules their deletion once the groups' retention has passed
-(docs/deploy.md).
+("The log events that were ingested while the key was associated with the log
+group are still encrypted with that key",
+https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_DisassociateKmsKey.html):
+a stack updated from one key per group keeps the old keys if its removal
+policy retains them, and their owner schedules their deletion once the
+groups' retention has passed (docs/deploy.md).
 """
 
 from __future__ import annotations

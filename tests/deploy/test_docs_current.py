@@ -239,9 +239,9 @@ _REPO_PATH = re.compile(
     r"(?<![\w/.-])(?:artifacts|bench|bootstrap|docs|emr|infra|integ|job|jvm|local|model|"
     r"producer|scripts|tests)/[\w/.-]+\.(?:py|sh|json|md|java)\b"
 )
-# Named on purpose although no file has it: the supervisor's and the job-run
-# handler's path inside their Lambda asset (artifacts/packaging.py stages them
-# there, so the deployed ``Handler`` string never changes).
+# Named on purpose although no file has it: the job-run handler's path inside
+# its Lambda asset (artifacts/packaging.py stages it there, so the deployed
+# ``Handler`` string never changes).
 _NOT_FILES = frozenset({"infra/serverless_job_run_handler.py"})
 
 
