@@ -51,7 +51,10 @@ def _run_as_user(
 
 def test_make_run_with_two_instances_passes_and_prints_the_summary(tmp_path: Path) -> None:
     """The first two instances the user's cdk.json declares (one when it
-    declares one), as ``make run ARGS="--instances a,b"`` runs them."""
+    declares one), as ``make run ARGS="--instances a,b"`` runs them, side by
+    side: also their isolation, since each instance's ids carry its domain
+    and its summary fails on an id or a failure record it did not produce
+    (``local/summary.py``: unexpected ids, unexpected failures)."""
     chosen = [i.instance_id for i in load_example_instances()][:2]
     done = _run_as_user(
         [

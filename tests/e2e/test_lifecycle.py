@@ -112,33 +112,6 @@ def _records_per_shard(local: LocalInstance, offset: dict[str, Any]) -> dict[str
     return {shard: seq(state) - seq(start.get(shard)) for shard, state in ends.items()}
 
 
-def test_two_instances_run_side_by_side_in_isolation(
-    emulators: Emulators, make_local: MakeLocal
-) -> None:
-    orders = make_local(emulators, "orders-ap-northeast-2")
-    payments = make_local(emulators, "payments-ap-northeast-2")
-    orders.start_job()
-    payments.start_job()
-    orders.produce(mix(1_500, seed=71, prefix="orders"))
-    payments.produce(mix(2_500, seed=72, prefix="payments"))
-    for local in (orders, payments):
-        local.wait_until_accounted(timeout=300)
-    for local in (orders, payments):
-        assert local.stop_job() == 0, local.log_tail()
-
-    for local, other in ((orders, payments), (payments, orders)):
-        summary = local.summary()
-        assert summary.ok, summary.problems
-        assert summary.unexpected_ids == ()
-        assert summary.unexpected_failures == ()
-        assert local.config.database != other.config.database
-        assert local.config.kafka.topic != other.config.kafka.topic
-        assert local.checkpoint != other.checkpoint
-        last = _batch_ends(local, local.checkpoint_offsets()[max(local.committed_batches())])
-        produced_last = local.reports[0].last_sequence_by_shard()
-        assert {s: v.after for s, v in last.items()} == produced_last
-
-
 def test_shard_split_while_running_loses_and_duplicates_nothing(
     emulators: Emulators, make_local: MakeLocal
 ) -> None:
