@@ -405,7 +405,8 @@ def test_an_unexplained_function_import_is_reported(tmp_path: Path) -> None:
 # and the ticket tracker is not shipped with it. Spelled in parts so that this
 # file itself holds no such reference.
 _TICKET = "issue"
-TICKET_REFERENCE = re.compile(rf"\b{_TICKET}s? #?[0-9]+", re.IGNORECASE)
+# White space, a line break included: a wrapped paragraph can split the two.
+TICKET_REFERENCE = re.compile(rf"\b{_TICKET}s?\s+#?[0-9]+", re.IGNORECASE)
 TICKET_SCANNED = (
     *PRODUCTION_PACKAGES,
     "tests",
@@ -427,9 +428,10 @@ def ticket_references(root: Path) -> list[str]:
         paths = [base] if base.is_file() else sorted(base.rglob(pattern))
         for path in paths:
             relative = path.relative_to(root)
-            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if TICKET_REFERENCE.search(line):
-                    found.append(f"{relative}:{number}: {line.strip()}")
+            text = path.read_text(encoding="utf-8")
+            for match in TICKET_REFERENCE.finditer(text):
+                number = text.count("\n", 0, match.start()) + 1
+                found.append(f"{relative}:{number}: {' '.join(match.group().split())}")
     return found
 
 
@@ -443,6 +445,8 @@ def test_a_ticket_reference_is_found(tmp_path: Path) -> None:
     _write(tmp_path, "tests/job/test_a.py", f"def test_x():  # {_TICKET}s #12 and 13\n")
     _write(tmp_path, "app.py", f"# {_TICKET} tracker: none here\n")
     _write(tmp_path, "docs/a.md", f"Priced under {_TICKET} 40's target.\n")
+    # A wrapped paragraph splits the word and the number over two lines.
+    _write(tmp_path, "docs/b.md", f"Priced under the\n{_TICKET}\n40's target.\n")
     _write(
         tmp_path,
         "infra/b.py",
@@ -452,6 +456,7 @@ def test_a_ticket_reference_is_found(tmp_path: Path) -> None:
         "job/a.py",
         "tests/job/test_a.py",
         "docs/a.md",
+        "docs/b.md",
     ]
 
 
