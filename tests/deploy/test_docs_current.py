@@ -28,6 +28,7 @@ from local import __main__ as local_run
 from local.summary import RunFigures, summarize
 from producer.events import FAILURE_KINDS
 from scripts.preflight.checks import CHECKS
+from tests.packages import PRODUCTION_PACKAGES
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = (REPO / "docs" / "deploy.md").read_text(encoding="utf-8")
@@ -246,14 +247,7 @@ _NOT_FILES = frozenset({"infra/serverless_job_run_handler.py"})
 
 
 def _texts() -> list[Path]:
-    production = [
-        path
-        for folder in (
-            "artifacts", "bench", "emr", "infra", "integ", "job", "local", "model",
-            "producer", "scripts",
-        )
-        for path in (REPO / folder).rglob("*.py")
-    ]  # fmt: skip
+    production = [path for folder in PRODUCTION_PACKAGES for path in (REPO / folder).rglob("*.py")]
     return [*production, *(REPO / "docs").glob("*.md"), REPO / "README.md", REPO / "app.py"]
 
 
