@@ -47,7 +47,7 @@ import os
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from aws_cdk import (
     Acknowledgment,
@@ -437,13 +437,11 @@ class ServerlessJob(Construct):
                 reason="The job runs of the instance's application, found by its name.",
             ),
         )
-        guard = CustomResource(
-            self,
+        guard = self._served_by(
+            function,
             "ApplicationGuard",
-            service_token=function.function_arn,
-            resource_type=GUARD_TYPE,
-            service_timeout=Duration.seconds(SERVICE_TIMEOUT_SEC),
-            properties={
+            GUARD_TYPE,
+            {
                 "ApplicationName": contract.app_name(instance.instance_id),
                 "ConfigHash": self.config_hash,
                 "Handover": self._handover(),
@@ -482,13 +480,11 @@ class ServerlessJob(Construct):
                 "StopApplication",
             ),
         )
-        self.job_run = CustomResource(
-            self,
+        self.job_run = self._served_by(
+            function,
             "JobRun",
-            service_token=function.function_arn,
-            resource_type=JOB_RUN_TYPE,
-            service_timeout=Duration.seconds(SERVICE_TIMEOUT_SEC),
-            properties={
+            JOB_RUN_TYPE,
+            {
                 "StartJobRun": self.request,
                 "Handover": self._handover(),
                 "ConfigHash": self.config_hash,
@@ -503,6 +499,24 @@ class ServerlessJob(Construct):
             "EMR Serverless job run started by the stack's last deploy",
         )
         return self.job_run
+
+    def _served_by(
+        self,
+        function: lambda_.Function,
+        resource_id: str,
+        resource_type: str,
+        properties: dict[str, Any],
+    ) -> CustomResource:
+        """A resource of ``function``'s: CloudFormation gives up on its reply
+        only after the function itself must have ended (SERVICE_TIMEOUT_SEC)."""
+        return CustomResource(
+            self,
+            resource_id,
+            service_token=function.function_arn,
+            resource_type=resource_type,
+            service_timeout=Duration.seconds(SERVICE_TIMEOUT_SEC),
+            properties=properties,
+        )
 
     def _function(self, name: str, description: str) -> lambda_.Function:
         """The handler's function (both resource types), with its log group, and

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
@@ -31,6 +32,28 @@ def _usd(key: str, region: str) -> float:
 
 def _of_type(template: dict[str, Any], type_: str) -> list[dict[str, Any]]:
     return [r.get("Properties", {}) for r in template["Resources"].values() if r["Type"] == type_]
+
+
+def _by_the_load(
+    target: str, rate: float, size: int, trigger: float, p: Callable[[str], float]
+) -> float:
+    """A month of ``rate`` records/s of ``size`` bytes, one batch per
+    ``trigger`` seconds, by hand: the same on either compute target but for
+    the requests per batch, which are measured on each
+    (infra/cost/request_counts.json)."""
+    records, batches = rate * SECONDS, SECONDS / trigger
+    measured = read_counts()[target]
+    usd = records / 1e6 * p("kinesis:put-payload-unit")
+    usd += batches * measured.s3_put_class / 1000 * p("s3:put")
+    usd += batches * measured.s3_get_class / 1000 * p("s3:get")
+    usd += batches * measured.glue / 1e6 * p("glue:catalog-request")
+    usd += batches * measured.put_metric_data / 1000 * p("cloudwatch:put-metric-data")
+    # Kept in S3 and read by the job through the NAT.
+    usd += records * size / 1024**3 * (p("s3:storage") + p("vpc:nat-data"))
+    # The custom metrics sent in every batch or check: 9 per-batch metrics, the
+    # supervisor's 2 (the per-reason failure counts are sent only when a
+    # reason occurs: not in the total).
+    return usd + (9 + 2) * p("cloudwatch:metric")
 
 
 # ----------------------------------------------------------------- the table
@@ -95,21 +118,7 @@ def test_orders_eu_west_1_is_recomputed_by_hand_from_its_template(
     expected += stream["ShardCount"] * HOURS * p("kinesis:shard")
     # Volume: 50 records/s of 2 KB (a declared load), one batch per 10 s.
     rate, size, trigger = 50.0, 2048, config.job.trigger_interval_sec
-    records = rate * SECONDS
-    batches = SECONDS / trigger
-    expected += records / 1e6 * p("kinesis:put-payload-unit")
-    # The requests per batch measured on the EMR target (infra/cost/request_counts.json).
-    measured = read_counts()["emr"]
-    expected += batches * measured.s3_put_class / 1000 * p("s3:put")
-    expected += batches * measured.s3_get_class / 1000 * p("s3:get")
-    expected += batches * measured.glue / 1e6 * p("glue:catalog-request")
-    expected += batches * measured.put_metric_data / 1000 * p("cloudwatch:put-metric-data")
-    expected += records * size / 1024**3 * p("s3:storage")
-    # The job's reads through the NAT, and its custom metrics sent in every
-    # batch or check: 9 per-batch metrics, the supervisor's 2 (the per-reason
-    # failure counts are sent only when a reason occurs: not in the total).
-    expected += records * size / 1024**3 * p("vpc:nat-data")
-    expected += (9 + 2) * p("cloudwatch:metric")
+    expected += _by_the_load("emr", rate, size, trigger, p)
 
     found = estimate(name, template, region, Load(rate, size, trigger))
     assert found.total_usd == pytest.approx(expected, rel=1e-9)
@@ -244,17 +253,7 @@ def test_a_light_serverless_instance_with_its_shares_costs_at_most_150_a_month(
     (stream,) = _of_type(template, "AWS::Kinesis::Stream")
     expected += stream["ShardCount"] * HOURS * p("kinesis:shard")
     rate, size, trigger = 10.0, 1024, config.job.trigger_interval_sec
-    records, batches = rate * SECONDS, SECONDS / trigger
-    gigabytes = records * size / 1024**3
-    expected += records / 1e6 * p("kinesis:put-payload-unit")
-    # The requests per batch measured on the serverless target (infra/cost/request_counts.json).
-    measured = read_counts()["serverless"]
-    expected += batches * measured.s3_put_class / 1000 * p("s3:put")
-    expected += batches * measured.s3_get_class / 1000 * p("s3:get")
-    expected += batches * measured.glue / 1e6 * p("glue:catalog-request")
-    expected += batches * measured.put_metric_data / 1000 * p("cloudwatch:put-metric-data")
-    expected += gigabytes * (p("s3:storage") + p("vpc:nat-data"))
-    expected += 11 * p("cloudwatch:metric")
+    expected += _by_the_load("serverless", rate, size, trigger, p)
     found = estimate(name, template, region, load_for(config))
     assert found.load == Load(10, 1024, trigger)
     assert found.total_usd == pytest.approx(expected, rel=1e-9), render(found)
