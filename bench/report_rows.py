@@ -482,10 +482,12 @@ def _sustained(r: Result) -> list[Row]:
 
 def serverless_sizing(r: Result) -> list[Row]:
     name = r["benchmark"]
+    phases = {"warm-up": r.get("warm_up", {}), **r["phases"], "backlog": r["backlog"]}
     rows = [
-        Row(name, f"peak RSS at {phase}", ", ".join(f"{k} {v:,.0f} MiB" for k, v in peaks.items()))
-        for phase, figures in r["phases"].items()
-        if (peaks := figures.get("peak_rss_mib"))
+        Row(name, f"peak {what} at {phase}", ", ".join(f"{k} {v:,.0f} MiB" for k, v in mib.items()))
+        for phase, figures in phases.items()
+        for what, key in (("RSS", "peak_rss_mib"), ("PSS", "peak_pss_mib"))
+        if (mib := figures.get(key))
     ]
     backlog = r["backlog"]
     return [

@@ -7,7 +7,8 @@ application's spark-defaults, the dependency archive) with ONE task slot
 emulators, at its own trigger interval. Three phases:
 
 1. **10 records/s** and 2. **100 records/s** for a while each: the peak
-   resident memory (sampled every 0.25 s over the job's process tree) of
+   memory, as RSS and as PSS (sampled every 0.25 s over the job's process
+   tree; the warm-up and the backlog are reported too) of
    the driver side (the JVM, the Python driver ``main.py`` and the Python
    processes the driver's JVM starts to plan the Python data source) and of
    the executor side (the Python workers of the tasks: ``pyspark.daemon``
@@ -76,13 +77,19 @@ def classify(cmdline: list[str]) -> str | None:
 
 
 class TreeSampler(threading.Thread):
-    """Peak summed RSS (MiB) per part of a process tree, per phase."""
+    """Peak summed memory (MiB) per part of a process tree, per phase, as RSS
+    and as PSS. RSS counts a page once in every process that maps it, so the
+    Python side's sum counts the interpreter and the libraries the forked
+    ``pyspark.daemon`` workers share with their parent several times; PSS
+    splits each shared page among its sharers, so its sum is what the tree
+    holds, which is what a worker's memory limit charges."""
 
     def __init__(self, root_pid: int) -> None:
         super().__init__(daemon=True)
         self.root_pid = root_pid
         self.phase = "start"
         self.peaks: dict[str, dict[str, float]] = {}
+        self.pss_peaks: dict[str, dict[str, float]] = {}
         self.samples = 0
         self._done = threading.Event()
 
@@ -93,17 +100,21 @@ class TreeSampler(threading.Thread):
                 tree = [root, *root.children(recursive=True)]
             except psutil.Error:
                 tree = []
-            totals = {JVM: 0.0, DRIVER_PYTHON: 0.0, EXECUTOR_PYTHON: 0.0}
+            rss = {JVM: 0.0, DRIVER_PYTHON: 0.0, EXECUTOR_PYTHON: 0.0}
+            pss = dict(rss)
             for process in tree:
                 try:
                     part = classify(process.cmdline())
                     if part is not None:
-                        totals[part] += process.memory_info().rss / 2**20
+                        memory = process.memory_full_info()
+                        rss[part] += memory.rss / 2**20
+                        pss[part] += memory.pss / 2**20
                 except psutil.Error:
                     continue
-            peaks = self.peaks.setdefault(self.phase, {})
-            for part, value in totals.items():
-                peaks[part] = max(peaks.get(part, 0.0), value)
+            for totals, into in ((rss, self.peaks), (pss, self.pss_peaks)):
+                peaks = into.setdefault(self.phase, {})
+                for part, value in totals.items():
+                    peaks[part] = max(peaks.get(part, 0.0), value)
             self.samples += 1
             self._done.wait(SAMPLE_EVERY_SEC)
 
@@ -145,6 +156,10 @@ def _job(ctx: Context, root: Path) -> Iterator[tuple[Any, TreeSampler]]:
         if job.running:
             job.stop(timeout=120)
         job.close()
+
+
+def _rounded(peaks: dict[str, float]) -> dict[str, float]:
+    return {part: round(value, 1) for part, value in peaks.items()}
 
 
 def _records(local: Any, count: int, prefix: str, seed: int) -> list[Any]:
@@ -195,11 +210,12 @@ def run(ctx: Context) -> None:
         local.wait_until_accounted(timeout=1800, interval=0.5)
         drain_sec = time.monotonic() - put_at
         backlog_batches = _durations(local, begin)
-        peaks = sampler.peaks
+        peaks, pss_peaks = sampler.peaks, sampler.pss_peaks
     load_after = machine_load()
 
     for phase, figures in phases.items():
-        figures["peak_rss_mib"] = {k: round(v, 1) for k, v in peaks.get(phase, {}).items()}
+        figures["peak_rss_mib"] = _rounded(peaks.get(phase, {}))
+        figures["peak_pss_mib"] = _rounded(pss_peaks.get(phase, {}))
     fixed_ms = float(phases["10/s"]["batch_ms"]["median"] or 0.0)
     busy_sec = sum(backlog_batches) / 1000.0
     sustained = backlog / busy_sec if busy_sec > 0 else 0.0
@@ -210,13 +226,20 @@ def run(ctx: Context) -> None:
         "trigger_interval_sec": trigger,
         "phase_seconds": seconds,
         "startup_to_first_rows_sec": round(startup_sec, 1),
+        # The start (JVM, table, the first batches' planning) is no rate's phase,
+        # but the worker must hold its peak too.
+        "warm_up": {
+            "peak_rss_mib": _rounded(peaks.get("warm-up", {})),
+            "peak_pss_mib": _rounded(pss_peaks.get("warm-up", {})),
+        },
         "phases": phases,
         "backlog": {
             "records": backlog,
             "put_sec": round(put_sec, 1),
             "drain_sec": round(drain_sec, 1),
             "batch_ms": [round(d, 1) for d in backlog_batches],
-            "peak_rss_mib": {k: round(v, 1) for k, v in peaks.get("backlog", {}).items()},
+            "peak_rss_mib": _rounded(peaks.get("backlog", {})),
+            "peak_pss_mib": _rounded(pss_peaks.get("backlog", {})),
         },
         "per_batch_fixed_cost_ms": fixed_ms,
         "sustained_records_per_sec_one_core": round(sustained, 1),

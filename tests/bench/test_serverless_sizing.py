@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from bench.serverless_sizing import (
     DRIVER_PYTHON,
     EXECUTOR_PYTHON,
     JVM,
+    TreeSampler,
     classify,
     fixed_and_rate,
 )
+from model.polling import poll_until
 
 
 @pytest.mark.parametrize(
@@ -34,3 +38,23 @@ def test_the_trigger_holds_the_rate_whose_batches_fit_in_it() -> None:
     assert fixed_and_rate(2_000.0, 500.0, 10.0) == pytest.approx(400.0)
     # A batch's fixed part alone longer than the trigger holds no rate.
     assert fixed_and_rate(12_000.0, 500.0, 10.0) == 0.0
+
+
+def test_the_sampler_reads_each_part_as_rss_and_as_its_smaller_share() -> None:
+    # This test's own interpreter is a Python process that is not the driver's.
+    sampler = TreeSampler(os.getpid())
+    sampler.phase = "here"
+    sampler.start()
+    try:
+        poll_until(
+            lambda: sampler.samples >= 2,
+            timeout=30,
+            interval=0.05,
+            on_timeout=lambda: AssertionError(f"{sampler.samples} samples in 30 s"),
+        )
+    finally:
+        sampler.stop()
+    rss, pss = sampler.peaks["here"], sampler.pss_peaks["here"]
+    assert rss[EXECUTOR_PYTHON] > 10
+    assert 0 < pss[EXECUTOR_PYTHON] <= rss[EXECUTOR_PYTHON]
+    assert rss[JVM] == pss[JVM] == 0
