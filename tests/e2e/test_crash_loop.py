@@ -10,7 +10,8 @@ two moments, aimed at by watching the table's files. A slice is the run's
 share of the records still held back (twice as many parts as the fewest
 runs), so a kill that misses its moment leaves records for every run the
 moments still need: a run with nothing to write or replay can hit neither.
-The two moments:
+The last part is held back for a run that a late miss adds, or else goes to
+the draining run. The two moments:
 
 * **while data files are being written**: the first new Parquet file of a
   batch appears under the table's ``data/`` (the executors are writing; the
@@ -77,10 +78,11 @@ SERVERLESS_INSTANCE: Final = "orders-eu-west-1"
 SLICES: Final = 4
 MAX_KILLS: Final = 14
 # The records are cut into this many parts per slice, and each run gets its
-# share of the parts left (crash_loop): two when every kill hits its moment,
-# fewer after a miss, so records remain for every run the moments still need.
-# (With one part per slice, a miss before the last slice left a run with no
-# records: it waited out kill_when's timeout, then again, up to MAX_KILLS.)
+# share of the parts left (crash_loop): two when every kill hits its moment
+# (one for the last run, one part being held back), fewer after a miss, so
+# records remain for every run the moments still need. (With one part per
+# slice, a miss from the last slice on left a run with no records: it waited
+# out kill_when's timeout, then again, up to MAX_KILLS.)
 PARTS_PER_SLICE: Final = 2
 # The second case: the same promises through SubscribeToShard subscriptions
 # while the stream is resharded under the running job. Each reshard comes
@@ -241,21 +243,22 @@ def crash_loop(
     while_running: Callable[[int], None] = lambda _run: None,
 ) -> Kills:
     """Produce a slice (the run's share of the ``parts`` left), start the
-    job, SIGKILL it at an aimed moment; again until the parts are out and
-    both moments were hit twice (or ``max_kills``): at least ``slices`` runs.
+    job, SIGKILL it at an aimed moment; again until both moments were hit
+    twice in at least ``slices`` runs (or ``max_kills``). ``parts`` keeps what
+    was not produced: the part held back, unless a run needed it.
     ``while_running(n)`` runs right after the n-th start, while the job reads
     (a reshard)."""
     kills = Kills()
-    pending = list(parts)
-    while kills.total < max_kills and (kills.during_write < 2 or kills.after_commit < 2 or pending):
-        if pending:
-            share = max(1, len(pending) // runs_needed(kills, slices))
-            local.produce(
-                [record for part in pending[:share] for record in part],
-                aggregate_size=AGGREGATE_SIZE,
-                aggregate_share=AGGREGATE_SHARE,
-            )
-            del pending[:share]
+    while kills.total < max_kills and (
+        kills.during_write < 2 or kills.after_commit < 2 or kills.total < slices
+    ):
+        if parts:
+            needed = runs_needed(kills, slices)
+            share = max(1, len(parts) // needed)
+            if needed == 1 and len(parts) > 1:
+                share = len(parts) - 1  # one held back, for a run a miss adds
+            produce(local, parts[:share])
+            del parts[:share]
         orphans_before = _orphans(local)
         in_table_before = _committed_in_table(local)
         aim_after_commit = kills.after_commit <= kills.during_write
@@ -274,6 +277,17 @@ def crash_loop(
         elif _orphans(local) - orphans_before:
             kills.during_write += 1
     return kills
+
+
+def produce(local: LocalInstance, parts: list[list[Any]]) -> None:
+    records = [record for part in parts for record in part]
+    if not records:
+        return
+    local.produce(
+        records,
+        aggregate_size=AGGREGATE_SIZE,
+        aggregate_share=AGGREGATE_SHARE,
+    )
 
 
 def drain_and_check(local: LocalInstance, reader: Reader, kills: Kills, label: str) -> Any:
@@ -336,6 +350,7 @@ def crash_and_drain(
     count = slices * PARTS_PER_SLICE
     parts = [records[i::count] for i in range(count)]
     kills = crash_loop(local, parts, slices, max_kills, while_running)
+    produce(local, parts)  # the part held back, for the draining run
     return kills, drain_and_check(local, reader, kills, label)
 
 
