@@ -202,6 +202,12 @@ def unpack_archive(archive: Path, target: Path) -> Path:
     if target.is_dir() and stamp.is_file() and stamp.read_text(encoding="utf-8") == mark:
         return target
     shutil.rmtree(target, ignore_errors=True)
+    _extract(archive, target)
+    stamp.write_text(mark, encoding="utf-8")
+    return target
+
+
+def _extract(archive: Path, target: Path) -> None:
     target.mkdir(parents=True)
     if archive.suffix == ".zip":
         with zipfile.ZipFile(archive) as zipped:
@@ -209,16 +215,49 @@ def unpack_archive(archive: Path, target: Path) -> Path:
     else:
         with tarfile.open(archive, "r:gz") as tar:
             tar.extractall(target, filter="data")
-    stamp.write_text(mark, encoding="utf-8")
+
+
+def unpacked_beside(archive: Path) -> Path:
+    """``archive`` unpacked once per version (its size and time) in
+    ``unpacked/`` beside it, for every launch on this machine: the dependency
+    archive is 100+ MiB and its build is shared by every work directory (each
+    e2e case has its own), so unpacking it per work directory cost every
+    serverless case 5-8 s before its first launch. Safe side by side: each
+    process unpacks into its own directory and renames it into place, and a
+    version is used only once whole (a loser of the race drops its copy).
+    Older versions of the same archive are removed."""
+    stat = archive.stat()
+    cache = archive.parent / "unpacked"
+    target = cache / f"{archive.name}-{stat.st_size}-{stat.st_mtime_ns}"
+    if target.is_dir():
+        return target
+    partial = cache / f".{target.name}.{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    _extract(archive, partial)
+    try:
+        partial.rename(target)
+    except OSError:
+        if not target.is_dir():
+            raise
+        shutil.rmtree(partial, ignore_errors=True)
+    for old in cache.glob(f"{archive.name}-*"):
+        if old != target:
+            shutil.rmtree(old, ignore_errors=True)
     return target
 
 
-def working_directory(cwd: Path, archives: dict[str, Path], shared: Path) -> None:
+def working_directory(
+    cwd: Path, archives: dict[str, Path], shared: Path, beside: frozenset[str] = frozenset()
+) -> None:
     """``cwd/<alias>`` for each archive, unpacked under ``shared`` once and
-    linked (the dependency archive is 100+ MiB; every launch reuses it)."""
+    linked; the aliases in ``beside`` are unpacked beside their archive
+    instead (:func:`unpacked_beside`)."""
     cwd.mkdir(parents=True, exist_ok=True)
     for alias, archive in archives.items():
-        unpacked = unpack_archive(archive, shared / f"{alias}-{archive.stat().st_size}")
+        if alias in beside:
+            unpacked = unpacked_beside(archive)
+        else:
+            unpacked = unpack_archive(archive, shared / f"{alias}-{archive.stat().st_size}")
         link = cwd / alias
         if link.is_symlink() or link.exists():
             link.unlink()
@@ -272,7 +311,10 @@ def plan(
     # The driver's working directory, with spark.archives unpacked in it.
     cwd = serverless / f"run-{digest}"
     working_directory(
-        cwd, {ARCHIVE_ALIAS: archive, PACKAGE_ALIAS: staged / PACKAGE_ZIP}, serverless / "unpacked"
+        cwd,
+        {ARCHIVE_ALIAS: archive, PACKAGE_ALIAS: staged / PACKAGE_ZIP},
+        serverless / "unpacked",
+        beside=frozenset({ARCHIVE_ALIAS}),
     )
     work_dir = local_work_dir(config, None)
     if work_dir is None:

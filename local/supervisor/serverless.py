@@ -31,6 +31,7 @@ import json
 import os
 import socket
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -220,7 +221,13 @@ class LocalService:
 @contextmanager
 def local_service(local: LocalInstance) -> Iterator[LocalService]:
     """Serve the patched moto in a thread, with an application for ``local``'s
-    instance; every attempt's process is killed on the way out."""
+    instance; every attempt's process is killed on the way out.
+
+    The server starts empty: moto keeps its state in this process's module
+    globals, not in the server, so without the reset an earlier service in
+    the same process (an earlier test on the same pytest worker) left its
+    applications, of the same name, behind, and the application guard, which
+    finds the application by name, acted on one of those."""
     serverless_moto.patch_emr_serverless()
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
@@ -228,6 +235,9 @@ def local_service(local: LocalInstance) -> Iterator[LocalService]:
     service = LocalService(local, local.config.region, endpoint=f"http://127.0.0.1:{port}")
     try:
         _wait_port(port)
+        reset = urllib.request.Request(f"{service.endpoint}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(reset, timeout=30) as answer:
+            answer.read()
         app = service.client("emr-serverless").create_application(
             name=local.name, releaseLabel="emr-spark-8.1.0", type="SPARK"
         )

@@ -6,7 +6,12 @@ in a batch of user records whose coordinates differ only by their
 sub-sequence number); for each slice
 the job is started on the same checkpoint and killed with SIGKILL (the whole
 process group: driver, JVM, Python workers; no shutdown hook runs) at one of
-two moments, aimed at by watching the table's files:
+two moments, aimed at by watching the table's files. A slice is the run's
+share of the records still held back (twice as many parts as the fewest
+runs), so a kill that misses its moment leaves records for every run the
+moments still need: a run with nothing to write or replay can hit neither.
+The last part is held back for a run that a late miss adds, or else goes to
+the draining run. The two moments:
 
 * **while data files are being written**: the first new Parquet file of a
   batch appears under the table's ``data/`` (the executors are writing; the
@@ -14,7 +19,9 @@ two moments, aimed at by watching the table's files:
 * **between the Iceberg commit and Spark's**: the catalog's pointer to the
   table's current metadata moves (the batch's snapshot landed; read straight
   from the SQLite catalog, a cheap poll) and the job dies before Spark records
-  the batch in the checkpoint's ``commits/``.
+  the batch in the checkpoint's ``commits/``. That window is about 20 ms here,
+  so once the commit's manifests appear in the table's ``metadata/`` the
+  pointer is polled without pause until it moves.
 
 After each kill the moment it really hit is read back from the dead job's
 state (the table's committed-batch mark against the checkpoint's commits, and
@@ -33,7 +40,9 @@ merge, another split): the same zeros. Each launch path has its crash loop.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import sys
 import threading
 import time
 from collections import Counter
@@ -68,6 +77,13 @@ SERVERLESS_INSTANCE: Final = "orders-eu-west-1"
 # on this machine) that prove nothing more.
 SLICES: Final = 4
 MAX_KILLS: Final = 14
+# The records are cut into this many parts per slice, and each run gets its
+# share of the parts left (crash_loop): two when every kill hits its moment
+# (one for the last run, one part being held back), fewer after a miss, so
+# records remain for every run the moments still need. (With one part per
+# slice, a miss from the last slice on left a run with no records: it waited
+# out kill_when's timeout, then again, up to MAX_KILLS.)
+PARTS_PER_SLICE: Final = 2
 # The second case: the same promises through SubscribeToShard subscriptions
 # while the stream is resharded under the running job. Each reshard comes
 # right after a start, before the job reads, so the parents hold their slice's
@@ -101,31 +117,69 @@ def _metadata_pointer(local: LocalInstance) -> str | None:
     return str(row[0]) if row else None
 
 
-def kill_when(local: LocalInstance, changed: Callable[[], bool], timeout: float) -> bool:
-    """SIGKILL the job the moment ``changed()`` holds; False (and killed
-    anyway) if it did not in time."""
+# How long the poll stays without pause once a commit is imminent: the
+# manifests come some milliseconds before the catalog's pointer moves.
+IMMINENT_SEC: Final = 1.0
+# Meanwhile the reader thread's scans must not hold the GIL for the default 5 ms.
+IMMINENT_SWITCH_INTERVAL_SEC: Final = 0.0005
+
+
+@dataclass
+class Trigger:
+    """``changed()`` holds once the aimed moment came; while ``imminent()``
+    holds, it is about to, and is polled without pause."""
+
+    changed: Callable[[], bool]
+    imminent: Callable[[], bool] = lambda: False
+
+
+def kill_when(local: LocalInstance, trigger: Trigger, timeout: float) -> bool:
+    """SIGKILL the job the moment ``trigger.changed()`` holds; False (and
+    killed anyway) if it did not in time."""
     job = local.job
     assert job is not None
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and job.running:
-        if changed():
-            job.kill()
-            return True
-        time.sleep(0.005)
+    switch_interval = sys.getswitchinterval()
+    try:
+        while time.monotonic() < deadline and job.running:
+            if trigger.changed():
+                job.kill()
+                return True
+            if trigger.imminent():
+                sys.setswitchinterval(IMMINENT_SWITCH_INTERVAL_SEC)
+                until = min(deadline, time.monotonic() + IMMINENT_SEC)
+                while time.monotonic() < until and job.running:
+                    if trigger.changed():
+                        job.kill()
+                        return True
+                sys.setswitchinterval(switch_interval)
+            time.sleep(0.005)
+    finally:
+        sys.setswitchinterval(switch_interval)
     if job.running:
         job.kill()
     return False
 
 
-def new_data_file(local: LocalInstance) -> Callable[[], bool]:
+def new_data_file(local: LocalInstance) -> Trigger:
     before = _files(local.table_location, "*.parquet")
-    return lambda: bool(_files(local.table_location, "*.parquet") - before)
+    return Trigger(lambda: bool(_files(local.table_location, "*.parquet") - before))
 
 
-def moved_pointer(local: LocalInstance) -> Callable[[], bool]:
+def _metadata_entries(local: LocalInstance) -> int:
+    try:
+        return len(os.listdir(local.table_location / "metadata"))
+    except OSError:
+        return 0
+
+
+def moved_pointer(local: LocalInstance) -> Trigger:
     """True once the table exists and its pointer moved after that (a commit;
-    creating the table is not one)."""
+    creating the table is not one); imminent each time ``metadata/`` gains an
+    entry (a commit writes its manifests, manifest list and metadata file
+    there before it moves the pointer)."""
     first: list[str] = []
+    entries = [_metadata_entries(local)]
 
     def changed() -> bool:
         now = _metadata_pointer(local)
@@ -136,7 +190,12 @@ def moved_pointer(local: LocalInstance) -> Callable[[], bool]:
             return False
         return now != first[0]
 
-    return changed
+    def imminent() -> bool:
+        now = _metadata_entries(local)
+        grew, entries[0] = now > entries[0], now
+        return grew and bool(first)
+
+    return Trigger(changed, imminent)
 
 
 class Reader(threading.Thread):
@@ -169,28 +228,42 @@ class Kills:
     after_commit: int = 0
 
 
+def runs_needed(kills: Kills, slices: int) -> int:
+    """The fewest killed runs still to come: one per slice not yet run, and
+    one per hit each moment still lacks."""
+    lacking = max(0, 2 - kills.during_write) + max(0, 2 - kills.after_commit)
+    return max(slices - kills.total, lacking, 1)
+
+
 def crash_loop(
     local: LocalInstance,
-    slices: list[list[Any]],
+    parts: list[list[Any]],
+    slices: int,
     max_kills: int,
     while_running: Callable[[int], None] = lambda _run: None,
 ) -> Kills:
-    """Produce a slice, start the job, SIGKILL it at an aimed moment; again
-    until the slices are out and both moments were hit twice (or
-    ``max_kills``). ``while_running(n)`` runs right after the n-th start,
-    while the job reads (a reshard)."""
+    """Produce a slice (the run's share of the ``parts`` left), start the
+    job, SIGKILL it at an aimed moment; again until both moments were hit
+    twice in at least ``slices`` runs (or ``max_kills``). ``parts`` keeps what
+    was not produced: the part held back, unless a run needed it.
+    ``while_running(n)`` runs right after the n-th start, while the job reads
+    (a reshard)."""
     kills = Kills()
-    pending = list(slices)
-    while kills.total < max_kills and (kills.during_write < 2 or kills.after_commit < 2 or pending):
-        if pending:
-            local.produce(
-                pending.pop(0), aggregate_size=AGGREGATE_SIZE, aggregate_share=AGGREGATE_SHARE
-            )
+    while kills.total < max_kills and (
+        kills.during_write < 2 or kills.after_commit < 2 or kills.total < slices
+    ):
+        if parts:
+            needed = runs_needed(kills, slices)
+            share = max(1, len(parts) // needed)
+            if needed == 1 and len(parts) > 1:
+                share = len(parts) - 1  # one held back, for a run a miss adds
+            produce(local, parts[:share])
+            del parts[:share]
         orphans_before = _orphans(local)
         in_table_before = _committed_in_table(local)
         aim_after_commit = kills.after_commit <= kills.during_write
         trigger = moved_pointer(local) if aim_after_commit else new_data_file(local)
-        trigger()  # the state before the start
+        trigger.changed()  # the state before the start
         local.start_job()
         while_running(kills.total)
         kill_when(local, trigger, timeout=240)
@@ -204,6 +277,17 @@ def crash_loop(
         elif _orphans(local) - orphans_before:
             kills.during_write += 1
     return kills
+
+
+def produce(local: LocalInstance, parts: list[list[Any]]) -> None:
+    records = [record for part in parts for record in part]
+    if not records:
+        return
+    local.produce(
+        records,
+        aggregate_size=AGGREGATE_SIZE,
+        aggregate_share=AGGREGATE_SHARE,
+    )
 
 
 def drain_and_check(local: LocalInstance, reader: Reader, kills: Kills, label: str) -> Any:
@@ -263,8 +347,10 @@ def crash_and_drain(
     the summary."""
     reader = Reader(local)
     reader.start()
-    parts = [records[i::slices] for i in range(slices)]
-    kills = crash_loop(local, parts, max_kills, while_running)
+    count = slices * PARTS_PER_SLICE
+    parts = [records[i::count] for i in range(count)]
+    kills = crash_loop(local, parts, slices, max_kills, while_running)
+    produce(local, parts)  # the part held back, for the draining run
     return kills, drain_and_check(local, reader, kills, label)
 
 
