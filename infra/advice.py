@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from infra.cost.lines import EMR_DEFAULT_EBS_GIB, EMR_ROOT_VOLUME_GIB
 from infra.cost.prices import HOURS_PER_MONTH, PRICE_ROWS, PriceRow, price_index
+from infra.serverless.config import DRIVER_MEMORY_GB, EXECUTOR_MEMORY_GB
 from infra.sizing import (
     BATCH_FIXED_SEC,
     INSTANCE_TYPES,
@@ -67,8 +68,8 @@ STATE_DISK_FACTOR: Final = 2
 SERVERLESS_FREE_DISK_GB: Final = 20  # a worker's disk without extra charge
 SERVERLESS_MAX_DISK_GB: Final = 200
 # The serverless workers of the measured default shape (docs/sizing.md).
-SERVERLESS_DRIVER_GB: Final = 3
-SERVERLESS_EXECUTOR_GB: Final = 2
+SERVERLESS_DRIVER_GB: Final = DRIVER_MEMORY_GB
+SERVERLESS_EXECUTOR_GB: Final = EXECUTOR_MEMORY_GB
 
 # The failure topic's worst hour: every record of the hot rate failing,
 # written three times (replication factor 3). Below this a kafka.t3.small

@@ -21,13 +21,15 @@ processes live (the Python driver, the executors' Python workers):
 ``spark.executor.memory`` get, the rest of the worker.
 
 The defaults come from the measured peaks (docs/sizing.md, "Serverless
-shape"): the driver's JVM 958 MiB and the Python driver 771 MiB. The driver
-worker is 1 vCPU / 3 GB: a 1664 MB heap plus a 1408 MB overhead (Spark's
-384 MB for the JVM's own off-heap memory and 1 GiB for the Python driver),
-3072 MB in all. The executor worker stays 1 vCPU / 2 GB: a 1024 MB heap
-(the one local JVM, driver and executor together, peaked at 958 MiB) plus a
-1024 MB overhead (384 MB for the JVM, the Python workers' 343 MiB peak and
-RocksDB's off-heap state).
+shape"), as PSS, what the processes hold together (RSS counts the pages the
+forked Python workers share once in each): the one local JVM, driver and
+executor together, 702 MiB; the Python driver and its planners 593 MiB; the
+executors' Python workers 284 MiB. Both workers are 1 vCPU / 2 GB: a
+1024 MB heap plus a 1024 MB overhead, which holds Spark's 384 MB for the
+JVM's own off-heap memory and 640 MB for the Python side (the driver's
+593 MiB; the executor's Python workers and RocksDB's off-heap state). Even
+a full 1024 MB heap with the JVM's off-heap part leaves the Python driver its
+measured peak.
 """
 
 from __future__ import annotations
@@ -76,8 +78,8 @@ def spark_memory_mb(worker_memory_gb: int) -> int:
 # streaming driver or executor does not start its query (docs/sizing.md).
 MIN_HEAP_MB: Final = 1024
 # The default workers (the module docstring gives the reasoning).
-DRIVER_MEMORY_GB: Final = 3
-DRIVER_OVERHEAD_MB: Final = MIN_OVERHEAD_MB + 1024
+DRIVER_MEMORY_GB: Final = 2
+DRIVER_OVERHEAD_MB: Final = 1024
 EXECUTOR_MEMORY_GB: Final = 2
 EXECUTOR_OVERHEAD_MB: Final = 1024
 
@@ -123,8 +125,8 @@ class WorkerConfig(ConfigModel):
 class ServerlessConfig(ConfigModel):
     """The EMR Serverless application of a ``"compute": "serverless"`` instance.
 
-    The default shape: an ARM64 1 vCPU / 3 GB driver (1664 MB heap, 1408 MB
-    overhead) and one 1 vCPU / 2 GB executor (1024 MB heap, 1024 MB overhead),
+    The default shape: an ARM64 1 vCPU / 2 GB driver and one 1 vCPU / 2 GB
+    executor, each a 1024 MB heap and a 1024 MB overhead,
     no pre-initialized capacity (module docstring). ``executor_count`` is fixed
     (dynamic allocation off, model/spark_conf.py): the application's maximum
     capacity is the driver plus exactly these executors, so no second copy of

@@ -82,7 +82,8 @@ def test_the_advised_shapes_are_graviton_and_priced_on_both_targets() -> None:
         _usd("emr-serverless:vcpu-arm", "eu-west-1"),
         _usd("emr-serverless:gb-arm", "eu-west-1"),
     )
-    assert shapes["serverless"].monthly_usd == pytest.approx(730 * (3 * vcpu + 7 * gb))
+    # A 1 vCPU / 2 GB driver and two 1 vCPU / 2 GB executors: 3 vCPU, 6 GB.
+    assert shapes["serverless"].monthly_usd == pytest.approx(730 * (3 * vcpu + 6 * gb))
     assert advised(demand, "us-west-2")["emr"].monthly_usd is None, "no rows: not priced"
 
 

@@ -239,8 +239,8 @@ def test_a_light_serverless_instance_with_its_shares_costs_at_most_150_a_month(
     assert app["Architecture"] == "ARM64"
     capacity = app["MaximumCapacity"]
     vcpu, memory = float(capacity["Cpu"].split()[0]), float(capacity["Memory"].split()[0])
-    # A 1 vCPU / 3 GB driver and a 1 vCPU / 2 GB executor; 2 workers x 20 GB: no extra disk.
-    assert (vcpu, memory, capacity["Disk"]) == (2, 5, "40 GB")
+    # A 1 vCPU / 2 GB driver and a 1 vCPU / 2 GB executor; 2 workers x 20 GB: no extra disk.
+    assert (vcpu, memory, capacity["Disk"]) == (2, 4, "40 GB")
     expected = HOURS * (vcpu * p("emr-serverless:vcpu-arm") + memory * p("emr-serverless:gb-arm"))
     # ARM64 is 20 % less than x86 in the table.
     assert p("emr-serverless:vcpu-arm") == pytest.approx(0.8 * p("emr-serverless:vcpu-x86"))

@@ -70,12 +70,12 @@ def test_a_serverless_instance_drops_the_examples_placeholder_but_keeps_a_real_z
 def test_the_default_shape_is_the_priced_one() -> None:
     shape = _load(compute="serverless").serverless
     assert shape.architecture == "ARM64"
-    assert (shape.driver.cpu, shape.driver.memory_gb, shape.driver.disk_gb) == (1, 3, 20)
-    assert (shape.driver.spark_memory_mb, shape.driver.overhead_mb) == (1664, 1408)
+    assert (shape.driver.cpu, shape.driver.memory_gb, shape.driver.disk_gb) == (1, 2, 20)
+    assert (shape.driver.spark_memory_mb, shape.driver.overhead_mb) == (1024, 1024)
     assert (shape.executor.cpu, shape.executor.memory_gb) == (1, 2)
     assert (shape.executor.spark_memory_mb, shape.executor.overhead_mb) == (1024, 1024)
     assert shape.executor_count == 1
-    assert (shape.max_vcpu, shape.max_memory_gb, shape.max_disk_gb) == (2, 5, 40)
+    assert (shape.max_vcpu, shape.max_memory_gb, shape.max_disk_gb) == (2, 4, 40)
 
 
 @pytest.mark.parametrize(

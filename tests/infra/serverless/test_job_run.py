@@ -138,10 +138,10 @@ def test_the_workers_memory_and_disks_fit_the_shape() -> None:
     conf = application_spark_defaults(ServerlessConfig())
     assert conf["spark.driver.cores"] == "1"
     # Heap plus overhead is the whole worker (docs/sizing.md, "Serverless shape").
-    assert conf["spark.driver.memory"] == "1664m"  # a 3 GB driver
-    assert conf["spark.driver.memoryOverhead"] == "1408m"  # 384 MB + 1 GiB: the Python driver
+    assert conf["spark.driver.memory"] == "1024m"  # a 2 GB driver
+    assert conf["spark.driver.memoryOverhead"] == "1024m"  # 384 MB + 640 MB: the Python driver
     assert conf["spark.executor.memory"] == "1024m"  # a 2 GB executor
     assert conf["spark.executor.memoryOverhead"] == "1024m"
-    assert 1664 + 1408 == 3 * 1024 and 1024 + 1024 == 2 * 1024
+    assert 1024 + 1024 == 2 * 1024
     assert conf["spark.emr-serverless.driver.disk"] == "20G"
     assert conf["spark.emr-serverless.executor.disk"] == "20G"
