@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import os
+import subprocess
+import sys
 
 import pytest
 
@@ -41,8 +42,10 @@ def test_the_trigger_holds_the_rate_whose_batches_fit_in_it() -> None:
 
 
 def test_the_sampler_reads_each_part_as_rss_and_as_its_smaller_share() -> None:
-    # This test's own interpreter is a Python process that is not the driver's.
-    sampler = TreeSampler(os.getpid())
+    # A tree of its own: one Python process that is not the driver's (this
+    # test's worker may have a JVM child of another test's Spark session).
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    sampler = TreeSampler(child.pid)
     sampler.phase = "here"
     sampler.start()
     try:
@@ -54,7 +57,10 @@ def test_the_sampler_reads_each_part_as_rss_and_as_its_smaller_share() -> None:
         )
     finally:
         sampler.stop()
+        child.kill()
+        child.wait(timeout=30)
     rss, pss = sampler.peaks["here"], sampler.pss_peaks["here"]
-    assert rss[EXECUTOR_PYTHON] > 10
+    assert rss[EXECUTOR_PYTHON] > 1
     assert 0 < pss[EXECUTOR_PYTHON] <= rss[EXECUTOR_PYTHON]
     assert rss[JVM] == pss[JVM] == 0
+    assert rss[DRIVER_PYTHON] == pss[DRIVER_PYTHON] == 0
