@@ -67,9 +67,6 @@ STATE_BYTES_PER_KEY: Final = 91
 STATE_DISK_FACTOR: Final = 2
 SERVERLESS_FREE_DISK_GB: Final = 20  # a worker's disk without extra charge
 SERVERLESS_MAX_DISK_GB: Final = 200
-# The serverless workers of the measured default shape (docs/sizing.md).
-SERVERLESS_DRIVER_GB: Final = DRIVER_MEMORY_GB
-SERVERLESS_EXECUTOR_GB: Final = EXECUTOR_MEMORY_GB
 
 # The failure topic's worst hour: every record of the hot rate failing,
 # written three times (replication factor 3). Below this a kafka.t3.small
@@ -181,7 +178,7 @@ def need(demand: Demand) -> Need:
         broker=broker_for(demand.peak, demand.record_bytes),
         executor_memory_mb=_advised_emr(cores)[2]
         if demand.compute == "emr"
-        else SERVERLESS_EXECUTOR_GB * 1024,
+        else EXECUTOR_MEMORY_GB * 1024,
         holds_trigger=demand.trigger_sec > FIXED_SEC[demand.compute],
     )
 
@@ -251,8 +248,8 @@ def advised_serverless(
 ) -> Advised:
     executors, disk = serverless_executors(cores, state)
     text = (
-        f"serverless ARM64 {executors} x 1 vCPU / {SERVERLESS_EXECUTOR_GB} GB / {disk} GB "
-        f"executor(s) + 1 vCPU / {SERVERLESS_DRIVER_GB} GB driver"
+        f"serverless ARM64 {executors} x 1 vCPU / {EXECUTOR_MEMORY_GB} GB / {disk} GB "
+        f"executor(s) + 1 vCPU / {DRIVER_MEMORY_GB} GB driver"
     )
     index = price_index(rows)
     vcpu = index.get(("emr-serverless:vcpu-arm", region))
@@ -260,7 +257,7 @@ def advised_serverless(
     storage = index.get(("emr-serverless:storage", region))
     if vcpu is None or memory is None or storage is None:
         return Advised("serverless", text, None)
-    gigabytes = SERVERLESS_DRIVER_GB + executors * SERVERLESS_EXECUTOR_GB
+    gigabytes = DRIVER_MEMORY_GB + executors * EXECUTOR_MEMORY_GB
     extra_disk = executors * (disk - SERVERLESS_FREE_DISK_GB)
     hourly = (1 + executors) * vcpu.usd + gigabytes * memory.usd + extra_disk * storage.usd
     return Advised("serverless", text, hourly * HOURS_PER_MONTH)
