@@ -194,19 +194,6 @@ def local_interpreter(release_interpreter: str) -> str:
     return sys.executable
 
 
-def unpack_archive(archive: Path, target: Path) -> Path:
-    """Unpack ``archive`` (tar.gz or zip) into ``target`` as the service unpacks
-    ``spark.archives``; once per archive (a stamp of its path, size and time)."""
-    stamp = target.with_name(f".{target.name}.stamp")
-    mark = f"{archive.resolve()} {archive.stat().st_size} {archive.stat().st_mtime_ns}"
-    if target.is_dir() and stamp.is_file() and stamp.read_text(encoding="utf-8") == mark:
-        return target
-    shutil.rmtree(target, ignore_errors=True)
-    _extract(archive, target)
-    stamp.write_text(mark, encoding="utf-8")
-    return target
-
-
 def _extract(archive: Path, target: Path) -> None:
     target.mkdir(parents=True)
     if archive.suffix == ".zip":
@@ -217,17 +204,17 @@ def _extract(archive: Path, target: Path) -> None:
             tar.extractall(target, filter="data")
 
 
-def unpacked_beside(archive: Path) -> Path:
-    """``archive`` unpacked once per version (its size and time) in
-    ``unpacked/`` beside it, for every launch on this machine: the dependency
-    archive is 100+ MiB and its build is shared by every work directory (each
-    e2e case has its own), so unpacking it per work directory cost every
-    serverless case 5-8 s before its first launch. Safe side by side: each
-    process unpacks into its own directory and renames it into place, and a
-    version is used only once whole (a loser of the race drops its copy).
-    Older versions of the same archive are removed."""
+def unpacked(archive: Path, cache: Path, *, prune: bool = False) -> Path:
+    """``archive`` (tar.gz or zip) unpacked as the service unpacks
+    ``spark.archives``, once per version (its size and time) in ``cache``.
+    Safe side by side: each process unpacks into its own directory and renames
+    it into place, and a version is used only once whole (a loser of the race
+    drops its copy). A version is never unpacked over another: a job of the
+    other version may still run from it (a handover). ``prune`` removes the
+    archive's older versions: for the dependency archive, 100+ MiB and one per
+    build, unpacked beside it for every work directory (each e2e case has its
+    own; unpacking it per work directory cost every serverless case 5-8 s)."""
     stat = archive.stat()
-    cache = archive.parent / "unpacked"
     target = cache / f"{archive.name}-{stat.st_size}-{stat.st_mtime_ns}"
     if target.is_dir():
         return target
@@ -240,9 +227,10 @@ def unpacked_beside(archive: Path) -> Path:
         if not target.is_dir():
             raise
         shutil.rmtree(partial, ignore_errors=True)
-    for old in cache.glob(f"{archive.name}-*"):
-        if old != target:
-            shutil.rmtree(old, ignore_errors=True)
+    if prune:
+        for old in cache.glob(f"{archive.name}-*"):
+            if old != target:
+                shutil.rmtree(old, ignore_errors=True)
     return target
 
 
@@ -250,18 +238,18 @@ def working_directory(
     cwd: Path, archives: dict[str, Path], shared: Path, beside: frozenset[str] = frozenset()
 ) -> None:
     """``cwd/<alias>`` for each archive, unpacked under ``shared`` once and
-    linked; the aliases in ``beside`` are unpacked beside their archive
-    instead (:func:`unpacked_beside`)."""
+    linked; the aliases in ``beside`` are unpacked in ``unpacked/`` beside
+    their archive instead, for every work directory (:func:`unpacked`)."""
     cwd.mkdir(parents=True, exist_ok=True)
     for alias, archive in archives.items():
         if alias in beside:
-            unpacked = unpacked_beside(archive)
+            found = unpacked(archive, archive.parent / "unpacked", prune=True)
         else:
-            unpacked = unpack_archive(archive, shared / f"{alias}-{archive.stat().st_size}")
+            found = unpacked(archive, shared / alias)
         link = cwd / alias
         if link.is_symlink() or link.exists():
             link.unlink()
-        link.symlink_to(unpacked, target_is_directory=True)
+        link.symlink_to(found, target_is_directory=True)
 
 
 def _local_defaults(defaults: dict[str, str], work_dir: str, scratch: Path) -> dict[str, str]:

@@ -140,20 +140,21 @@ def kill_when(local: LocalInstance, trigger: Trigger, timeout: float) -> bool:
     assert job is not None
     deadline = time.monotonic() + timeout
     switch_interval = sys.getswitchinterval()
+    # While a commit is imminent the loop polls without sleeping (and the
+    # interpreter switches threads more often) for up to IMMINENT_SEC.
+    hot_until = 0.0
     try:
         while time.monotonic() < deadline and job.running:
             if trigger.changed():
                 job.kill()
                 return True
-            if trigger.imminent():
+            now = time.monotonic()
+            if now >= hot_until and trigger.imminent():
+                hot_until = now + IMMINENT_SEC
                 sys.setswitchinterval(IMMINENT_SWITCH_INTERVAL_SEC)
-                until = min(deadline, time.monotonic() + IMMINENT_SEC)
-                while time.monotonic() < until and job.running:
-                    if trigger.changed():
-                        job.kill()
-                        return True
+            if now >= hot_until:
                 sys.setswitchinterval(switch_interval)
-            time.sleep(0.005)
+                time.sleep(0.005)
     finally:
         sys.setswitchinterval(switch_interval)
     if job.running:

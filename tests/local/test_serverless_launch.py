@@ -4,8 +4,10 @@ s3:// URIs mapped to the staged files; what is missing fails here."""
 
 from __future__ import annotations
 
+import os
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +137,32 @@ def test_an_emr_instance_keeps_the_step_launch() -> None:
     emr = {i.instance_id: i for i in load_example_instances()}["orders-ap-northeast-2"]
     assert not sl.is_serverless(emr)
     assert sl.describe(emr).startswith("target emr")
+
+
+def _zip(path: Path, text: str, mtime_ns: int) -> Path:
+    with zipfile.ZipFile(path, "w") as zipped:
+        zipped.writestr("job_version.txt", text)
+    os.utime(path, ns=(mtime_ns, mtime_ns))
+    return path
+
+
+def test_each_version_of_an_archive_is_unpacked_once_and_apart(tmp_path: Path) -> None:
+    """Two versions of the same size (a handover's old and new package) get
+    their own directories: the old job may still run from its own."""
+    cache = tmp_path / "unpacked"
+    old = sl.unpacked(_zip(tmp_path / "app.zip", "v1", 10**18), cache)
+    (old / "marker").write_text("left by the first unpack")
+    assert sl.unpacked(tmp_path / "app.zip", cache) == old
+    assert (old / "marker").is_file()  # reused, not unpacked again
+    new = sl.unpacked(_zip(tmp_path / "app.zip", "v2", 2 * 10**18), cache)
+    assert new != old
+    assert (old / "job_version.txt").read_text() == "v1"
+    assert (new / "job_version.txt").read_text() == "v2"
+
+
+def test_pruning_keeps_only_the_archive_s_newest_version(tmp_path: Path) -> None:
+    cache = tmp_path / "unpacked"
+    old = sl.unpacked(_zip(tmp_path / "deps.zip", "v1", 10**18), cache, prune=True)
+    new = sl.unpacked(_zip(tmp_path / "deps.zip", "v2", 2 * 10**18), cache, prune=True)
+    assert sorted(p.name for p in cache.iterdir()) == [new.name]
+    assert not old.exists()
