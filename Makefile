@@ -95,13 +95,14 @@ synth-light: install $(SYNTH_VENV)/.installed ## Synthesize the example in a vir
 
 # Test tiers: tests/conftest.py puts every test in exactly one (unit, synth,
 # integration, e2e) from the fixtures it uses; `make test` runs them all on two
-# pytest-xdist workers that tests/conftest.py plans (CI). ARGS go to pytest, e.g. make test-fast ARGS="-k lease -x".
+# pytest-xdist workers that tests/conftest.py plans (CI), and lists the 30
+# slowest (where CI's time goes). ARGS go to pytest, e.g. make test-fast ARGS="-k lease -x".
 .PHONY: test
 # check needs the venv only, so it runs beside the job's jar and the two serverless
 # archives that synth waits for (install), then beside synth-light.
 test: $(STAMP) ## Install, run every check and both synths (side by side), then every test of every tier on two workers (CI)
 	$(MAKE) --no-print-directory -j2 check synth synth-light
-	$(VENV)/bin/pytest -n 2 --dist loadscope --no-loadscope-reorder $(ARGS)
+	$(VENV)/bin/pytest -n 2 --dist loadscope --no-loadscope-reorder --durations=30 $(ARGS)
 
 .PHONY: test-fast
 test-fast: install ## Unit tier: fakes, in-process moto, bare-Stack constructs; no JVM (guarded)
