@@ -151,10 +151,12 @@ def test_each_version_of_an_archive_is_unpacked_once_and_apart(tmp_path: Path) -
     their own directories: the old job may still run from its own."""
     cache = tmp_path / "unpacked"
     old = sl.unpacked(_zip(tmp_path / "app.zip", "v1", 10**18), cache)
+    size = (tmp_path / "app.zip").stat().st_size
     (old / "marker").write_text("left by the first unpack")
     assert sl.unpacked(tmp_path / "app.zip", cache) == old
     assert (old / "marker").is_file()  # reused, not unpacked again
     new = sl.unpacked(_zip(tmp_path / "app.zip", "v2", 2 * 10**18), cache)
+    assert (tmp_path / "app.zip").stat().st_size == size  # what a key of size alone mixes up
     assert new != old
     assert (old / "job_version.txt").read_text() == "v1"
     assert (new / "job_version.txt").read_text() == "v2"
