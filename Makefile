@@ -39,10 +39,7 @@ $(STAMP): requirements-dev.txt requirements-synth.txt package.json package-lock.
 	command -v javac >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless; }
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(PIP_PINS)
-# --no-compile: pip byte-compiles every module of every package otherwise (the
-# install took 71 s with it and 23 s without, here); Python compiles what is
-# imported, once, on first use.
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
@@ -84,7 +81,7 @@ SYNTH_VENV := .venv-synth
 $(SYNTH_VENV)/.installed: requirements-synth.txt
 	test -x $(SYNTH_VENV)/bin/python || python3 -m venv $(SYNTH_VENV)
 	$(SYNTH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(PIP_PINS)
-	$(SYNTH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-synth.txt
+	$(SYNTH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-synth.txt
 	touch $@
 
 .PHONY: synth-light
