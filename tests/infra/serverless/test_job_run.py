@@ -142,6 +142,10 @@ def test_the_workers_memory_and_disks_fit_the_shape() -> None:
     assert conf["spark.driver.memoryOverhead"] == "1024m"  # 384 MB + 640 MB: the Python driver
     assert conf["spark.executor.memory"] == "1024m"  # a 2 GB executor
     assert conf["spark.executor.memoryOverhead"] == "1024m"
-    assert 1024 + 1024 == 2 * 1024
+    shape = ServerlessConfig()
+    for role, worker in (("driver", shape.driver), ("executor", shape.executor)):
+        heap = int(conf[f"spark.{role}.memory"].removesuffix("m"))
+        overhead = int(conf[f"spark.{role}.memoryOverhead"].removesuffix("m"))
+        assert heap + overhead == worker.memory_gb * 1024, role
     assert conf["spark.emr-serverless.driver.disk"] == "20G"
     assert conf["spark.emr-serverless.executor.disk"] == "20G"
